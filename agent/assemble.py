@@ -1,0 +1,22 @@
+"""Turn a Config into the collectors the runtime schedules."""
+
+from __future__ import annotations
+
+import logging
+
+from agent.config import Config
+from collectors.base import BaseCollector
+from collectors.guest.local import LocalGuestCollector
+from collectors.selfmon import SelfCollector
+
+log = logging.getLogger(__name__)
+
+
+def build_collectors(cfg: Config) -> list[BaseCollector]:
+    collectors: list[BaseCollector] = [SelfCollector()]
+    if cfg.guest.enabled:
+        collectors.append(LocalGuestCollector(cfg.guest))
+    for section in ("vcenter", "db2", "storage", "esxtop"):
+        if getattr(cfg, section):
+            log.warning("[[%s]] sections are not collected by this version of db2vtop yet", section)
+    return collectors

@@ -1,0 +1,232 @@
+"""The `db2vtop` command line.
+
+Exit status: 0 success, 1 the command ran but failed (a collector error in --once, an
+unknown measurement, an unreadable store), 2 bad usage or configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from agent import __version__
+from agent.config import Config, ConfigError, load_config, resolve_config
+from agent.paths import default_config_path, state_dir
+from agent.secrets import SecretError
+from agent.store import Store, StoreError, StoreLockedError, StoreWriter
+from agent.units import format_duration, parse_duration
+
+log = logging.getLogger("db2vtop")
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class CommandError(Exception):
+    def __init__(self, message: str, status: int = EXIT_FAILED):
+        super().__init__(message)
+        self.status = status
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'{text!r} is not a duration such as "90s", "5m" or "1h"') from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="db2vtop",
+        description="Live monitor and headless agent for IBM DB2 in VMware vSphere VMs on shared storage. "
+                    "With no command, runs `watch`.",
+        epilog="Run `db2vtop COMMAND --help` for the options of a command.")
+    p.add_argument("--version", action="version", version=f"db2vtop {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    def common(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("-c", "--config", type=Path, metavar="FILE",
+                        help=f"config file (default: {default_config_path()} if it exists, else local guest only)")
+        sp.add_argument("--store", type=Path, metavar="PATH", help="embedded store file (default: [store] path)")
+
+    w = sub.add_parser("watch", help="live terminal UI, collecting in-process (the default command)",
+                       description="Live terminal UI. Collects in-process into the store; if an agent is already "
+                                   "writing the store, attaches to it and shows its data instead.")
+    common(w)
+
+    a = sub.add_parser("agent", help="headless collection into the store",
+                       description="Collect on schedule into the embedded store until SIGTERM/SIGINT.")
+    common(a)
+    a.add_argument("--once", action="store_true", help="one cycle of every collector, then exit "
+                   "(status 1 if any collector failed)")
+    a.add_argument("--duration", type=_duration, metavar="SECONDS", help="stop after this long (e.g. 60, 10m)")
+    a.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+    q = sub.add_parser("query", help="print stored samples of one measurement",
+                       description="Print the samples of one measurement as a JSON array of "
+                                   '{"ts": ns, "measurement", "tags": {...}, "fields": {...}} or as CSV.')
+    common(q)
+    q.add_argument("--measurement", "-m", required=True, metavar="M", help="e.g. guest_disk")
+    q.add_argument("--since", type=_duration, default=3600.0, metavar="DURATION",
+                   help="how far back from now (default 1h)")
+    q.add_argument("--format", choices=["json", "csv"], default="json")
+
+    c = sub.add_parser("config", help="validate or create a config file")
+    csub = c.add_subparsers(dest="config_command", metavar="ACTION", required=True)
+    cc = csub.add_parser("check", help="validate a config file (exit 2 on the first error)",
+                         description="Validate a config file, including that its secret references can be read.")
+    cc.add_argument("-c", "--config", type=Path, metavar="FILE", required=True)
+    ci = csub.add_parser("init", help="print a commented config template",
+                         description="Print a commented template covering every section, or write it to a file.")
+    ci.add_argument("-o", "--output", type=Path, metavar="FILE", help="write to FILE (mode 600) instead of stdout")
+    ci.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
+        argv.insert(0, "watch")
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "watch":
+            return cmd_watch(args)
+        if args.command == "agent":
+            return cmd_agent(args)
+        if args.command == "query":
+            return cmd_query(args)
+        if args.config_command == "check":
+            return cmd_config_check(args)
+        return cmd_config_init(args)
+    except ConfigError as e:
+        print(f"db2vtop: config error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except StoreLockedError as e:
+        print(f"db2vtop: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except (CommandError, StoreError) as e:
+        print(f"db2vtop: {e}", file=sys.stderr)
+        return getattr(e, "status", EXIT_FAILED)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _store_path(args: argparse.Namespace, cfg: Config) -> Path:
+    return Path(os.path.expanduser(str(args.store))) if args.store else cfg.store.path
+
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    from agent.assemble import build_collectors
+    from agent.runtime import Runtime
+
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    cfg = resolve_config(args.config)
+    writer = StoreWriter(_store_path(args, cfg), cfg.store.retention)
+    runtime = Runtime(build_collectors(cfg), [writer])
+    log.info("db2vtop %s agent: store %s, collectors %s", __version__, writer.path,
+             ", ".join(c.name for c in runtime.collectors))
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, runtime.stop)
+        if args.once:
+            await runtime.run_once()
+        else:
+            await runtime.run(args.duration)
+
+    try:
+        asyncio.run(run())
+    finally:
+        writer.close()
+    failed = [f"{name}: {st.last_error}" for name, st in runtime.stats.items() if st.errors]
+    if args.once and failed:
+        print("db2vtop: collectors failed: " + "; ".join(failed), file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    from tui.app import WatchApp
+
+    from agent.assemble import build_collectors
+    from agent.runtime import Runtime
+
+    cfg = resolve_config(args.config)
+    log_file = state_dir() / "watch.log"
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    logging.basicConfig(level=logging.INFO, filename=log_file,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    path = _store_path(args, cfg)
+    try:
+        writer: StoreWriter | None = StoreWriter(path, cfg.store.retention)
+    except StoreLockedError:
+        writer = None  # an agent is collecting into this store: show its data
+    runtime = Runtime(build_collectors(cfg), [writer]) if writer else None
+    try:
+        WatchApp(path, runtime).run()
+    finally:
+        if writer:
+            writer.close()
+    return EXIT_OK
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    from agent.query import write_csv, write_json
+
+    cfg = resolve_config(args.config)
+    with Store(_store_path(args, cfg)) as store:
+        known = store.measurements()
+        if args.measurement not in known:
+            raise CommandError(f"no measurement {args.measurement!r} in {store.path}; it has: "
+                               + (", ".join(known) or "nothing yet"))
+        since = time.time_ns() - int(args.since * 1e9)
+        rows = store.rows(args.measurement, since)
+        (write_json if args.format == "json" else write_csv)(rows, sys.stdout)
+    return EXIT_OK
+
+
+def cmd_config_check(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config)
+    refs = [(f"{s}[{i}]", item.password(), getattr(item, "user", None) or "")
+            for s in ("vcenter", "ssh", "db2") for i, item in enumerate(getattr(cfg, s))]
+    if cfg.influxdb:
+        refs.append(("influxdb", cfg.influxdb.token(), ""))
+    for where, ref, user in refs:
+        if ref is None:
+            continue
+        try:
+            ref.resolve(user)
+        except SecretError as e:
+            raise ConfigError(str(args.config), where, f"secret not readable: {e}") from None
+    counts = ", ".join(f"{len(getattr(cfg, s))} {s}" for s in ("vcenter", "ssh", "db2", "storage", "esxtop", "stack"))
+    print(f"{args.config}: OK ({counts}; influxdb {'on' if cfg.influxdb else 'off'}; "
+          f"guest {'every ' + format_duration(cfg.guest.interval) if cfg.guest.enabled else 'off'}; "
+          f"store {cfg.store.path}, retention {format_duration(cfg.store.retention)})")
+    return EXIT_OK
+
+
+def cmd_config_init(args: argparse.Namespace) -> int:
+    from importlib.resources import files
+
+    text = files("agent").joinpath("config_template.toml").read_text(encoding="utf-8")
+    if args.output is None:
+        sys.stdout.write(text)
+        return EXIT_OK
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if args.force else os.O_EXCL)
+    try:
+        fd = os.open(args.output, flags, 0o600)
+    except FileExistsError:
+        raise CommandError(f"{args.output} exists; use --force to overwrite it", EXIT_USAGE) from None
+    except OSError as e:
+        raise CommandError(f"cannot write {args.output}: {e.strerror}") from None
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    print(f"wrote {args.output}; check it with: db2vtop config check -c {args.output}", file=sys.stderr)
+    return EXIT_OK

@@ -1,0 +1,414 @@
+"""The one TOML config file, validated into typed, frozen sections.
+
+Every section is a dataclass; `_load` walks the dataclass fields and converts each TOML
+value, so a new key is one annotated field. Every problem raises ConfigError naming the
+file, the key, the offending value and what was expected. Section and key names are a
+contract (DESIGN.md); add keys, never rename them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+import types
+import typing
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import urlparse
+
+from agent.paths import default_config_path, default_store_path, state_dir
+from agent.secrets import SecretRef
+from agent.units import parse_duration, parse_size
+
+SECRET_KEYS = frozenset({"password", "token", "secret", "passwd", "api_key"})
+
+
+class ConfigError(Exception):
+    def __init__(self, file: str, key: str, problem: str):
+        super().__init__(f"{file}: {key}: {problem}" if key else f"{file}: {problem}")
+        self.file, self.key, self.problem = file, key, problem
+
+
+def _show(key: str, value: Any) -> str:
+    if key.rsplit(".", 1)[-1] in SECRET_KEYS:
+        return "<hidden>"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# --- value markers used with typing.Annotated ----------------------------------------
+
+
+@dataclass(frozen=True)
+class _Marker:
+    expected: str
+
+    def convert(self, value: Any) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+class _Duration(_Marker):
+    def convert(self, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ValueError
+        return parse_duration(value)
+
+
+class _Size(_Marker):
+    def convert(self, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            raise ValueError
+        return parse_size(value)
+
+
+@dataclass(frozen=True)
+class _Choice(_Marker):
+    choices: tuple[str, ...] = ()
+
+    def convert(self, value: Any) -> str:
+        if not isinstance(value, str) or value not in self.choices:
+            raise ValueError
+        return value
+
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,63}$")
+
+
+class _Name(_Marker):
+    def convert(self, value: Any) -> str:
+        if not isinstance(value, str) or not _NAME_RE.match(value):
+            raise ValueError
+        return value
+
+
+class _Url(_Marker):
+    def convert(self, value: Any) -> str:
+        if not isinstance(value, str):
+            raise ValueError
+        u = urlparse(value)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ValueError
+        return value
+
+
+@dataclass(frozen=True)
+class _Range(_Marker):
+    low: float = 0
+    high: float = float("inf")
+
+    def convert(self, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not self.low <= value <= self.high:
+            raise ValueError
+        return value
+
+
+class _EnvName(_Marker):
+    def convert(self, value: Any) -> str:
+        if not isinstance(value, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", value):
+            raise ValueError
+        return value
+
+
+Duration = Annotated[float, _Duration('a duration such as "20s", "5m", "1h30m" or a number of seconds')]
+Size = Annotated[int, _Size('a size such as "512MiB", "1GiB" or a number of bytes')]
+Name = Annotated[str, _Name("a name of letters, digits, '-', '_', '.', ':' or '@' (at most 64)")]
+Url = Annotated[str, _Url('an http:// or https:// URL with a host name')]
+Port = Annotated[int, _Range("a TCP port number 1-65535", 1, 65535)]
+PositiveInt = Annotated[int, _Range("a positive integer", 1)]
+EnvName = Annotated[str, _EnvName("an environment variable name such as VC1_PASSWORD")]
+
+
+def Choice(*choices: str) -> Any:  # noqa: N802 - reads like a type in annotations
+    return Annotated[str, _Choice("one of " + ", ".join(f'"{c}"' for c in choices), choices)]
+
+
+# --- sections -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Secret:
+    """Mixin for sections with a password: exactly one source, never inline."""
+
+    def password(self) -> SecretRef | None:
+        env, file, ring = (getattr(self, "password_" + k, None) for k in ("env", "file", "keyring"))
+        if env or file or ring:
+            return SecretRef(env=env, file=file, keyring=ring)
+        return None
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    path: Path = field(default_factory=default_store_path)
+    retention: Duration = 7 * 86400.0
+
+
+@dataclass(frozen=True)
+class GuestConfig:
+    enabled: bool = True
+    interval: Duration = 5.0
+    timeout: Duration | None = None
+    devices_exclude: list[str] = field(default_factory=lambda: ["loop*", "ram*"])
+    interfaces_exclude: list[str] = field(default_factory=lambda: ["lo", "veth*"])
+
+
+@dataclass(frozen=True)
+class VCenterConfig(_Secret):
+    name: Name
+    url: Url
+    user: str
+    password_env: EnvName | None = None
+    password_file: Path | None = None
+    password_keyring: str | None = None
+    verify_tls: bool = True
+    ca_file: Path | None = None
+    interval: Duration = 20.0
+    timeout: Duration | None = None
+
+
+@dataclass(frozen=True)
+class SSHConfig(_Secret):
+    name: Name
+    host: str
+    user: str
+    port: Port = 22
+    key_file: Path | None = None
+    password_env: EnvName | None = None
+    password_file: Path | None = None
+    password_keyring: str | None = None
+    known_hosts: Path | None = None
+    host_key_policy: Choice("reject", "accept-new") = "reject"
+    connect_timeout: Duration = 10.0
+    command_timeout: Duration = 30.0
+
+
+@dataclass(frozen=True)
+class DB2Config(_Secret):
+    name: Name
+    database: str
+    ssh: Name | None = None
+    transport: Choice("clp", "ibm_db") = "clp"
+    user: str | None = None
+    password_env: EnvName | None = None
+    password_file: Path | None = None
+    password_keyring: str | None = None
+    interval: Duration = 10.0
+    timeout: Duration | None = None
+
+
+@dataclass(frozen=True)
+class StorageConfig(_Secret):
+    name: Name
+    kind: Choice("linux", "ontap", "xtremio", "powermax")
+    ssh: Name | None = None
+    interval: Duration = 20.0
+    timeout: Duration | None = None
+
+
+@dataclass(frozen=True)
+class EsxtopConfig:
+    name: Name
+    ssh: Name
+    interval: Duration = 10.0
+    timeout: Duration | None = None
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    name: Name
+    db2: Name | None = None
+    vm: str | None = None
+    vcenter: Name | None = None
+    guest: Name | None = None
+    storage: list[Name] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class InfluxConfig:
+    url: Url
+    bucket: str
+    org: str = "-"
+    token_env: EnvName | None = None
+    token_file: Path | None = None
+    verify_tls: bool = True
+    ca_file: Path | None = None
+    spool_max_bytes: Size = 2**30
+    spool_dir: Path = field(default_factory=lambda: state_dir() / "spool")
+
+    def token(self) -> SecretRef | None:
+        if self.token_env or self.token_file:
+            return SecretRef(env=self.token_env, file=self.token_file)
+        return None
+
+
+CheckValue = float | int | str | bool
+
+
+@dataclass(frozen=True)
+class Config:
+    store: StoreConfig = field(default_factory=StoreConfig)
+    guest: GuestConfig = field(default_factory=GuestConfig)
+    vcenter: list[VCenterConfig] = field(default_factory=list)
+    ssh: list[SSHConfig] = field(default_factory=list)
+    db2: list[DB2Config] = field(default_factory=list)
+    storage: list[StorageConfig] = field(default_factory=list)
+    esxtop: list[EsxtopConfig] = field(default_factory=list)
+    stack: list[StackConfig] = field(default_factory=list)
+    influxdb: InfluxConfig | None = None
+    checks: dict[str, dict[str, CheckValue]] = field(default_factory=dict)
+    source: Path | None = field(default=None, metadata={"toml": False})
+
+
+# --- loading --------------------------------------------------------------------------
+
+_EXPECTED = {str: "a string", bool: "true or false", int: "an integer",
+             float: "a number", Path: "a file path (string)"}
+
+
+class _Loader:
+    def __init__(self, file: str):
+        self.file = file
+
+    def error(self, key: str, problem: str) -> ConfigError:
+        return ConfigError(self.file, key, problem)
+
+    def bad(self, key: str, value: Any, expected: str) -> ConfigError:
+        return self.error(key, f"{_show(key, value)} is not valid; expected {expected}")
+
+    def section(self, cls: type, table: Any, key: str) -> Any:
+        if not isinstance(table, dict):
+            raise self.bad(key, table, "a table")
+        hints = typing.get_type_hints(cls, include_extras=True)
+        known = {f.name: f for f in fields(cls) if f.metadata.get("toml", True)}
+        for k in table:
+            if k not in known:
+                where = f"{key}.{k}" if key else k
+                if k in SECRET_KEYS:
+                    raise self.error(where, f"secrets are never written in the config; use {k}_env"
+                                            f" (an environment variable) or {k}_file (a file only you can read)")
+                raise self.error(where, "unknown key; expected one of " + ", ".join(sorted(known)))
+        values = {}
+        for name, f in known.items():
+            where = f"{key}.{name}" if key else name
+            if name in table:
+                values[name] = self.value(hints[name], table[name], where)
+            elif f.default is MISSING and f.default_factory is MISSING:
+                raise self.error(where, "missing; this key is required")
+        return cls(**values)
+
+    def value(self, tp: Any, value: Any, key: str) -> Any:
+        origin = typing.get_origin(tp)
+        if origin is Annotated:
+            marker = typing.get_args(tp)[1]
+            try:
+                return marker.convert(value)
+            except ValueError:
+                raise self.bad(key, value, marker.expected) from None
+        if origin in (types.UnionType, typing.Union):
+            inner = [a for a in typing.get_args(tp) if a is not type(None)]
+            if len(inner) == 1:
+                return self.value(inner[0], value, key)
+            for a in inner:  # scalar unions, e.g. check override values
+                if _is_instance(value, a):
+                    return value
+            raise self.bad(key, value, " or ".join(_EXPECTED[a] for a in inner))
+        if origin is list:
+            (item,) = typing.get_args(tp)
+            if not isinstance(value, list):
+                raise self.bad(key, value, "a list" if not is_dataclass(item) else f"[[{key}]] tables")
+            return [self.value(item, v, f"{key}[{i}]") for i, v in enumerate(value)]
+        if origin is dict:
+            _, item = typing.get_args(tp)
+            if not isinstance(value, dict):
+                raise self.bad(key, value, "a table")
+            return {k: self.value(item, v, f"{key}.{k}") for k, v in value.items()}
+        if is_dataclass(tp):
+            return self.section(tp, value, key)
+        if tp is Path:
+            if not isinstance(value, str) or not value or "\x00" in value:
+                raise self.bad(key, value, _EXPECTED[Path])
+            return Path(os.path.expanduser(value))
+        if not _is_instance(value, tp):
+            raise self.bad(key, value, _EXPECTED[tp])
+        return float(value) if tp is float else value
+
+
+def _is_instance(value: Any, tp: type) -> bool:
+    if tp is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, tp)
+
+
+def _check_references(cfg: Config, err: _Loader) -> None:
+    names: dict[str, set[str]] = {}
+    for section in ("vcenter", "ssh", "db2", "storage", "esxtop", "stack"):
+        seen: set[str] = set()
+        for i, item in enumerate(getattr(cfg, section)):
+            if item.name in seen:
+                raise err.error(f"{section}[{i}].name", f"{item.name!r} is used twice; names must be unique")
+            seen.add(item.name)
+        names[section] = seen
+
+    def ref(section: str, i: int, key: str, value: str | None, target: str) -> None:
+        if value is not None and value not in names[target]:
+            known = ", ".join(sorted(names[target])) or f"none defined; add a [[{target}]] section"
+            raise err.error(f"{section}[{i}].{key}", f"{value!r} names no [[{target}]]; known: {known}")
+
+    for i, d in enumerate(cfg.db2):
+        ref("db2", i, "ssh", d.ssh, "ssh")
+        if d.transport == "clp" and d.ssh is None:
+            raise err.error(f"db2[{i}].ssh", 'missing; the "clp" transport runs db2 over an [[ssh]] target')
+    for i, s in enumerate(cfg.storage):
+        ref("storage", i, "ssh", s.ssh, "ssh")
+        if s.ssh is None:
+            raise err.error(f"storage[{i}].ssh", "missing; storage is read over an [[ssh]] target")
+    for i, e in enumerate(cfg.esxtop):
+        ref("esxtop", i, "ssh", e.ssh, "ssh")
+    for i, st in enumerate(cfg.stack):
+        ref("stack", i, "db2", st.db2, "db2")
+        ref("stack", i, "vcenter", st.vcenter, "vcenter")
+        ref("stack", i, "guest", st.guest, "ssh")
+        for j, s in enumerate(st.storage):
+            ref("stack", i, f"storage[{j}]", s, "storage")
+    for section in ("vcenter", "ssh", "db2"):
+        for i, item in enumerate(getattr(cfg, section)):
+            given = [k for k in ("password_env", "password_file", "password_keyring") if getattr(item, k)]
+            if len(given) > 1:
+                raise err.error(f"{section}[{i}]", f"{' and '.join(given)} are both set; give only one")
+    for i, v in enumerate(cfg.vcenter):
+        if v.password() is None:
+            raise err.error(f"vcenter[{i}]", "no password source; set password_env, password_file or password_keyring")
+    if cfg.influxdb and cfg.influxdb.token_env and cfg.influxdb.token_file:
+        raise err.error("influxdb", "token_env and token_file are both set; give only one")
+
+
+def load_config(path: Path) -> Config:
+    """Read and validate one config file; raises ConfigError, never anything else."""
+    file = str(path)
+    err = _Loader(file)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise ConfigError(file, "", f"cannot read the config file: {e.strerror or e}") from None
+    try:
+        table = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ConfigError(file, "", f"not UTF-8 text (byte {e.start}); expected a TOML file") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(file, "", f"invalid TOML: {e}") from None
+    cfg = err.section(Config, table, "")
+    _check_references(cfg, err)
+    return replace(cfg, source=path)
+
+
+def resolve_config(path: Path | None) -> Config:
+    """The config for a command: -c FILE, else the XDG default file if present, else defaults."""
+    if path is not None:
+        return load_config(path)
+    default = default_config_path()
+    if default.is_file():
+        return load_config(default)
+    return Config()

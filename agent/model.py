@@ -1,0 +1,108 @@
+"""The records that flow from collectors to the store, sinks and checks.
+
+A Sample has the InfluxDB line-protocol shape so the embedded store and InfluxDB hold
+the same thing; a Fact is slowly changing configuration that checks compare against
+practices; an Annotation marks a moment (benchmark marker, counter reset).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+FieldValue = int | float | str | bool
+
+
+def now_ns() -> int:
+    return time.time_ns()
+
+
+def canonical_tags(tags: dict[str, str]) -> str:
+    """One text per tag set, so a series has exactly one key in the store."""
+    return json.dumps(tags, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(slots=True)
+class Sample:
+    measurement: str
+    tags: dict[str, str]
+    fields: dict[str, FieldValue]
+    ts: int = field(default_factory=now_ns)
+
+
+@dataclass(slots=True)
+class Fact:
+    """Configuration of one entity (a VM, a disk, a DB2 database) at a time.
+
+    `kind` names the entity type, `tags` identify the entity, `data` holds its settings.
+    The store keeps a new version only when `data` changes.
+    """
+
+    kind: str
+    tags: dict[str, str]
+    data: dict[str, Any]
+    ts: int = field(default_factory=now_ns)
+
+
+@dataclass(slots=True)
+class Annotation:
+    """A point event on the shared time axis: a marker, a counter reset, a restart."""
+
+    kind: str
+    name: str
+    tags: dict[str, str] = field(default_factory=dict)
+    text: str = ""
+    ts: int = field(default_factory=now_ns)
+
+
+Record = Sample | Annotation
+
+Severity = str  # "info" | "warning" | "critical"
+
+
+@dataclass(slots=True)
+class Finding:
+    """A departure from a documented practice, open until its condition clears."""
+
+    rule: str
+    severity: Severity
+    subject: dict[str, str]  # "layer" plus the entity's tags
+    summary: str
+    evidence: dict[str, Any]
+    why: str
+    fix: str
+    references: list[str]
+    first_seen: int
+    last_seen: int
+    resolved_at: int | None = None
+
+    @property
+    def key(self) -> str:
+        """One open finding per rule and subject."""
+        return self.rule + " " + canonical_tags(self.subject)
+
+
+@runtime_checkable
+class Collector(Protocol):
+    """What the runtime schedules. Implementations live under `collectors/`."""
+
+    name: str
+    interval: float
+    timeout: float
+
+    async def collect(self) -> list[Record]: ...
+
+    async def describe(self) -> list[Fact]: ...
+
+
+def clean_fields(fields: dict[str, FieldValue]) -> dict[str, FieldValue]:
+    """Drop values no time-series store can hold (NaN, infinities, None)."""
+    out = {}
+    for k, v in fields.items():
+        if v is None or (isinstance(v, float) and not math.isfinite(v)):
+            continue
+        out[k] = v
+    return out

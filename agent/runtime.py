@@ -1,0 +1,199 @@
+"""The scheduler: runs every collector on its own cadence and hands results on.
+
+Each collector has its own loop: due times on a fixed grid (interval plus a little
+jitter, no drift), a timeout per cycle, and never two cycles of one collector at once
+(a cycle whose predecessor, or its thread, is still running is skipped and counted).
+One failing or hanging collector never delays another. After every cycle the runtime
+emits a `db2vtop_collector` self-metric sample beside the collector's own samples.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from agent.model import Annotation, Fact, Record, Sample, clean_fields
+from collectors.base import BaseCollector, CollectorError
+
+log = logging.getLogger(__name__)
+
+SELF_MEASUREMENT = "db2vtop_collector"
+
+
+class Output(Protocol):
+    """Where results go: the store writer, and sinks such as InfluxDB."""
+
+    def submit(self, samples: Iterable[Sample] = (), facts: Iterable[Fact] = (),
+               annotations: Iterable[Annotation] = ()) -> None: ...
+
+
+@dataclass
+class CollectorStats:
+    cycles: int = 0
+    errors: int = 0
+    skipped: int = 0
+    samples: int = 0
+    status: str = "pending"
+    last_error: str = ""
+    last_duration_ms: float = 0.0
+    last_success_ns: int = 0
+
+
+class Runtime:
+    def __init__(self, collectors: Sequence[BaseCollector], outputs: Sequence[Output]):
+        self.collectors = list(collectors)
+        self.outputs = list(outputs)
+        self.stats = {c.name: CollectorStats() for c in self.collectors}
+        self._stop: asyncio.Event | None = None
+        self._cycles: set[asyncio.Task] = set()
+
+    def stop(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+
+    async def run(self, duration: float | None = None) -> None:
+        """Collect until stop() or for `duration` seconds."""
+        self._stop = asyncio.Event()
+        loops = [asyncio.create_task(self._loop(c), name=f"loop-{c.name}") for c in self.collectors]
+        try:
+            if duration is None:
+                await self._stop.wait()
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), duration)
+        finally:
+            self._stop.set()
+            await asyncio.gather(*loops, return_exceptions=True)
+            await self._finish()
+
+    async def run_once(self) -> None:
+        """One cycle of every collector (after its baseline), then return."""
+        self._stop = asyncio.Event()
+
+        async def once(c: BaseCollector) -> None:
+            await self._start(c)
+            await asyncio.sleep(c.first_delay)
+            await self._cycle(c)
+
+        await asyncio.gather(*(once(c) for c in self.collectors))
+        await self._finish()
+
+    async def _finish(self) -> None:
+        if self._cycles:  # let in-flight cycles end within their timeouts, then cancel
+            _, late = await asyncio.wait(self._cycles, timeout=max(c.timeout for c in self.collectors))
+            for t in late:
+                t.cancel()
+        for c in self.collectors:
+            await c.close()
+
+    async def _start(self, c: BaseCollector) -> None:
+        try:
+            await asyncio.wait_for(c.start(), c.timeout)
+        except Exception as e:  # the cycles retry; record and go on
+            self._record(c, "error", _describe_error(e, c.timeout, "start"), 0.0, 0, time.time_ns())
+
+    async def _loop(self, c: BaseCollector) -> None:
+        assert self._stop is not None
+        await self._start(c)
+        loop = asyncio.get_running_loop()
+        due = loop.time() + c.first_delay
+        task: asyncio.Task | None = None
+        jitter = min(c.interval * 0.05, 1.0)
+        while not self._stop.is_set():
+            delay = due + random.uniform(0, jitter) - loop.time()
+            if delay > 0:
+                try:
+                    await asyncio.wait_for(self._stop.wait(), delay)
+                    break
+                except TimeoutError:
+                    pass
+            if (task is not None and not task.done()) or c.busy:
+                self._skip(c, 1)
+            else:
+                task = asyncio.create_task(self._cycle(c), name=f"cycle-{c.name}")
+                self._cycles.add(task)
+                task.add_done_callback(self._cycles.discard)
+            due += c.interval
+            behind = loop.time() - due
+            if behind > c.interval:  # the process was stopped or starved: skip the lost slots
+                missed = int(behind // c.interval)
+                due += missed * c.interval
+                self._skip(c, missed)
+
+    async def _cycle(self, c: BaseCollector) -> None:
+        t0 = time.perf_counter()
+        facts: list[Fact] = []
+        records: list[Record] = []
+        errors: list[str] = []
+
+        async def work() -> None:
+            nonlocal facts, records
+            if c.facts_due():
+                try:
+                    facts = await c.describe()
+                    c.facts_done()
+                except (CollectorError, OSError, ValueError) as e:
+                    errors.append(_describe_error(e, c.timeout, "describe"))
+            records = await c.collect()
+
+        try:
+            await asyncio.wait_for(work(), c.timeout)
+        except Exception as e:  # any collector failure is data, never a crash
+            errors.append(_describe_error(e, c.timeout, "collect"))
+            if not isinstance(e, CollectorError | TimeoutError):
+                log.debug("collector %s failed", c.name, exc_info=True)
+        ts = time.time_ns()
+        samples, annotations = [], []
+        for r in records:
+            if isinstance(r, Sample):
+                r.fields = clean_fields(r.fields)
+                if r.fields:
+                    samples.append(r)
+            else:
+                annotations.append(r)
+        status = "ok" if not errors else ("timeout" if "timed out" in errors[-1] else "error")
+        me = self._record(c, status, "; ".join(errors), (time.perf_counter() - t0) * 1000, len(samples), ts)
+        for out in self.outputs:
+            out.submit([*samples, me], facts, annotations)
+
+    def _skip(self, c: BaseCollector, n: int) -> None:
+        st = self.stats[c.name]
+        st.skipped += n
+        log.warning("collector %s: %d cycle(s) skipped, the previous one is still running", c.name, n)
+        me = self._self_sample(c.name, st, "skipped", 0.0, 0, time.time_ns())
+        for out in self.outputs:
+            out.submit([me])
+
+    def _record(self, c: BaseCollector, status: str, error: str, ms: float, n: int, ts: int) -> Sample:
+        st = self.stats[c.name]
+        st.cycles += 1
+        st.samples += n
+        st.last_duration_ms = ms
+        if error:
+            st.errors += 1
+            st.last_error = error
+            log.warning("collector %s: %s", c.name, error)
+        else:
+            st.last_success_ns = ts
+        return self._self_sample(c.name, st, status, ms, n, ts)
+
+    @staticmethod
+    def _self_sample(name: str, st: CollectorStats, status: str, ms: float, n: int, ts: int) -> Sample:
+        st.status = status
+        return Sample(SELF_MEASUREMENT, {"collector": name},
+                      {"duration_ms": round(ms, 3), "samples": n, "errors": st.errors, "skipped": st.skipped,
+                       "status": status, "last_error": st.last_error}, ts)
+
+
+def _describe_error(e: BaseException, timeout: float, phase: str) -> str:
+    if isinstance(e, TimeoutError):
+        return f"{phase} timed out after {timeout:g}s"
+    if isinstance(e, CollectorError):
+        return str(e)
+    return f"{phase}: {type(e).__name__}: {e}"

@@ -1,0 +1,87 @@
+"""What every collector shares: its own worker threads and a facts schedule.
+
+Blocking libraries (pyvmomi, paramiko, file reads) run on the collector's own small
+thread pool. The runtime asks `busy` before starting a cycle: a thread still stuck in a
+timed-out call means the next cycle is skipped rather than run beside it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from agent.model import Fact, Record
+
+T = TypeVar("T")
+
+
+class CollectorError(Exception):
+    """A failure a collector understood: shown as-is, no traceback."""
+
+
+class BaseCollector:
+    name: str
+    interval: float
+    timeout: float
+    #: seconds after start before the first cycle (rate collectors need a baseline)
+    first_delay: float = 0.0
+    #: how often describe() is called; set facts_stale to ask for it sooner
+    facts_interval: float = 900.0
+    #: threads for blocking calls; more only where a collector fans out (vSphere chunks)
+    workers: int = 1
+
+    def __init__(self, name: str, interval: float, timeout: float | None = None):
+        self.name = name
+        self.interval = interval
+        self.timeout = timeout if timeout is not None else interval
+        self.facts_stale = True
+        self._facts_at = 0.0
+        self._inflight = 0
+        self._inflight_lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self._inflight > 0
+
+    def facts_due(self) -> bool:
+        return self.facts_stale or time.monotonic() - self._facts_at >= self.facts_interval
+
+    def facts_done(self) -> None:
+        self.facts_stale = False
+        self._facts_at = time.monotonic()
+
+    async def run_blocking(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix=f"collector-{self.name}")
+        with self._inflight_lock:
+            self._inflight += 1
+        try:
+            future = self._executor.submit(functools.partial(fn, *args, **kwargs))
+        except BaseException:
+            self._release()
+            raise
+        future.add_done_callback(lambda _f: self._release())
+        return await asyncio.wrap_future(future)
+
+    def _release(self) -> None:
+        with self._inflight_lock:
+            self._inflight -= 1
+
+    async def start(self) -> None:
+        """Prepare before the first cycle (take a baseline, connect)."""
+
+    async def collect(self) -> list[Record]:
+        raise NotImplementedError
+
+    async def describe(self) -> list[Fact]:
+        return []
+
+    async def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,1 @@
+"""Guest OS measurements (CPU, memory, disks as iostat computes them, network)."""

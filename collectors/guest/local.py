@@ -1,0 +1,72 @@
+"""The guest collector for the machine db2vtop runs on: reads /proc and /sys directly."""
+
+from __future__ import annotations
+
+import glob
+import os
+import socket
+import time
+
+from agent.config import GuestConfig
+from agent.model import Fact, Record
+from collectors.base import BaseCollector, CollectorError
+from collectors.guest.metrics import guest_facts, guest_samples
+from collectors.guest.procfs import (
+    FACT_GLOBS,
+    FACT_LINK_GLOBS,
+    SNAPSHOT_FILES,
+    SNAPSHOT_GLOBS,
+    ProcFormatError,
+    Snapshot,
+    snapshot,
+)
+
+
+def read_files(patterns: tuple[str, ...], link_patterns: tuple[str, ...] = ()) -> dict[str, str]:
+    """path -> text for every existing match; for link patterns, the link target's name."""
+    out: dict[str, str] = {}
+    for pattern in patterns:
+        for path in glob.glob(pattern) if "*" in pattern else (pattern,):
+            try:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    out[path] = f.read()
+            except OSError:
+                continue  # vanished, or not readable (e.g. speed of a down link)
+    for pattern in link_patterns:
+        for path in glob.glob(pattern):
+            try:
+                out[path] = os.path.basename(os.readlink(path))
+            except OSError:
+                continue
+    return out
+
+
+class LocalGuestCollector(BaseCollector):
+    def __init__(self, cfg: GuestConfig, name: str = "guest"):
+        super().__init__(name, cfg.interval, cfg.timeout)
+        self.first_delay = min(1.0, cfg.interval)
+        self.cfg = cfg
+        self.guest = socket.gethostname()
+        self.page_size = os.sysconf("SC_PAGE_SIZE")
+        self._prev: Snapshot | None = None
+
+    def _snapshot(self) -> Snapshot:
+        try:
+            return snapshot(read_files(SNAPSHOT_FILES + SNAPSHOT_GLOBS))
+        except ProcFormatError as e:
+            raise CollectorError(str(e)) from None
+
+    async def start(self) -> None:
+        self._prev = await self.run_blocking(self._snapshot)
+
+    async def collect(self) -> list[Record]:
+        cur = await self.run_blocking(self._snapshot)
+        prev, self._prev = self._prev, cur
+        if prev is None:
+            return []
+        return guest_samples(prev, cur, self.guest, time.time_ns(), self.page_size,
+                             self.cfg.devices_exclude, self.cfg.interfaces_exclude)
+
+    async def describe(self) -> list[Fact]:
+        files = await self.run_blocking(read_files, FACT_GLOBS, FACT_LINK_GLOBS)
+        return guest_facts(files, self.guest, time.time_ns(), self.cfg.devices_exclude, self.cfg.interfaces_exclude)

@@ -1,0 +1,33 @@
+"""Shared fixtures: isolated XDG dirs, a store path, and the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Never read or write the developer's own config, store or logs."""
+    home = tmp_path_factory.mktemp("xdg")
+    for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"), ("XDG_STATE_HOME", "state")):
+        monkeypatch.setenv(var, str(home / sub))
+    return home
+
+
+@pytest.fixture
+def store_path(tmp_path: Path) -> Path:
+    return tmp_path / "metrics.db"
+
+
+def run_cli(*args: str, timeout: float = 60, env: dict[str, str] | None = None,
+            input: str | None = None) -> subprocess.CompletedProcess:
+    """The real `db2vtop` entry point in a child process."""
+    return subprocess.run([sys.executable, "-m", "agent", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})}, input=input)

@@ -1,0 +1,16 @@
+#!/bin/sh
+# Install the system programs the tests talk to as real peers, only where missing:
+# Debian's sysstat (iostat), openssh-server (sshd on 127.0.0.1) and tmux (TUI smoke test).
+set -eu
+need=""
+command -v iostat >/dev/null 2>&1 || need="$need sysstat"
+[ -x /usr/sbin/sshd ] || need="$need openssh-server"
+command -v tmux >/dev/null 2>&1 || need="$need tmux"
+if [ -n "$need" ]; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "installing Debian packages:$need"
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    # shellcheck disable=SC2086
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $need >/dev/null
+fi

@@ -1,0 +1,89 @@
+"""The real `db2vtop` command in a child process: agent --once, then query."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from agent.store import Store
+from tests.conftest import ROOT, run_cli
+
+
+def test_agent_once_then_query_prints_real_rows(store_path):
+    r = run_cli("agent", "--once", "--store", str(store_path))
+    assert r.returncode == 0, r.stderr
+    q = run_cli("query", "--store", str(store_path), "--measurement", "guest_disk", "--format", "json")
+    assert q.returncode == 0, q.stderr
+    rows = json.loads(q.stdout)
+    assert rows, "no guest_disk rows"
+    for row in rows:
+        assert set(row) == {"ts", "measurement", "tags", "fields"}
+        assert row["measurement"] == "guest_disk" and isinstance(row["ts"], int)
+        assert {"guest", "device", "type"} <= set(row["tags"])
+        assert {"read_iops", "write_iops", "read_bytes_per_s", "write_bytes_per_s", "read_await_ms",
+                "write_await_ms", "queue_size", "util_pct"} <= set(row["fields"])
+        assert abs(row["ts"] - time.time_ns()) < 600 * 10**9
+    for m in ("guest_cpu", "guest_mem", "guest_net", "db2vtop_collector", "db2vtop_agent"):
+        assert json.loads(run_cli("query", "--store", str(store_path), "-m", m).stdout), m
+    c = run_cli("query", "--store", str(store_path), "-m", "guest_cpu", "--format", "csv", "--since", "10m")
+    table = list(csv.DictReader(io.StringIO(c.stdout)))
+    total = next(r for r in table if r["cpu"] == "total")
+    assert float(total["idle_pct"]) + float(total["busy_pct"]) <= 100.01 and total["load1"] != ""
+    with Store(store_path) as s:
+        kinds = {f.kind for f in s.facts()}
+    assert {"guest", "guest_block_device", "guest_net_interface"} <= kinds
+
+
+def test_query_errors(store_path, tmp_path):
+    r = run_cli("query", "--store", str(tmp_path / "none.db"), "-m", "guest_cpu")
+    assert r.returncode == 1 and "no store at" in r.stderr
+    assert run_cli("agent", "--once", "--store", str(store_path)).returncode == 0
+    r = run_cli("query", "--store", str(store_path), "-m", "guest_cpuu")
+    assert r.returncode == 1 and "no measurement 'guest_cpuu'" in r.stderr and "guest_cpu" in r.stderr
+    r = run_cli("query", "--store", str(store_path), "-m", "guest_cpu", "--since", "soon")
+    assert r.returncode == 2 and "not a duration" in r.stderr
+    old = run_cli("query", "--store", str(store_path), "-m", "guest_cpu", "--since", "0s")
+    assert old.returncode == 0 and json.loads(old.stdout) == []
+
+
+@pytest.mark.parametrize("args", [[], ["watch"], ["agent"], ["query"], ["config"], ["config", "check"],
+                                  ["config", "init"]])
+def test_help_on_every_command(args):
+    r = run_cli(*args, "--help")
+    assert r.returncode == 0 and r.stdout.startswith("usage: db2vtop")
+
+
+def test_version():
+    from agent import __version__
+    r = run_cli("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"db2vtop {__version__}"
+
+
+def test_agent_stops_cleanly_on_sigterm_and_keeps_its_samples(store_path):
+    p = subprocess.Popen([sys.executable, "-m", "agent", "agent", "--store", str(store_path)], cwd=ROOT,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        if store_path.exists():
+            with Store(store_path) as s:
+                if s.latest("guest_cpu"):
+                    break
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=30) == 0, p.stderr.read()
+    with Store(store_path) as s:
+        assert s.latest("guest_cpu") and s.latest("db2vtop_collector")
+
+
+def test_agent_duration(store_path):
+    r = run_cli("agent", "--store", str(store_path), "--duration", "2")
+    assert r.returncode == 0, r.stderr
+    with Store(store_path) as s:
+        assert s.latest("guest_mem")

@@ -1,0 +1,258 @@
+"""Config: defaults, the template, and a clear error (file, key, value, expectation) for bad input."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import pytest
+import tomli_w
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent import cli
+from agent.config import Config, ConfigError, load_config, resolve_config
+from tests.conftest import run_cli
+
+TEMPLATE = Path(__file__).resolve().parent.parent / "agent" / "config_template.toml"
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "db2vtop.toml"
+    p.write_text(text)
+    return p
+
+
+def error_of(tmp_path: Path, text: str) -> ConfigError:
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, text))
+    return e.value
+
+
+def test_no_config_means_local_guest_monitoring():
+    cfg = resolve_config(None)
+    assert cfg == Config()
+    assert cfg.guest.enabled and cfg.guest.interval == 5.0
+    assert cfg.store.retention == 7 * 86400
+    assert str(cfg.store.path).endswith("db2vtop/metrics.db")
+
+
+def test_default_config_file_is_used_when_present(isolated_home):
+    path = isolated_home / "config" / "db2vtop" / "config.toml"
+    path.parent.mkdir(parents=True)
+    path.write_text('[guest]\ninterval = "2s"\n')
+    assert resolve_config(None).guest.interval == 2.0
+
+
+def test_template_as_written_is_valid():
+    cfg = load_config(TEMPLATE)
+    assert cfg.guest.enabled and not cfg.vcenter
+
+
+def test_template_examples_uncommented_are_valid(tmp_path, monkeypatch):
+    """Every example section of `config init` is a working configuration once uncommented."""
+    lines = [line[2:] if line.startswith("# ") else line for line in TEMPLATE.read_text().splitlines()]
+    monkeypatch.setenv("VC1_PASSWORD", "x")
+    cfg = load_config(write(tmp_path, "\n".join(lines)))
+    assert [v.name for v in cfg.vcenter] == ["vc1"]
+    assert [s.name for s in cfg.ssh] == ["db2prod01", "netapp1-admin", "esx01-root"]
+    assert cfg.db2[0].ssh == "db2prod01" and cfg.storage[0].kind == "ontap" and cfg.esxtop[0].ssh == "esx01-root"
+    assert cfg.stack[0].storage == ["netapp1"]
+    assert cfg.influxdb is not None and cfg.influxdb.spool_max_bytes == 2**30
+    assert cfg.checks == {"cpu-ready": {"warn_pct": 5}}
+    assert cfg.vcenter[0].verify_tls is True
+
+
+def test_values_are_typed(tmp_path):
+    cfg = load_config(write(tmp_path, """
+[store]
+path = "~/x/m.db"
+retention = "36h"
+[guest]
+interval = 1
+[[ssh]]
+name = "h1"
+host = "127.0.0.1"
+user = "me"
+port = 2222
+command_timeout = "1m"
+[influxdb]
+url = "http://127.0.0.1:8086"
+bucket = "b/autogen"
+spool_max_bytes = "512MiB"
+"""))
+    assert cfg.store.path == Path.home() / "x/m.db"
+    assert cfg.store.retention == 36 * 3600
+    assert cfg.guest.interval == 1.0 and isinstance(cfg.guest.interval, float)
+    assert cfg.ssh[0].port == 2222 and cfg.ssh[0].command_timeout == 60 and cfg.ssh[0].host_key_policy == "reject"
+    assert cfg.influxdb.spool_max_bytes == 512 * 2**20
+
+
+@pytest.mark.parametrize("text, key, expected", [
+    ('[guest]\ninterval = "20x"', "guest.interval", "a duration"),
+    ("[guest]\ninterval = true", "guest.interval", "a duration"),
+    ('[guest]\nenabled = "yes"', "guest.enabled", "true or false"),
+    ("[store]\npath = 5", "store.path", "a file path"),
+    ('[store]\nretention = "forever"', "store.retention", "a duration"),
+    ('[[ssh]]\nname = "a"\nhost = "h"\nuser = "u"\nport = 70000', "ssh[0].port", "1-65535"),
+    ('[[ssh]]\nname = "a"\nhost = "h"\nuser = "u"\nhost_key_policy = "auto"', "ssh[0].host_key_policy",
+     '"reject", "accept-new"'),
+    ('[[storage]]\nname = "n"\nkind = "emc"\nssh = "x"', "storage[0].kind", '"linux", "ontap"'),
+    ('[influxdb]\nurl = "ftp://x"\nbucket = "b"', "influxdb.url", "http:// or https://"),
+    ('[influxdb]\nurl = "http://x"\nbucket = "b"\nspool_max_bytes = "lots"', "influxdb.spool_max_bytes", "a size"),
+    ("vcenter = 5", "vcenter", "[[vcenter]] tables"),
+    ('[[vcenter]]\nname = "has space"\nurl = "https://x/sdk"\nuser = "u"\npassword_env = "P"', "vcenter[0].name",
+     "a name"),
+    ("[checks.cpu-ready]\nwarn_pct = [1]", "checks.cpu-ready.warn_pct", "a number or an integer or a string"),
+])
+def test_errors_name_file_key_value_and_expectation(tmp_path, text, key, expected):
+    e = error_of(tmp_path, text)
+    message = str(e)
+    assert message.startswith(str(tmp_path / "db2vtop.toml") + ": ")
+    assert e.key == key
+    assert expected in message
+    assert "is not valid" in message
+
+
+def test_unknown_key_lists_the_known_ones(tmp_path):
+    e = error_of(tmp_path, "[guest]\nintervall = 5")
+    assert e.key == "guest.intervall" and "unknown key" in str(e) and "interval" in str(e)
+
+
+def test_missing_required_key(tmp_path):
+    e = error_of(tmp_path, '[[vcenter]]\nname = "vc1"\nuser = "u"\npassword_env = "P"')
+    assert e.key == "vcenter[0].url" and "required" in str(e)
+
+
+def test_inline_secret_is_refused_without_echoing_it(tmp_path):
+    e = error_of(tmp_path, '[[vcenter]]\nname = "vc1"\nurl = "https://x/sdk"\nuser = "u"\npassword = "hunter2"')
+    assert e.key == "vcenter[0].password" and "password_env" in str(e)
+    assert "hunter2" not in str(e)
+
+
+def test_bad_secret_value_is_hidden(tmp_path):
+    e = error_of(tmp_path, '[influxdb]\nurl = "http://x"\nbucket = "b"\ntoken = "s3cr3t-token"')
+    assert "s3cr3t-token" not in str(e)
+
+
+@pytest.mark.parametrize("text, key, words", [
+    ('[[db2]]\nname = "p"\ndatabase = "P"\nssh = "nope"', "db2[0].ssh", "names no [[ssh]]"),
+    ('[[db2]]\nname = "p"\ndatabase = "P"', "db2[0].ssh", "clp"),
+    ('[[stack]]\nname = "s"\nstorage = ["a"]', "stack[0].storage[0]", "names no [[storage]]"),
+    ('[[ssh]]\nname = "a"\nhost = "h"\nuser = "u"\n[[ssh]]\nname = "a"\nhost = "h"\nuser = "u"', "ssh[1].name",
+     "unique"),
+    ('[[vcenter]]\nname = "v"\nurl = "https://x/sdk"\nuser = "u"', "vcenter[0]", "no password source"),
+    ('[[vcenter]]\nname = "v"\nurl = "https://x/sdk"\nuser = "u"\npassword_env = "A"\npassword_file = "/f"',
+     "vcenter[0]", "give only one"),
+])
+def test_cross_references(tmp_path, text, key, words):
+    e = error_of(tmp_path, text)
+    assert e.key == key and words in str(e)
+
+
+def test_invalid_toml_and_unreadable_file(tmp_path):
+    e = error_of(tmp_path, "[guest\ninterval=1")
+    assert "invalid TOML" in str(e) and "line 1" in str(e)
+    with pytest.raises(ConfigError) as missing:
+        load_config(tmp_path / "nope.toml")
+    assert "cannot read" in str(missing.value) and "nope.toml" in str(missing.value)
+    binary = tmp_path / "bin.toml"
+    binary.write_bytes(b"\xff\xfe[guest]")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_config(binary)
+
+
+def _check(path: Path) -> tuple[int, str]:
+    """`db2vtop config check` in-process (hypothesis runs it hundreds of times)."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = cli.main(["config", "check", "-c", str(path)])
+    return code, err.getvalue()
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@given(st.text(max_size=300))
+def test_garbage_text_gives_a_clear_error_never_a_traceback(tmp_path, text):
+    path = tmp_path / "garbage.toml"
+    path.write_text(text, encoding="utf-8")
+    code, err = _check(path)
+    assert code in (0, 2)
+    if code == 2:
+        assert err.startswith(f"db2vtop: config error: {path}: ")
+        assert "Traceback" not in err
+
+
+scalars = st.one_of(st.integers(-(2**40), 2**40), st.floats(allow_nan=False), st.booleans(), st.text(max_size=12))
+values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+    st.text(max_size=8), inner, max_size=3), max_leaves=6)
+section_keys = {
+    "store": ["path", "retention"], "guest": ["enabled", "interval", "timeout", "devices_exclude"],
+    "vcenter": ["name", "url", "user", "password_env", "verify_tls", "interval"],
+    "ssh": ["name", "host", "user", "port", "host_key_policy", "key_file"],
+    "db2": ["name", "database", "ssh", "transport"], "influxdb": ["url", "bucket", "spool_max_bytes"],
+    "stack": ["name", "db2", "storage"], "checks": ["cpu-ready"],
+}
+ALL_KEYS = sorted({k for keys in section_keys.values() for k in keys})
+documents = st.dictionaries(
+    st.sampled_from(sorted(section_keys)),
+    st.one_of(values, st.dictionaries(st.sampled_from(ALL_KEYS), values, max_size=5),
+              st.lists(st.dictionaries(st.sampled_from(ALL_KEYS), values, max_size=5), max_size=2)),
+    max_size=4)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@given(documents)
+def test_wrong_types_give_a_clear_error_never_a_traceback(tmp_path, doc):
+    path = tmp_path / "typed.toml"
+    try:
+        path.write_text(tomli_w.dumps(doc))
+    except (TypeError, ValueError):
+        return  # not representable as TOML (e.g. mixed arrays in old TOML)
+    code, err = _check(path)
+    assert code in (0, 2), err
+    if code == 2:
+        assert err.startswith(f"db2vtop: config error: {path}: ")
+        assert "Traceback" not in err
+
+
+def test_config_check_subprocess(tmp_path, monkeypatch):
+    good = write(tmp_path, '[[vcenter]]\nname = "v"\nurl = "https://x/sdk"\nuser = "u"\npassword_env = "VCPW"\n')
+    r = run_cli("config", "check", "-c", str(good), env={"VCPW": "pw"})
+    assert r.returncode == 0, r.stderr
+    assert "OK" in r.stdout and "1 vcenter" in r.stdout
+    unset = run_cli("config", "check", "-c", str(good), env={"VCPW": ""})
+    assert unset.returncode == 2
+    assert "vcenter[0]" in unset.stderr and "VCPW is not set" in unset.stderr
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[guest]\ninterval = "soon"\n')
+    r = run_cli("config", "check", "-c", str(bad))
+    assert r.returncode == 2
+    assert r.stderr.strip() == (f'db2vtop: config error: {bad}: guest.interval: \'soon\' is not valid; expected a '
+                                'duration such as "20s", "5m", "1h30m" or a number of seconds')
+    r = run_cli("agent", "--once", "-c", str(bad))
+    assert r.returncode == 2 and "guest.interval" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_secret_file_must_be_private(tmp_path):
+    secret = tmp_path / "pw"
+    secret.write_text("pw\n")
+    secret.chmod(0o644)
+    cfg = write(tmp_path, f'[[vcenter]]\nname = "v"\nurl = "https://x/sdk"\nuser = "u"\npassword_file = "{secret}"\n')
+    r = run_cli("config", "check", "-c", str(cfg))
+    assert r.returncode == 2 and "readable by group or others" in r.stderr and "chmod 600" in r.stderr
+    secret.chmod(0o600)
+    r = run_cli("config", "check", "-c", str(cfg))
+    assert r.returncode == 0, r.stderr
+    assert "pw" not in r.stdout.replace(str(secret), "")
+
+
+def test_config_init_writes_the_template(tmp_path):
+    r = run_cli("config", "init")
+    assert r.returncode == 0 and r.stdout == TEMPLATE.read_text()
+    out = tmp_path / "new.toml"
+    assert run_cli("config", "init", "-o", str(out)).returncode == 0
+    assert out.read_text() == TEMPLATE.read_text() and (out.stat().st_mode & 0o777) == 0o600
+    again = run_cli("config", "init", "-o", str(out))
+    assert again.returncode == 2 and "--force" in again.stderr
+    assert run_cli("config", "init", "-o", str(out), "--force").returncode == 0

@@ -1,0 +1,155 @@
+"""The scheduler: timeouts, skipped late cycles, isolation between collectors, self-metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+from agent.model import Annotation, Fact, Sample
+from agent.runtime import SELF_MEASUREMENT, Runtime
+from collectors.base import BaseCollector, CollectorError
+
+
+class Capture:
+    def __init__(self):
+        self.samples: list[Sample] = []
+        self.facts: list[Fact] = []
+        self.annotations: list[Annotation] = []
+
+    def submit(self, samples=(), facts=(), annotations=()):
+        self.samples += samples
+        self.facts += facts
+        self.annotations += annotations
+
+    def selfmetrics(self, name: str) -> list[dict]:
+        return [s.fields for s in self.samples if s.measurement == SELF_MEASUREMENT and s.tags["collector"] == name]
+
+    def of(self, measurement: str) -> list[Sample]:
+        return [s for s in self.samples if s.measurement == measurement]
+
+
+class Ticker(BaseCollector):
+    def __init__(self, name="tick", interval=0.1):
+        super().__init__(name, interval)
+        self.describes = 0
+
+    async def collect(self):
+        return [Sample("tick", {"c": self.name}, {"v": 1.0, "nan": float("nan")}),
+                Annotation("marker", "m")]
+
+    async def describe(self):
+        self.describes += 1
+        return [Fact("thing", {"c": self.name}, {"n": self.describes})]
+
+
+class AsyncHang(BaseCollector):
+    async def collect(self):
+        await asyncio.sleep(3600)
+        return []
+
+
+class ThreadHang(BaseCollector):
+    """Blocks a worker thread far longer than its timeout; tracks overlapping calls."""
+
+    def __init__(self, *a, block_s: float, **kw):
+        super().__init__(*a, **kw)
+        self.block_s = block_s
+        self.active = 0
+        self.max_active = 0
+        self.lock = threading.Lock()
+
+    def _block(self):
+        with self.lock:
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+        time.sleep(self.block_s)
+        with self.lock:
+            self.active -= 1
+
+    async def collect(self):
+        await self.run_blocking(self._block)
+        return []
+
+
+class Failing(BaseCollector):
+    def __init__(self, name, exc):
+        super().__init__(name, 0.1)
+        self.exc = exc
+
+    async def collect(self):
+        raise self.exc
+
+
+async def test_a_hung_collector_is_timed_out_and_reported_while_others_keep_their_cadence():
+    out = Capture()
+    healthy = Ticker(interval=0.1)
+    hung = AsyncHang("hung", interval=0.5, timeout=0.3)
+    rt = Runtime([healthy, hung], [out])
+    await rt.run(duration=2.0)
+    hung_metrics = out.selfmetrics("hung")
+    assert hung_metrics and all(m["status"] == "timeout" for m in hung_metrics)
+    assert hung_metrics[-1]["last_error"] == "collect timed out after 0.3s"
+    assert rt.stats["hung"].errors == len(hung_metrics) >= 2
+    ticks = out.selfmetrics("tick")
+    assert len(ticks) >= 12, "the healthy collector lost its cadence"  # 20 slots in 2 s
+    assert all(m["status"] == "ok" and m["errors"] == 0 for m in ticks)
+
+
+async def test_a_cycle_is_skipped_while_the_previous_ones_thread_is_still_busy():
+    out = Capture()
+    c = ThreadHang("blocked", interval=0.2, timeout=0.1, block_s=1.0)
+    other = Ticker(interval=0.1)
+    rt = Runtime([c, other], [out])
+    await rt.run(duration=1.9)
+    st = rt.stats["blocked"]
+    assert c.max_active == 1, "two cycles of one collector ran at the same time"
+    assert st.skipped >= 4 and st.errors >= 1
+    skipped = [m for m in out.selfmetrics("blocked") if m["status"] == "skipped"]
+    assert skipped and skipped[-1]["skipped"] == st.skipped
+    assert len(out.selfmetrics("tick")) >= 12
+
+
+async def test_errors_are_recorded_as_data_and_isolated():
+    out = Capture()
+    rt = Runtime([Failing("known", CollectorError("SQL1032N  No start database manager command was issued.")),
+                  Failing("bug", ValueError("bad literal")), Ticker(interval=0.1)], [out])
+    await rt.run(duration=0.55)
+    assert out.selfmetrics("known")[-1]["last_error"] == "SQL1032N  No start database manager command was issued."
+    assert out.selfmetrics("bug")[-1]["last_error"] == "collect: ValueError: bad literal"
+    assert {m["status"] for m in out.selfmetrics("bug")} == {"error"}
+    assert rt.stats["tick"].errors == 0 and rt.stats["tick"].cycles >= 3
+
+
+async def test_samples_are_cleaned_and_facts_come_first_and_on_request():
+    out = Capture()
+    t = Ticker(interval=0.1)
+    rt = Runtime([t], [out])
+    task = asyncio.create_task(rt.run())
+    await asyncio.sleep(0.35)
+    t.facts_stale = True
+    await asyncio.sleep(0.3)
+    rt.stop()
+    await task
+    assert all("nan" not in s.fields for s in out.of("tick"))
+    assert [f.data["n"] for f in out.facts] == [1, 2]  # first cycle, then the requested refresh only
+    assert out.annotations and out.annotations[0].name == "m"
+
+
+async def test_run_once_waits_for_the_baseline_then_runs_each_collector_once():
+    class Baseline(Ticker):
+        first_delay = 0.2
+
+        async def start(self):
+            self.started = time.monotonic()
+
+        async def collect(self):
+            self.collected = time.monotonic()
+            return await super().collect()
+
+    out = Capture()
+    b = Baseline("b", interval=5.0)
+    rt = Runtime([b, Failing("f", CollectorError("down"))], [out])
+    await rt.run_once()
+    assert b.collected - b.started >= 0.2
+    assert len(out.of("tick")) == 1 and rt.stats["f"].errors == 1 and rt.stats["b"].cycles == 1

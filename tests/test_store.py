@@ -1,0 +1,214 @@
+"""The embedded store: exact round trips, versioned facts, findings, retention, one writer
+with concurrent readers in other processes, and a kill -9 that loses only the open batch."""
+
+from __future__ import annotations
+
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from agent.model import Annotation, Fact, Finding, Sample
+from agent.store import Store, StoreError, StoreLockedError, StoreWriter
+from tests.conftest import ROOT
+
+T0 = 1_700_000_000_000_000_000
+
+
+def test_every_field_type_round_trips_exactly(store_path):
+    fields = {"int": 42, "neg": -7, "big": 2**62 + 1, "float": 0.1, "whole_float": 2.0, "tiny": 1e-300,
+              "str": "SQL1032N  No start database manager command was issued.", "unicode": "µs ✓ \"q\" \\",
+              "true": True, "false": False, "zero": 0, "empty": ""}
+    tags = {"vm": "db2prod01", "naa": "naa.600a098038303053", "odd": "a b,c=d\"é"}
+    with Store(store_path, writer=True) as w:
+        w.write([Sample("m", tags, fields, T0)])
+    with Store(store_path) as r:
+        (row,) = list(r.rows("m"))
+    assert row.ts == T0 and row.measurement == "m" and row.tags == tags
+    assert row.fields == fields
+    assert [type(v) for v in row.fields.values()] == [type(v) for v in fields.values()]
+
+
+def test_non_finite_values_are_dropped_not_the_sample(store_path):
+    with Store(store_path, writer=True) as w:
+        w.write([Sample("m", {}, {"ok": 1.5, "nan": float("nan"), "inf": float("inf")}, T0)])
+        (row,) = list(w.rows("m"))
+    assert row.fields == {"ok": 1.5}
+
+
+def test_same_series_and_time_merges_fields(store_path):
+    with Store(store_path, writer=True) as w:
+        w.write([Sample("m", {"a": "1"}, {"x": 1, "y": 2}, T0), Sample("m", {"a": "1"}, {"y": 3, "z": "s"}, T0)])
+        w.write([Sample("m", {"a": "1"}, {"w": 0.5}, T0)])
+        rows = list(w.rows("m"))
+    assert len(rows) == 1 and rows[0].fields == {"x": 1, "y": 3, "z": "s", "w": 0.5}
+
+
+def test_reads_latest_window_and_series(store_path):
+    with Store(store_path, writer=True) as w:
+        w.write([Sample("disk", {"device": d}, {"util_pct": float(i), "s": "x"}, T0 + i * 10**9)
+                 for i in range(10) for d in ("sda", "sdb")])
+        latest = w.latest("disk")
+        assert [(r.tags["device"], r.fields["util_pct"]) for r in latest] == [("sda", 9.0), ("sdb", 9.0)]
+        sda = next(s for s in w.series("disk") if s.tags == {"device": "sda"})
+        assert w.window(sda.id, "util_pct", T0 + 3 * 10**9, T0 + 5 * 10**9) == [
+            (T0 + 3 * 10**9, 3.0), (T0 + 4 * 10**9, 4.0), (T0 + 5 * 10**9, 5.0)]
+        assert w.window(sda.id, "missing", T0) == []
+        assert w.time_range() == (T0, T0 + 9 * 10**9)
+        assert w.measurements() == ["disk"]
+        assert len(list(w.rows("disk", since_ns=T0 + 8 * 10**9))) == 4
+
+
+def test_facts_keep_a_version_per_change(store_path):
+    vm = {"vm": "db2prod01"}
+    with Store(store_path, writer=True) as w:
+        w.write(facts=[Fact("vm", vm, {"num_cpu": 8, "memory_mb": 65536}, T0)])
+        w.write(facts=[Fact("vm", vm, {"memory_mb": 65536, "num_cpu": 8}, T0 + 1)])  # same data, other key order
+        w.write(facts=[Fact("vm", vm, {"num_cpu": 12, "memory_mb": 65536}, T0 + 2)])
+        w.write(facts=[Fact("vm", {"vm": "other"}, {"num_cpu": 2}, T0 + 3)])
+    with Store(store_path) as r:
+        history = r.fact_history("vm", vm)
+        assert [f.data["num_cpu"] for f in history] == [8, 12]
+        assert [f.ts for f in history] == [T0, T0 + 2]
+        current = {f.tags["vm"]: f.data["num_cpu"] for f in r.facts("vm")}
+    assert current == {"db2prod01": 12, "other": 2}
+
+
+def test_annotations(store_path):
+    with Store(store_path, writer=True) as w:
+        w.write(annotations=[Annotation("marker", "run-2 start", {"by": "me"}, "", T0),
+                             Annotation("reset", "db2 counters reset", {"db2": "prod"}, "MON_GET went back", T0 + 5)])
+        got = w.annotations(T0 + 1)
+    assert [(a.kind, a.name, a.tags, a.text, a.ts) for a in got] == [
+        ("reset", "db2 counters reset", {"db2": "prod"}, "MON_GET went back", T0 + 5)]
+
+
+def finding(ts: int, severity: str = "warning") -> Finding:
+    return Finding("balloon-zero", severity, {"layer": "vm", "vm": "db2prod01"}, "balloon 512 MiB",
+                   {"balloon_bytes": 536870912}, "why", "fix", ["000_e991ec30bbd9209f.txt §5.4"], ts, ts)
+
+
+def test_findings_open_refresh_resolve_reopen(store_path):
+    with Store(store_path, writer=True) as w:
+        w.upsert_finding(finding(T0))
+        w.upsert_finding(finding(T0 + 10, "critical"))  # still open: refreshed, not duplicated
+        (open_,) = w.findings()
+        assert (open_.severity, open_.first_seen, open_.last_seen) == ("critical", T0, T0 + 10)
+        assert w.resolve_finding(open_.key, T0 + 20)
+        assert not w.resolve_finding(open_.key, T0 + 21)
+        assert w.findings() == []
+        w.upsert_finding(finding(T0 + 30))
+        history = w.findings(open_only=False)
+    assert [(f.first_seen, f.resolved_at) for f in history] == [(T0, T0 + 20), (T0 + 30, None)]
+
+
+def test_retention_is_incremental(store_path):
+    now = time.time_ns()
+    old = now - 10 * 86400 * 10**9
+    with Store(store_path, writer=True) as w:
+        w.write([Sample("m", {"s": str(s)}, {"v": i}, old + i) for s in range(3) for i in range(1000)])
+        w.write([Sample("m", {"s": str(s)}, {"v": 1}, now) for s in (0, 1)])  # series 2 is all old
+        w.write(annotations=[Annotation("marker", "old", ts=old)])
+        cutoff = now - 7 * 86400 * 10**9
+        steps = []
+        while n := w.enforce_retention(cutoff, budget=700):
+            steps.append(n)
+            assert len(steps) < 50
+        assert max(steps) <= 700 and sum(steps) == 3000
+        assert len(steps) >= 5  # the backlog took several short steps, not one long delete
+        assert [r.tags["s"] for r in w.rows("m")] == ["0", "1"]
+        assert [s.tags["s"] for s in w.series("m")] == ["0", "1"]  # the empty series is gone
+        assert w.annotations() == []
+        w.write([Sample("m", {"s": "2"}, {"v": 5}, now + 1)])  # a removed series can come back
+        assert w.latest("m")[-1].fields == {"v": 5}
+
+
+def test_one_writer_at_a_time(store_path):
+    with Store(store_path, writer=True):
+        with pytest.raises(StoreLockedError, match=r"pid \d+"):
+            Store(store_path, writer=True)
+        r = subprocess.run([sys.executable, "-m", "agent", "agent", "--once", "--store", str(store_path)],
+                           cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and "being written by another db2vtop process" in r.stderr
+    with Store(store_path, writer=True):
+        pass  # released on close
+
+
+def test_reader_errors_are_clear(tmp_path):
+    with pytest.raises(StoreError, match="no store at"):
+        Store(tmp_path / "missing.db")
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError, match=r"junk\.db"):
+        Store(junk)
+
+
+def spawn_writer(path, batches, per_batch, pause) -> subprocess.Popen:
+    p = subprocess.Popen([sys.executable, "-m", "tests.store_writer_proc", str(path), str(batches), str(per_batch),
+                          str(pause)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    return p
+
+
+def committed(p: subprocess.Popen, upto: int) -> int:
+    for line in p.stdout:
+        n = int(line.split()[1])
+        if n >= upto:
+            return n
+    raise AssertionError("writer ended early")
+
+
+def test_reader_process_sees_writer_process_data_while_it_writes(store_path):
+    p = spawn_writer(store_path, 40, 100, 0.05)
+    try:
+        seen = []
+        with Store(store_path) as r:
+            for target in (3, 10, 20):
+                n = committed(p, target)
+                seen.append(len(list(r.rows("bench"))))
+                assert seen[-1] >= (n + 1) * 100
+        assert seen == sorted(seen) and seen[0] < seen[-1]
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_kill_9_mid_batch_keeps_every_committed_batch_and_a_sound_file(store_path):
+    per_batch = 20000
+    p = spawn_writer(store_path, 1000, per_batch, 0.0)
+    try:
+        last = committed(p, 3)
+        time.sleep(random.uniform(0.0, 0.2))  # land inside a later batch's transaction
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        for line in p.stdout:
+            last = int(line.split()[1])
+    finally:
+        p.kill()
+    db = sqlite3.connect(store_path)
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    db.close()
+    with Store(store_path) as r:
+        counts: dict[int, int] = {}
+        for row in r.rows("bench"):
+            counts[row.fields["batch"]] = counts.get(row.fields["batch"], 0) + 1
+    assert all(counts.get(b) == per_batch for b in range(last + 1)), "a committed batch is incomplete"
+    assert all(n == per_batch for n in counts.values()), "a batch was half written"
+    assert max(counts) <= last + 1
+
+
+def test_writer_thread_commits_in_order_and_flushes(store_path):
+    w = StoreWriter(store_path, retention_s=86400)
+    for i in range(50):
+        w.submit([Sample("m", {}, {"i": i}, T0 + i)], annotations=[Annotation("marker", f"m{i}", ts=T0 + i)])
+    w.flush()
+    assert w.call(lambda s: len(list(s.rows("m")))) == 50
+    w.close()
+    with Store(store_path) as r:
+        assert [row.fields["i"] for row in r.rows("m")] == list(range(50))
+        assert len(r.annotations()) == 50
+    assert w.stats.samples == 50 and w.stats.last_error == ""

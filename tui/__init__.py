@@ -1,0 +1,1 @@
+"""The Textual UI. It reads only the store and the findings, never a collector."""
