@@ -181,6 +181,8 @@ class SSHConfig(_Secret):
     host_key_policy: Choice("reject", "accept-new") = "reject"
     connect_timeout: Duration = 10.0
     command_timeout: Duration = 30.0
+    keepalive: Duration = 30.0
+    max_sessions: PositiveInt = 4
 
 
 @dataclass(frozen=True)
