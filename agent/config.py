@@ -138,6 +138,9 @@ class _Secret:
         return None
 
 
+CheckValue = float | int | str | bool
+
+
 @dataclass(frozen=True)
 class StoreConfig:
     path: Path = field(default_factory=default_store_path)
@@ -224,6 +227,7 @@ class StackConfig:
     vcenter: Name | None = None
     guest: Name | None = None
     storage: list[Name] = field(default_factory=list)
+    checks: dict[str, dict[str, CheckValue]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -242,9 +246,6 @@ class InfluxConfig:
         if self.token_env or self.token_file:
             return SecretRef(env=self.token_env, file=self.token_file)
         return None
-
-
-CheckValue = float | int | str | bool
 
 
 @dataclass(frozen=True)

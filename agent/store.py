@@ -204,7 +204,7 @@ class Store:
         return dict(zip(self._names(fieldset), json.loads(vals), strict=True))
 
     def write(self, samples: Sequence[Sample] = (), facts: Sequence[Fact] = (),
-              annotations: Sequence[Annotation] = ()) -> None:
+              annotations: Sequence[Annotation] = (), findings: Sequence[Finding] = ()) -> None:
         """Write everything in one transaction: all of it is stored, or none of it."""
         self.db.execute("BEGIN IMMEDIATE")
         try:
@@ -222,6 +222,8 @@ class Store:
             self.db.executemany(
                 "INSERT INTO annotations(ts, kind, name, tags, text) VALUES (?, ?, ?, ?, ?)",
                 [(a.ts, a.kind, a.name, canonical_tags(a.tags), a.text) for a in annotations])
+            for f in findings:
+                self._write_finding(f)
             self.db.execute("COMMIT")
         except BaseException:
             if self.db.in_transaction:
@@ -261,24 +263,19 @@ class Store:
                               (*key, data, f.ts, f.ts))
         self._facts[key] = (cur.lastrowid, data)
 
-    def upsert_finding(self, f: Finding) -> None:
-        """Open a finding, or refresh the open one with the same rule and subject."""
-        args = (f.severity, f.summary, _doc(f.evidence), f.why, f.fix, _doc(f.references), f.last_seen, f.key)
-        with self.db:
-            cur = self.db.execute(
-                "UPDATE findings SET severity=?, summary=?, evidence=?, why=?, fix=?, refs=?, last_seen=? "
-                "WHERE key=? AND resolved_at IS NULL", args)
-            if cur.rowcount == 0:
-                self.db.execute(
-                    "INSERT INTO findings(key, rule, severity, subject, summary, evidence, why, fix, refs,"
-                    " first_seen, last_seen) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    (f.key, f.rule, f.severity, _doc(f.subject), f.summary, _doc(f.evidence), f.why, f.fix,
-                     _doc(f.references), f.first_seen, f.last_seen))
-
-    def resolve_finding(self, key: str, ts: int) -> bool:
-        with self.db:
-            cur = self.db.execute("UPDATE findings SET resolved_at=? WHERE key=? AND resolved_at IS NULL", (ts, key))
-        return cur.rowcount > 0
+    def _write_finding(self, f: Finding) -> None:
+        """Open a finding, refresh the open one with the same rule and subject, or resolve it."""
+        args = (f.severity, f.summary, _doc(f.evidence), f.why, f.fix, _doc(f.references), f.last_seen,
+                f.resolved_at, f.key)
+        cur = self.db.execute(
+            "UPDATE findings SET severity=?, summary=?, evidence=?, why=?, fix=?, refs=?, last_seen=?, resolved_at=? "
+            "WHERE key=? AND resolved_at IS NULL", args)
+        if cur.rowcount == 0 and f.resolved_at is None:
+            self.db.execute(
+                "INSERT INTO findings(key, rule, severity, subject, summary, evidence, why, fix, refs,"
+                " first_seen, last_seen) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (f.key, f.rule, f.severity, _doc(f.subject), f.summary, _doc(f.evidence), f.why, f.fix,
+                 _doc(f.references), f.first_seen, f.last_seen))
 
     def enforce_retention(self, cutoff_ns: int, budget: int = 20000) -> int:
         """Delete up to `budget` rows older than the cutoff, a few series at a time.
@@ -410,14 +407,16 @@ class _Batch:
     samples: list[Sample] = field(default_factory=list)
     facts: list[Fact] = field(default_factory=list)
     annotations: list[Annotation] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
 
     def extend(self, other: _Batch) -> None:
         self.samples += other.samples
         self.facts += other.facts
         self.annotations += other.annotations
+        self.findings += other.findings
 
     def empty(self) -> bool:
-        return not (self.samples or self.facts or self.annotations)
+        return not (self.samples or self.facts or self.annotations or self.findings)
 
 
 class StoreWriter:
@@ -441,8 +440,8 @@ class StoreWriter:
         return self.store.path
 
     def submit(self, samples: Iterable[Sample] = (), facts: Iterable[Fact] = (),
-               annotations: Iterable[Annotation] = ()) -> None:
-        batch = _Batch(list(samples), list(facts), list(annotations))
+               annotations: Iterable[Annotation] = (), findings: Iterable[Finding] = ()) -> None:
+        batch = _Batch(list(samples), list(facts), list(annotations), list(findings))
         if not batch.empty():
             self._q.put(batch)
 
@@ -522,7 +521,7 @@ class StoreWriter:
             return b
         t0 = time.perf_counter()
         try:
-            self.store.write(b.samples, b.facts, b.annotations)
+            self.store.write(b.samples, b.facts, b.annotations, b.findings)
         except sqlite3.Error as e:
             self.stats.last_error = f"store write failed: {e}"
             log.error("%s (%d samples kept for retry)", self.stats.last_error, len(b.samples))
