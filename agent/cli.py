@@ -77,6 +77,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how far back from now (default 1h)")
     q.add_argument("--format", choices=["json", "csv"], default="json")
 
+    rp = sub.add_parser("replay", help="the TUI over a recorded store, scrubbable",
+                        description="Open a recorded store at its start with the watch controls: space plays/pauses, "
+                                    "←/→ scrub, +/- zoom, home/end jump to the start/end.")
+    rp.add_argument("--store", type=Path, metavar="PATH", required=True)
+
+    mk = sub.add_parser("mark", help="add a benchmark marker to the store and sinks",
+                        description="Add a marker (e.g. \"run 2 start\") at the current time. If an agent or watch "
+                                    "is writing the store, it is queued for that process, which records it and sends "
+                                    "it to its sinks.")
+    mk.add_argument("name", metavar="NAME")
+    mk.add_argument("--text", default="", help="a longer description")
+    common(mk)
+
     t = sub.add_parser("triage", help="one-shot diagnosis: findings and the verdict, exit 0/1/2/3",
                        description="Judge recent history (the store, vCenter's realtime hour) and one fresh look at "
                                    "every configured source against the documented practices. Exit status: 0 OK, "
@@ -118,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_query(args)
         if args.command == "triage":
             return cmd_triage(args)
+        if args.command == "replay":
+            return cmd_replay(args)
+        if args.command == "mark":
+            return cmd_mark(args)
         if args.command == "rules":
             return cmd_rules(args)
         if args.config_command == "check":
@@ -155,7 +172,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
     writer = StoreWriter(_store_path(args, cfg), cfg.store.retention)
     checks = CheckRunner(engine, [writer])
     checks.resume(writer.store)
-    runtime = Runtime(build_collectors(cfg), [writer, checks])
+    runtime = Runtime(build_collectors(cfg, writer.path), [writer, checks])
     log.info("db2vtop %s agent: store %s, collectors %s", __version__, writer.path,
              ", ".join(c.name for c in runtime.collectors))
 
@@ -184,7 +201,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from agent.assemble import build_collectors
     from agent.runtime import Runtime
     from checks.runner import CheckRunner, build_engine
-    from tui.app import WatchApp
+    from tui.app import Db2vtopApp
 
     cfg = resolve_config(args.config)
     log_file = state_dir() / "watch.log"
@@ -201,14 +218,36 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if writer is not None:
         checks = CheckRunner(engine, [writer])
         checks.resume(writer.store)
-        runtime = Runtime(build_collectors(cfg), [writer, checks])
+        runtime = Runtime(build_collectors(cfg, path), [writer, checks])
     try:
-        WatchApp(path, runtime).run()
+        Db2vtopApp(path, runtime).run()
     finally:
         if checks:
             checks.close()
         if writer:
             writer.close()
+    return EXIT_OK
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from tui.app import Db2vtopApp
+    from tui.timecursor import TimeCursor
+
+    path = Path(os.path.expanduser(str(args.store)))
+    with Store(path) as store:
+        span = store.time_range()
+    if span is None:
+        raise CommandError(f"{path} holds no samples to replay")
+    Db2vtopApp(path, None, cursor=TimeCursor.replay(*span)).run()
+    return EXIT_OK
+
+
+def cmd_mark(args: argparse.Namespace) -> int:
+    from agent.markers import deliver_marker
+    from agent.model import Annotation
+
+    cfg = resolve_config(args.config)
+    print(deliver_marker(_store_path(args, cfg), Annotation("marker", args.name, {"by": "cli"}, args.text)))
     return EXIT_OK
 
 

@@ -334,12 +334,13 @@ class Store:
         for ts, tags, fid, vals in cur:
             yield Row(ts, measurement, json.loads(tags), self._decode(fid, vals))
 
-    def latest(self, measurement: str, since_ns: int = 0) -> list[Row]:
-        """The newest sample of each series of a measurement (not older than `since`)."""
+    def latest(self, measurement: str, since_ns: int = 0, until_ns: int | None = None) -> list[Row]:
+        """The newest sample of each series of a measurement in [since, until] (time travel: `until`)."""
         cur = self.db.execute(
             "SELECT x.ts, s.tags, x.fieldset, x.vals FROM series s JOIN samples x ON x.series_id = s.id "
-            "AND x.ts = (SELECT max(ts) FROM samples WHERE series_id = s.id) "
-            "WHERE s.measurement=? AND x.ts >= ? ORDER BY s.id", (measurement, since_ns))
+            "AND x.ts = (SELECT max(ts) FROM samples WHERE series_id = s.id AND ts <= ?) "
+            "WHERE s.measurement=? AND x.ts >= ? ORDER BY s.id",
+            (until_ns if until_ns is not None else 2**63 - 1, measurement, since_ns))
         return [Row(ts, measurement, json.loads(t), self._decode(fid, v)) for ts, t, fid, v in cur]
 
     def window(self, series_id: int, field_name: str, since_ns: int,

@@ -88,7 +88,7 @@ def run_triage(cfg: Config, store_path: Path, lookback_s: float,
             sources["store"] = f"ok: {len(samples)} samples"
         except StoreError as e:
             sources["store"] = f"error: {e}"
-    collectors = [c for c in build_collectors(cfg) if c.name != "self"]
+    collectors = [c for c in build_collectors(cfg) if c.name != "self"]  # no store: no marker inbox
     if collectors:
         progress("collecting now from " + ", ".join(c.name for c in collectors))
 

@@ -54,6 +54,9 @@ def test_reads_latest_window_and_series(store_path):
                  for i in range(10) for d in ("sda", "sdb")])
         latest = w.latest("disk")
         assert [(r.tags["device"], r.fields["util_pct"]) for r in latest] == [("sda", 9.0), ("sdb", 9.0)]
+        back_then = w.latest("disk", until_ns=T0 + 4 * 10**9)
+        assert [r.fields["util_pct"] for r in back_then] == [4.0, 4.0]
+        assert w.latest("disk", since_ns=T0 + 10 * 10**9) == []
         sda = next(s for s in w.series("disk") if s.tags == {"device": "sda"})
         assert w.window(sda.id, "util_pct", T0 + 3 * 10**9, T0 + 5 * 10**9) == [
             (T0 + 3 * 10**9, 3.0), (T0 + 4 * 10**9, 4.0), (T0 + 5 * 10**9, 5.0)]
