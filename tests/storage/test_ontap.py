@@ -20,6 +20,7 @@ from collectors.storage.ontap.cli import OntapCommandError, fact_line, parse_fie
 from collectors.storage.ontap.collector import OntapCollector
 from collectors.storage.ontap.metrics import Snapshot, instance_key, naa_for_serial, rows, snapshot
 from tests.storage.ontap_data import LONG_LUN, T0, t1
+from tests.storage.rest_server import Memory
 
 # Layout of `statistics show -raw` (ONTAP 9 command reference; as captured from clusters in
 # NetApp Harvest's StatPerf test data): wrapped values, arrays, units on latencies.
@@ -202,15 +203,6 @@ async def test_vserver_filter_is_sent_and_applied(ontap_sshd):
     ontap_sshd.set_state(t1())
     assert {s.measurement for s in await c.collect() if isinstance(s, Sample)} == {"storage_node"}
     target.close()
-
-
-class Memory:
-    def __init__(self):
-        self.samples, self.facts = [], []
-
-    def submit(self, samples=(), facts=(), annotations=()):
-        self.samples += list(samples)
-        self.facts += list(facts)
 
 
 @pytest.mark.parametrize(("errors", "expected"), [
