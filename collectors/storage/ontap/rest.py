@@ -93,6 +93,8 @@ class OntapRest:
             limit = self.cfg.timeout or self.cfg.interval
             self._conn = HostConnection(u.hostname, username=self.cfg.user, password=password, port=u.port,
                                         scheme=u.scheme, verify=verify, protocol_timeouts=(min(6.0, limit), limit))
+            if self.cfg.ca_file:  # requests lets REQUESTS_CA_BUNDLE override a session's CA file otherwise
+                self._conn.session.trust_env = False
         return self._conn
 
     def records(self, resource: str, fields: str) -> list[dict]:
