@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("netapp_ontap")
-
-from agent.config import StorageConfig  # noqa: E402
-from agent.runtime import Runtime  # noqa: E402
-from collectors.storage.ontap.collector import OntapCollector  # noqa: E402
-from collectors.storage.ontap.rest import duration_s  # noqa: E402
-from tests.storage.rest_server import FakeREST, Memory  # noqa: E402
+from agent.config import StorageConfig
+from agent.runtime import Runtime
+from collectors.storage.ontap.collector import OntapCollector
+from collectors.storage.ontap.rest import duration_s
+from tests.storage.rest_server import FakeREST, Memory
 
 
 def metric(iops: dict, latency_us: dict, throughput: dict, status: str = "ok") -> dict:
