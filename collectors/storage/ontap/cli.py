@@ -85,6 +85,15 @@ class RawInstance:
     name: str = ""
     scope: str = ""
     counters: dict[str, CounterValue] = field(default_factory=dict)
+    _numbers: dict[str, float] = field(default_factory=dict, repr=False)
+
+    def number(self, counter: str) -> float:
+        """A counter as a number, converted once (the instance is the next cycle's baseline)."""
+        value = self._numbers.get(counter)
+        if value is None:
+            value = self._numbers[counter] = raw_number(self.counters.get(counter), f"{self.object} {self.name} "
+                                                                                    f"{counter}")
+        return value
 
 
 _DIVIDER = re.compile(r"^\s*-+\s+-+\s*$")

@@ -68,8 +68,7 @@ class CounterReset(Exception):  # noqa: N818 - control flow, never leaves this m
 def _deltas(prev: RawInstance, cur: RawInstance, names: tuple[str, ...]) -> dict[str, float]:
     out = {}
     for n in names:
-        what = f"{cur.object} {cur.name} {n}"
-        a, b = raw_number(prev.counters.get(n), what), raw_number(cur.counters.get(n), what)
+        a, b = prev.number(n), cur.number(n)
         if b < a:
             raise CounterReset(n)
         out[n] = b - a

@@ -34,19 +34,20 @@ def parse(text: str) -> dict[str, tuple[dict[str, str], dict[str, FieldValue]]]:
         raise StorageFormatError(f"symstat: output is not XML ({e}): {text.strip()[:80]!r}") from None
     out: dict[str, tuple[dict[str, str], dict[str, FieldValue]]] = {}
     for req in root.iter("Request"):
-        dev = (req.findtext("dev_name") or "").strip()
+        values = {child.tag: child.text for child in req}
+        dev = (values.get("dev_name") or "").strip()
         if not dev:
             raise StorageFormatError("symstat: a <Request> without <dev_name>")
         fields: dict[str, FieldValue] = {}
         for element, (field, factor) in FIELDS.items():
-            value = optional_number(req.findtext(element), f"symstat {dev} {element}")
+            value = optional_number(values.get(element), f"symstat {dev} {element}")
             if value is None and element in REQUIRED:
                 raise StorageFormatError(f"symstat: device {dev} has no <{element}>")
             if value is not None:
                 fields[field] = round(value * factor, 3)
         fields["total_iops"] = round(float(fields["read_iops"]) + float(fields["write_iops"]), 3)
         tags = {"device": dev}
-        pd = (req.findtext("pd_name") or "").strip()
+        pd = (values.get("pd_name") or "").strip()
         if pd and pd != "N/A":
             tags["pd_name"] = pd
         out[dev] = (tags, fields)
