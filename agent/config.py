@@ -430,6 +430,9 @@ def _check_storage(s: StorageConfig, where: str, err: _Loader) -> None:
                                    ' password_keyring)')
     if s.kind == "powermax" and s.sid is None:
         raise err.error(f"{where}.sid", "missing; a PowerMax/Symmetrix is addressed by its 12-digit Symmetrix ID")
+    if s.kind == "powermax" and transport == "ssh" and s.sample_interval >= (s.timeout or s.interval):
+        raise err.error(f"{where}.sample_interval", f"{s.sample_interval:g}s is not shorter than the cycle timeout "
+                                                    f"({s.timeout or s.interval:g}s); symstat samples for that long")
 
 
 def load_config(path: Path) -> Config:

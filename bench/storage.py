@@ -104,38 +104,32 @@ def table_text(rows_: list[dict]) -> str:
 
 
 async def over_ssh(state0: dict) -> dict:
-    from tests.storage.conftest import ClustershellServer
-    with tempfile.TemporaryDirectory() as tmp:
-        server = ClustershellServer(Path(tmp))
-        server.setup()
-        server.start()
-        try:
-            ssh = server.ssh_config()
-            target = SSHTarget(SSHConfig(**{**ssh, "key_file": Path(ssh["key_file"]),
-                                            "known_hosts": Path(ssh["known_hosts"])}))
-            c = OntapCollector(StorageConfig(name="bench", kind="ontap", ssh="test", timeout=120.0), target)
-            server.set_state(state0)
+    from tests.storage.conftest import ClustershellServer, running
+    with tempfile.TemporaryDirectory() as tmp, running(ClustershellServer(Path(tmp))) as server:
+        ssh = server.ssh_config()
+        target = SSHTarget(SSHConfig(**{**ssh, "key_file": Path(ssh["key_file"]),
+                                        "known_hosts": Path(ssh["known_hosts"])}))
+        c = OntapCollector(StorageConfig(name="bench", kind="ontap", ssh="test", timeout=120.0), target)
+        server.set_state(state0)
+        t0 = time.perf_counter()
+        facts = await c.describe()
+        describe_ms = (time.perf_counter() - t0) * 1000
+        trips_describe = c.round_trips
+        await c.start()
+        cycles, durations = 3, []
+        for i in range(cycles):
+            server.set_state(cluster(i + 1))
             t0 = time.perf_counter()
-            facts = await c.describe()
-            describe_ms = (time.perf_counter() - t0) * 1000
-            trips_describe = c.round_trips
-            await c.start()
-            cycles, durations = 3, []
-            for i in range(cycles):
-                server.set_state(cluster(i + 1))
-                t0 = time.perf_counter()
-                out = await c.collect()
-                durations.append((time.perf_counter() - t0) * 1000)
-            trips = c.round_trips - trips_describe
-            await c.close()
-            target.close()
-            return {"cycles": cycles, "ssh_round_trips_per_cycle": (trips - 1) / cycles,
-                    "ssh_round_trips_per_describe": trips_describe, "connections": target.connects,
-                    "cycle_ms_median_incl_standin": round(statistics.median(durations), 1),
-                    "describe_ms_incl_standin": round(describe_ms, 1),
-                    "samples_per_cycle": len(out), "facts": len(facts)}
-        finally:
-            server.stop()
+            out = await c.collect()
+            durations.append((time.perf_counter() - t0) * 1000)
+        trips = c.round_trips - trips_describe
+        await c.close()
+        target.close()
+        return {"cycles": cycles, "ssh_round_trips_per_cycle": (trips - 1) / cycles,
+                "ssh_round_trips_per_describe": trips_describe, "connections": target.connects,
+                "cycle_ms_median_incl_standin": round(statistics.median(durations), 1),
+                "describe_ms_incl_standin": round(describe_ms, 1),
+                "samples_per_cycle": len(out), "facts": len(facts)}
 
 
 def main() -> None:

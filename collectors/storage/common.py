@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 from agent.config import StorageConfig
@@ -59,3 +60,25 @@ def optional_number(value: Any, what: str) -> float | None:
     if value is None or (isinstance(value, str) and value.strip() in ("", "N/A", "-")):
         return None
     return number(value, what)
+
+
+def rate_fields(get: Callable[[str], Any], rates: dict[str, tuple[str, float]],
+                latencies: dict[str, tuple[str, str]], latency_to_ms: float, window_s: float, min_ops: int,
+                what: str) -> dict[str, FieldValue]:
+    """Fields from an array's own per-second averages.
+
+    `rates` maps a property to (field, factor); `latencies` maps a latency property to
+    (field, the IOPS property it averages over). A latency is kept only when that IOPS
+    times the window the array averaged over reaches `min_ops` (and is above zero).
+    """
+    out: dict[str, FieldValue] = {}
+    for prop, (field, factor) in rates.items():
+        v = optional_number(get(prop), f"{what} {prop}")
+        if v is not None:
+            out[field] = round(v * factor, 4)
+    for prop, (field, base) in latencies.items():
+        lat = optional_number(get(prop), f"{what} {prop}")
+        ops = optional_number(get(base), f"{what} {base}")
+        if lat is not None and ops is not None and ops > 0 and ops * window_s >= min_ops:
+            out[field] = round(lat * latency_to_ms, 4)
+    return out

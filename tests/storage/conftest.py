@@ -3,8 +3,10 @@ local HTTP(S) servers (see rest_server.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,10 +33,17 @@ class ClustershellServer(SSHServer):
         tmp.replace(self.state)
 
 
-@pytest.fixture(scope="module")
-def ontap_sshd(tmp_path_factory: pytest.TempPathFactory) -> ClustershellServer:
-    server = ClustershellServer(tmp_path_factory.mktemp("ontap-sshd"))
+@contextlib.contextmanager
+def running(server: ClustershellServer) -> Iterator[ClustershellServer]:
     server.setup()
     server.start()
-    yield server
-    server.stop()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def ontap_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClustershellServer]:
+    with running(ClustershellServer(tmp_path_factory.mktemp("ontap-sshd"))) as server:
+        yield server

@@ -15,27 +15,30 @@ import copy
 LONG_LUN = "/vol/db2data/a_lun_name_long_enough_to_wrap_in_the_value_column"
 
 
-def _volume(name: str, ops: dict[str, int], lat_us: dict[str, int], data: tuple[int, int]) -> dict:
+VOLUME_LATENCY = ("avg_latency", "read_latency", "write_latency", "other_latency")
+LUN_LATENCY = ("avg_latency", "avg_read_latency", "avg_write_latency", "avg_other_latency")
+
+
+def _io(name: str, ops: dict[str, int], lat_us: dict[str, int], data: tuple[int, int],
+        latency_names: tuple[str, ...] = VOLUME_LATENCY, **extra: object) -> dict:
     total = sum(ops.values())
+    avg, read, write, other = latency_names
     return {"instance": name, "scope": "vs1", "counters": {
         "vserver_name": "vs1", "total_ops": str(total), "read_ops": str(ops["read"]),
         "write_ops": str(ops["write"]), "other_ops": str(ops["other"]), "read_data": str(data[0]),
-        "write_data": str(data[1]), "avg_latency": f"{sum(lat_us.values())}us",
-        "read_latency": f"{lat_us['read']}us", "write_latency": f"{lat_us['write']}us",
-        "other_latency": f"{lat_us['other']}us"}}
+        "write_data": str(data[1]), avg: f"{sum(lat_us.values())}us", read: f"{lat_us['read']}us",
+        write: f"{lat_us['write']}us", other: f"{lat_us['other']}us", **extra}}
+
+
+def _volume(name: str, ops: dict[str, int], lat_us: dict[str, int], data: tuple[int, int]) -> dict:
+    return _io(name, ops, lat_us, data)
 
 
 def _lun(path: str, ops: dict[str, int], lat_us: dict[str, int], data: tuple[int, int], qfull: int,
          rhisto: list[int], whisto: list[int]) -> dict:
-    total = sum(ops.values())
-    return {"instance": path, "scope": "vs1", "counters": {
-        "vserver_name": "vs1", "total_ops": str(total), "read_ops": str(ops["read"]),
-        "write_ops": str(ops["write"]), "other_ops": str(ops["other"]), "read_data": str(data[0]),
-        "write_data": str(data[1]), "avg_latency": f"{sum(lat_us.values())}us",
-        "avg_read_latency": f"{lat_us['read']}us", "avg_write_latency": f"{lat_us['write']}us",
-        "avg_other_latency": f"{lat_us['other']}us", "queue_full": str(qfull),
-        "read_align_histo": {str(i): str(v) for i, v in enumerate(rhisto)},
-        "write_align_histo": {str(i): str(v) for i, v in enumerate(whisto)}}}
+    return _io(path, ops, lat_us, data, LUN_LATENCY, queue_full=str(qfull),
+               read_align_histo={str(i): str(v) for i, v in enumerate(rhisto)},
+               write_align_histo={str(i): str(v) for i, v in enumerate(whisto)})
 
 
 T0 = {

@@ -26,6 +26,8 @@ def load(tmp_path: Path, text: str):
     ('kind = "powermax"\nssh = "h"', "storage[0].sid", "12-digit Symmetrix ID"),
     ('kind = "powermax"\nssh = "h"\nsid = "1979"', "storage[0].sid", "a Symmetrix ID of 12 digits"),
     ('kind = "ontap"\nssh = "h"\nmin_ops_for_latency = -1', "storage[0].min_ops_for_latency", "0 or more"),
+    ('kind = "powermax"\nssh = "h"\nsid = "000197900123"\ninterval = "10s"', "storage[0].sample_interval",
+     "not shorter than the cycle timeout"),
     ('kind = "xtremio"\nurl = "https://x"\nuser = "m"\npassword_env = "P"\npassword_file = "/p"', "storage[0]",
      "password_env and password_file are both set"),
 ])

@@ -18,7 +18,7 @@ from agent.config import StorageConfig
 from agent.model import FieldValue
 from agent.secrets import SecretError
 from collectors.base import CollectorError
-from collectors.storage.common import StorageFormatError, optional_number
+from collectors.storage.common import StorageFormatError, optional_number, rate_fields
 from collectors.storage.ontap.metrics import FactRow, Key, Row, naa_for_serial, volume_of
 
 log = logging.getLogger(__name__)
@@ -45,25 +45,18 @@ def _get(d: dict, path: str) -> Any:
     return d
 
 
+RATES = {f"iops.{k}": (f"{k}_iops", 1.0) for k in ("total", "read", "write", "other")} | {
+    f"throughput.{k}": (f"{k}_bytes_per_s", 1.0) for k in ("read", "write")}
+LATENCIES = {f"latency.{k}": (f"{'avg' if k == 'total' else k}_latency_ms", f"iops.{k}")
+             for k in ("total", "read", "write", "other")}
+
+
 def perf_fields(metric: Any, min_ops: int, what: str) -> dict[str, FieldValue] | None:
-    """Fields of one `metric` object; None unless ONTAP marked it complete ("ok")."""
+    """Fields of one `metric` object (latency in microseconds); None unless ONTAP marked it "ok"."""
     if not isinstance(metric, dict) or metric.get("status") != "ok":
         return None
-    dur = duration_s(metric.get("duration"))
-    out: dict[str, FieldValue] = {}
-    for kind in ("total", "read", "write", "other"):
-        iops = optional_number(_get(metric, f"iops.{kind}"), f"{what} iops.{kind}")
-        if iops is None:
-            continue
-        out[f"{kind}_iops"] = iops
-        lat = optional_number(_get(metric, f"latency.{kind}"), f"{what} latency.{kind}")
-        if lat is not None and iops > 0 and iops * dur >= min_ops:
-            out[f"{'avg' if kind == 'total' else kind}_latency_ms"] = round(lat / 1000.0, 4)
-    for kind in ("read", "write"):
-        bps = optional_number(_get(metric, f"throughput.{kind}"), f"{what} throughput.{kind}")
-        if bps is not None:
-            out[f"{kind}_bytes_per_s"] = bps
-    return out
+    window = duration_s(metric.get("duration"))
+    return rate_fields(lambda p: _get(metric, p), RATES, LATENCIES, 0.001, window, min_ops, what)
 
 
 class OntapRest:

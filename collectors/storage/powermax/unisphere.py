@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.model import FieldValue
-from collectors.storage.common import StorageFormatError, number, optional_number
+from collectors.storage.common import StorageFormatError, number, rate_fields
 
 METRICS = {"HostIOs": ("total_iops", 1.0), "HostReads": ("read_iops", 1.0), "HostWrites": ("write_iops", 1.0),
            "HostMBReads": ("read_bytes_per_s", 2.0**20), "HostMBWritten": ("write_bytes_per_s", 2.0**20)}
@@ -54,14 +54,5 @@ def latest(body: Any, group: str, min_ops: int) -> tuple[int, dict[str, FieldVal
     if not items:
         return None
     newest = max(items, key=lambda i: number(i["timestamp"], f"{group} timestamp"))
-    fields: dict[str, FieldValue] = {}
-    for metric, (field, factor) in METRICS.items():
-        v = optional_number(newest.get(metric), f"{group} {metric}")
-        if v is not None:
-            fields[field] = round(v * factor, 3)
-    for metric, (field, base) in LATENCY.items():
-        lat = optional_number(newest.get(metric), f"{group} {metric}")
-        ops = optional_number(newest.get(base), f"{group} {base}")
-        if lat is not None and ops is not None and ops * WINDOW_S >= max(min_ops, 1):
-            fields[field] = round(lat, 4)
+    fields = rate_fields(newest.get, METRICS, LATENCY, 1.0, WINDOW_S, min_ops, group)
     return int(number(newest["timestamp"], f"{group} timestamp")), fields

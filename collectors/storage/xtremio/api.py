@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.model import FieldValue
-from collectors.storage.common import StorageFormatError, optional_number
+from collectors.storage.common import StorageFormatError, rate_fields
 
 PERF = {  # property -> (field, factor)
     "iops": ("total_iops", 1.0), "rd-iops": ("read_iops", 1.0), "wr-iops": ("write_iops", 1.0),
@@ -51,18 +51,8 @@ def name_of(obj: dict, kind: str) -> str:
 
 def perf_fields(obj: dict, extra: dict[str, tuple[str, float]], window_s: float, min_ops: int,
                 what: str) -> dict[str, FieldValue]:
-    """Rates and latencies of one cluster or volume; a latency needs min_ops in the window."""
-    out: dict[str, FieldValue] = {}
-    for prop, (field, factor) in {**PERF, **extra}.items():
-        v = optional_number(obj.get(prop), f"{what} {prop}")
-        if v is not None:
-            out[field] = round(v * factor, 4)
-    for prop, (field, base) in LATENCY.items():
-        lat = optional_number(obj.get(prop), f"{what} {prop}")
-        ops = optional_number(obj.get(base), f"{what} {base}")
-        if lat is not None and ops and ops > 0 and ops * window_s >= min_ops:
-            out[field] = round(lat / 1000.0, 4)
-    return out
+    """Rates and latencies of one cluster or volume (latency in microseconds)."""
+    return rate_fields(obj.get, {**PERF, **extra}, LATENCY, 0.001, window_s, min_ops, what)
 
 
 def naa(obj: dict) -> str | None:
