@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 KEYS = {"volume show": ("vserver", "volume"), "lun show": ("vserver", "path"),
         "storage aggregate show": ("aggregate",), "network port show": ("node", "port"),
@@ -90,6 +91,7 @@ def render_raw(obj: str, inst: dict, counters: list[str]) -> list[str]:
 def main() -> int:
     with open(sys.argv[1]) as f:
         state = json.load(f)
+    time.sleep(state.get("sleep", 0))  # a cluster that does not answer in time
     session = {"privilege": "admin", "sep": None}
     lines: list[str] = [state["banner"]] if state.get("banner") else []
     for words in split_commands(os.environ.get("SSH_ORIGINAL_COMMAND", "")):

@@ -19,6 +19,7 @@ from collectors.storage.common import StorageFormatError
 from collectors.storage.ontap.cli import OntapCommandError, fact_line, parse_fields, parse_raw, perf_line, size_bytes
 from collectors.storage.ontap.collector import OntapCollector
 from collectors.storage.ontap.metrics import Snapshot, instance_key, naa_for_serial, rows, snapshot
+from collectors.storage.ontap.rest import perf_fields
 from tests.storage.ontap_data import LONG_LUN, T0, t1
 from tests.storage.rest_server import Memory
 
@@ -253,6 +254,23 @@ async def test_truncated_statistics_are_an_error(ontap_sshd):
     target.close()
 
 
+async def test_hung_cluster_times_out_and_the_next_cycle_recovers(ontap_sshd):
+    cfg, target = _config(ontap_sshd, interval=10.0, timeout=1.0)
+    c = OntapCollector(cfg, target)
+    c.first_delay = 0.0
+    ontap_sshd.set_state({**T0, "sleep": 5})
+    rt = Runtime([c], [Memory()])
+    await rt.run_once()
+    assert "timed out after 1s" in rt.stats[c.name].last_error
+    ontap_sshd.set_state(T0)
+    c = OntapCollector(cfg, target)  # the runtime closed the first one; the SSH connection lives on
+    await c.collect()
+    ontap_sshd.set_state(t1())
+    assert [s for s in await c.collect() if isinstance(s, Sample) and s.measurement == "storage_volume"]
+    assert target.connects == 1
+    target.close()
+
+
 # --- fuzzing: only the collector's own error type may escape ---------------------------------
 
 _lines = st.lists(st.one_of(
@@ -261,6 +279,18 @@ _lines = st.lists(st.one_of(
                      "         0   5", "   wrapped", "    read_ops   1x2", "Error: nope", "vserver|volume|",
                      "a|b|", "1 entries were displayed."]),
     st.text(max_size=40)), max_size=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.sampled_from(
+                        ["status", "duration", "iops", "latency", "throughput", "read", "total", "ok"]), c, max_size=5),
+                    max_leaves=12))
+def test_fuzzed_rest_metric_raises_only_collector_errors(metric):
+    with contextlib.suppress(CollectorError):
+        perf_fields(metric, 10, "fuzz")
+    with contextlib.suppress(CollectorError):
+        perf_fields({"status": "ok", "duration": "PT15S", "iops": metric, "latency": metric}, 10, "fuzz")
 
 
 @settings(max_examples=300, deadline=None)

@@ -5,7 +5,6 @@ inputs.xtremio types)."""
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 
 import pytest
@@ -15,7 +14,7 @@ from hypothesis import strategies as st
 from agent.config import StorageConfig
 from agent.runtime import Runtime
 from collectors.base import CollectorError
-from collectors.storage.xtremio.api import CLUSTER, perf_fields
+from collectors.storage.xtremio.api import CLUSTER, naa, name_of, objects, perf_fields
 from collectors.storage.xtremio.collector import XtremioCollector
 from tests.storage.rest_server import FakeREST, Memory
 
@@ -128,4 +127,8 @@ _json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | s
 def test_fuzzed_objects_raise_only_collector_errors(obj):
     with contextlib.suppress(CollectorError):
         perf_fields(obj, CLUSTER, 20.0, 10, "fuzz")
-    json.dumps(obj)
+    for body in (obj, {"volumes": [obj]}, {"volumes": obj}):
+        with contextlib.suppress(CollectorError):
+            for o in objects(body, "volumes"):
+                name_of(o, "volumes")
+                naa(o)
