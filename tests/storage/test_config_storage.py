@@ -8,6 +8,7 @@ import pytest
 
 from agent.assemble import build_collectors
 from agent.config import ConfigError, load_config
+from tests.conftest import run_cli
 
 SSH = '[[ssh]]\nname = "h"\nhost = "127.0.0.1"\nuser = "u"\n'
 
@@ -61,3 +62,13 @@ enabled = false
     built = {c.name: c for c in build_collectors(cfg)}
     assert {"storage:netapp1", "storage:vmax1", "storage:xio1"} <= set(built)
     assert built["storage:netapp1"].source.target is built["storage:vmax1"].target
+
+
+def test_config_check_reads_array_passwords(tmp_path):
+    p = tmp_path / "c.toml"
+    p.write_text('[[storage]]\nname = "xio1"\nkind = "xtremio"\nurl = "https://xms.example.com"\nuser = "m"\n'
+                 'password_env = "XMS_PW_FOR_TEST"\n')
+    bad = run_cli("config", "check", "-c", str(p), env={"XMS_PW_FOR_TEST": ""})
+    assert bad.returncode == 2 and "storage[0]: secret not readable" in bad.stderr
+    good = run_cli("config", "check", "-c", str(p), env={"XMS_PW_FOR_TEST": "x"})
+    assert good.returncode == 0 and "1 storage" in good.stdout
