@@ -4,6 +4,7 @@ real sshd whose login shell is the clustershell stand-in."""
 from __future__ import annotations
 
 import contextlib
+import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from agent.config import SSHConfig, StorageConfig
 from agent.model import Sample
 from agent.runtime import Runtime
+from agent.store import Store
 from collectors.base import CollectorError
 from collectors.ssh import SSHTarget
 from collectors.storage.common import StorageFormatError
@@ -20,6 +22,7 @@ from collectors.storage.ontap.cli import OntapCommandError, fact_line, parse_fie
 from collectors.storage.ontap.collector import OntapCollector
 from collectors.storage.ontap.metrics import Snapshot, instance_key, naa_for_serial, rows, snapshot
 from collectors.storage.ontap.rest import perf_fields
+from tests.conftest import run_cli
 from tests.storage.ontap_data import LONG_LUN, T0, t1
 from tests.storage.rest_server import Memory
 
@@ -300,3 +303,18 @@ def test_fuzzed_output_raises_only_storage_errors(a, b):
         rows(snapshot("\n".join(a), 1.0), snapshot("\n".join(b), 2.0), 10, {})
     with contextlib.suppress(CollectorError):
         parse_fields("\n".join(a))
+
+
+def test_agent_once_fills_the_store_with_ontap_samples_and_facts(ontap_sshd, tmp_path, store_path):
+    ontap_sshd.set_state(T0)
+    ssh = ontap_sshd.ssh_config(name="netapp1-admin")
+    cfg = tmp_path / "db2vtop.toml"
+    cfg.write_text("[guest]\nenabled = false\n[[ssh]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in ssh.items())
+                   + '[[storage]]\nname = "netapp1"\nkind = "ontap"\nssh = "netapp1-admin"\ninterval = "2s"\n'
+                     'timeout = "15s"\n')
+    r = run_cli("agent", "--once", "-c", str(cfg), "--store", str(store_path), timeout=120)
+    assert r.returncode == 0, r.stderr
+    store = Store(store_path)
+    volumes = {row.tags["volume"] for row in store.latest("storage_volume")}
+    assert volumes == {"db2data", "db2log"}
+    assert {f.tags["lun"] for f in store.facts("storage_lun")} == {"/vol/db2data/lun0", "/vol/db2log/lun0"}
