@@ -145,6 +145,9 @@ class _Secret:
         return None
 
 
+CheckValue = float | int | str | bool
+
+
 @dataclass(frozen=True)
 class StoreConfig:
     path: Path = field(default_factory=default_store_path)
@@ -249,6 +252,7 @@ class StackConfig:
     vcenter: Name | None = None
     guest: Name | None = None
     storage: list[Name] = field(default_factory=list)
+    checks: dict[str, dict[str, CheckValue]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -267,9 +271,6 @@ class InfluxConfig:
         if self.token_env or self.token_file:
             return SecretRef(env=self.token_env, file=self.token_file)
         return None
-
-
-CheckValue = float | int | str | bool
 
 
 @dataclass(frozen=True)

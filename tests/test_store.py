@@ -94,14 +94,16 @@ def finding(ts: int, severity: str = "warning") -> Finding:
 
 def test_findings_open_refresh_resolve_reopen(store_path):
     with Store(store_path, writer=True) as w:
-        w.upsert_finding(finding(T0))
-        w.upsert_finding(finding(T0 + 10, "critical"))  # still open: refreshed, not duplicated
+        w.write(findings=[finding(T0)])
+        w.write(findings=[finding(T0 + 10, "critical")])  # still open: refreshed, not duplicated
         (open_,) = w.findings()
         assert (open_.severity, open_.first_seen, open_.last_seen) == ("critical", T0, T0 + 10)
-        assert w.resolve_finding(open_.key, T0 + 20)
-        assert not w.resolve_finding(open_.key, T0 + 21)
+        resolved = finding(T0 + 20, "critical")
+        resolved.first_seen, resolved.resolved_at = T0, T0 + 20
+        w.write(findings=[resolved])
+        w.write(findings=[resolved])  # resolving twice changes nothing
         assert w.findings() == []
-        w.upsert_finding(finding(T0 + 30))
+        w.write(findings=[finding(T0 + 30)])
         history = w.findings(open_only=False)
     assert [(f.first_seen, f.resolved_at) for f in history] == [(T0, T0 + 20), (T0 + 30, None)]
 

@@ -66,10 +66,12 @@ class WatchApp(App):
             with Vertical(id="cpu", classes="pane"):
                 yield Static("waiting for the first samples…", id="cpu-summary")
                 yield Sparkline([], id="cpu-spark")
+                yield Static(id="cpu-range", classes="range")
                 yield Static(id="cpu-bars")
             with Vertical(id="mem", classes="pane"):
                 yield Static(id="mem-summary")
                 yield Sparkline([], id="mem-spark")
+                yield Static(id="mem-range", classes="range")
         with Vertical(id="disk", classes="pane"):
             yield DataTable(id="disk-table", cursor_type="none", zebra_stripes=True)
         with Vertical(id="net", classes="pane"):
@@ -177,11 +179,10 @@ class WatchApp(App):
         summary.append(f"load {c.get('load1', 0):.2f} {c.get('load5', 0):.2f} {c.get('load15', 0):.2f}"
                        f"   runnable {c.get('procs_running', 0)}  blocked {c.get('procs_blocked', 0)}")
         self.query_one("#cpu-summary", Static).update(summary)
-        self.query_one("#cpu-spark", Sparkline).data = view.cpu_history or [0.0]
+        self._chart("cpu", "busy", view.cpu_history, view)
         per_line = 4 if len(view.cpus) > 4 else max(1, len(view.cpus))
-        lines = []
-        for i in range(0, len(view.cpus), per_line):
-            lines.append("  ".join(f"{name:>3} {bar(busy, 8)}{busy:5.1f}%" for name, busy in view.cpus[i:i + per_line]))
+        cells = [f"{name:>3} {bar(busy, 8)} {busy:5.1f}%" for name, busy in view.cpus]
+        lines = ["  ".join(cells[i:i + per_line]) for i in range(0, len(cells), per_line)]
         self.query_one("#cpu-bars", Static).update("\n".join(lines))
 
     def _show_mem(self, view: LocalView) -> None:
@@ -202,7 +203,14 @@ class WatchApp(App):
         t.append(f"huge pages {m.get('hugepages_total', 0)} total, {m.get('hugepages_free', 0)} free,"
                  f" {m.get('hugepages_rsvd', 0)} reserved  THP {m.get('thp_mode', '?')}")
         self.query_one("#mem-summary", Static).update(t)
-        self.query_one("#mem-spark", Sparkline).data = view.mem_history or [0.0]
+        self._chart("mem", "used", view.mem_history, view)
+
+    def _chart(self, pane: str, what: str, history: list[float], view: LocalView) -> None:
+        """Sparklines scale to the window's own min..max, so the caption gives that range."""
+        self.query_one(f"#{pane}-spark", Sparkline).data = history or [0.0]
+        caption = (f"{what} % over {format_duration(view.window_s)}: min {min(history):.1f} · "
+                   f"max {max(history):.1f} · {len(history)} samples") if history else ""
+        self.query_one(f"#{pane}-range", Static).update(caption)
 
     def _show_disks(self, view: LocalView) -> None:
         self._stale_title("#disk", "Disks", view)
