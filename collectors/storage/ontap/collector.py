@@ -55,11 +55,6 @@ class OntapSSH:
         return facts(tables)
 
 
-class OntapRestSource(OntapRest):
-    def rows(self, lun_tags: dict[Key, dict[str, str]]) -> tuple[list[Row], list[Annotation]]:  # type: ignore[override]
-        return super().rows(lun_tags), []
-
-
 class OntapCollector(StorageCollector):
     def __init__(self, cfg: StorageConfig, target: SSHTarget | None = None):
         super().__init__(cfg)
@@ -67,9 +62,9 @@ class OntapCollector(StorageCollector):
         if cfg.effective_transport == "ssh":
             if target is None:
                 raise ValueError("the ssh transport needs an SSHTarget")
-            self.source: OntapSSH | OntapRestSource = OntapSSH(cfg, target, self.timeout)
+            self.source: OntapSSH | OntapRest = OntapSSH(cfg, target, self.timeout)
         else:
-            self.source = OntapRestSource(cfg)
+            self.source = OntapRest(cfg)
         self.lun_tags: dict[Key, dict[str, str]] = {}
 
     @property

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from agent.config import StorageConfig
-from agent.model import FieldValue
+from agent.model import Annotation, FieldValue
 from agent.secrets import SecretError
 from collectors.base import CollectorError
 from collectors.storage.common import StorageFormatError, optional_number, rate_fields
@@ -105,7 +105,8 @@ class OntapRest:
         except (ValueError, TypeError, KeyError) as e:  # a body the schema cannot load
             raise StorageFormatError(f"ONTAP REST: {resource} answer not understood: {e}") from None
 
-    def rows(self, lun_tags: dict[Key, dict[str, str]]) -> list[Row]:
+    def rows(self, lun_tags: dict[Key, dict[str, str]]) -> tuple[list[Row], list[Annotation]]:
+        """ONTAP's own averages; no counter resets to report (ONTAP flags those in metric.status)."""
         min_ops = self.cfg.min_ops_for_latency
         out: list[Row] = []
         for v in self.records("Volume", VOLUME_FIELDS):
@@ -125,7 +126,7 @@ class OntapRest:
                 cpu = optional_number(metric.get("processor_utilization"), "node processor_utilization")
                 if cpu is not None:
                     out.append(Row("storage_node", {"node": str(node.get("name", ""))}, {"cpu_busy_pct": cpu}))
-        return out
+        return out, []
 
     def facts(self) -> tuple[list[FactRow], dict[Key, dict[str, str]]]:
         out: list[FactRow] = []
