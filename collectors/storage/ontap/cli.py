@@ -86,6 +86,7 @@ class RawInstance:
     scope: str = ""
     counters: dict[str, CounterValue] = field(default_factory=dict)
     _numbers: dict[str, float] = field(default_factory=dict, repr=False)
+    _arrays: dict[str, dict[str, float] | None] = field(default_factory=dict, repr=False)
 
     def number(self, counter: str) -> float:
         """A counter as a number, converted once (the instance is the next cycle's baseline)."""
@@ -95,61 +96,67 @@ class RawInstance:
                                                                                     f"{counter}")
         return value
 
-
-_DIVIDER = re.compile(r"^\s*-+\s+-+\s*$")
+    def array(self, counter: str) -> dict[str, float] | None:
+        """An array counter's buckets as numbers (None if absent or not an array), converted once."""
+        if counter not in self._arrays:
+            value = self.counters.get(counter)
+            self._arrays[counter] = None if not isinstance(value, dict) else {
+                k: raw_number(v, f"{self.object} {self.name} {counter}[{k}]") for k, v in value.items()}
+        return self._arrays[counter]
 
 
 def parse_raw(text: str) -> dict[str, list[RawInstance]]:
-    """Instances per object, counter values as printed (units still attached)."""
+    """Instances per object, counter values as printed (units still attached).
+
+    Header lines (Object:, Instance:, Scope: ...) start in column 0, table lines are
+    indented: a counter row by 4 spaces, an array bucket further (its label is
+    right-aligned), a wrapped value or counter name is a line with a single word.
+    """
     out: dict[str, list[RawInstance]] = {}
     cur: RawInstance | None = None
     in_table = False
-    value_col = 37  # start of the value column; taken from the divider when present
+    value_col = 37  # start of the value column; taken from the divider
     last: str | None = None  # counter of the previous row, for wrapped values
     array: dict[str, str] | None = None
-    for raw in text.splitlines():
-        line = raw.rstrip()
-        s = line.strip()
-        if not s:
+    for line in text.splitlines():
+        if not line or line[0] != " ":
+            if line.startswith("Object:"):
+                cur = RawInstance(line[7:].strip())
+                out.setdefault(cur.object, []).append(cur)
+                in_table, last, array = False, None, None
+            elif cur is not None and not in_table:
+                if line.startswith("Instance:"):
+                    cur.name = line[9:].strip()
+                elif line.startswith("Scope:"):
+                    cur.scope = line[6:].strip()
+            continue  # banners, footers ("N entries were displayed."), Start-time, End-time
+        tokens = line.split()
+        if cur is None or not tokens:
             continue
-        if s.startswith("Object:"):
-            cur = RawInstance(s[len("Object:"):].strip())
-            out.setdefault(cur.object, []).append(cur)
-            in_table, last, array = False, None, None
-            continue
-        if cur is None:
-            continue  # login banner, `set` warnings
         if not in_table:
-            if s.startswith("Instance:"):
-                cur.name = s[len("Instance:"):].strip()
-            elif s.startswith("Scope:"):
-                cur.scope = s[len("Scope:"):].strip()
-            elif s.split()[:1] == ["Counter"] and s.endswith("Value"):
-                in_table = True
+            in_table = tokens[0] == "Counter" and tokens[-1] == "Value"
             continue
-        if _DIVIDER.match(line):
+        first = tokens[0]
+        if len(tokens) == 2 and first[0] == "-" and first.strip("-") == "" and tokens[1].strip("-") == "":
             value_col = line.rindex(" ") + 1
             continue
-        if "entries were displayed" in s:
-            continue
-        tokens = s.split()
-        indent = len(line) - len(line.lstrip())
         if len(tokens) == 1:
             if last is None:
-                raise StorageFormatError(f"ONTAP statistics: unexpected line {s[:60]!r} in {cur.name or cur.object}")
-            if array is not None or indent >= value_col:
+                raise StorageFormatError(f"ONTAP statistics: unexpected line {first[:60]!r} in "
+                                         f"{cur.name or cur.object}")
+            if array is not None or line.find(first) >= value_col:
                 prev = cur.counters[last]
                 if isinstance(prev, str):
-                    cur.counters[last] = prev + tokens[0]
+                    cur.counters[last] = prev + first
             else:  # the counter name itself wrapped
                 value = cur.counters.pop(last)
-                last = last + tokens[0]
+                last = last + first
                 cur.counters[last] = value
             continue
-        if array is not None and indent > 4:
+        if array is not None and line[4] == " ":
             array[" ".join(tokens[:-1])] = tokens[-1]
             continue
-        name, value = " ".join(tokens[:-1]), tokens[-1]
+        name, value = (first if len(tokens) == 2 else " ".join(tokens[:-1])), tokens[-1]
         if value == "-":
             array = {}
             cur.counters[name] = array
@@ -168,6 +175,8 @@ def raw_number(value: CounterValue | None, what: str) -> float:
     """A raw counter as a number; latencies in microseconds."""
     if not isinstance(value, str):
         raise StorageFormatError(f"ONTAP statistics: {what} is {'missing' if value is None else 'an array'}")
+    if value.isascii() and value.isdigit():  # the common case, and much cheaper than the pattern
+        return float(value)
     m = _VALUE.match(value)
     if not m:
         raise StorageFormatError(f"ONTAP statistics: {what} = {value[:40]!r} is not a number")

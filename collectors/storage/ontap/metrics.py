@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from agent.model import Annotation, FieldValue
-from collectors.storage.ontap.cli import CounterValue, RawInstance, flag, parse_raw, raw_number, size_bytes
+from collectors.storage.ontap.cli import RawInstance, flag, parse_raw, size_bytes
 
 #: NetApp's NAA prefix for clustered ONTAP LUNs; the rest of the id is the LUN serial in hex
 #: (NetApp KB "How to match a LUN's NAA number to its serial number"; 7-Mode used 60a98000)
@@ -75,11 +75,12 @@ def _deltas(prev: RawInstance, cur: RawInstance, names: tuple[str, ...]) -> dict
     return out
 
 
-def _misaligned_pct(prev: CounterValue | None, cur: CounterValue | None, what: str, min_ops: int) -> float | None:
+def _misaligned_pct(prev: RawInstance, cur: RawInstance, counter: str, min_ops: int) -> float | None:
     """Share of I/O not aligned to a WAFL block: buckets 1-7 of the alignment histogram."""
-    if not isinstance(prev, dict) or not isinstance(cur, dict) or not cur:
+    before, after = prev.array(counter), cur.array(counter)
+    if not before or not after:
         return None
-    d = {k: raw_number(cur[k], f"{what}[{k}]") - raw_number(prev.get(k, "0"), f"{what}[{k}]") for k in cur}
+    d = {k: v - before.get(k, 0.0) for k, v in after.items()}
     total = sum(d.values())
     if total <= 0 or total < min_ops or min(d.values()) < 0:
         return None
@@ -156,9 +157,7 @@ def rows(prev: Snapshot, cur: Snapshot, min_ops: int, lun_tags: dict[Key, dict[s
         fields = {**_io_fields(d, dt), **_latencies(d, LUN_LATENCY, min_ops),
                   "queue_full_per_s": round(d["queue_full"] / dt, 3)}
         for direction in ("read", "write"):
-            counter = f"{direction}_align_histo"
-            pct = _misaligned_pct(p.counters.get(counter), c.counters.get(counter), f"lun {c.name} {counter}",
-                                  min_ops)
+            pct = _misaligned_pct(p, c, f"{direction}_align_histo", min_ops)
             if pct is not None:
                 fields[f"{direction}_misaligned_pct"] = pct
         tags = {"vserver": key[0], "volume": volume_of(key[1]), "lun": key[1], **lun_tags.get(key, {})}
