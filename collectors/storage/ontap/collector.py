@@ -39,8 +39,9 @@ class OntapSSH:
         return text
 
     def rows(self, lun_tags: dict[Key, dict[str, str]]) -> tuple[list[Row], list[Annotation]]:
+        sent = time.monotonic()
         text = self._run(perf_line(), "statistics show -raw")
-        cur = snapshot(text, time.monotonic())
+        cur = snapshot(text, (sent + time.monotonic()) / 2)  # the counters were read between send and receipt
         if not cur.objects:
             raise StorageFormatError("ONTAP statistics show -raw printed no Object: blocks "
                                      f"(first line: {text.strip().splitlines()[0][:80] if text.strip() else 'none'!r})")
