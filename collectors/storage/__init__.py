@@ -1,0 +1,1 @@
+"""Storage array collectors: one package per array family (NetApp ONTAP, EMC XtremIO, PowerMax)."""
