@@ -154,6 +154,18 @@ class GuestConfig:
 
 
 @dataclass(frozen=True)
+class RemoteGuestConfig:
+    """A guest read over SSH; its samples are tagged guest = the [[ssh]] target's name."""
+
+    ssh: Name
+    os: Choice("auto", "linux", "aix") = "auto"
+    interval: Duration = 5.0
+    timeout: Duration | None = None
+    devices_exclude: list[str] = field(default_factory=lambda: ["loop*", "ram*"])
+    interfaces_exclude: list[str] = field(default_factory=lambda: ["lo", "veth*"])
+
+
+@dataclass(frozen=True)
 class VCenterConfig(_Secret):
     name: Name
     url: Url
@@ -206,6 +218,7 @@ class StorageConfig(_Secret):
     ssh: Name | None = None
     interval: Duration = 20.0
     timeout: Duration | None = None
+    devices_exclude: list[str] = field(default_factory=lambda: ["loop*", "ram*", "zram*"])  # kind = "linux"
 
 
 @dataclass(frozen=True)
@@ -214,6 +227,7 @@ class EsxtopConfig:
     ssh: Name
     interval: Duration = 10.0
     timeout: Duration | None = None
+    delay: Duration = 2.0  # esxtop -d: the window each sample averages over (esxtop's minimum is 2 s)
 
 
 @dataclass(frozen=True)
@@ -251,6 +265,7 @@ CheckValue = float | int | str | bool
 class Config:
     store: StoreConfig = field(default_factory=StoreConfig)
     guest: GuestConfig = field(default_factory=GuestConfig)
+    remote_guest: list[RemoteGuestConfig] = field(default_factory=list)
     vcenter: list[VCenterConfig] = field(default_factory=list)
     ssh: list[SSHConfig] = field(default_factory=list)
     db2: list[DB2Config] = field(default_factory=list)
@@ -369,6 +384,12 @@ def _check_references(cfg: Config, err: _Loader) -> None:
             raise err.error(f"storage[{i}].ssh", "missing; storage is read over an [[ssh]] target")
     for i, e in enumerate(cfg.esxtop):
         ref("esxtop", i, "ssh", e.ssh, "ssh")
+    guests: set[str] = set()
+    for i, g in enumerate(cfg.remote_guest):
+        ref("remote_guest", i, "ssh", g.ssh, "ssh")
+        if g.ssh in guests:
+            raise err.error(f"remote_guest[{i}].ssh", f"{g.ssh!r} is used twice; one [[remote_guest]] per target")
+        guests.add(g.ssh)
     for i, st in enumerate(cfg.stack):
         ref("stack", i, "db2", st.db2, "db2")
         ref("stack", i, "vcenter", st.vcenter, "vcenter")
