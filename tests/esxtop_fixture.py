@@ -164,7 +164,7 @@ def batch_csv(host: str, vms: list[VM], devices: list[Device], samples: int = 1,
             add(f"Physical Disk Path(vmhba{1 + p}:C0:T{t % 8}:L{t})", DISK_PATH)
 
     def row(cells: list[str]) -> str:
-        return ",".join(f'"{c}"' for c in cells)
+        return ",".join('"' + c.replace('"', '""') + '"' for c in cells)
 
     rows = [row(cols)]
     for s in range(samples - 1):  # earlier samples: same columns, other values

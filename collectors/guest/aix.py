@@ -108,8 +108,8 @@ def parse_iostat_disks(text: str) -> dict[str, dict[str, float]]:
     return out
 
 
-def parse_attributes(text: str) -> dict[str, str]:
-    """`lsattr -El DEV -F attribute:value` lines ("queue_depth:8")."""
+def parse_pairs(text: str) -> dict[str, str]:
+    """`lsattr -El DEV -F attribute:value` ("queue_depth:8"), `lsdev -F name:description` lines."""
     out = {}
     for line in text.splitlines():
         name, sep, value = line.partition(":")
@@ -187,7 +187,7 @@ class AIXPlatform:
         b = Bundle().parallel("vmstat", "vmstat", self.window, "2").parallel("iostat", "iostat", "-D", self.window, "2")
         if facts:
             (b.command("oslevel", "oslevel", "-s").command("hostname", "hostname")
-             .command("lsdev_disk", "lsdev", "-Cc", "disk").raw(_LSATTR_LOOPS)
+             .command("lsdev_disk", "lsdev", "-Cc", "disk", "-F", "name:description").raw(_LSATTR_LOOPS)
              .command("aio0", "lsattr", "-El", "aio0", "-F", "attribute:value")
              .command("ioo", "ioo", "-a").command("vmo", "vmo", "-F", "-a"))
         return b
@@ -226,7 +226,7 @@ class AIXPlatform:
 
         config = _config_line(text("vmstat") or "")
         vmo, ioo, aio0 = (parse_tunables(text("vmo") or ""), parse_tunables(text("ioo") or ""),
-                          parse_attributes(text("aio0") or ""))
+                          parse_pairs(text("aio0") or ""))
         facts = [Fact("guest", tags, {
             "os": "AIX", "hostname": text("hostname"), "kernel": text("oslevel"),
             "cpus": _int(config.get("lcpu")), "memory_bytes": _mem_bytes(config.get("mem")),
@@ -237,16 +237,12 @@ class AIXPlatform:
             "aio_maxreqs": _int(ioo.get("aio_maxreqs", aio0.get("maxreqs"))),
             "aio_state": aio0.get("autoconfig") or ("available" if ioo.get("aio_maxservers") else None),
         }, ts)]
-        described = {}
-        for line in (text("lsdev_disk") or "").splitlines():  # "hdisk0 Available 00-08-00 MPIO FC 2145"
-            words = line.split(None, 3)
-            if len(words) == 4:
-                described[words[0]] = words[3]
+        described = parse_pairs(text("lsdev_disk") or "")  # "hdisk1:MPIO Other FC SCSI Disk Drive"
         for name, out in got.commands.items():
             if not name.startswith("lsattr ") or out.rc != 0:
                 continue
             dev = name.split(" ", 1)[1]
-            attrs = parse_attributes(out.text)
+            attrs = parse_pairs(out.text)
             if dev.startswith("fcs"):
                 facts.append(Fact("guest_fc_adapter", {**tags, "adapter": dev}, {
                     "num_cmd_elems": _int(attrs.get("num_cmd_elems")),

@@ -94,7 +94,8 @@ class RemoteGuestCollector(BundleCollector):
         os_name = uname.text.strip() if uname is not None and uname.rc == 0 else ""
         if self.cfg.os == "linux" or os_name == "Linux":
             page = got.commands.get("pagesize")
-            size = int(page.text) if page is not None and page.rc == 0 and page.text.strip().isdigit() else 4096
+            text = page.text.strip() if page is not None and page.rc == 0 else ""
+            size = int(text) if text.isascii() and text.isdigit() else 4096
             self.platform = LinuxPlatform(self.guest, self.cfg, size)
         elif os_name == "AIX":
             self.platform = aix.AIXPlatform(self.guest, self.cfg)

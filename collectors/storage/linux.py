@@ -37,6 +37,7 @@ FACT_FILES = (
 )
 SLAVE_PATHS = "/sys/block/dm-*/slaves/*"
 _HEX = re.compile(r"^[0-9a-f]+$")
+_DIGITS = re.compile(r"^[0-9]{1,12}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +74,7 @@ def _text(files: dict[str, str], path: str) -> str | None:
 
 def _int(files: dict[str, str], path: str) -> int | None:
     t = _text(files, path)
-    return int(t) if t is not None and t.isdigit() else None
+    return int(t) if t is not None and _DIGITS.match(t) else None
 
 
 def vpd_serial(page: str | None) -> str | None:
@@ -128,7 +129,7 @@ def queue_limit(dev: str, ident: Identity | None, files: dict[str, str]) -> tupl
         per_path = [_int(files, f"/sys/block/{p}/device/queue_depth") or 0 for p in ident.paths]
         if all(per_path):
             return sum(per_path), "paths"
-    return _int(files, f"/sys/block/{dev}/queue/nr_requests"), "nr_requests"
+    return _int(files, f"/sys/block/{dev}/queue/nr_requests") or None, "nr_requests"
 
 
 @dataclass(slots=True)
