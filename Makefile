@@ -31,6 +31,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/store.py
 	$(PY) bench/agent_overhead.py
+	$(PY) bench/remote.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -196,15 +197,26 @@ def _value(text: str) -> float | None:
         v = float(text)
     except ValueError:
         return None
-    return v if v == v and v not in (float("inf"), float("-inf")) else None
+    return v if math.isfinite(v) else None
+
+
+def _numbers(texts: list[str]) -> list[float | None]:
+    """Floats for a column of cells; the common all-numeric case stays in C."""
+    try:
+        floats = list(map(float, texts))
+    except ValueError:
+        return [_value(t) for t in texts]
+    if all(map(math.isfinite, floats)):
+        return floats  # type: ignore[return-value]
+    return [v if math.isfinite(v) else None for v in floats]
 
 
 def _home_node(text: str) -> int | str | None:
     """NHN: one node ("0"), or several for a wide VM ("0,1"); negative means none."""
-    nodes = [w for w in text.replace(",", " ").split() if w.lstrip("-").isdigit()]
-    if len(nodes) == 1:
-        n = int(nodes[0])
-        return n if n >= 0 else None
+    v = _value(text)
+    if v is not None:
+        return int(v) if v >= 0 and v.is_integer() else None
+    nodes = [w for w in text.replace(",", " ").split() if w.isascii() and w.isdigit()]
     return ",".join(nodes) or None
 
 
@@ -217,7 +229,7 @@ def _rows(text: str) -> tuple[str, str]:
         stop -= 1
     if start < 0 or end < 0 or end >= stop:
         raise EsxtopFormatError("esxtop -b: a header but no sample row")
-    return text[start:end].rstrip("\r"), text[text.rfind("\n", 0, stop) + 1:stop].strip()
+    return text[start:end - (text[end - 1] == "\r")], text[text.rfind("\n", 0, stop) + 1:stop].strip()
 
 
 def parse_batch(text: str) -> BatchSample:
@@ -240,18 +252,24 @@ def parse_batch(text: str) -> BatchSample:
         raise EsxtopFormatError(f"esxtop -b: the header has {columns} columns, the sample {len(values)}")
     out = BatchSample(host, values[0])
     groups: dict[str, dict[str, dict[str, Any]]] = {obj: {} for obj in OBJECTS}
+    layouts: dict[tuple[str, tuple[str, ...]], tuple[list[int], list[dict[str, Any]]]] = {}
     for first, obj, instance, counters in blocks:
-        fields = groups[obj].setdefault(instance, {})
         if first + len(counters) > columns:
             raise EsxtopFormatError(f"esxtop -b: the columns of {obj}{instance}) run past the end of the row")
+        firsts, fields = layouts.setdefault((obj, counters), ([], []))
+        firsts.append(first)
+        fields.append(groups[obj].setdefault(instance, {}))
+    for (obj, counters), (firsts, fields) in layouts.items():  # a column at a time: one plan per layout
         for offset, name, scale in _plan(obj, counters):
-            text_value = values[first + offset]
+            cells = [values[f + offset] for f in firsts]
             if name == HOME_NODE:
-                node = _home_node(text_value)
-                if node is not None:
-                    fields[HOME_NODE if isinstance(node, int) else "numa_home_nodes"] = node
-            elif (v := _value(text_value)) is not None:
-                fields[name] = v * scale if scale != 1.0 else v
+                for f, node in zip(fields, map(_home_node, cells), strict=True):
+                    if node is not None:
+                        f[HOME_NODE if isinstance(node, int) else "numa_home_nodes"] = node
+                continue
+            for f, v in zip(fields, _numbers(cells), strict=True):
+                if v is not None:
+                    f[name] = v * scale if scale != 1.0 else v
     out.devices = {k: v for k, v in groups["Physical Disk SCSI Device("].items() if v}
     cpu = groups["Group Cpu("]
     for instance, mem in groups["Group Memory("].items():
