@@ -384,6 +384,9 @@ def _check_references(cfg: Config, err: _Loader) -> None:
             raise err.error(f"storage[{i}].ssh", "missing; storage is read over an [[ssh]] target")
     for i, e in enumerate(cfg.esxtop):
         ref("esxtop", i, "ssh", e.ssh, "ssh")
+        if not 2 <= e.delay < e.interval:
+            raise err.error(f"esxtop[{i}].delay", f"{e.delay:g}s is not valid; expected at least 2s (esxtop's "
+                                                  f"minimum) and less than the interval ({e.interval:g}s)")
     guests: set[str] = set()
     for i, g in enumerate(cfg.remote_guest):
         ref("remote_guest", i, "ssh", g.ssh, "ssh")

@@ -71,7 +71,7 @@ guest = "db2aix01"
     (storage,) = [c for c in collectors if isinstance(c, LinuxStorageCollector)]
     assert storage.target is by_name["guest:db2prod01"].target  # one connection per host
     (esx,) = [c for c in collectors if isinstance(c, EsxtopCollector)]
-    assert esx.delay == 5 and esx.argv() == ["esxtop", "-b", "-a", "-d", "5", "-n", "1"]
+    assert esx.argv() == ["esxtop", "-b", "-a", "-d", "5", "-n", "1"]
     assert 'kind = "ontap" is not collected' in caplog.text and "[[esxtop]]" not in caplog.text
 
 
@@ -80,6 +80,8 @@ guest = "db2aix01"
     ('[[remote_guest]]\nssh = "db2aix01"\n[[remote_guest]]\nssh = "db2aix01"', "remote_guest[1].ssh", "twice"),
     ('[[remote_guest]]\nssh = "db2aix01"\nos = "hpux"', "remote_guest[0].os", '"auto", "linux", "aix"'),
     ('[[esxtop]]\nname = "e"\nssh = "esx01-root"\ndelay = "soon"', "esxtop[0].delay", "a duration"),
+    ('[[esxtop]]\nname = "e"\nssh = "esx01-root"\ndelay = "1s"', "esxtop[0].delay", "at least 2s"),
+    ('[[esxtop]]\nname = "e"\nssh = "esx01-root"\ndelay = "10s"', "esxtop[0].delay", "less than the interval"),
 ])
 def test_remote_config_errors_name_the_key(tmp_path, text, key, expected):
     with pytest.raises(ConfigError) as e:

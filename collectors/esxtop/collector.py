@@ -16,18 +16,15 @@ from collectors.base import BaseCollector, CollectorError
 from collectors.esxtop.batch import BatchSample, parse_batch
 from collectors.ssh import SSHTarget
 
-MIN_DELAY_S = 2  # esxtop refuses a shorter refresh interval
-
 
 class EsxtopCollector(BaseCollector):
     def __init__(self, cfg: EsxtopConfig, target: SSHTarget):
         super().__init__(f"esxtop:{cfg.name}", cfg.interval, cfg.timeout)
         self.cfg, self.target = cfg, target
-        self.delay = max(MIN_DELAY_S, round(cfg.delay))
         self.last: BatchSample | None = None
 
     def argv(self) -> list[str]:
-        return ["esxtop", "-b", "-a", "-d", str(self.delay), "-n", "1"]
+        return ["esxtop", "-b", "-a", "-d", f"{self.cfg.delay:g}", "-n", "1"]
 
     def _run(self) -> BatchSample:
         r = self.target.run(self.argv(), timeout=self.timeout)
