@@ -174,8 +174,12 @@ def disk_fields(d: dict[str, float]) -> dict[str, float]:
     }
 
 
-_LSATTR_LOOPS = """for d in $(lsdev -Cc disk -F name 2>/dev/null); do _c "lsattr $d" lsattr -El "$d" -F attribute:value; done
-for a in $(lsdev -Cc adapter -F name 2>/dev/null); do case $a in fcs*) _c "lsattr $a" lsattr -El "$a" -F attribute:value;; esac; done"""  # noqa: E501
+_LSATTR_LOOPS = """for d in $(lsdev -Cc disk -F name 2>/dev/null); do
+  _c "lsattr $d" lsattr -El "$d" -F attribute:value
+done
+for a in $(lsdev -Cc adapter -F name 2>/dev/null); do
+  case $a in fcs*) _c "lsattr $a" lsattr -El "$a" -F attribute:value ;; esac
+done"""
 
 
 class AIXPlatform:
