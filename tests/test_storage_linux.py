@@ -38,7 +38,7 @@ async def test_matches_real_iostat_over_the_same_target(sshd, loop_device):  # n
     iostat = asyncio.create_task(asyncio.to_thread(
         c.target.run, ["iostat", "-dxk", "-y", "-o", "JSON", "3", "1", name]))
     await asyncio.sleep(0.8)
-    assert await asyncio.to_thread(dd(loop_device, 64).wait) == 0
+    assert await asyncio.to_thread(dd(loop_device, 128).wait) == 0
     r = await iostat
     samples = await c.collect()
     window = c.prev.uptime_s - begin
@@ -48,10 +48,10 @@ async def test_matches_real_iostat_over_the_same_target(sshd, loop_device):  # n
     ours = disk.fields
     assert theirs["w/s"] * 3 > 60, "the burst did not reach the device inside iostat's window"
     totals = {"write_iops": "w/s", "queue_size": "aqu-sz", "util_pct": "util"}
-    for ours_key, their_key in totals.items():
-        assert ours[ours_key] * window == pytest.approx(theirs[their_key] * 3, rel=0.05), ours_key
+    for ours_key, their_key in totals.items():  # iostat prints 2 decimals: +-0.005 per second of its window
+        assert ours[ours_key] * window == pytest.approx(theirs[their_key] * 3, rel=0.05, abs=0.015), ours_key
     assert ours["write_bytes_per_s"] * window == pytest.approx(theirs["wkB/s"] * 1024 * 3, rel=0.02)
-    assert ours["write_bytes_per_s"] * window == pytest.approx(64 * 2**20, rel=0.05)
+    assert ours["write_bytes_per_s"] * window == pytest.approx(128 * 2**20, rel=0.05)
     assert ours["write_await_ms"] == pytest.approx(theirs["w_await"], rel=0.05)
     nr = int(Path(f"/sys/block/{name}/queue/nr_requests").read_text())  # a loop device has no SCSI queue depth
     assert ours["queue_depth"] == nr and ours["queue_limit_source"] == "nr_requests"
