@@ -32,6 +32,7 @@ bench: $(STAMP)
 	$(PY) bench/store.py
 	$(PY) bench/agent_overhead.py
 	$(PY) bench/storage.py
+	$(PY) bench/remote.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

@@ -164,6 +164,18 @@ class GuestConfig:
 
 
 @dataclass(frozen=True)
+class RemoteGuestConfig:
+    """A guest read over SSH; its samples are tagged guest = the [[ssh]] target's name."""
+
+    ssh: Name
+    os: Choice("auto", "linux", "aix") = "auto"
+    interval: Duration = 5.0
+    timeout: Duration | None = None
+    devices_exclude: list[str] = field(default_factory=lambda: ["loop*", "ram*"])
+    interfaces_exclude: list[str] = field(default_factory=lambda: ["lo", "veth*"])
+
+
+@dataclass(frozen=True)
 class VCenterConfig(_Secret):
     name: Name
     url: Url
@@ -230,6 +242,7 @@ class StorageConfig(_Secret):
     sid: Annotated[str, _Sid("a Symmetrix ID of 12 digits, such as \"000197900123\"")] | None = None
     storage_groups: list[Name] = field(default_factory=list)
     sample_interval: Duration = 10.0
+    devices_exclude: list[str] = field(default_factory=lambda: ["loop*", "ram*", "zram*"])  # kind = "linux"
 
     @property
     def effective_transport(self) -> str:
@@ -242,6 +255,7 @@ class EsxtopConfig:
     ssh: Name
     interval: Duration = 10.0
     timeout: Duration | None = None
+    delay: Duration = 2.0  # esxtop -d: the window each sample averages over (esxtop's minimum is 2 s)
 
 
 @dataclass(frozen=True)
@@ -277,6 +291,7 @@ class InfluxConfig:
 class Config:
     store: StoreConfig = field(default_factory=StoreConfig)
     guest: GuestConfig = field(default_factory=GuestConfig)
+    remote_guest: list[RemoteGuestConfig] = field(default_factory=list)
     vcenter: list[VCenterConfig] = field(default_factory=list)
     ssh: list[SSHConfig] = field(default_factory=list)
     db2: list[DB2Config] = field(default_factory=list)
@@ -394,6 +409,15 @@ def _check_references(cfg: Config, err: _Loader) -> None:
         _check_storage(s, f"storage[{i}]", err)
     for i, e in enumerate(cfg.esxtop):
         ref("esxtop", i, "ssh", e.ssh, "ssh")
+        if not 2 <= e.delay < e.interval:
+            raise err.error(f"esxtop[{i}].delay", f"{e.delay:g}s is not valid; expected at least 2s (esxtop's "
+                                                  f"minimum) and less than the interval ({e.interval:g}s)")
+    guests: set[str] = set()
+    for i, g in enumerate(cfg.remote_guest):
+        ref("remote_guest", i, "ssh", g.ssh, "ssh")
+        if g.ssh in guests:
+            raise err.error(f"remote_guest[{i}].ssh", f"{g.ssh!r} is used twice; one [[remote_guest]] per target")
+        guests.add(g.ssh)
     for i, st in enumerate(cfg.stack):
         ref("stack", i, "db2", st.db2, "db2")
         ref("stack", i, "vcenter", st.vcenter, "vcenter")

@@ -1,1 +1,1 @@
-"""Storage array collectors: one package per array family (NetApp ONTAP, EMC XtremIO, PowerMax)."""
+"""Storage collectors: Linux hosts and arrays (NetApp ONTAP, EMC XtremIO, PowerMax)."""
