@@ -28,9 +28,10 @@ test: $(STAMP) test-deps
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-bench: $(STAMP)
+bench: $(STAMP) test-deps
 	$(PY) bench/store.py
 	$(PY) bench/agent_overhead.py
+	$(PY) bench/db2.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

@@ -20,7 +20,7 @@ import pytest
 from agent.config import DB2Config, SSHConfig
 from agent.model import Annotation, Sample
 from agent.runtime import SELF_MEASUREMENT, Runtime
-from collectors.base import BaseCollector
+from collectors.base import BaseCollector, CollectorError
 from collectors.db2.collector import Db2Collector
 from collectors.db2.queries import QUERIES, Db2Error
 from collectors.db2.transport import ClpTransport, DriverTransport, load_driver
@@ -245,50 +245,21 @@ async def test_a_monitoring_level_of_none_is_reported(db2):
 # --- errors -------------------------------------------------------------------------------------------
 
 
-async def test_instance_down_is_a_clear_error(db2):
-    db2.set(connect_error="SQL1032N")
-    c = db2.collector()
-    with pytest.raises(Db2Error, match=r"instance is not started \(SQL1032N .*\); start it with db2start"):
-        await c.collect()
-    await c.close()
-
-
-async def test_an_unknown_database_is_a_clear_error(db2):
-    c = db2.collector(database="NOSUCH")
-    with pytest.raises(Db2Error, match=r"database NOSUCH is not known to this instance \(SQL1013N"):
-        await c.collect()
-    await c.close()
-
-
-async def test_a_missing_privilege_names_the_grant(db2):
-    db2.set(deny=["MON_GET_BUFFERPOOL"])
-    c = db2.collector()
-    with pytest.raises(Db2Error) as e:
-        await c.collect()
-    msg = str(e.value)
-    assert "SQL0551N" in msg and "GRANT EXECUTE ON FUNCTION SYSPROC.MON_GET_BUFFERPOOL TO USER" in msg
-    await c.close()
-
-
-async def test_garbage_output_is_an_error_not_a_crash(db2):
-    db2.set(garbage={"MON_GET_BUFFERPOOL": "Segmentation fault (core dumped)\n\x00\xff junk"})
-    c = db2.collector()
-    with pytest.raises(Db2Error, match="unexpected output from the CLP for query 'bp'"):
-        await c.collect()
-    await c.close()
-
-
-async def test_truncated_output_is_an_error(db2):
-    db2.set(truncate="MON_GET_CONTAINER")
-    c = db2.collector()
-    with pytest.raises(Db2Error, match=r"output ended early \(after ct; no exit status\)"):
-        await c.collect()
-    await c.close()
-
-
-async def test_a_missing_instance_profile_says_what_to_set(db2):
-    c = db2.collector(instance_profile="~nosuchuser/sqllib/db2profile")
-    with pytest.raises(Db2Error, match="instance profile ~nosuchuser/sqllib/db2profile is not readable"):
+@pytest.mark.parametrize(("behaviour", "overrides", "expected"), [
+    ({"connect_error": "SQL1032N"}, {}, r"instance is not started \(SQL1032N .*\); start it with db2start"),
+    ({}, {"database": "NOSUCH"}, r"database NOSUCH is not known to this instance \(SQL1013N"),
+    ({"deny": ["MON_GET_BUFFERPOOL"]}, {},
+     r"SQL0551N .*Grant the monitoring user: GRANT EXECUTE ON FUNCTION SYSPROC\.MON_GET_BUFFERPOOL TO USER"),
+    ({"garbage": {"MON_GET_BUFFERPOOL": "Segmentation fault (core dumped)\n\x00\xff junk"}}, {},
+     "unexpected output from the CLP for query 'bp'"),
+    ({"truncate": "MON_GET_CONTAINER"}, {}, r"output ended early \(after ct; no exit status\)"),
+    ({}, {"instance_profile": "~nosuchuser/sqllib/db2profile"},
+     "instance profile ~nosuchuser/sqllib/db2profile is not readable"),
+], ids=["instance-down", "no-such-database", "no-privilege", "garbage", "truncated", "no-profile"])
+async def test_each_failure_is_a_clear_collector_error(db2, behaviour, overrides, expected):
+    db2.set(**behaviour)
+    c = db2.collector(**overrides)
+    with pytest.raises(Db2Error, match=expected):
         await c.collect()
     await c.close()
 
@@ -305,6 +276,23 @@ async def test_a_hung_clp_times_out_and_is_killed_on_the_remote_side(db2):
     assert not Path(f"/proc/{pid}").exists(), "the hung CLP outlived the remote watchdog"
     db2.set(hang_s=0)
     await c.collect()  # and the next cycle works again over the same connection
+    await c.close()
+
+
+async def test_facts_are_read_again_after_a_reconnect(db2):
+    c = db2.collector()
+    await c.describe()
+    c.facts_done()  # what the runtime does after describe()
+    await c.collect()
+    assert not c.facts_due()
+    db2.sshd.kill_sessions()  # the SSH connection drops (host reboot, network, sshd restart)
+    for _ in range(3):
+        try:
+            await c.collect()
+            break
+        except CollectorError:
+            await asyncio.sleep(1.1)  # the SSH layer's reconnect backoff
+    assert c.transport.connects == 2 and c.facts_due()
     await c.close()
 
 
@@ -497,7 +485,7 @@ async def test_the_real_driver_reports_an_unreachable_server_clearly(monkeypatch
     cfg = DB2Config(name="prod", database="PROD", transport="ibm_db", host="127.0.0.1", port=free_port(),
                     user="db2mon", password_env="DB2MON_PW", timeout=3.0)
     c = Db2Collector(cfg, DriverTransport(cfg, "127.0.0.1"))
-    with pytest.raises(Db2Error, match=r"CONNECT TO PROD failed: SQL30081N  A communication error") as e:
+    with pytest.raises(Db2Error, match=r"cannot reach the DB2 server \(SQL30081N A communication error") as e:
         await c.collect()
     assert PASSWORD not in str(e.value) and "\n" not in str(e.value)
     await c.close()
@@ -522,3 +510,80 @@ async def test_the_driver_transport_runs_the_same_queries_to_the_same_figures(db
     with pytest.raises(Db2Error, match="instance is not started"):
         await c.collect()
     await c.close()
+
+
+# --- config, assembly and the real CLI ------------------------------------------------------------------------
+
+
+SSH_SECTION = '[[ssh]]\nname = "h"\nhost = "db2prod01"\nuser = "db2inst1"\n'
+
+
+@pytest.mark.parametrize(("section", "key", "problem"), [
+    ('database = "PRODUCTION1"\nssh = "h"', "db2[0].database", "a database alias of 1-8"),
+    ('database = "PROD"\nssh = "h"\nuser = "db2mon"', "db2[0]", "user and a password_* go together"),
+    ('database = "PROD"\nssh = "h"\npassword_env = "PW"', "db2[0]", "user and a password_* go together"),
+    ('database = "PROD"\nssh = "h"\nuser = "a b"\npassword_env = "PW"', "db2[0].user", "a DB2 user name"),
+    ('database = "PROD"\ntransport = "ibm_db"', "db2[0].host", "connects to host:port"),
+    ('database = "PROD"\ntransport = "ibm_db"\nhost = "x"', "db2[0]", "needs user and one of password_env"),
+    ('database = "PROD"\nssh = "h"\nmember = -3', "db2[0].member", "-2 (all members)"),
+])
+def test_db2_config_errors_name_the_key(tmp_path, section, key, problem):
+    from agent.config import ConfigError, load_config
+
+    path = tmp_path / "c.toml"
+    path.write_text(f'{SSH_SECTION}[[db2]]\nname = "prod"\n{section}\n')
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert e.value.key == key and problem in e.value.problem
+
+
+def test_db2_sections_become_collectors_sharing_one_ssh_connection(tmp_path):
+    from agent.assemble import build_collectors
+    from agent.config import load_config
+
+    path = tmp_path / "c.toml"
+    path.write_text(SSH_SECTION + '[[db2]]\nname = "a"\nssh = "h"\ndatabase = "PROD"\n'
+                    '[[db2]]\nname = "b"\nssh = "h"\ndatabase = "TEST"\ninterval = "30s"\nmember = -1\n'
+                    '[[db2]]\nname = "c"\ndatabase = "PROD"\ntransport = "ibm_db"\nssh = "h"\nuser = "u"\n'
+                    'password_env = "PW"\n')
+    db2s = [c for c in build_collectors(load_config(path)) if isinstance(c, Db2Collector)]
+    assert [c.name for c in db2s] == ["db2:a", "db2:b", "db2:c"] and db2s[1].interval == 30.0
+    assert db2s[0].transport.target is db2s[1].transport.target
+    assert isinstance(db2s[2].transport, DriverTransport) and db2s[2].transport.host == "db2prod01"
+    assert "MON_GET_BUFFERPOOL('',-1)" in dict(db2s[1].statements(False))["bp"]
+
+
+def test_the_agent_stores_db2_measurements_and_facts(db2, tmp_path):
+    from agent.store import Store
+    from tests.conftest import run_cli
+
+    db2.set(clock=None)
+    ssh = db2.sshd.ssh_config()
+    cfg = tmp_path / "db2vtop.toml"
+    cfg.write_text(f'''[guest]
+enabled = false
+[[ssh]]
+name = "db2host"
+host = "127.0.0.1"
+port = {ssh["port"]}
+user = "{ssh["user"]}"
+key_file = "{ssh["key_file"]}"
+known_hosts = "{ssh["known_hosts"]}"
+[[db2]]
+name = "prod"
+ssh = "db2host"
+database = "PROD"
+instance_profile = "{db2.profile}"
+interval = "1s"
+timeout = "10s"
+''')
+    store = tmp_path / "m.db"
+    r = run_cli("agent", "--once", "-c", str(cfg), "--store", str(store))
+    assert r.returncode == 0, r.stderr
+    with Store(store) as s:
+        assert set(s.measurements()) >= {"db2_database", "db2_bufferpool", "db2_tablespace", "db2_container",
+                                         "db2_log", "db2_memory", "db2_system", "db2vtop_collector"}
+        assert s.latest("db2_database")[0].fields["commits_per_s"] == 0.0
+        kinds = {f.kind for f in s.facts()}
+        assert {"db2_database", "db2_dbcfg", "db2_dbmcfg", "db2_registry", "db2_tablespace", "db2_container",
+                "db2_bufferpool"} <= kinds

@@ -38,20 +38,22 @@ class Transport(Protocol):
     def close(self) -> None: ...
 
 
+_CONNECT_ADVICE = {
+    "SQL1032": "the DB2 instance is not started ({text}); start it with db2start, or point instance_profile at "
+               "the instance that holds the database",
+    "SQL1013": "database {database} is not known to this instance ({text}); set [[db2]] database to an alias from "
+               "`db2 list database directory`",
+    "SQL30081": "cannot reach the DB2 server ({text}); check host and port, and that the instance listens on TCP/IP "
+                "(DB2COMM=TCPIP, svcename)",
+    "SQL30082": "DB2 refused the user or password ({text})",
+    **{code: "not allowed to connect to {database} ({text}); GRANT CONNECT ON DATABASE TO USER <user>"
+       for code in PRIVILEGE},
+}
+
+
 def connect_error(msg: Message, database: str, where: str) -> Db2Error:
-    n, text = msg.number, msg.text[:300]
-    if n == "SQL1032":
-        return Db2Error(f"{where}: the DB2 instance is not started ({text}); start it with db2start, or point "
-                        "instance_profile at the instance that holds the database")
-    if n == "SQL1013":
-        return Db2Error(f"{where}: database {database} is not known to this instance ({text}); set [[db2]] "
-                        "database to an alias from `db2 list database directory`")
-    if n == "SQL30082":
-        return Db2Error(f"{where}: DB2 refused the user or password ({text})")
-    if n in PRIVILEGE:
-        return Db2Error(f"{where}: not allowed to connect to {database} ({text}); "
-                        f"GRANT CONNECT ON DATABASE TO USER <user>")
-    return Db2Error(f"{where}: CONNECT TO {database} failed: {text}")
+    advice = _CONNECT_ADVICE.get(msg.number, "CONNECT TO {database} failed: {text}")
+    return Db2Error(f"{where}: " + advice.format(database=database, text=msg.text[:300]))
 
 
 def server_clock(text: object) -> float | None:
@@ -65,6 +67,18 @@ def server_clock(text: object) -> float | None:
     except ValueError:
         return None
     return base + (int(frac) / 10 ** len(frac) if frac else 0.0)
+
+
+class _Layout:
+    """Where a variant's numbers, strings and always-NULL columns sit in its rows (parsing is hot)."""
+
+    def __init__(self, q: Query, v: Variant):
+        self.width = len(v.items)
+        nulls = {name for name, expr in v.items if expr == "''"}
+        self.nulls = tuple(nulls)
+        self.texts = tuple((n, i) for i, (n, _) in enumerate(v.items) if n in q.strings and n not in nulls)
+        self.number_at = tuple(i for i, (n, _) in enumerate(v.items) if n not in q.strings and n not in nulls)
+        self.numbers = tuple(v.items[i][0] for i in self.number_at)
 
 
 class Db2Collector(BaseCollector):
@@ -86,6 +100,7 @@ class Db2Collector(BaseCollector):
         self._connects: int | None = None
         self._failed = False
         self._clock_source = ""
+        self._layouts: dict[int, _Layout] = {}
 
     @property
     def session_timeout(self) -> float:
@@ -139,10 +154,20 @@ class Db2Collector(BaseCollector):
         return rows
 
     def _row(self, q: Query, v: Variant, fields: list[str | None]) -> Row:
-        cols = v.columns
-        if len(fields) != len(cols):
-            raise Db2Error(f"{self.transport.where}: {v.label} returned {len(fields)} fields, expected {len(cols)}")
-        row = {c: q.parse_value(c, f) for c, f in zip(cols, fields, strict=True)}
+        layout = self._layouts.get(id(v))
+        if layout is None:
+            layout = self._layouts[id(v)] = _Layout(q, v)
+        if len(fields) != layout.width:
+            raise Db2Error(f"{self.transport.where}: {v.label} returned {len(fields)} fields, expected {layout.width}")
+        numbers = [fields[i] for i in layout.number_at]
+        try:
+            row: Row = dict(zip(layout.numbers, map(int, numbers), strict=True))  # nearly all: counters
+        except (TypeError, ValueError):  # a NULL, a DOUBLE or a DECIMAL among them
+            row = {n: q.parse_value(n, f) for n, f in zip(layout.numbers, numbers, strict=True)}
+        for name, i in layout.texts:
+            row[name] = fields[i]
+        for name in layout.nulls:
+            row[name] = None
         if v.adapt:
             v.adapt(row)
         return row
@@ -207,9 +232,9 @@ class Db2Collector(BaseCollector):
         for r in rows.get(MEMORY.tag, []):
             out.append(Sample("db2_memory", self._tags(MEMORY, r), memory_fields(r), ts))
         for r in rows.get(SYSTEM.tag, []):
-            step = self.baselines.step((SYSTEM.tag, str(r["MEMBER"])), clock, r, SYSTEM.counters)
-            out.append(Sample("db2_system", self._tags(SYSTEM, r), system_fields(
-                step if not isinstance(step, bool) else None, r), ts))
+            tags = self._tags(SYSTEM, r)
+            step = self.baselines.step((SYSTEM.tag, tags["member"]), clock, r, SYSTEM.counters)
+            out.append(Sample("db2_system", tags, system_fields(step if not isinstance(step, bool) else None, r), ts))
         for member, what in sorted(resets.items()):
             shown = "; ".join(what[:5]) + (f" and {len(what) - 5} more" if len(what) > 5 else "")
             out.append(Annotation("reset", f"{self.name} member {member}", {**self.tags, "member": member},
@@ -229,7 +254,7 @@ class Db2Collector(BaseCollector):
         seen: set[tuple] = set()
         for r in rows:
             tags = self._tags(q, r)
-            key = (q.tag, tags["member"], *(tags[name] for _, name in q.keys))
+            key = (q.tag, tags["member"], *tags.values())  # Baselines.forget() finds a member at [1]
             seen.add(key)
             step = self.baselines.step(key, clock, r, q.counters)
             if step is True:
