@@ -369,9 +369,13 @@ async def test_db2_9_7_falls_back_and_says_which(sshd, tmp_path):
     c = db2.collector()
     await c.start()         # MON_GET_DATABASE, MON_GET_TRANSACTION_LOG, memory and system: SQL0204N
     await c.describe()      # MON_GET_WORKLOAD's newer columns, DBCFG.MEMBER, ENV_GET_REG_VARIABLES: SQL0206N/0204N
+    c.facts_done()          # as the runtime does after describe()
     notes = await c.collect()
-    facts = await c.describe()  # the fallbacks asked for fresh facts; now all from 9.7 sources
+    assert c.facts_due()    # those facts were incomplete: read again next cycle
+    facts = await c.describe()  # now all from 9.7 sources
+    c.facts_done()
     notes += await c.collect()
+    assert not c.facts_due()
     texts = [n.text for n in notes if isinstance(n, Annotation) and n.kind == "db2_fallback"]
     assert ('MON_GET_TRANSACTION_LOG is not available at this DB2 level (SQL0204N "SYSPROC.MON_GET_TRANSACTION_LOG" '
             'is an undefined name. SQLSTATE=42704); using SYSIBMADM.SNAPDB') in texts

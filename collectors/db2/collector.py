@@ -100,6 +100,7 @@ class Db2Collector(BaseCollector):
         self._connects: int | None = None
         self._failed = False
         self._clock_source = ""
+        self._facts_again = False
         self._layouts: dict[int, _Layout] = {}
 
     @property
@@ -183,7 +184,7 @@ class Db2Collector(BaseCollector):
             text = self.unavailable[q.tag] = f"{why}; not collected"
         log.warning("db2 %s: %s", self.name, text)
         self._notes.append(Annotation("db2_fallback", f"{self.name}: {q.tag}", dict(self.tags), text))
-        self.facts_stale = True
+        self._facts_again = True
 
     async def start(self) -> None:
         rows = await self._exchange(facts=False)
@@ -203,6 +204,8 @@ class Db2Collector(BaseCollector):
         rows = pending if pending is not None else await self._exchange(facts=False)
         out = self.records(rows, time.time_ns())
         notes, self._notes = self._notes, []
+        if self._facts_again:  # a fallback left this cycle's facts incomplete: read them again next cycle
+            self.facts_stale, self._facts_again = True, False
         return notes + out
 
     def _clock(self, rows: dict[str, list[Row]]) -> float:
