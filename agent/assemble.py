@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from agent.config import Config, RemoteGuestConfig, StorageConfig
+from agent.config import Config, DB2Config, RemoteGuestConfig, StorageConfig
 from collectors.base import BaseCollector
 from collectors.guest.local import LocalGuestCollector
 from collectors.markers import MarkerInbox
@@ -46,7 +46,8 @@ def build_collectors(cfg: Config, store_path: Path | None = None) -> list[BaseCo
     targets = SSHTargets(cfg)
     collectors += remote_collectors(cfg, targets)
     collectors += [_storage_collector(s, targets) for s in cfg.storage]
-    for section in ("vcenter", "db2"):
+    collectors += [_db2_collector(d, cfg, targets) for d in cfg.db2]
+    for section in ("vcenter",):
         if getattr(cfg, section):
             log.warning("[[%s]] sections are not collected by this version of db2vtop yet", section)
     return collectors
@@ -89,3 +90,13 @@ def _storage_collector(s: StorageConfig, targets: SSHTargets) -> BaseCollector:
     from collectors.storage.powermax.collector import PowermaxCollector
 
     return PowermaxCollector(s, ssh)
+
+
+def _db2_collector(d: DB2Config, cfg: Config, targets: SSHTargets) -> BaseCollector:
+    from collectors.db2.collector import Db2Collector
+    from collectors.db2.transport import ClpTransport, DriverTransport
+
+    if d.transport == "clp":
+        return Db2Collector(d, ClpTransport(d, targets(d.ssh)))
+    host = d.host or next(s.host for s in cfg.ssh if s.name == d.ssh)
+    return Db2Collector(d, DriverTransport(d, host))
