@@ -124,7 +124,8 @@ def _stack_step(f: Fleet, k: int, i: int, ts: int) -> list[Sample]:
     out = [
         Sample("db2_database", db, {
             "commits_per_s": 1450 - 900 * inc + 60 * _wave(k, i), "rollbacks_per_s": 2.0, "wait_pct": 35 + 40 * inc,
-            "pool_read_wait_pct": 8.0, "log_disk_wait_pct": 12 + 45 * inc, "lock_wait_pct": 3.0, "cpu_pct": 40 - 20 * inc,
+            "pool_read_wait_pct": 8.0, "log_disk_wait_pct": 12 + 45 * inc, "lock_wait_pct": 3.0,
+            "cpu_pct": 40 - 20 * inc,
             "request_ms_per_s": 4200.0, "lock_waits_per_s": 1.5, "lock_wait_ms": 4.0, "deadlocks_per_s": 0.0}, ts),
         Sample("db2_log", db, {
             "log_write_ms": 1.9 + 10.2 * inc + 0.2 * _wave(k, i), "log_writes_per_s": 900 - 300 * inc,
@@ -176,7 +177,8 @@ def _findings(f: Fleet) -> list[Finding]:
                      f"{f.vm(i)}: co-stop 3.4%", {"values": {"cpu_costop_pct": 3.4}, "samples": 5},
                      "vCPUs wait for each other.", "Use fewer vCPUs.", ["not in seeds"], T0 + i * S, mid)
              for i in range(10, f.vms, 4)]  # a big fleet has a crowd of findings
-    return crowd + [
+    return [
+        *crowd,
         Finding("cpu-ready", "critical", {"layer": "vm", "vcenter": "vc1", "vm": f.vm(3)},
                 f"{f.vm(3)}: CPU ready 12.9% per vCPU", {"values": {"cpu_ready_pct": 12.9}, "samples": 12,
                                                         "thresholds": {"warn_pct": 5, "crit_pct": 10}},
