@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-deps lint bench clean
+.PHONY: run test test-deps lint bench snapshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,12 @@ bench: $(STAMP) test-deps
 	$(PY) bench/storage.py
 	$(PY) bench/remote.py
 	$(PY) bench/db2.py
+	$(PY) bench/tui.py
+
+# Regenerate the TUI's SVG snapshots after a deliberate change (Textual upgrade, new layout);
+# review them (open the SVGs in a browser) before committing.
+snapshots: $(STAMP)
+	$(PY) -m pytest -q tests/test_tui_snapshots.py --snapshot-update
 
 clean:
 	rm -rf $(VENV) build .pytest_cache
