@@ -30,7 +30,8 @@ def rule_rows(cfg: Config, engine: Engine) -> list[dict[str, Any]]:
     for r in engine.rules:
         implemented.setdefault(r.id, []).append(r)
     rows = []
-    for p in practices().values():
+    extra = {r.id: r.practice for r in engine.rules if r.id not in practices()}  # e.g. the §1.11 drift check
+    for p in [*practices().values(), *extra.values()]:
         impl = implemented.get(p.id, [])
         sections = sorted({s for r in impl for s in r.needs.values()})
         missing = [s for s in sections if not SECTION_ENABLED[s](cfg)]
