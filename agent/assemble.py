@@ -16,7 +16,11 @@ def build_collectors(cfg: Config) -> list[BaseCollector]:
     collectors: list[BaseCollector] = [SelfCollector()]
     if cfg.guest.enabled:
         collectors.append(LocalGuestCollector(cfg.guest))
-    for section in ("vcenter", "db2", "storage", "esxtop"):
+    if cfg.vcenter:
+        from collectors.vsphere.collector import VSphereCollector  # pyvmomi only when configured
+
+        collectors.extend(VSphereCollector(v) for v in cfg.vcenter)
+    for section in ("db2", "storage", "esxtop"):
         if getattr(cfg, section):
             log.warning("[[%s]] sections are not collected by this version of db2vtop yet", section)
     return collectors

@@ -153,10 +153,9 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    from tui.app import WatchApp
-
     from agent.assemble import build_collectors
     from agent.runtime import Runtime
+    from tui.app import WatchApp
 
     cfg = resolve_config(args.config)
     log_file = state_dir() / "watch.log"

@@ -1,0 +1,104 @@
+"""vSphere SOAP XML as plain Python values, for the two bulk calls.
+
+pyvmomi's deserializer builds a typed object per element in pure Python: ~8 ms per VM
+with its device list, 15 s for 2,000 VMs. The bulk responses (RetrievePropertiesEx,
+QueryPerf) are parsed with ElementTree instead, into dicts: a complex value is a dict
+with its xsi:type under "_type", repeated children become lists, a managed object
+reference is a Ref, leaves are strings unless their xsi:type says number or boolean.
+Callers convert leaves explicitly.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+from xml.etree import ElementTree as ET
+from xml.sax.saxutils import escape, quoteattr
+
+from pyVmomi import VmomiSupport
+
+NS = "{urn:vim25}"
+XSI_TYPE = "{http://www.w3.org/2001/XMLSchema-instance}type"
+_INT_TYPES = {"xsd:int", "xsd:long", "xsd:short", "xsd:byte"}
+ENVELOPE = ('<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope '
+            'xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" '
+            'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body>{}</soapenv:Body></soapenv:Envelope>')
+
+
+class Ref(NamedTuple):
+    type: str
+    value: str
+
+
+def envelope(body: str) -> bytes:
+    return ENVELOPE.format(body).encode()
+
+
+def this(type_: str, moid: str) -> str:
+    return f"<_this type={quoteattr(type_)}>{escape(moid)}</_this>"
+
+
+def _tag(el: ET.Element) -> str:
+    t = el.tag
+    return t[len(NS):] if t.startswith(NS) else t
+
+
+def value(el: ET.Element) -> Any:
+    xtype = el.get(XSI_TYPE)
+    if len(el) == 0:
+        text = el.text or ""
+        if "type" in el.attrib:
+            return Ref(el.attrib["type"], text)
+        if xtype in _INT_TYPES:
+            return int(text)
+        if xtype == "xsd:boolean":
+            return text == "true"
+        return text
+    if xtype and xtype.startswith("ArrayOf"):
+        return [value(c) for c in el]
+    out: dict[str, Any] = {"_type": xtype or _tag(el)}
+    for c in el:
+        k, v = _tag(c), value(c)
+        if k in out:
+            prev = out[k]
+            if isinstance(prev, list):
+                prev.append(v)
+            else:
+                out[k] = [prev, v]
+        else:
+            out[k] = v
+    return out
+
+
+def as_list(v: Any) -> list:
+    """A repeated field that occurred once is a single value; make it a list either way."""
+    if v is None or v == "":
+        return []
+    return v if isinstance(v, list) else [v]
+
+
+def to_int(v: Any, default: int | None = None) -> int | None:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return default
+
+
+def to_bool(v: Any) -> bool:
+    return v is True or v == "true"
+
+
+@functools.lru_cache(maxsize=512)
+def _wsdl_type(name: str) -> type | None:
+    try:
+        return VmomiSupport.GetWsdlType("urn:vim25", name)
+    except (KeyError, AttributeError):
+        return None
+
+
+def is_a(node: Any, base: type) -> bool:
+    """Whether a dict value's xsi:type is `base` or derives from it (pyvmomi's type tree)."""
+    if not isinstance(node, dict):
+        return False
+    cls = _wsdl_type(node.get("_type", ""))
+    return cls is not None and issubclass(cls, base)
