@@ -241,10 +241,13 @@ def test_lookback_returns_the_recent_hour_oldest_first(sim):
     async def go():
         c = VSphereCollector(vcenter(sim.url))
         try:
-            return await c.lookback(600)
+            return await c.lookback(600), await c.lookback(60, vms=["app01"])
         finally:
             await c.close()
-    rows = sorted(pick(run(go()), "vsphere_host_lun", lun=LUN_DATA), key=lambda s: s.ts)
+    everything, one_vm = run(go())
+    assert {s.tags.get("vm") for s in one_vm} == {"app01", None}  # the VM and its host only
+    assert {s.tags["host"] for s in one_vm} == {"esx01"}
+    rows = sorted(pick(everything, "vsphere_host_lun", lun=LUN_DATA), key=lambda s: s.ts)
     stamps = [s.ts for s in rows]
     assert len(rows) >= 30 and all(b - a == 20 * 10**9 for a, b in itertools.pairwise(stamps))
     kavg = [s.fields["kernel_latency_ms"] for s in rows]

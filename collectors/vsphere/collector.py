@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from agent.config import VCenterConfig
@@ -128,18 +129,20 @@ class VSphereCollector(BaseCollector):
             return out
         return await self._with_session(step)
 
-    async def lookback(self, seconds: float) -> list[Sample]:
-        """The last `seconds` (at most an hour) of realtime samples of every VM and host, in one pass.
+    async def lookback(self, seconds: float, vms: Iterable[str] | None = None) -> list[Sample]:
+        """The last `seconds` (at most an hour) of realtime samples, in one pass.
 
-        For triage: it leaves the agent's high-water marks alone.
+        Every powered-on VM and host, or only the VMs named in `vms` and their hosts. For
+        triage: the agent's high-water marks are left alone.
         """
         seconds = min(max(seconds, 20.0), MAX_LOOKBACK_S)
+        names = set(vms) if vms is not None else None
 
         async def step(conn: _Conn) -> list[Sample]:
             if not self.inventory.hosts:
                 light = await self.run_blocking(inv_mod.read_light, conn.session, conn.view, LIGHT_PAGE)
                 self._set_inventory(light)
-            return await self._perf(conn, conn.session.server_now() - seconds)
+            return await self._perf(conn, conn.session.server_now() - seconds, names)
         return await self._with_session(step)
 
     # --- steps ------------------------------------------------------------------------
@@ -181,14 +184,15 @@ class VSphereCollector(BaseCollector):
             out.append(Sample("vsphere_host_quickstats", tags, fields, ts))
         return out
 
-    async def _perf(self, conn: _Conn, since: float | None) -> list[Sample]:
+    async def _perf(self, conn: _Conn, since: float | None, vm_names: set[str] | None = None) -> list[Sample]:
         """Realtime samples: new ones since the marks (since=None), or all after `since`."""
         s = conn.session
         now = s.server_now()
         kinds: dict[str, str] = {}
         specs: list[Spec] = []
-        for kind, moids in (("host", list(self.inventory.hosts)),
-                            ("vm", [m for m, v in self.inventory.vms.items() if v.powered_on])):
+        vms = [m for m, v in self.inventory.vms.items() if v.powered_on and (vm_names is None or v.name in vm_names)]
+        hosts = list(self.inventory.hosts) if vm_names is None else sorted({self.inventory.vms[m].host for m in vms})
+        for kind, moids in (("host", hosts), ("vm", vms)):
             ids = conn.ids.metric_ids[kind]
             if not ids:
                 continue
