@@ -31,6 +31,14 @@ def _c(name: str, field: str, convert: str, per_instance: bool = False) -> Count
     return Counter(name, field, convert, per_instance)
 
 
+#: memory counters VMs and hosts share
+_MEM_SHARED = (
+    _c("mem.vmmemctl.average", "mem_balloon_bytes", KB),
+    _c("mem.swapinRate.average", "mem_swapin_bytes_per_s", KBPS),
+    _c("mem.swapoutRate.average", "mem_swapout_bytes_per_s", KBPS),
+    _c("mem.compressed.average", "mem_compressed_bytes", KB),
+)
+
 VM_COUNTERS: tuple[Counter, ...] = (
     _c("cpu.usage.average", "cpu_usage_pct", PCT100),
     _c("cpu.ready.summation", "cpu_ready_pct", MS_PCT, True),
@@ -38,12 +46,9 @@ VM_COUNTERS: tuple[Counter, ...] = (
     _c("cpu.maxlimited.summation", "cpu_maxlimited_pct", MS_PCT),
     _c("cpu.swapwait.summation", "cpu_swapwait_pct", MS_PCT),
     _c("cpu.readiness.average", "cpu_readiness_pct", PCT100),
-    _c("mem.vmmemctl.average", "mem_balloon_bytes", KB),
+    *_MEM_SHARED,
     _c("mem.vmmemctltarget.average", "mem_balloon_target_bytes", KB),
     _c("mem.swapped.average", "mem_swapped_bytes", KB),
-    _c("mem.swapinRate.average", "mem_swapin_bytes_per_s", KBPS),
-    _c("mem.swapoutRate.average", "mem_swapout_bytes_per_s", KBPS),
-    _c("mem.compressed.average", "mem_compressed_bytes", KB),
     _c("mem.consumed.average", "mem_consumed_bytes", KB),
     _c("mem.active.average", "mem_active_bytes", KB),
     _c("mem.latency.average", "mem_latency_pct", PCT100),
@@ -66,11 +71,8 @@ HOST_COUNTERS: tuple[Counter, ...] = (
     _c("cpu.ready.summation", "cpu_ready_pct", MS_PCT),
     _c("cpu.costop.summation", "cpu_costop_pct", MS_PCT),
     _c("mem.state.latest", "mem_state", RAW),
-    _c("mem.vmmemctl.average", "mem_balloon_bytes", KB),
+    *_MEM_SHARED,
     _c("mem.swapused.average", "mem_swap_used_bytes", KB),
-    _c("mem.swapinRate.average", "mem_swapin_bytes_per_s", KBPS),
-    _c("mem.swapoutRate.average", "mem_swapout_bytes_per_s", KBPS),
-    _c("mem.compressed.average", "mem_compressed_bytes", KB),
     _c("disk.deviceLatency.average", "device_latency_ms", RAW, True),
     _c("disk.kernelLatency.average", "kernel_latency_ms", RAW, True),
     _c("disk.queueLatency.average", "queue_latency_ms", RAW, True),

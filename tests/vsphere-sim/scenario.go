@@ -155,9 +155,7 @@ func loadScenario(path string) (*Scenario, error) {
 	if err := dec.Decode(sc); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if sc.Datacenter == "" {
-		sc.Datacenter = "DC1"
-	}
+	dflt(&sc.Datacenter, "DC1")
 	for i := 0; i < sc.Generate.Hosts; i++ {
 		h := HostSpec{Name: fmt.Sprintf("gen-esx%03d", i), Cluster: fmt.Sprintf("gen-cl%02d", i/10)}
 		for j := 0; j < sc.Generate.VMsPerHost; j++ {
@@ -170,30 +168,29 @@ func loadScenario(path string) (*Scenario, error) {
 		sc.Datastores = []DatastoreSpec{{Name: "ds01", LUNs: []string{"naa.60000000000000000000000000000001"}}}
 	}
 	seen := map[string]bool{}
+	unique := func(kind, name string) error {
+		if name == "" || seen[name] {
+			return fmt.Errorf("%s name %q is empty or used twice", kind, name)
+		}
+		seen[name] = true
+		return nil
+	}
 	for i := range sc.Datastores {
 		d := &sc.Datastores[i]
-		if d.Type == "" {
-			d.Type = "VMFS"
+		dflt(&d.Type, "VMFS")
+		dflt(&d.CapacityGB, 4096)
+		dflt(&d.FreeGB, d.CapacityGB/2)
+		if err := unique("datastore", d.Name); err != nil {
+			return nil, err
 		}
-		if d.CapacityGB == 0 {
-			d.CapacityGB = 4096
-		}
-		if d.FreeGB == 0 {
-			d.FreeGB = d.CapacityGB / 2
-		}
-		if seen[d.Name] || d.Name == "" {
-			return nil, fmt.Errorf("datastore name %q is empty or used twice", d.Name)
-		}
-		seen[d.Name] = true
 	}
 	for i := range sc.Hosts {
 		h := &sc.Hosts[i]
-		if h.Name == "" || seen[h.Name] {
-			return nil, fmt.Errorf("host name %q is empty or used twice", h.Name)
+		if err := unique("host", h.Name); err != nil {
+			return nil, err
 		}
-		seen[h.Name] = true
-		defaultInt16(&h.CPUSockets, 2)
-		defaultInt16(&h.CPUCores, 16*h.CPUSockets/2)
+		dflt(&h.CPUSockets, 2)
+		dflt(&h.CPUCores, 16*h.CPUSockets/2)
 		if h.Hyperthreading == nil {
 			t := true
 			h.Hyperthreading = &t
@@ -204,36 +201,18 @@ func loadScenario(path string) (*Scenario, error) {
 				h.CPUThreads *= 2
 			}
 		}
-		if h.CPUMhz == 0 {
-			h.CPUMhz = 2600
-		}
-		if h.CPUModel == "" {
-			h.CPUModel = "Intel(R) Xeon(R) Gold 6242 CPU @ 2.80GHz"
-		}
-		if h.MemoryMB == 0 {
-			h.MemoryMB = 262144
-		}
-		if h.NUMANodes == 0 {
-			h.NUMANodes = int(h.CPUSockets)
-		}
-		if h.PowerPolicy == "" {
-			h.PowerPolicy = "static"
-		}
-		if h.Version == "" {
-			h.Version = "8.0.2"
-		}
+		dflt(&h.CPUMhz, 2600)
+		dflt(&h.CPUModel, "Intel(R) Xeon(R) Gold 6242 CPU @ 2.80GHz")
+		dflt(&h.MemoryMB, 262144)
+		dflt(&h.NUMANodes, int(h.CPUSockets))
+		dflt(&h.PowerPolicy, "static")
+		dflt(&h.Version, "8.0.2")
 		if _, err := types.ParseESXiVersion(h.Version); err != nil {
 			return nil, fmt.Errorf("host %s: version: %w", h.Name, err)
 		}
-		if h.Build == "" {
-			h.Build = "22380479"
-		}
-		if h.MTU == 0 {
-			h.MTU = 9000
-		}
-		if h.VmknicMTU == 0 {
-			h.VmknicMTU = h.MTU
-		}
+		dflt(&h.Build, "22380479")
+		dflt(&h.MTU, 9000)
+		dflt(&h.VmknicMTU, h.MTU)
 		if len(h.Datastores) == 0 {
 			for _, d := range sc.Datastores {
 				h.Datastores = append(h.Datastores, d.Name)
@@ -246,71 +225,42 @@ func loadScenario(path string) (*Scenario, error) {
 		}
 		for j := range h.VMs {
 			vm := &h.VMs[j]
-			if vm.Name == "" || seen[vm.Name] {
-				return nil, fmt.Errorf("VM name %q is empty or used twice", vm.Name)
+			if err := unique("VM", vm.Name); err != nil {
+				return nil, err
 			}
-			seen[vm.Name] = true
-			if vm.NumCPU == 0 {
-				vm.NumCPU = 2
-			}
-			if vm.CoresPerSocket == 0 {
-				vm.CoresPerSocket = vm.NumCPU
-			}
-			if vm.MemoryMB == 0 {
-				vm.MemoryMB = 8192
-			}
-			if vm.NIC == "" {
-				vm.NIC = "vmxnet3"
-			}
-			if vm.SCSI == "" {
-				vm.SCSI = "pvscsi"
-			}
-			if vm.Tools == "" {
-				vm.Tools = "guestToolsRunning"
-			}
-			if vm.ToolsVersionStatus == "" {
-				vm.ToolsVersionStatus = "guestToolsCurrent"
-			}
-			if vm.HWVersion == "" {
-				vm.HWVersion = "vmx-19"
-			}
-			if vm.PowerState == "" {
-				vm.PowerState = "poweredOn"
-			}
-			if vm.LatencySensitivity == "" {
-				vm.LatencySensitivity = "normal"
-			}
-			if vm.SwapPlacement == "" {
-				vm.SwapPlacement = "inherit"
-			}
-			if vm.GuestHostname == "" {
-				vm.GuestHostname = vm.Name
-			}
+			dflt(&vm.NumCPU, 2)
+			dflt(&vm.CoresPerSocket, vm.NumCPU)
+			dflt(&vm.MemoryMB, 8192)
+			dflt(&vm.NIC, "vmxnet3")
+			dflt(&vm.SCSI, "pvscsi")
+			dflt(&vm.Tools, "guestToolsRunning")
+			dflt(&vm.ToolsVersionStatus, "guestToolsCurrent")
+			dflt(&vm.HWVersion, "vmx-19")
+			dflt(&vm.PowerState, "poweredOn")
+			dflt(&vm.LatencySensitivity, "normal")
+			dflt(&vm.SwapPlacement, "inherit")
+			dflt(&vm.GuestHostname, vm.Name)
 			if len(vm.Disks) == 0 {
 				vm.Disks = []DiskSpec{{SizeGB: 100}}
 			}
 			for k := range vm.Disks {
 				d := &vm.Disks[k]
-				if d.Datastore == "" {
-					d.Datastore = h.Datastores[0]
-				}
+				dflt(&d.Datastore, h.Datastores[0])
 				if findDatastore(sc, d.Datastore) == nil {
 					return nil, fmt.Errorf("VM %s: datastore %q is not in \"datastores\"", vm.Name, d.Datastore)
 				}
-				if d.SizeGB == 0 {
-					d.SizeGB = 100
-				}
-				if d.Backing == "" {
-					d.Backing = "eager_zeroed"
-				}
+				dflt(&d.SizeGB, 100)
+				dflt(&d.Backing, "eager_zeroed")
 			}
 		}
 	}
 	return sc, nil
 }
 
-func defaultInt16(v *int16, d int16) {
-	if *v == 0 {
+// dflt sets *v to d when the scenario left it unset (zero).
+func dflt[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
 		*v = d
 	}
 }
@@ -360,18 +310,10 @@ func hostLUNs(sc *Scenario, h *HostSpec) []LUNSpec {
 	}
 	out := make([]LUNSpec, 0, len(byName))
 	for _, l := range byName {
-		if l.Policy == "" {
-			l.Policy = "VMW_PSP_RR"
-		}
-		if l.SATP == "" {
-			l.SATP = "VMW_SATP_ALUA"
-		}
-		if l.Paths == 0 {
-			l.Paths = 4
-		}
-		if l.QueueDepth == 0 {
-			l.QueueDepth = 64
-		}
+		dflt(&l.Policy, "VMW_PSP_RR")
+		dflt(&l.SATP, "VMW_SATP_ALUA")
+		dflt(&l.Paths, 4)
+		dflt(&l.QueueDepth, 64)
 		out = append(out, l)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
