@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from agent.config import Config
 from collectors.base import BaseCollector
 from collectors.guest.local import LocalGuestCollector
+from collectors.markers import MarkerInbox
 from collectors.selfmon import SelfCollector
 
 log = logging.getLogger(__name__)
 
 
-def build_collectors(cfg: Config) -> list[BaseCollector]:
+def build_collectors(cfg: Config, store_path: Path | None = None) -> list[BaseCollector]:
+    """The collectors of a config; with the store's path, also its marker inbox."""
     collectors: list[BaseCollector] = [SelfCollector()]
+    if store_path is not None:
+        collectors.append(MarkerInbox(store_path))
     if cfg.guest.enabled:
         collectors.append(LocalGuestCollector(cfg.guest))
     if cfg.vcenter:

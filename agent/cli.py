@@ -25,6 +25,7 @@ from agent.units import format_duration, parse_duration
 log = logging.getLogger("db2vtop")
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_TRIAGE_UNKNOWN = 3  # the monitoring-plugin convention: could not run
 
 
 class CommandError(Exception):
@@ -76,6 +77,34 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how far back from now (default 1h)")
     q.add_argument("--format", choices=["json", "csv"], default="json")
 
+    rp = sub.add_parser("replay", help="the TUI over a recorded store, scrubbable",
+                        description="Open a recorded store at its start with the watch controls: space plays/pauses, "
+                                    "←/→ scrub, +/- zoom, home/end jump to the start/end.")
+    rp.add_argument("--store", type=Path, metavar="PATH", required=True)
+
+    mk = sub.add_parser("mark", help="add a benchmark marker to the store and sinks",
+                        description="Add a marker (e.g. \"run 2 start\") at the current time. If an agent or watch "
+                                    "is writing the store, it is queued for that process, which records it and sends "
+                                    "it to its sinks.")
+    mk.add_argument("name", metavar="NAME")
+    mk.add_argument("--text", default="", help="a longer description")
+    common(mk)
+
+    t = sub.add_parser("triage", help="one-shot diagnosis: findings and the verdict, exit 0/1/2/3",
+                       description="Judge recent history (the store, vCenter's realtime hour) and one fresh look at "
+                                   "every configured source against the documented practices. Exit status: 0 OK, "
+                                   "1 warning, 2 critical, 3 could not run (config, connection).")
+    common(t)
+    t.add_argument("--lookback", type=_duration, default=3600.0, metavar="DURATION",
+                   help="how far back to judge (default 1h; vCenter keeps at most 1h of 20 s samples)")
+    t.add_argument("--format", choices=["text", "markdown", "json"], default="text")
+
+    r = sub.add_parser("rules", help="the rule catalog with thresholds, references and observability",
+                       description="Every practice of the seed white papers: its rule, thresholds (with your "
+                                   "overrides), references, and whether it is observable with this configuration.")
+    r.add_argument("-c", "--config", type=Path, metavar="FILE", help="config whose overrides and sections to apply")
+    r.add_argument("--format", choices=["text", "json"], default="text")
+
     c = sub.add_parser("config", help="validate or create a config file")
     csub = c.add_subparsers(dest="config_command", metavar="ACTION", required=True)
     cc = csub.add_parser("check", help="validate a config file (exit 2 on the first error)",
@@ -100,12 +129,20 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_agent(args)
         if args.command == "query":
             return cmd_query(args)
+        if args.command == "triage":
+            return cmd_triage(args)
+        if args.command == "replay":
+            return cmd_replay(args)
+        if args.command == "mark":
+            return cmd_mark(args)
+        if args.command == "rules":
+            return cmd_rules(args)
         if args.config_command == "check":
             return cmd_config_check(args)
         return cmd_config_init(args)
     except ConfigError as e:
         print(f"db2vtop: config error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_TRIAGE_UNKNOWN if args.command == "triage" else EXIT_USAGE
     except StoreLockedError as e:
         print(f"db2vtop: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -114,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
         return getattr(e, "status", EXIT_FAILED)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # output piped into head(1) and closed: not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
 def _store_path(args: argparse.Namespace, cfg: Config) -> Path:
@@ -123,12 +163,16 @@ def _store_path(args: argparse.Namespace, cfg: Config) -> Path:
 def cmd_agent(args: argparse.Namespace) -> int:
     from agent.assemble import build_collectors
     from agent.runtime import Runtime
+    from checks.runner import CheckRunner, build_engine
 
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     cfg = resolve_config(args.config)
+    engine = build_engine(cfg)
     writer = StoreWriter(_store_path(args, cfg), cfg.store.retention)
-    runtime = Runtime(build_collectors(cfg), [writer])
+    checks = CheckRunner(engine, [writer])
+    checks.resume(writer.store)
+    runtime = Runtime(build_collectors(cfg, writer.path), [writer, checks])
     log.info("db2vtop %s agent: store %s, collectors %s", __version__, writer.path,
              ", ".join(c.name for c in runtime.collectors))
 
@@ -144,6 +188,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
     try:
         asyncio.run(run())
     finally:
+        checks.close()
         writer.close()
     failed = [f"{name}: {st.last_error}" for name, st in runtime.stats.items() if st.errors]
     if args.once and failed:
@@ -155,7 +200,8 @@ def cmd_agent(args: argparse.Namespace) -> int:
 def cmd_watch(args: argparse.Namespace) -> int:
     from agent.assemble import build_collectors
     from agent.runtime import Runtime
-    from tui.app import WatchApp
+    from checks.runner import CheckRunner, build_engine
+    from tui.app import Db2vtopApp
 
     cfg = resolve_config(args.config)
     log_file = state_dir() / "watch.log"
@@ -163,16 +209,45 @@ def cmd_watch(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, filename=log_file,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     path = _store_path(args, cfg)
+    engine = build_engine(cfg)
     try:
         writer: StoreWriter | None = StoreWriter(path, cfg.store.retention)
     except StoreLockedError:
         writer = None  # an agent is collecting into this store: show its data
-    runtime = Runtime(build_collectors(cfg), [writer]) if writer else None
+    runtime, checks = None, None
+    if writer is not None:
+        checks = CheckRunner(engine, [writer])
+        checks.resume(writer.store)
+        runtime = Runtime(build_collectors(cfg, path), [writer, checks])
     try:
-        WatchApp(path, runtime).run()
+        Db2vtopApp(path, runtime).run()
     finally:
+        if checks:
+            checks.close()
         if writer:
             writer.close()
+    return EXIT_OK
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from tui.app import Db2vtopApp
+    from tui.timecursor import TimeCursor
+
+    path = Path(os.path.expanduser(str(args.store)))
+    with Store(path) as store:
+        span = store.time_range()
+    if span is None:
+        raise CommandError(f"{path} holds no samples to replay")
+    Db2vtopApp(path, None, cursor=TimeCursor.replay(*span)).run()
+    return EXIT_OK
+
+
+def cmd_mark(args: argparse.Namespace) -> int:
+    from agent.markers import deliver_marker
+    from agent.model import Annotation
+
+    cfg = resolve_config(args.config)
+    print(deliver_marker(_store_path(args, cfg), Annotation("marker", args.name, {"by": "cli"}, args.text)))
     return EXIT_OK
 
 
@@ -188,6 +263,35 @@ def cmd_query(args: argparse.Namespace) -> int:
         since = time.time_ns() - int(args.since * 1e9)
         rows = store.rows(args.measurement, since)
         (write_json if args.format == "json" else write_csv)(rows, sys.stdout)
+    return EXIT_OK
+
+
+def cmd_triage(args: argparse.Namespace) -> int:
+    import json
+
+    from checks.triage import could_not_run, run_triage, to_json, to_text
+
+    logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
+    cfg = resolve_config(args.config)
+    progress = (lambda m: print(f"… {m}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else (lambda m: None)
+    result = run_triage(cfg, _store_path(args, cfg), args.lookback, progress)
+    reason = could_not_run(result)
+    if reason:
+        print(f"db2vtop: triage could not run: {reason}", file=sys.stderr)
+        return EXIT_TRIAGE_UNKNOWN
+    if args.format == "json":
+        print(json.dumps(to_json(result), indent=2, ensure_ascii=False))
+    else:
+        sys.stdout.write(to_text(result, markdown=args.format == "markdown"))
+    return result.exit_status
+
+
+def cmd_rules(args: argparse.Namespace) -> int:
+    from checks.listing import rule_rows, write_rules
+    from checks.runner import build_engine
+
+    cfg = resolve_config(args.config)
+    write_rules(rule_rows(cfg, build_engine(cfg)), args.format, sys.stdout)
     return EXIT_OK
 
 

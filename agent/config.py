@@ -138,6 +138,9 @@ class _Secret:
         return None
 
 
+CheckValue = float | int | str | bool
+
+
 @dataclass(frozen=True)
 class StoreConfig:
     path: Path = field(default_factory=default_store_path)
@@ -184,6 +187,8 @@ class SSHConfig(_Secret):
     host_key_policy: Choice("reject", "accept-new") = "reject"
     connect_timeout: Duration = 10.0
     command_timeout: Duration = 30.0
+    keepalive: Duration = 30.0
+    max_sessions: PositiveInt = 4
 
 
 @dataclass(frozen=True)
@@ -225,6 +230,7 @@ class StackConfig:
     vcenter: Name | None = None
     guest: Name | None = None
     storage: list[Name] = field(default_factory=list)
+    checks: dict[str, dict[str, CheckValue]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -243,9 +249,6 @@ class InfluxConfig:
         if self.token_env or self.token_file:
             return SecretRef(env=self.token_env, file=self.token_file)
         return None
-
-
-CheckValue = float | int | str | bool
 
 
 @dataclass(frozen=True)
