@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import ssl
 import subprocess
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -32,6 +34,7 @@ class Simulator:
         self.start_timeout = start_timeout
         self.proc: subprocess.Popen | None = None
         self.url = ""
+        self._tmp = ""
 
     @property
     def port(self) -> int:
@@ -41,7 +44,10 @@ class Simulator:
         args = [str(ensure_built()), "--scenario", str(self.scenario), "--listen", self.listen]
         if self.esx:
             args.append("--esx")
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # its datastore folders go in a TMPDIR of our own, removed even after a SIGKILL
+        self._tmp = tempfile.mkdtemp(prefix="vsphere-sim-")
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env={**os.environ, "TMPDIR": self._tmp})
         deadline = time.monotonic() + self.start_timeout
         line = ""
         while time.monotonic() < deadline and self.proc.poll() is None:
@@ -64,6 +70,7 @@ class Simulator:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+        shutil.rmtree(self._tmp, ignore_errors=True)
 
     def stop(self) -> None:
         if self.proc is None:
@@ -78,6 +85,7 @@ class Simulator:
         for f in (self.proc.stdout, self.proc.stderr):
             if f:
                 f.close()
+        shutil.rmtree(self._tmp, ignore_errors=True)
 
     def stats(self) -> dict[str, Any]:
         """SOAP calls served so far, by method (the simulator's own count)."""

@@ -21,7 +21,7 @@ from collectors.base import BaseCollector, CollectorError
 from collectors.vsphere import inventory as inv_mod
 from collectors.vsphere.connection import Connector, Session, is_session_lost, is_unreachable
 from collectors.vsphere.facts import TagMaps, build_facts
-from collectors.vsphere.inventory import Inventory
+from collectors.vsphere.inventory import FullRead, Inventory, Rows
 from collectors.vsphere.perf import (
     REALTIME_KEEP_S,
     CounterIds,
@@ -36,8 +36,6 @@ from collectors.vsphere.perf import (
 
 log = logging.getLogger(__name__)
 
-LIGHT_PAGE = 1000      # objects per PropertyCollector page for the per-cycle properties
-FULL_PAGE = 500        # VMs per page when their device lists come too (XML element limits)
 MAX_LOOKBACK_S = REALTIME_KEEP_S
 
 
@@ -110,20 +108,29 @@ class VSphereCollector(BaseCollector):
 
     # --- collector API ----------------------------------------------------------------
 
+    async def _read(self, conn: _Conn, full: bool) -> tuple[Rows, Rows, Rows]:
+        """VMs, hosts (and, for facts, datastores): one paged call each, side by side."""
+        s, view = conn.session, conn.view
+        reads = [self.run_blocking(inv_mod.read_vms, s, view, full),
+                 self.run_blocking(inv_mod.read_hosts, s, view, full)]
+        if full:
+            reads.append(self.run_blocking(inv_mod.read_datastores, s, view))
+        vms, hosts, *rest = await asyncio.gather(*reads)
+        self._set_inventory(Inventory(inv_mod.vms_from(vms), inv_mod.hosts_from(hosts)))
+        return vms, hosts, rest[0] if rest else []
+
     async def describe(self) -> list[Fact]:
         async def step(conn: _Conn) -> list[Fact]:
-            s = conn.session
-            read = await self.run_blocking(inv_mod.read_full, s, conn.view, FULL_PAGE, LIGHT_PAGE)
+            vms, hosts, datastores = await self._read(conn, full=True)
+            read = FullRead(self.inventory, vms, hosts, datastores)
             facts, self.maps = build_facts(self.cfg.name, read, time.time_ns())
-            self._set_inventory(read.inventory)
             return facts
         return await self._with_session(step)
 
     async def collect(self) -> list[Record]:
         async def step(conn: _Conn) -> list[Record]:
             if time.monotonic() - self._inventory_at > self.interval / 2:
-                light = await self.run_blocking(inv_mod.read_light, conn.session, conn.view, LIGHT_PAGE)
-                self._set_inventory(light)
+                await self._read(conn, full=False)
             out: list[Record] = self._quickstats()
             out.extend(await self._perf(conn, None))
             return out
@@ -140,8 +147,7 @@ class VSphereCollector(BaseCollector):
 
         async def step(conn: _Conn) -> list[Sample]:
             if not self.inventory.hosts:
-                light = await self.run_blocking(inv_mod.read_light, conn.session, conn.view, LIGHT_PAGE)
-                self._set_inventory(light)
+                await self._read(conn, full=False)
             return await self._perf(conn, conn.session.server_now() - seconds, names)
         return await self._with_session(step)
 

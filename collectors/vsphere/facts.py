@@ -9,7 +9,7 @@ from pyVmomi import vim
 
 from agent.model import Fact
 from collectors.vsphere.inventory import FullRead, Host
-from collectors.vsphere.soapxml import Ref, as_list, is_a, to_bool, to_int
+from collectors.vsphere.soapxml import Node, Ref, as_list, is_a, to_bool, to_int
 
 NIC_TYPES = {"VirtualVmxnet3": "vmxnet3", "VirtualVmxnet3Vrdma": "vmxnet3-vrdma", "VirtualVmxnet2": "vmxnet2",
              "VirtualVmxnet": "vmxnet", "VirtualE1000e": "e1000e", "VirtualE1000": "e1000",
@@ -34,14 +34,14 @@ class TagMaps:
 
 
 def _alloc(a: Any) -> dict:
-    if not isinstance(a, dict):
+    if not isinstance(a, Node):
         return {}
-    shares = a.get("shares") if isinstance(a.get("shares"), dict) else {}
+    shares = a.get("shares") if isinstance(a.get("shares"), Node) else {}
     return {"reservation": to_int(a.get("reservation")), "limit": to_int(a.get("limit")),
             "shares": to_int(shares.get("shares")), "shares_level": shares.get("level")}
 
 
-def _disk_backing(b: dict) -> str:
+def _disk_backing(b: Node | dict) -> str:
     if b.get("_type") == "VirtualDiskRawDiskMappingVer1BackingInfo":
         return "rdm"
     if to_bool(b.get("thinProvisioned")):
@@ -51,9 +51,9 @@ def _disk_backing(b: dict) -> str:
     return "lazy_zeroed"
 
 
-def _label(d: dict) -> str | None:
+def _label(d: Node) -> str | None:
     info = d.get("deviceInfo")
-    return info.get("label") if isinstance(info, dict) else None
+    return info.get("label") if isinstance(info, Node) else None
 
 
 def build_facts(vcenter: str, read: FullRead, ts: int) -> tuple[list[Fact], TagMaps]:
@@ -64,24 +64,24 @@ def build_facts(vcenter: str, read: FullRead, ts: int) -> tuple[list[Fact], TagM
     for obj, p in read.ds_rows:
         name = p.get("name") or obj.value
         ds_names[obj.value] = name
-        info = p.get("info") if isinstance(p.get("info"), dict) else {}
+        info = p.get("info") if isinstance(p.get("info"), Node) else {}
         data: dict[str, Any] = {"moid": obj.value, "type": p.get("summary.type"),
                                 "capacity_bytes": to_int(p.get("summary.capacity")),
                                 "free_bytes": to_int(p.get("summary.freeSpace")), "url": info.get("url")}
         luns: list[str] = []
         vmfs = info.get("vmfs")
-        if isinstance(vmfs, dict):
+        if isinstance(vmfs, Node):
             luns = [e.get("diskName") for e in as_list(vmfs.get("extent")) if e.get("diskName")]
             if vmfs.get("uuid"):
-                maps.ds_by_uuid[vmfs["uuid"]] = name
+                maps.ds_by_uuid[vmfs.get("uuid")] = name
             data["vmfs_uuid"], data["vmfs_version"] = vmfs.get("uuid"), vmfs.get("version")
         nas = info.get("nas")
-        if isinstance(nas, dict):
+        if isinstance(nas, Node):
             data["nas_remote"] = f"{nas.get('remoteHost')}:{nas.get('remotePath')}"
         maps.ds_by_uuid.setdefault(name, name)
         data["luns"] = luns
-        data["hosts"] = sorted(hosts[m["key"].value].name for m in as_list(p.get("host"))
-                               if isinstance(m, dict) and isinstance(m.get("key"), Ref) and m["key"].value in hosts)
+        data["hosts"] = sorted(hosts[m.get("key").value].name for m in as_list(p.get("host"))
+                               if isinstance(m, Node) and isinstance(m.get("key"), Ref) and m.get("key").value in hosts)
         maps.ds_luns[name] = luns
         for lun in luns:
             maps.lun_ds[lun] = name
@@ -97,7 +97,7 @@ def build_facts(vcenter: str, read: FullRead, ts: int) -> tuple[list[Fact], TagM
 
 
 def _devices(p: dict, ds_names: dict[str, str], maps: TagMaps) -> tuple[list, list, list, dict]:
-    devices = [d for d in as_list(p.get("config.hardware.device")) if isinstance(d, dict)]
+    devices = [d for d in as_list(p.get("config.hardware.device")) if isinstance(d, Node)]
     controllers = {d.get("key"): d for d in devices if "busNumber" in d}
     nics, scsi, disks = [], [], []
     vm_disks: dict[str, tuple[str, str]] = {}
@@ -111,11 +111,11 @@ def _devices(p: dict, ds_names: dict[str, str], maps: TagMaps) -> tuple[list, li
             ctrl = controllers.get(d.get("controllerKey"), {})
             prefix = next((pre for cls, pre in _CONTROLLER_PREFIX if is_a(ctrl, cls)), "disk")
             instance = f"{prefix}{ctrl.get('busNumber', 0)}:{d.get('unitNumber', 0)}"
-            b = d.get("backing") if isinstance(d.get("backing"), dict) else {}
+            b = d.get("backing") if isinstance(d.get("backing"), Node) else {}
             ds_ref = b.get("datastore")
             ds = ds_names.get(ds_ref.value, "") if isinstance(ds_ref, Ref) else ""
             backing = _disk_backing(b)
-            luns = ([str(b["deviceName"]).rsplit("/", 1)[-1]] if backing == "rdm" and b.get("deviceName")
+            luns = ([str(b.get("deviceName")).rsplit("/", 1)[-1]] if backing == "rdm" and b.get("deviceName")
                     else maps.ds_luns.get(ds, []))
             capacity = to_int(d.get("capacityInBytes")) or (to_int(d.get("capacityInKB"), 0) or 0) * 1024
             ctype = ctrl.get("_type", "")
@@ -134,7 +134,7 @@ def _vm_fact(vcenter: str, read: FullRead, obj: Ref, p: dict, ds_names: dict[str
     cpu, mem = _alloc(p.get("config.cpuAllocation")), _alloc(p.get("config.memoryAllocation"))
     cores = to_int(p.get("config.hardware.numCoresPerSocket"), 1) or 1
     memory_mb = to_int(p.get("config.hardware.memoryMB"), 0) or 0
-    ips = {ip for n in as_list(p.get("guest.net")) if isinstance(n, dict) for ip in as_list(n.get("ipAddress"))}
+    ips = {ip for n in as_list(p.get("guest.net")) if isinstance(n, Node) for ip in as_list(n.get("ipAddress"))}
     if p.get("guest.ipAddress"):
         ips.add(p["guest.ipAddress"])
     data = {
@@ -163,16 +163,16 @@ def _vm_fact(vcenter: str, read: FullRead, obj: Ref, p: dict, ds_names: dict[str
 
 def _host_fact(vcenter: str, host: Host, p: dict, ds_names: dict[str, str], maps: TagMaps, agg: dict,
                ts: int) -> Fact:
-    numa = p.get("hardware.numaInfo") if isinstance(p.get("hardware.numaInfo"), dict) else {}
+    numa = p.get("hardware.numaInfo") if isinstance(p.get("hardware.numaInfo"), Node) else {}
     nodes = [{"node": to_int(n.get("typeId")), "cpus": len(as_list(n.get("cpuID"))),
               "memory_bytes": to_int(n.get("memoryRangeLength")) or to_int(n.get("memorySize"))}
-             for n in as_list(numa.get("numaNode")) if isinstance(n, dict)]
-    ht = p.get("config.hyperThread") if isinstance(p.get("config.hyperThread"), dict) else None
+             for n in as_list(numa.get("numaNode")) if isinstance(n, Node)]
+    ht = p.get("config.hyperThread") if isinstance(p.get("config.hyperThread"), Node) else None
     queue = {lun.get("canonicalName"): to_int(lun.get("queueDepth"))
-             for lun in as_list(p.get("config.storageDevice.scsiLun")) if isinstance(lun, dict)}
+             for lun in as_list(p.get("config.storageDevice.scsiLun")) if isinstance(lun, Node)}
     luns = []
-    mp = p.get("config.storageDevice.multipathInfo") if isinstance(p.get("config.storageDevice.multipathInfo"),
-                                                                   dict) else {}
+    mp = p.get("config.storageDevice.multipathInfo")
+    mp = mp if isinstance(mp, Node) else {}
     for lun in as_list(mp.get("lun")):
         paths = [{"name": x.get("name"), "state": x.get("pathState")} for x in as_list(lun.get("path"))]
         policy, satp = lun.get("policy") or {}, lun.get("storageArrayTypePolicy") or {}
@@ -192,10 +192,10 @@ def _host_fact(vcenter: str, host: Host, p: dict, ds_names: dict[str, str], maps
         "numa": nodes, "esxi_version": p.get("config.product.version"), "esxi_build": p.get("config.product.build"),
         "luns": luns,
         "vswitches": [{"name": v.get("name"), "mtu": to_int(v.get("mtu"))}
-                      for v in as_list(p.get("config.network.vswitch")) if isinstance(v, dict)],
+                      for v in as_list(p.get("config.network.vswitch")) if isinstance(v, Node)],
         "vmknics": [{"device": v.get("device"), "portgroup": v.get("portgroup"),
                      "mtu": to_int((v.get("spec") or {}).get("mtu"))}
-                    for v in as_list(p.get("config.network.vnic")) if isinstance(v, dict)],
+                    for v in as_list(p.get("config.network.vnic")) if isinstance(v, Node)],
         "datastores": sorted(ds_names.get(d.value, d.value) for d in as_list(p.get("datastore")) if isinstance(d, Ref)),
         "vms_powered_on": agg.get("vms_powered_on", 0), "vcpus_powered_on": agg.get("vcpus_powered_on", 0),
         "vm_memory_mb_powered_on": agg.get("vm_memory_mb_powered_on", 0),

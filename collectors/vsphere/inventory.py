@@ -36,6 +36,8 @@ HOST_FULL = (*HOST_LIGHT, "summary.hardware.cpuModel", "summary.hardware.cpuMhz"
 CLUSTER = ("name",)
 DS_FULL = ("name", "summary.type", "summary.capacity", "summary.freeSpace", "info", "host")
 VIEW_TYPES = [vim.VirtualMachine, vim.HostSystem, vim.ComputeResource, vim.Datastore]
+PAGE = 1000        # objects per PropertyCollector page
+FULL_PAGE = 500    # VMs per page with their device lists (vCenter caps XML elements per response)
 
 Rows = list[tuple[Ref, dict[str, Any]]]
 
@@ -148,10 +150,17 @@ def hosts_from(rows: Rows) -> dict[str, Host]:
     return hosts
 
 
-def read_light(session: Any, view: str, page: int) -> Inventory:
-    vm_rows = retrieve(session, view, {"VirtualMachine": VM_LIGHT}, page)
-    host_rows = retrieve(session, view, {"HostSystem": HOST_LIGHT, "ClusterComputeResource": CLUSTER}, page)
-    return Inventory(vms_from(vm_rows), hosts_from(host_rows))
+def read_vms(session: Any, view: str, full: bool) -> Rows:
+    return retrieve(session, view, {"VirtualMachine": VM_FULL if full else VM_LIGHT}, FULL_PAGE if full else PAGE)
+
+
+def read_hosts(session: Any, view: str, full: bool) -> Rows:
+    return retrieve(session, view, {"HostSystem": HOST_FULL if full else HOST_LIGHT,
+                                    "ClusterComputeResource": CLUSTER}, PAGE)
+
+
+def read_datastores(session: Any, view: str) -> Rows:
+    return retrieve(session, view, {"Datastore": DS_FULL}, PAGE)
 
 
 @dataclass
@@ -162,10 +171,3 @@ class FullRead:
     vm_rows: Rows
     host_rows: Rows
     ds_rows: Rows
-
-
-def read_full(session: Any, view: str, vm_page: int, page: int) -> FullRead:
-    vm_rows = retrieve(session, view, {"VirtualMachine": VM_FULL}, vm_page)
-    host_rows = retrieve(session, view, {"HostSystem": HOST_FULL, "ClusterComputeResource": CLUSTER}, page)
-    ds_rows = retrieve(session, view, {"Datastore": DS_FULL}, page)
-    return FullRead(Inventory(vms_from(vm_rows), hosts_from(host_rows)), vm_rows, host_rows, ds_rows)

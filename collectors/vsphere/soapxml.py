@@ -2,10 +2,10 @@
 
 pyvmomi's deserializer builds a typed object per element in pure Python: ~8 ms per VM
 with its device list, 15 s for 2,000 VMs. The bulk responses (RetrievePropertiesEx,
-QueryPerf) are parsed with ElementTree instead, into dicts: a complex value is a dict
-with its xsi:type under "_type", repeated children become lists, a managed object
-reference is a Ref, leaves are strings unless their xsi:type says number or boolean.
-Callers convert leaves explicitly.
+QueryPerf) are parsed with ElementTree instead, and read lazily: a complex value is a Node
+over its element (only the fields a caller asks for are converted), an array is a list, a
+managed object reference is a Ref, leaves are strings unless their xsi:type says number or
+boolean. Callers convert leaves explicitly.
 """
 
 from __future__ import annotations
@@ -43,6 +43,32 @@ def _tag(el: ET.Element) -> str:
     return t[len(NS):] if t.startswith(NS) else t
 
 
+class Node:
+    """A complex value: `get(field)` converts that child on demand (a list if it repeats)."""
+
+    __slots__ = ("el",)
+
+    def __init__(self, el: ET.Element):
+        self.el = el
+
+    @property
+    def type(self) -> str:
+        return self.el.get(XSI_TYPE) or _tag(self.el)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key == "_type":
+            return self.type
+        found = self.el.findall(NS + key)
+        if not found:
+            return default
+        if len(found) == 1:
+            return value(found[0])
+        return [value(c) for c in found]
+
+    def __contains__(self, key: str) -> bool:
+        return self.el.find(NS + key) is not None
+
+
 def value(el: ET.Element) -> Any:
     xtype = el.get(XSI_TYPE)
     if len(el) == 0:
@@ -50,24 +76,13 @@ def value(el: ET.Element) -> Any:
         if "type" in el.attrib:
             return Ref(el.attrib["type"], text)
         if xtype in _INT_TYPES:
-            return int(text)
+            return to_int(text, text)
         if xtype == "xsd:boolean":
             return text == "true"
         return text
     if xtype and xtype.startswith("ArrayOf"):
         return [value(c) for c in el]
-    out: dict[str, Any] = {"_type": xtype or _tag(el)}
-    for c in el:
-        k, v = _tag(c), value(c)
-        if k in out:
-            prev = out[k]
-            if isinstance(prev, list):
-                prev.append(v)
-            else:
-                out[k] = [prev, v]
-        else:
-            out[k] = v
-    return out
+    return Node(el)
 
 
 def as_list(v: Any) -> list:
@@ -97,8 +112,8 @@ def _wsdl_type(name: str) -> type | None:
 
 
 def is_a(node: Any, base: type) -> bool:
-    """Whether a dict value's xsi:type is `base` or derives from it (pyvmomi's type tree)."""
-    if not isinstance(node, dict):
+    """Whether a Node's xsi:type is `base` or derives from it (pyvmomi's type tree)."""
+    if not isinstance(node, Node):
         return False
-    cls = _wsdl_type(node.get("_type", ""))
+    cls = _wsdl_type(node.type)
     return cls is not None and issubclass(cls, base)
