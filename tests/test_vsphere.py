@@ -340,6 +340,7 @@ def test_vcenter_down_is_recorded_others_continue_and_it_recovers_without_gaps(t
     sim = Simulator(scenario).start()
     try:
         vc = VSphereCollector(vcenter(sim.url, interval=1.0, timeout=5.0))
+        vc.connector.max_backoff_s = 2.0  # retry soon after the restart; the doubling itself is unchanged
         tick = Ticker("tick", 0.2)
         out = Capture()
         runtime = Runtime([vc, tick], [out])
@@ -386,7 +387,7 @@ def test_consecutive_cycles_neither_lose_nor_repeat_a_sample(sim):
         try:
             await c.describe()
             rows += await c.collect()
-            await asyncio.sleep((time.time() // 20 + 2) * 20 + 1 - time.time())  # two new samples
+            await asyncio.sleep((time.time() // 20 + 1) * 20 + 1 - time.time())  # a new sample
             rows += await c.collect()
             rows += await c.collect()  # nothing new yet: nothing repeated
         finally:
@@ -398,7 +399,7 @@ def test_consecutive_cycles_neither_lose_nor_repeat_a_sample(sim):
         series.setdefault((r.measurement, tuple(sorted(r.tags.items()))), []).append(r.ts)
     assert len(series) > 20
     for key, stamps in series.items():
-        assert len(stamps) >= 3, key
+        assert len(stamps) >= 2, key
         assert sorted(stamps) == list(range(min(stamps), max(stamps) + 1, 20 * 10**9)), key
 
 

@@ -39,6 +39,8 @@ from collectors.vsphere.perf import (
 
 log = logging.getLogger(__name__)
 
+MAX_LOOKBACK_S = REALTIME_KEEP_S
+
 _gc_lock = threading.Lock()
 _gc_holders = 0
 _gc_was_enabled = False
@@ -65,8 +67,6 @@ def gc_paused() -> Iterator[None]:
             _gc_holders -= 1
             if _gc_holders == 0 and _gc_was_enabled:
                 gc.enable()
-
-MAX_LOOKBACK_S = REALTIME_KEEP_S
 
 
 class _Conn:
