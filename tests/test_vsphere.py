@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import json
 import signal
@@ -277,6 +278,24 @@ def test_batches_respect_vcenter_max_query_metrics(tmp_path):
     assert {x.tags["host"] for x in pick(samples, "vsphere_host")} == {"h0", "h1"}
     # 6 VMs x 27 metric ids + 2 hosts x 24 = 210 ids, at most 64 a call
     assert calls == 4
+
+
+def test_a_vanished_vm_costs_only_its_own_samples(sim, caplog):
+    """A VM deleted between the inventory read and QueryPerf faults the whole call in vCenter."""
+    async def go():
+        c = VSphereCollector(vcenter(sim.url))
+        try:
+            await c.describe()
+            c._inventory_at = time.monotonic() + 3600  # keep the doctored inventory for this cycle
+            app = next(v for v in c.inventory.vms.values() if v.name == "app01")
+            ghost = dataclasses.replace(app, moid="vm-999999", name="ghost")
+            c.inventory.vms[ghost.moid] = ghost
+            return await c.collect()
+        finally:
+            await c.close()
+    records = run(go())
+    assert {s.tags["vm"] for s in pick(records, "vsphere_vm")} == {"db2prod01", "app01"}
+    assert "vm-999999" in caplog.text
 
 
 def test_chunking_splits_by_entities_and_metrics():

@@ -22,12 +22,13 @@ from agent.config import VCenterConfig
 from agent.model import Fact, Record, Sample
 from collectors.base import BaseCollector, CollectorError
 from collectors.vsphere import inventory as inv_mod
-from collectors.vsphere.connection import Connector, Session, is_session_lost, is_unreachable
+from collectors.vsphere.connection import Connector, Session, SoapFaultError, is_session_lost, is_unreachable
 from collectors.vsphere.facts import TagMaps, build_facts
 from collectors.vsphere.inventory import FullRead, Inventory, Rows
 from collectors.vsphere.perf import (
     REALTIME_KEEP_S,
     CounterIds,
+    EntityResult,
     PerfState,
     Spec,
     chunk,
@@ -40,6 +41,8 @@ from collectors.vsphere.perf import (
 log = logging.getLogger(__name__)
 
 MAX_LOOKBACK_S = REALTIME_KEEP_S
+#: faults vCenter gives a whole QueryPerf call for one entity that is gone or unreachable
+ENTITY_FAULTS = frozenset({"ManagedObjectNotFound", "NotFound", "HostNotConnected", "HostNotReachable"})
 
 _gc_lock = threading.Lock()
 _gc_holders = 0
@@ -240,16 +243,27 @@ class VSphereCollector(BaseCollector):
         caps = [c for c in (self.cfg.max_query_metrics, s.max_query_metrics) if c > 0]
         calls = chunk(specs, min(caps) if caps else 0, self.cfg.max_query_entities)
 
-        def call(batch: list[Spec]) -> list:
-            return parse_response(s.post(request_xml(s.perf_manager, batch)))
-
-        results = await asyncio.gather(*(self.run_blocking(call, b) for b in calls), return_exceptions=True)
-        errors = [r for r in results if isinstance(r, BaseException)]
-        if errors:
-            raise errors[0]
+        results = await asyncio.gather(*(self._query(s, b) for b in calls))
         state = self.perf_state if since is None else None
         return to_samples((e for r in results for e in r), kinds, conn.ids, self.inventory, self.maps,
                           self.cfg.name, state)
+
+    async def _query(self, s: Session, batch: list[Spec]) -> list[EntityResult]:
+        """One QueryPerf call. An entity that vanished since the inventory was read (a VM
+        deleted, a host disconnected) fails the whole call in vCenter: halve the batch and
+        retry, so it costs only its own samples. Any other fault fails the cycle."""
+        try:
+            return await self.run_blocking(lambda: parse_response(s.post(request_xml(s.perf_manager, batch))))
+        except SoapFaultError as e:
+            if e.name not in ENTITY_FAULTS:
+                raise
+            if len(batch) == 1:
+                log.warning("vcenter %s: no realtime stats for %s %s: %s", self.cfg.name, batch[0].kind,
+                            batch[0].moid, e)
+                return []
+        half = len(batch) // 2
+        first, second = await asyncio.gather(self._query(s, batch[:half]), self._query(s, batch[half:]))
+        return first + second
 
     async def close(self) -> None:
         conn, self._conn = self._conn, None
