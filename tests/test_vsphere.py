@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent.config import VCenterConfig
-from agent.model import Sample
+from agent.model import Annotation, Sample
 from agent.runtime import SELF_MEASUREMENT, Runtime
 from collectors.base import BaseCollector, CollectorError
 from collectors.vsphere.collector import VSphereCollector
@@ -122,7 +122,8 @@ def collected(sim):
 
 
 def pick(samples, measurement, **tags):
-    return [s for s in samples if s.measurement == measurement and all(s.tags.get(k) == v for k, v in tags.items())]
+    return [s for s in samples if isinstance(s, Sample) and s.measurement == measurement
+            and all(s.tags.get(k) == v for k, v in tags.items())]
 
 
 def newest(samples, measurement, **tags) -> dict:
@@ -296,6 +297,25 @@ def test_a_vanished_vm_costs_only_its_own_samples(sim, caplog):
     records = run(go())
     assert {s.tags["vm"] for s in pick(records, "vsphere_vm")} == {"db2prod01", "app01"}
     assert "vm-999999" in caplog.text
+
+
+def test_an_outage_longer_than_vcenters_hour_is_annotated(sim):
+    async def go():
+        c = VSphereCollector(vcenter(sim.url))
+        try:
+            await c.describe()
+            await c.collect()
+            for moid in c.perf_state.entity_start:  # as if the last cycle had run two hours ago
+                c.perf_state.entity_start[moid] -= 7200
+            c.perf_state.marks = {k: v - 7200 for k, v in c.perf_state.marks.items()}
+            return await c.collect()
+        finally:
+            await c.close()
+    records = run(go())
+    (gap,) = [r for r in records if isinstance(r, Annotation)]
+    assert gap.kind == "gap" and gap.tags == {"vcenter": "vc1"} and "expired" in gap.text
+    stamps = sorted({r.ts for r in pick(records, "vsphere_vm", vm="db2prod01")})
+    assert len(stamps) >= 178 and stamps[-1] - stamps[0] >= 3540 * 10**9  # the hour vCenter still had
 
 
 def test_chunking_splits_by_entities_and_metrics():

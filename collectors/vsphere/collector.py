@@ -16,10 +16,11 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 from agent.config import VCenterConfig
-from agent.model import Fact, Record, Sample
+from agent.model import Annotation, Fact, Record, Sample
 from collectors.base import BaseCollector, CollectorError
 from collectors.vsphere import inventory as inv_mod
 from collectors.vsphere.connection import Connector, Session, SoapFaultError, is_session_lost, is_unreachable
@@ -166,6 +167,9 @@ class VSphereCollector(BaseCollector):
             if time.monotonic() - self._inventory_at > self.interval / 2:
                 await self._read(conn, full=False)
             out: list[Record] = self._quickstats()
+            lost = self.perf_state.lost(conn.session.server_now())
+            if lost is not None:
+                out.append(self._gap(*lost))
             out.extend(await self._perf(conn, None))
             return out
         return await self._with_session(step)
@@ -191,6 +195,16 @@ class VSphereCollector(BaseCollector):
         self.inventory = inventory
         self._inventory_at = time.monotonic()
         self.perf_state.forget({m for m, v in inventory.vms.items() if v.powered_on} | set(inventory.hosts))
+
+    def _gap(self, since: float, until: float) -> Annotation:
+        """Samples nobody can fetch any more (vCenter keeps an hour): said, not silently skipped."""
+        def iso(t: float) -> str:
+            return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        log.warning("vcenter %s: realtime samples %s to %s expired in vCenter before they could be collected",
+                    self.cfg.name, iso(since), iso(until))
+        return Annotation("gap", self.name, {"vcenter": self.cfg.name},
+                          f"realtime samples after {iso(since)} until {iso(until)} expired in vCenter (it keeps "
+                          "an hour) before they could be collected", int(until) * 1_000_000_000)
 
     def _quickstats(self) -> list[Record]:
         ts = time.time_ns()

@@ -146,6 +146,11 @@ def _parse(el: ET.Element) -> Iterator[EntityResult]:
         yield EntityResult(entity, stamps, intervals, series)
 
 
+def window_start(server_now: float) -> float:
+    """The exclusive start of the realtime samples vCenter still holds."""
+    return server_now - REALTIME_KEEP_S + REALTIME_S
+
+
 class PerfState:
     """High-water marks: the newest sample timestamp taken per (entity, counter, instance)."""
 
@@ -157,7 +162,13 @@ class PerfState:
         mark = self.entity_start.get(moid)
         if mark is None:
             return None
-        return max(mark, server_now - REALTIME_KEEP_S + REALTIME_S)
+        return max(mark, window_start(server_now))
+
+    def lost(self, server_now: float) -> tuple[int, float] | None:
+        """(oldest mark, window start) when marks fell out of vCenter's realtime hour."""
+        floor = window_start(server_now)
+        oldest = min((m for m in self.entity_start.values() if m < floor), default=None)
+        return (oldest, floor) if oldest is not None else None
 
     def forget(self, keep: set[str]) -> None:
         """Drop marks of entities that left the inventory (deleted, powered off)."""
