@@ -68,7 +68,6 @@ class Session:
     server_offset_s: float        # server clock minus ours
     max_query_metrics: int        # vCenter's config.vpxd.stats.maxQueryMetrics, 0 if unset/unlimited
     perf_manager: str             # moref value
-    api_type: str                 # VirtualCenter or HostAgent
 
     def server_now(self) -> float:
         return time.time() + self.server_offset_s
@@ -97,7 +96,10 @@ class Session:
             raise
         stub.ReturnConnection(conn)
         if resp.getheader("Content-Encoding", "").lower() == "gzip":
-            data = zlib.decompress(data, 16 + zlib.MAX_WBITS)
+            try:
+                data = zlib.decompress(data, 16 + zlib.MAX_WBITS)
+            except zlib.error as e:
+                raise SoapFaultError("InvalidResponse", f"corrupt gzip body: {e}") from None
         if resp.status not in (200, 500):
             raise http.client.HTTPException(f"HTTP {resp.status} {resp.reason}")
         return soap_body(data)
@@ -192,8 +194,7 @@ class Connector:
         try:
             content = si.RetrieveContent()
             offset = si.CurrentTime().timestamp() - time.time()
-            return Session(si, content, offset, _max_query_metrics(content), content.perfManager._moId,
-                           content.about.apiType)
+            return Session(si, content, offset, _max_query_metrics(content), content.perfManager._moId)
         except (OSError, http.client.HTTPException) as e:
             raise CollectorError(f"vcenter {name}: connection lost while logging in: {_reason(e)}") from None
 
