@@ -318,6 +318,38 @@ def test_an_outage_longer_than_vcenters_hour_is_annotated(sim):
     assert len(stamps) >= 178 and stamps[-1] - stamps[0] >= 3540 * 10**9  # the hour vCenter still had
 
 
+def test_simulator_perf_contract(sim):
+    """What other tools rely on: oldest first, zeros kept aligned (normal format too),
+    "*" = the instances QueryAvailablePerfMetric lists, startTime exclusive."""
+    from pyVim.connect import Disconnect, SmartConnect
+    from pyVmomi import vim
+
+    si = SmartConnect(host="127.0.0.1", port=sim.port, user="u", pwd="p", disableSslCertValidation=True)
+    try:
+        content = si.RetrieveContent()
+        pm = content.perfManager
+        key = {f"{c.groupInfo.key}.{c.nameInfo.key}.{c.rollupType}": c.key for c in pm.perfCounter}
+        view = content.viewManager.CreateContainerView(content.rootFolder, [vim.VirtualMachine], True)
+        vm = next(v for v in view.view if v.name == "db2prod01")
+        mid = vim.PerformanceManager.MetricId
+        spec = vim.PerformanceManager.QuerySpec(entity=vm, intervalId=20, maxSample=4, metricId=[
+            mid(counterId=key["cpu.costop.summation"], instance="*"), mid(counterId=key["mem.swapinRate.average"])])
+        (res,) = pm.QueryPerf([spec])
+        stamps = [s.timestamp for s in res.sampleInfo]
+        assert len(stamps) == 4 and stamps == sorted(stamps)
+        values = {(v.id.counterId, v.id.instance): list(v.value) for v in res.value}
+        assert values[(key["mem.swapinRate.average"], "")] == [0, 0, 0, 0]
+        assert values[(key["cpu.costop.summation"], "3")] == [1200] * 4
+        available = {(m.counterId, m.instance) for m in pm.QueryAvailablePerfMetric(entity=vm, intervalId=20)
+                     if m.counterId == key["cpu.costop.summation"]}
+        assert available == {k for k in values if k[0] == key["cpu.costop.summation"]}
+        spec.startTime, spec.maxSample = stamps[1], None
+        (later,) = pm.QueryPerf([spec])
+        assert [s.timestamp for s in later.sampleInfo][:2] == stamps[2:]  # (a newer one may have come)
+    finally:
+        Disconnect(si)
+
+
 def test_chunking_splits_by_entities_and_metrics():
     ids = tuple((k, "") for k in range(10))
     specs = [Spec("vm", f"vm-{i}", None, ids) for i in range(7)]
