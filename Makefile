@@ -39,6 +39,8 @@ lint: $(STAMP)
 bench: $(STAMP) $(VSPHERE_SIM)
 	$(PY) bench/store.py
 	$(PY) bench/agent_overhead.py
+	$(PY) bench/storage.py
+	$(PY) bench/remote.py
 	$(PY) bench/vsphere.py
 
 clean:

@@ -1,17 +1,39 @@
-"""Turn a Config into the collectors the runtime schedules."""
+"""Turn a Config into the collectors the runtime schedules.
+
+Collector modules are imported only when their section is configured (the agent's RSS
+budget), and every collector that reads a host shares that [[ssh]] target's connection.
+"""
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
-from agent.config import Config
+from agent.config import Config, RemoteGuestConfig, StorageConfig
 from collectors.base import BaseCollector
 from collectors.guest.local import LocalGuestCollector
 from collectors.markers import MarkerInbox
 from collectors.selfmon import SelfCollector
 
 log = logging.getLogger(__name__)
+
+
+class SSHTargets:
+    """One SSHTarget per [[ssh]] section, made on first use: the collectors of a host share its connection."""
+
+    def __init__(self, cfg: Config):
+        self.sections = {s.name: s for s in cfg.ssh}
+        self.made: dict[str, Any] = {}
+
+    def __call__(self, name: str | None) -> Any:
+        if name is None:
+            return None
+        if name not in self.made:
+            from collectors.ssh import SSHTarget  # paramiko only when something is remote
+
+            self.made[name] = SSHTarget(self.sections[name])
+        return self.made[name]
 
 
 def build_collectors(cfg: Config, store_path: Path | None = None) -> list[BaseCollector]:
@@ -21,11 +43,52 @@ def build_collectors(cfg: Config, store_path: Path | None = None) -> list[BaseCo
         collectors.append(MarkerInbox(store_path))
     if cfg.guest.enabled:
         collectors.append(LocalGuestCollector(cfg.guest))
+    targets = SSHTargets(cfg)
+    collectors += remote_collectors(cfg, targets)
+    collectors += [_storage_collector(s, targets) for s in cfg.storage]
     if cfg.vcenter:
         from collectors.vsphere.collector import VSphereCollector  # pyvmomi only when configured
 
         collectors.extend(VSphereCollector(v) for v in cfg.vcenter)
-    for section in ("db2", "storage", "esxtop"):
-        if getattr(cfg, section):
-            log.warning("[[%s]] sections are not collected by this version of db2vtop yet", section)
+    if cfg.db2:
+        log.warning("[[db2]] sections are not collected by this version of db2vtop yet")
     return collectors
+
+
+def remote_collectors(cfg: Config, targets: SSHTargets) -> list[BaseCollector]:
+    """Remote guests ([[remote_guest]], and each [[stack]] guest without one) and esxtop."""
+    out: list[BaseCollector] = []
+    guests = list(cfg.remote_guest)
+    named = {g.ssh for g in guests}
+    for st in cfg.stack:
+        if st.guest is not None and st.guest not in named:
+            guests.append(RemoteGuestConfig(ssh=st.guest))
+            named.add(st.guest)
+    if guests:
+        from collectors.guest.remote import RemoteGuestCollector
+
+        out += [RemoteGuestCollector(g, targets(g.ssh)) for g in guests]
+    if cfg.esxtop:
+        from collectors.esxtop.collector import EsxtopCollector
+
+        out += [EsxtopCollector(e, targets(e.ssh)) for e in cfg.esxtop]
+    return out
+
+
+def _storage_collector(s: StorageConfig, targets: SSHTargets) -> BaseCollector:
+    ssh = targets(s.ssh) if s.effective_transport == "ssh" else None
+    if s.kind == "linux":
+        from collectors.storage.linux import LinuxStorageCollector
+
+        return LinuxStorageCollector(s, ssh)
+    if s.kind == "ontap":
+        from collectors.storage.ontap.collector import OntapCollector
+
+        return OntapCollector(s, ssh)
+    if s.kind == "xtremio":
+        from collectors.storage.xtremio.collector import XtremioCollector
+
+        return XtremioCollector(s)
+    from collectors.storage.powermax.collector import PowermaxCollector
+
+    return PowermaxCollector(s, ssh)

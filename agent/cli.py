@@ -298,7 +298,7 @@ def cmd_rules(args: argparse.Namespace) -> int:
 def cmd_config_check(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     refs = [(f"{s}[{i}]", item.password(), getattr(item, "user", None) or "")
-            for s in ("vcenter", "ssh", "db2") for i, item in enumerate(getattr(cfg, s))]
+            for s in ("vcenter", "ssh", "db2", "storage") for i, item in enumerate(getattr(cfg, s))]
     if cfg.influxdb:
         refs.append(("influxdb", cfg.influxdb.token(), ""))
     for where, ref, user in refs:

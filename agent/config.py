@@ -104,6 +104,13 @@ class _Range(_Marker):
         return value
 
 
+class _Sid(_Marker):
+    def convert(self, value: Any) -> str:
+        if not isinstance(value, str) or not re.fullmatch(r"[0-9]{12}", value):
+            raise ValueError
+        return value
+
+
 class _EnvName(_Marker):
     def convert(self, value: Any) -> str:
         if not isinstance(value, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", value):
@@ -150,6 +157,18 @@ class StoreConfig:
 @dataclass(frozen=True)
 class GuestConfig:
     enabled: bool = True
+    interval: Duration = 5.0
+    timeout: Duration | None = None
+    devices_exclude: list[str] = field(default_factory=lambda: ["loop*", "ram*"])
+    interfaces_exclude: list[str] = field(default_factory=lambda: ["lo", "veth*"])
+
+
+@dataclass(frozen=True)
+class RemoteGuestConfig:
+    """A guest read over SSH; its samples are tagged guest = the [[ssh]] target's name."""
+
+    ssh: Name
+    os: Choice("auto", "linux", "aix") = "auto"
     interval: Duration = 5.0
     timeout: Duration | None = None
     devices_exclude: list[str] = field(default_factory=lambda: ["loop*", "ram*"])
@@ -212,6 +231,25 @@ class StorageConfig(_Secret):
     ssh: Name | None = None
     interval: Duration = 20.0
     timeout: Duration | None = None
+    # arrays (ontap, xtremio, powermax): transport, REST endpoint and what to read
+    transport: Choice("ssh", "rest") | None = None  # default: rest for xtremio, else ssh
+    url: Url | None = None
+    user: str | None = None
+    password_env: EnvName | None = None
+    password_file: Path | None = None
+    password_keyring: str | None = None
+    verify_tls: bool = True
+    ca_file: Path | None = None
+    vserver: Name | None = None
+    min_ops_for_latency: Annotated[int, _Range("a number of operations, 0 or more", 0)] = 10
+    sid: Annotated[str, _Sid("a Symmetrix ID of 12 digits, such as \"000197900123\"")] | None = None
+    storage_groups: list[Name] = field(default_factory=list)
+    sample_interval: Duration = 10.0
+    devices_exclude: list[str] = field(default_factory=lambda: ["loop*", "ram*", "zram*"])  # kind = "linux"
+
+    @property
+    def effective_transport(self) -> str:
+        return self.transport or ("rest" if self.kind == "xtremio" else "ssh")
 
 
 @dataclass(frozen=True)
@@ -220,6 +258,7 @@ class EsxtopConfig:
     ssh: Name
     interval: Duration = 10.0
     timeout: Duration | None = None
+    delay: Duration = 2.0  # esxtop -d: the window each sample averages over (esxtop's minimum is 2 s)
 
 
 @dataclass(frozen=True)
@@ -255,6 +294,7 @@ class InfluxConfig:
 class Config:
     store: StoreConfig = field(default_factory=StoreConfig)
     guest: GuestConfig = field(default_factory=GuestConfig)
+    remote_guest: list[RemoteGuestConfig] = field(default_factory=list)
     vcenter: list[VCenterConfig] = field(default_factory=list)
     ssh: list[SSHConfig] = field(default_factory=list)
     db2: list[DB2Config] = field(default_factory=list)
@@ -369,17 +409,25 @@ def _check_references(cfg: Config, err: _Loader) -> None:
             raise err.error(f"db2[{i}].ssh", 'missing; the "clp" transport runs db2 over an [[ssh]] target')
     for i, s in enumerate(cfg.storage):
         ref("storage", i, "ssh", s.ssh, "ssh")
-        if s.ssh is None:
-            raise err.error(f"storage[{i}].ssh", "missing; storage is read over an [[ssh]] target")
+        _check_storage(s, f"storage[{i}]", err)
     for i, e in enumerate(cfg.esxtop):
         ref("esxtop", i, "ssh", e.ssh, "ssh")
+        if not 2 <= e.delay < e.interval:
+            raise err.error(f"esxtop[{i}].delay", f"{e.delay:g}s is not valid; expected at least 2s (esxtop's "
+                                                  f"minimum) and less than the interval ({e.interval:g}s)")
+    guests: set[str] = set()
+    for i, g in enumerate(cfg.remote_guest):
+        ref("remote_guest", i, "ssh", g.ssh, "ssh")
+        if g.ssh in guests:
+            raise err.error(f"remote_guest[{i}].ssh", f"{g.ssh!r} is used twice; one [[remote_guest]] per target")
+        guests.add(g.ssh)
     for i, st in enumerate(cfg.stack):
         ref("stack", i, "db2", st.db2, "db2")
         ref("stack", i, "vcenter", st.vcenter, "vcenter")
         ref("stack", i, "guest", st.guest, "ssh")
         for j, s in enumerate(st.storage):
             ref("stack", i, f"storage[{j}]", s, "storage")
-    for section in ("vcenter", "ssh", "db2"):
+    for section in ("vcenter", "ssh", "db2", "storage"):
         for i, item in enumerate(getattr(cfg, section)):
             given = [k for k in ("password_env", "password_file", "password_keyring") if getattr(item, k)]
             if len(given) > 1:
@@ -389,6 +437,30 @@ def _check_references(cfg: Config, err: _Loader) -> None:
             raise err.error(f"vcenter[{i}]", "no password source; set password_env, password_file or password_keyring")
     if cfg.influxdb and cfg.influxdb.token_env and cfg.influxdb.token_file:
         raise err.error("influxdb", "token_env and token_file are both set; give only one")
+
+
+def _check_storage(s: StorageConfig, where: str, err: _Loader) -> None:
+    """Each kind and transport needs its own keys; say which one is missing and why."""
+    transport = s.effective_transport
+    if transport == "ssh":
+        if s.kind == "xtremio":
+            raise err.error(f"{where}.transport", '"ssh" is not available for kind "xtremio"; it is read over the XMS'
+                                                  ' REST API (transport = "rest" with url, user, password_env)')
+        if s.ssh is None:
+            raise err.error(f"{where}.ssh", "missing; storage is read over an [[ssh]] target")
+    else:
+        if s.kind == "linux":
+            raise err.error(f"{where}.transport", '"rest" is not available for kind "linux"; it is read over ssh')
+        if s.url is None:
+            raise err.error(f"{where}.url", 'missing; transport "rest" needs the array\'s https:// URL')
+        if s.user is None or s.password() is None:
+            raise err.error(where, 'transport "rest" needs user and a password (password_env, password_file or'
+                                   ' password_keyring)')
+    if s.kind == "powermax" and s.sid is None:
+        raise err.error(f"{where}.sid", "missing; a PowerMax/Symmetrix is addressed by its 12-digit Symmetrix ID")
+    if s.kind == "powermax" and transport == "ssh" and s.sample_interval >= (s.timeout or s.interval):
+        raise err.error(f"{where}.sample_interval", f"{s.sample_interval:g}s is not shorter than the cycle timeout "
+                                                    f"({s.timeout or s.interval:g}s); symstat samples for that long")
 
 
 def load_config(path: Path) -> Config:

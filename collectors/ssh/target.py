@@ -205,7 +205,17 @@ class SSHTarget:
         Raises SSHTimeoutError when the command outlives `timeout` (default: the target's
         command_timeout) and SSHError when the connection fails or drops.
         """
-        line = command(*argv)
+        return self.run_line(command(*argv), stdin=stdin, timeout=timeout, max_output=max_output, what=argv[0])
+
+    def run_line(self, line: str, *, stdin: bytes | None = None, timeout: float | None = None,
+                 max_output: int = MAX_OUTPUT_BYTES, what: str | None = None) -> Result:
+        """Send `line` as the remote command exactly as given, for a login shell that is not sh.
+
+        The ONTAP clustershell parses its own syntax (`;` between commands, double quotes,
+        `|` inside values), which sh quoting would break. Callers build `line` only from
+        constants and validated names; everything else goes through run().
+        """
+        what = what or line.split(" ", 1)[0]
         limit = self.cfg.command_timeout if timeout is None else timeout
         with self._sessions:
             transport = self._transport()
@@ -220,16 +230,16 @@ class SSHTarget:
                 if stdin:
                     chan.sendall(stdin)
                 chan.shutdown_write()
-                out, err = self._read(chan, started + limit, limit, max_output, argv[0])
+                out, err = self._read(chan, started + limit, limit, max_output, what)
                 rc = chan.recv_exit_status()
             except (paramiko.SSHException, OSError, EOFError) as e:
                 self._drop(transport)
-                raise SSHConnectError(f"ssh {self.where}: connection lost while running {argv[0]}: {e}") from None
+                raise SSHConnectError(f"ssh {self.where}: connection lost while running {what}: {e}") from None
             finally:
                 chan.close()
         if rc == -1:
             self._drop(transport)
-            raise SSHConnectError(f"ssh {self.where}: {argv[0]} ended without an exit status (connection dropped)")
+            raise SSHConnectError(f"ssh {self.where}: {what} ended without an exit status (connection dropped)")
         return Result(rc, out, err, time.monotonic() - started)
 
     def _read(self, chan: paramiko.Channel, deadline: float, limit: float, max_output: int,
