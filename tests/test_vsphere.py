@@ -107,6 +107,15 @@ def run(coro):
     return asyncio.run(coro)
 
 
+async def using(url: str, body, **kw):
+    """`await body(collector)` with a fresh collector, closed afterwards."""
+    c = VSphereCollector(vcenter(url, **kw))
+    try:
+        return await body(c)
+    finally:
+        await c.close()
+
+
 async def one_cycle(c: VSphereCollector):
     try:
         facts = await c.describe()
@@ -240,13 +249,9 @@ def test_samples_keep_their_own_20s_timestamps(collected):
 
 
 def test_lookback_returns_the_recent_hour_oldest_first(sim):
-    async def go():
-        c = VSphereCollector(vcenter(sim.url))
-        try:
-            return await c.lookback(600), await c.lookback(60, vms=["app01"])
-        finally:
-            await c.close()
-    everything, one_vm = run(go())
+    async def go(c):
+        return await c.lookback(600), await c.lookback(60, vms=["app01"])
+    everything, one_vm = run(using(sim.url, go))
     assert {s.tags.get("vm") for s in one_vm} == {"app01", None}  # the VM and its host only
     assert {s.tags["host"] for s in one_vm} == {"esx01"}
     rows = sorted(pick(everything, "vsphere_host_lun", lun=LUN_DATA), key=lambda s: s.ts)
@@ -283,35 +288,27 @@ def test_batches_respect_vcenter_max_query_metrics(tmp_path):
 
 def test_a_vanished_vm_costs_only_its_own_samples(sim, caplog):
     """A VM deleted between the inventory read and QueryPerf faults the whole call in vCenter."""
-    async def go():
-        c = VSphereCollector(vcenter(sim.url))
-        try:
-            await c.describe()
-            c._inventory_at = time.monotonic() + 3600  # keep the doctored inventory for this cycle
-            app = next(v for v in c.inventory.vms.values() if v.name == "app01")
-            ghost = dataclasses.replace(app, moid="vm-999999", name="ghost")
-            c.inventory.vms[ghost.moid] = ghost
-            return await c.collect()
-        finally:
-            await c.close()
-    records = run(go())
+    async def go(c):
+        await c.describe()
+        c._inventory_at = time.monotonic() + 3600  # keep the doctored inventory for this cycle
+        app = next(v for v in c.inventory.vms.values() if v.name == "app01")
+        ghost = dataclasses.replace(app, moid="vm-999999", name="ghost")
+        c.inventory.vms[ghost.moid] = ghost
+        return await c.collect()
+    records = run(using(sim.url, go))
     assert {s.tags["vm"] for s in pick(records, "vsphere_vm")} == {"db2prod01", "app01"}
     assert "vm-999999" in caplog.text
 
 
 def test_an_outage_longer_than_vcenters_hour_is_annotated(sim):
-    async def go():
-        c = VSphereCollector(vcenter(sim.url))
-        try:
-            await c.describe()
-            await c.collect()
-            for moid in c.perf_state.entity_start:  # as if the last cycle had run two hours ago
-                c.perf_state.entity_start[moid] -= 7200
-            c.perf_state.marks = {k: v - 7200 for k, v in c.perf_state.marks.items()}
-            return await c.collect()
-        finally:
-            await c.close()
-    records = run(go())
+    async def go(c):
+        await c.describe()
+        await c.collect()
+        for moid in c.perf_state.entity_start:  # as if the last cycle had run two hours ago
+            c.perf_state.entity_start[moid] -= 7200
+        c.perf_state.marks = {k: v - 7200 for k, v in c.perf_state.marks.items()}
+        return await c.collect()
+    records = run(using(sim.url, go))
     (gap,) = [r for r in records if isinstance(r, Annotation)]
     assert gap.kind == "gap" and gap.tags == {"vcenter": "vc1"} and "expired" in gap.text
     stamps = sorted({r.ts for r in pick(records, "vsphere_vm", vm="db2prod01")})
@@ -371,19 +368,15 @@ def test_esx_standalone_host(tmp_path):
 
 
 def test_session_invalidated_relogin_within_one_cycle(sim):
-    async def go():
-        c = VSphereCollector(vcenter(sim.url))
-        try:
-            await c.describe()
-            await c.collect()
-            logins = sim.stats()["methods"]["Login"]
-            sim.signal(signal.SIGUSR1)
-            time.sleep(0.5)
-            records = await c.collect()  # the very next cycle succeeds
-            return records, c.logins, sim.stats()["methods"]["Login"] - logins
-        finally:
-            await c.close()
-    records, logins, new_logins = run(go())
+    async def go(c):
+        await c.describe()
+        await c.collect()
+        logins = sim.stats()["methods"]["Login"]
+        sim.signal(signal.SIGUSR1)
+        time.sleep(0.5)
+        records = await c.collect()  # the very next cycle succeeds
+        return records, c.logins, sim.stats()["methods"]["Login"] - logins
+    records, logins, new_logins = run(using(sim.url, go))
     assert (logins, new_logins) == (2, 1)
     assert pick(records, "vsphere_vm_quickstats", vm="db2prod01")
 
@@ -452,19 +445,16 @@ def test_vcenter_down_is_recorded_others_continue_and_it_recovers_without_gaps(t
 
 @pytest.mark.slow
 def test_consecutive_cycles_neither_lose_nor_repeat_a_sample(sim):
-    async def go():
-        c = VSphereCollector(vcenter(sim.url))
+    async def go(c):
         rows = []
-        try:
-            await c.describe()
-            rows += await c.collect()
-            await asyncio.sleep((time.time() // 20 + 1) * 20 + 1 - time.time())  # a new sample
-            rows += await c.collect()
-            rows += await c.collect()  # nothing new yet: nothing repeated
-        finally:
-            await c.close()
+        await c.describe()
+        rows += await c.collect()
+        await asyncio.sleep((time.time() // 20 + 1) * 20 + 1 - time.time())  # a new sample
+        rows += await c.collect()
+        rows += await c.collect()  # nothing new yet: nothing repeated
         return rows
-    rows = [r for r in run(go()) if r.measurement not in ("vsphere_vm_quickstats", "vsphere_host_quickstats")]
+    quickstats = ("vsphere_vm_quickstats", "vsphere_host_quickstats")
+    rows = [r for r in run(using(sim.url, go)) if r.measurement not in quickstats]
     series: dict[tuple, list[int]] = {}
     for r in rows:
         series.setdefault((r.measurement, tuple(sorted(r.tags.items()))), []).append(r.ts)

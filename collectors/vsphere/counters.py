@@ -31,6 +31,19 @@ def _c(name: str, field: str, convert: str, per_instance: bool = False) -> Count
     return Counter(name, field, convert, per_instance)
 
 
+def _io(group: str, throughput: bool = True, latency: bool = True) -> tuple[Counter, ...]:
+    """Per-instance I/O counters that virtual disks, LUNs and datastores share."""
+    out = [_c(f"{group}.numberReadAveraged.average", "read_iops", RAW, True),
+           _c(f"{group}.numberWriteAveraged.average", "write_iops", RAW, True)]
+    if throughput:
+        out += [_c(f"{group}.read.average", "read_bytes_per_s", KBPS, True),
+                _c(f"{group}.write.average", "write_bytes_per_s", KBPS, True)]
+    if latency:
+        out += [_c(f"{group}.totalReadLatency.average", "read_latency_ms", RAW, True),
+                _c(f"{group}.totalWriteLatency.average", "write_latency_ms", RAW, True)]
+    return tuple(out)
+
+
 #: memory counters VMs and hosts share
 _MEM_SHARED = (
     _c("mem.vmmemctl.average", "mem_balloon_bytes", KB),
@@ -52,12 +65,7 @@ VM_COUNTERS: tuple[Counter, ...] = (
     _c("mem.consumed.average", "mem_consumed_bytes", KB),
     _c("mem.active.average", "mem_active_bytes", KB),
     _c("mem.latency.average", "mem_latency_pct", PCT100),
-    _c("virtualDisk.numberReadAveraged.average", "read_iops", RAW, True),
-    _c("virtualDisk.numberWriteAveraged.average", "write_iops", RAW, True),
-    _c("virtualDisk.read.average", "read_bytes_per_s", KBPS, True),
-    _c("virtualDisk.write.average", "write_bytes_per_s", KBPS, True),
-    _c("virtualDisk.totalReadLatency.average", "read_latency_ms", RAW, True),
-    _c("virtualDisk.totalWriteLatency.average", "write_latency_ms", RAW, True),
+    *_io("virtualDisk"),
     _c("virtualDisk.readOIO.latest", "read_oio", RAW, True),
     _c("virtualDisk.writeOIO.latest", "write_oio", RAW, True),
     _c("net.received.average", "rx_bytes_per_s", KBPS, True),
@@ -80,14 +88,8 @@ HOST_COUNTERS: tuple[Counter, ...] = (
     _c("disk.maxQueueDepth.average", "max_queue_depth", RAW, True),
     _c("disk.commandsAborted.summation", "commands_aborted_per_s", PER_S, True),
     _c("disk.busResets.summation", "bus_resets_per_s", PER_S, True),
-    _c("disk.numberReadAveraged.average", "read_iops", RAW, True),
-    _c("disk.numberWriteAveraged.average", "write_iops", RAW, True),
-    _c("disk.read.average", "read_bytes_per_s", KBPS, True),
-    _c("disk.write.average", "write_bytes_per_s", KBPS, True),
-    _c("datastore.totalReadLatency.average", "read_latency_ms", RAW, True),
-    _c("datastore.totalWriteLatency.average", "write_latency_ms", RAW, True),
-    _c("datastore.numberReadAveraged.average", "read_iops", RAW, True),
-    _c("datastore.numberWriteAveraged.average", "write_iops", RAW, True),
+    *_io("disk", latency=False),       # per LUN; its latencies are the DAVG/KAVG/QAVG/GAVG above
+    *_io("datastore", throughput=False),
 )
 
 #: measurement for a (entity kind, counter group, per-instance row) combination
