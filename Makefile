@@ -36,11 +36,12 @@ test: $(STAMP) test-deps $(VSPHERE_SIM)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-bench: $(STAMP) $(VSPHERE_SIM)
+bench: $(STAMP) test-deps $(VSPHERE_SIM)
 	$(PY) bench/store.py
 	$(PY) bench/agent_overhead.py
 	$(PY) bench/storage.py
 	$(PY) bench/remote.py
+	$(PY) bench/db2.py
 	$(PY) bench/vsphere.py
 
 clean:

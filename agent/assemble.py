@@ -6,17 +6,14 @@ budget), and every collector that reads a host shares that [[ssh]] target's conn
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any
 
-from agent.config import Config, RemoteGuestConfig, StorageConfig
+from agent.config import Config, DB2Config, RemoteGuestConfig, StorageConfig
 from collectors.base import BaseCollector
 from collectors.guest.local import LocalGuestCollector
 from collectors.markers import MarkerInbox
 from collectors.selfmon import SelfCollector
-
-log = logging.getLogger(__name__)
 
 
 class SSHTargets:
@@ -46,12 +43,11 @@ def build_collectors(cfg: Config, store_path: Path | None = None) -> list[BaseCo
     targets = SSHTargets(cfg)
     collectors += remote_collectors(cfg, targets)
     collectors += [_storage_collector(s, targets) for s in cfg.storage]
+    collectors += [_db2_collector(d, cfg, targets) for d in cfg.db2]
     if cfg.vcenter:
         from collectors.vsphere.collector import VSphereCollector  # pyvmomi only when configured
 
         collectors.extend(VSphereCollector(v) for v in cfg.vcenter)
-    if cfg.db2:
-        log.warning("[[db2]] sections are not collected by this version of db2vtop yet")
     return collectors
 
 
@@ -92,3 +88,13 @@ def _storage_collector(s: StorageConfig, targets: SSHTargets) -> BaseCollector:
     from collectors.storage.powermax.collector import PowermaxCollector
 
     return PowermaxCollector(s, ssh)
+
+
+def _db2_collector(d: DB2Config, cfg: Config, targets: SSHTargets) -> BaseCollector:
+    from collectors.db2.collector import Db2Collector
+    from collectors.db2.transport import ClpTransport, DriverTransport
+
+    if d.transport == "clp":
+        return Db2Collector(d, ClpTransport(d, targets(d.ssh)))
+    host = d.host or next(s.host for s in cfg.ssh if s.name == d.ssh)
+    return Db2Collector(d, DriverTransport(d, host))

@@ -124,6 +124,7 @@ Name = Annotated[str, _Name("a name of letters, digits, '-', '_', '.', ':' or '@
 Url = Annotated[str, _Url('an http:// or https:// URL with a host name')]
 Port = Annotated[int, _Range("a TCP port number 1-65535", 1, 65535)]
 PositiveInt = Annotated[int, _Range("a positive integer", 1)]
+Member = Annotated[int, _Range("-2 (all members), -1 (the member connected to) or a member number", -2, 999)]
 EnvName = Annotated[str, _EnvName("an environment variable name such as VC1_PASSWORD")]
 
 
@@ -222,6 +223,13 @@ class DB2Config(_Secret):
     password_keyring: str | None = None
     interval: Duration = 10.0
     timeout: Duration | None = None
+    instance_profile: str = "~/sqllib/db2profile"
+    member: Member = -2
+    facts_interval: Duration = 900.0
+    host: str | None = None
+    port: Port = 50000
+    tls: bool = False
+    ca_file: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -405,8 +413,7 @@ def _check_references(cfg: Config, err: _Loader) -> None:
 
     for i, d in enumerate(cfg.db2):
         ref("db2", i, "ssh", d.ssh, "ssh")
-        if d.transport == "clp" and d.ssh is None:
-            raise err.error(f"db2[{i}].ssh", 'missing; the "clp" transport runs db2 over an [[ssh]] target')
+        _check_db2(d, f"db2[{i}]", err)
     for i, s in enumerate(cfg.storage):
         ref("storage", i, "ssh", s.ssh, "ssh")
         _check_storage(s, f"storage[{i}]", err)
@@ -461,6 +468,30 @@ def _check_storage(s: StorageConfig, where: str, err: _Loader) -> None:
     if s.kind == "powermax" and transport == "ssh" and s.sample_interval >= (s.timeout or s.interval):
         raise err.error(f"{where}.sample_interval", f"{s.sample_interval:g}s is not shorter than the cycle timeout "
                                                     f"({s.timeout or s.interval:g}s); symstat samples for that long")
+
+
+_DB_ALIAS = re.compile(r"^[A-Za-z0-9@#$_]{1,8}$")
+_DB_USER = re.compile(r"^[A-Za-z0-9@#$_.-]{1,128}$")
+
+
+def _check_db2(d: DB2Config, where: str, err: _Loader) -> None:
+    if not _DB_ALIAS.match(d.database):
+        raise err.bad(f"{where}.database", d.database, "a database alias of 1-8 letters, digits, @, # or $")
+    if d.user is not None and not _DB_USER.match(d.user):
+        raise err.bad(f"{where}.user", d.user, "a DB2 user name (letters, digits, @ # $ _ . -)")
+    if d.transport == "clp":
+        if d.ssh is None:
+            raise err.error(f"{where}.ssh", 'missing; the "clp" transport runs db2 over an [[ssh]] target')
+        if (d.user is None) != (d.password() is None):
+            raise err.error(where, "user and a password_* go together; leave both out to connect with the OS "
+                                   "authentication of the [[ssh]] user")
+    else:
+        if d.host is None and d.ssh is None:
+            raise err.error(f"{where}.host", 'missing; the "ibm_db" transport connects to host:port '
+                                             "(or to the host of its [[ssh]] target)")
+        if d.user is None or d.password() is None:
+            raise err.error(where, 'the "ibm_db" transport needs user and one of password_env, password_file '
+                                   "or password_keyring")
 
 
 def load_config(path: Path) -> Config:

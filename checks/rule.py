@@ -8,10 +8,11 @@ which measurements or fact kinds it needs and which config section provides them
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.config import StackConfig
 from agent.model import Fact, FieldValue
 from agent.store import Row
 from checks.catalog import Practice, practices
@@ -42,8 +43,9 @@ class Verdict:
 class FactIndex:
     """Current facts by kind, for rules that need configuration context."""
 
-    def __init__(self) -> None:
+    def __init__(self, stacks: Sequence[StackConfig] = ()) -> None:
         self.by_kind: dict[str, dict[tuple, Fact]] = {}
+        self.stacks = list(stacks)  # how the layers of each database join (config [[stack]])
 
     def add(self, facts: Iterable[Fact]) -> set[str]:
         changed = set()

@@ -73,7 +73,9 @@ def test_rules_lists_the_whole_catalog_with_observability(tmp_path):
     r = run_cli("rules", "--format", "json")
     assert r.returncode == 0
     rows = json.loads(r.stdout)
-    assert len(rows) == 129 and len({x["id"] for x in rows}) == 129
+    assert len(rows) == 130 and len({x["id"] for x in rows}) == 130  # the catalog and the §1.11 drift check
+    drift = next(x for x in rows if x["id"] == "db2-cfg-drift")
+    assert drift["section"] == "1.11" and drift["thresholds"]["enabled"] is False
     swap = next(x for x in rows if x["id"] == "guest-swap-zero")
     assert swap["observable"] and swap["status"] == "observable" and swap["thresholds"]["crit_bytes_per_s"] == 1048576
     bios = next(x for x in rows if x["id"] == "bios-prefetchers-default")
