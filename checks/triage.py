@@ -21,6 +21,7 @@ from agent.config import Config
 from agent.model import Fact, Finding, Sample
 from agent.store import Store, StoreError
 from checks.runner import build_engine
+from checks.verdict import RowIndex, stack_verdicts
 from collectors.base import BaseCollector
 
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
@@ -108,7 +109,8 @@ def run_triage(cfg: Config, store_path: Path, lookback_s: float,
         changed[f.key] = f
     findings = sorted(changed.values(), key=lambda f: (f.resolved_at is not None, SEVERITY_ORDER[f.severity],
                                                        f.rule, sorted(f.subject.items())))
-    return TriageResult(now, lookback_s, findings, sources=sources, samples=len(samples))
+    verdicts = [v.to_json() for v in stack_verdicts(RowIndex(samples), cfg.stack, since, now)]
+    return TriageResult(now, lookback_s, findings, verdicts, sources=sources, samples=len(samples))
 
 
 def could_not_run(result: TriageResult) -> str | None:
@@ -146,7 +148,9 @@ def to_text(r: TriageResult, markdown: bool = False) -> str:
     lines = [head, "", f"generated {_iso(r.generated_at)}, lookback {r.lookback_s:g}s, {r.samples} samples judged; "
              f"open: {counts['critical']} critical, {counts['warning']} warning, {counts['info']} info", ""]
     for v in r.verdicts:
-        lines += [("## " if markdown else "") + f"verdict for stack {v.get('stack')}: {v.get('summary')}", ""]
+        blame = f"blame: {v['layer']}" if v["layer"] else "no layer to blame"
+        lines += [("## " if markdown else "") + f"Verdict for stack {v['stack']} ({blame}, confidence "
+                  f"{v['confidence']}, {v['buckets']} buckets of 20 s)", "", v["summary"], ""]
     for title, group in (("Findings", open_), ("Resolved within the window", past)):
         if not group:
             continue
