@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-deps lint bench clean
+.PHONY: run test test-deps lint bench clean vsphere-sim
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,19 +21,28 @@ run: $(STAMP)
 test-deps:
 	tests/infra/install-deps.sh
 
-test: $(STAMP) test-deps
+# The Go vSphere scenario simulator (tests/vsphere-sim, govmomi pinned in its go.mod).
+# Go's build and module caches make a rebuild with unchanged sources a no-op.
+VSPHERE_SIM := build/vsphere-sim
+$(VSPHERE_SIM): tests/vsphere-sim/go.mod tests/vsphere-sim/go.sum $(wildcard tests/vsphere-sim/*.go)
+	cd tests/vsphere-sim && GOFLAGS=-buildvcs=false go build -trimpath -o ../../$(VSPHERE_SIM) .
+
+vsphere-sim: $(VSPHERE_SIM)
+
+test: $(STAMP) test-deps $(VSPHERE_SIM)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-bench: $(STAMP) test-deps
+bench: $(STAMP) test-deps $(VSPHERE_SIM)
 	$(PY) bench/store.py
 	$(PY) bench/agent_overhead.py
 	$(PY) bench/storage.py
 	$(PY) bench/remote.py
 	$(PY) bench/db2.py
+	$(PY) bench/vsphere.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

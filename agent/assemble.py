@@ -6,7 +6,6 @@ budget), and every collector that reads a host shares that [[ssh]] target's conn
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +14,6 @@ from collectors.base import BaseCollector
 from collectors.guest.local import LocalGuestCollector
 from collectors.markers import MarkerInbox
 from collectors.selfmon import SelfCollector
-
-log = logging.getLogger(__name__)
 
 
 class SSHTargets:
@@ -47,9 +44,10 @@ def build_collectors(cfg: Config, store_path: Path | None = None) -> list[BaseCo
     collectors += remote_collectors(cfg, targets)
     collectors += [_storage_collector(s, targets) for s in cfg.storage]
     collectors += [_db2_collector(d, cfg, targets) for d in cfg.db2]
-    for section in ("vcenter",):
-        if getattr(cfg, section):
-            log.warning("[[%s]] sections are not collected by this version of db2vtop yet", section)
+    if cfg.vcenter:
+        from collectors.vsphere.collector import VSphereCollector  # pyvmomi only when configured
+
+        collectors.extend(VSphereCollector(v) for v in cfg.vcenter)
     return collectors
 
 

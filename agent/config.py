@@ -188,6 +188,9 @@ class VCenterConfig(_Secret):
     ca_file: Path | None = None
     interval: Duration = 20.0
     timeout: Duration | None = None
+    workers: Annotated[int, _Range("a number of threads 1-16", 1, 16)] = 4
+    max_query_entities: Annotated[int, _Range("a number of entities per QueryPerf call 1-5000", 1, 5000)] = 250
+    max_query_metrics: Annotated[int, _Range("a number of metric ids per QueryPerf call (0 = no own cap)", 0)] = 0
 
 
 @dataclass(frozen=True)
