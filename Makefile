@@ -43,6 +43,7 @@ bench: $(STAMP) test-deps $(VSPHERE_SIM)
 	$(PY) bench/remote.py
 	$(PY) bench/db2.py
 	$(PY) bench/vsphere.py
+	$(PY) bench/triage.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

@@ -47,7 +47,8 @@ class TriageResult:
         return EXIT_OK
 
 
-async def _fresh(c: BaseCollector, lookback_s: float) -> tuple[list[Sample], list[Fact], str]:
+async def _fresh(c: BaseCollector, lookback_s: float,
+                 vms: set[str] | None) -> tuple[list[Sample], list[Fact], str]:
     """One look at a source now (plus its own history where it keeps one)."""
     samples: list[Sample] = []
     facts: list[Fact] = []
@@ -56,7 +57,7 @@ async def _fresh(c: BaseCollector, lookback_s: float) -> tuple[list[Sample], lis
         await asyncio.sleep(c.first_delay)
         facts = await asyncio.wait_for(c.describe(), c.timeout)
         records = await asyncio.wait_for(c.collect(), c.timeout)
-        records += await asyncio.wait_for(c.lookback(lookback_s), max(c.timeout, 60.0))
+        records += await asyncio.wait_for(c.lookback(lookback_s, vms), max(c.timeout, 60.0))
         samples = [r for r in records if isinstance(r, Sample)]
         status = f"ok: {len(samples)} samples, {len(facts)} facts"
     except TimeoutError:
@@ -94,7 +95,8 @@ def run_triage(cfg: Config, store_path: Path, lookback_s: float,
         progress("collecting now from " + ", ".join(c.name for c in collectors))
 
         async def gather() -> list[tuple[list[Sample], list[Fact], str]]:
-            return await asyncio.gather(*(_fresh(c, lookback_s) for c in collectors))
+            vms = {s.vm for s in cfg.stack if s.vm} or None  # the stacks' VMs, or all when none is named
+            return await asyncio.gather(*(_fresh(c, lookback_s, vms) for c in collectors))
 
         for c, (s, f, status) in zip(collectors, asyncio.run(gather()), strict=True):
             samples += s

@@ -166,7 +166,6 @@ def stack_verdict(store: Source, stack: StackConfig, since_ns: int, until_ns: in
         "vmdk_write_ms": r.buckets("vsphere_vm_disk", "write_latency_ms", vm),
         "vmdk_read_ms": r.buckets("vsphere_vm_disk", "read_latency_ms", vm),
         "ready_pct": r.buckets("vsphere_vm", "cpu_ready_pct", vm),
-        "vcpus": r.buckets("vsphere_vm", "vcpus", vm),
         "costop_pct": r.buckets("vsphere_vm", "cpu_costop_pct", vm),
         "balloon_bytes": r.buckets("vsphere_vm", "mem_balloon_bytes", vm),
         "vm_swapin": r.buckets("vsphere_vm", "mem_swapin_bytes_per_s", vm),
@@ -266,13 +265,13 @@ def _decide(name: str, f: dict[str, dict[int, float]], samples: int) -> StackVer
             return StackVerdict(name, "db2", chain[0] + " ⇒ DB2 waits on I/O; no layer below it is monitored",
                                 "low", chain, samples, len(judged))
 
-    ready_per_vcpu = (v["ready_pct"] / v["vcpus"]) if v["ready_pct"] is not None and v["vcpus"] else None
-    if ready_per_vcpu is not None and ready_per_vcpu >= 5:
+    # vsphere_vm gives ready and co-stop as % of the interval per vCPU
+    if (v["ready_pct"] or 0) >= 5:
         return verdict("host", "CPU contention on the host: the VM waits for physical CPUs",
-                       [f"CPU ready {ready_per_vcpu:.1f}% per vCPU", f"co-stop {_fmt(v['costop_pct'], '%')}"])
-    if v["costop_pct"] is not None and v["vcpus"] and v["costop_pct"] / v["vcpus"] >= 3:
+                       [f"CPU ready {v['ready_pct']:.1f}% per vCPU", f"co-stop {_fmt(v['costop_pct'], '%')}"])
+    if (v["costop_pct"] or 0) >= 3:
         return verdict("vm", "too many vCPUs for the VM's work (co-scheduling stops)",
-                       [f"co-stop {v['costop_pct'] / v['vcpus']:.1f}% per vCPU"])
+                       [f"co-stop {v['costop_pct']:.1f}% per vCPU"])
     if (v["guest_steal_pct"] or 0) >= 5:
         return verdict("host", "CPU contention on the host (the guest sees steal)",
                        [f"guest steal {v['guest_steal_pct']:.1f}%"])

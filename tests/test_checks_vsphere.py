@@ -43,11 +43,11 @@ LIVE = [
      "critical"),
     ("host-swap-zero", "vsphere_host", HOST, {"mem_swapin_bytes_per_s": 1.0}, {"mem_swapin_bytes_per_s": 0.0},
      "critical"),
-    ("cpu-ready", "vsphere_vm", VM, {"cpu_ready_pct": 48.0, "vcpus": 8}, {"cpu_ready_pct": 39.0, "vcpus": 8},
+    ("cpu-ready", "vsphere_vm", VM, {"cpu_ready_pct": 6.0, "vcpus": 8}, {"cpu_ready_pct": 4.9, "vcpus": 8},
      "warning"),
-    ("cpu-ready", "vsphere_vm", VM, {"cpu_ready_pct": 88.0, "vcpus": 8}, {"cpu_ready_pct": 8.0, "vcpus": 8},
+    ("cpu-ready", "vsphere_vm", VM, {"cpu_ready_pct": 11.0, "vcpus": 8}, {"cpu_ready_pct": 1.0, "vcpus": 8},
      "critical"),
-    ("vcpu-no-excess", "vsphere_vm", VM, {"cpu_costop_pct": 32.0, "vcpus": 8}, {"cpu_costop_pct": 16.0, "vcpus": 8},
+    ("vcpu-no-excess", "vsphere_vm", VM, {"cpu_costop_pct": 4.0, "vcpus": 8}, {"cpu_costop_pct": 2.0, "vcpus": 8},
      "warning"),
     ("cpu-limit-none", "vsphere_vm", VM, {"cpu_maxlimited_pct": 2.0, "vcpus": 8}, {"cpu_maxlimited_pct": 0.0,
                                                                                   "vcpus": 8}, "warning"),
@@ -103,9 +103,11 @@ def test_static_vsphere_rules(rule, bad, good):
     assert rule not in judged(facts=good), f"{rule} tripped on the near miss"
 
 
-def test_vcpu_overallocation_states_the_seed_penalty():
+def test_vcpu_overallocation_states_the_seed_penalty_within_what_it_measured():
     (f,) = judged(facts=[host_fact(vcpus_powered_on=96)])["vcpu-le-threads"]
     assert f.evidence["values"]["ratio"] == 1.5 and "~6.5% lower peak" in f.summary
+    (far,) = judged(facts=[host_fact(vcpus_powered_on=320)])["vcpu-le-threads"]
+    assert "beyond the 1.5:1" in far.summary and far.evidence["values"]["expected_loss_pct"] is None
 
 
 def test_vm_rules_judge_only_the_stacks_vms_when_stacks_exist():

@@ -20,7 +20,7 @@ HEALTHY = {
     "guest_disk": {"write_await_ms": 0.9, "read_await_ms": 1.0},
     "guest_cpu": {"steal_pct": 0.0},
     "guest_mem": {"swap_in_bytes_per_s": 0.0},
-    "vm": {"cpu_ready_pct": 4.0, "vcpus": 8, "cpu_costop_pct": 0.0, "mem_balloon_bytes": 0,
+    "vm": {"cpu_ready_pct": 0.5, "vcpus": 8, "cpu_costop_pct": 0.0, "mem_balloon_bytes": 0,
            "mem_swapin_bytes_per_s": 0.0, "mem_swapped_bytes": 0},
     "vmdk": {"write_latency_ms": 0.8, "read_latency_ms": 0.9},
     "host_lun": {"kernel_latency_ms": 0.0, "queue_latency_ms": 0.0, "device_latency_ms": 0.7, "max_queue_depth": 32},
@@ -86,7 +86,7 @@ def test_host_swap(tmp_path):
 
 
 def test_cpu_ready(tmp_path):
-    v = judge(tmp_path, {"vm": {"cpu_ready_pct": 96.0}})  # 8 vCPUs: 12 % per vCPU
+    v = judge(tmp_path, {"vm": {"cpu_ready_pct": 12.0}})  # % of the interval per vCPU
     assert v.layer == "host" and v.chain[0] == "CPU ready 12.0% per vCPU" and "CPU contention" in v.summary
 
 
