@@ -157,3 +157,41 @@ def test_static_storage_rules_trip_and_near_miss(rule, kind, bad, good):
 def test_management_ports_are_not_storage_ports():
     assert "jumbo-frames" not in judged(facts=[Fact("storage_port", {**NA, "node": "n1", "port": "e0M"},
                                                     {"mtu": 1500}, T0)])
+
+
+GUEST = {"guest": "db2prod01"}
+GUEST_LIVE = [
+    ("linux-hugepages-db2", "guest_mem", GUEST,
+     {"hugepages_total": 1000, "hugepages_free": 1000, "hugepage_size_bytes": 2 << 20, "total_bytes": 64 << 30},
+     {"hugepages_total": 1000, "hugepages_free": 10, "hugepage_size_bytes": 2 << 20, "total_bytes": 64 << 30},
+     "warning"),
+    ("linux-hugepages-db2", "guest_mem", GUEST,
+     {"hugepages_total": 30000, "hugepages_free": 10, "hugepage_size_bytes": 2 << 20, "total_bytes": 64 << 30},
+     {"hugepages_total": 20000, "hugepages_free": 10, "hugepage_size_bytes": 2 << 20, "total_bytes": 64 << 30},
+     "critical"),
+    ("guest-cpu-sys-share", "guest_cpu", {**GUEST, "cpu": "total"},
+     {"busy_pct": 60.0, "system_pct": 20.0, "softirq_pct": 10.0},
+     {"busy_pct": 60.0, "system_pct": 15.0, "softirq_pct": 2.0}, "info"),
+]
+
+
+@pytest.mark.parametrize("rule, measurement, tags, bad, good, severity", GUEST_LIVE)
+def test_guest_live_rules(rule, measurement, tags, bad, good, severity):
+    test_live_rule_trips_and_near_miss(rule, measurement, tags, bad, good, severity)
+
+
+GUEST_FACTS = [
+    ("nic-vmxnet3", "guest_net_interface", {**GUEST, "interface": "eth0"}, {"driver": "e1000"}, {"driver": "vmxnet3"}),
+    ("scsi-pvscsi", "guest_block_device", {**GUEST, "device": "sdb"}, {"driver": "mptspi"}, {"driver": "vmw_pvscsi"}),
+    ("nfs-mount-options", "guest_mount", {**GUEST, "mountpoint": "/db2/log"},
+     {"fstype": "nfs", "options": "rw,soft,proto=tcp,vers=3"}, {"fstype": "nfs", "options": "rw,hard,proto=tcp"}),
+    ("nfs-mount-options", "guest_mount", {**GUEST, "mountpoint": "/db2/data"},
+     {"fstype": "nfs4", "options": "rw,hard,rsize=8192,wsize=32768"},
+     {"fstype": "nfs4", "options": "rw,hard,rsize=65536,wsize=65536"}),
+]
+
+
+@pytest.mark.parametrize("rule, kind, tags, bad, good", GUEST_FACTS)
+def test_guest_static_rules(rule, kind, tags, bad, good):
+    assert rule in judged(facts=[Fact(kind, tags, bad, T0)])
+    assert rule not in judged(facts=[Fact(kind, tags, good, T0)])
