@@ -113,6 +113,35 @@ class StaticRule(Rule):
         raise NotImplementedError
 
 
+class PerFactRule(StaticRule):
+    """One verdict per fact of `kind`: `problem` says what departs from the practice.
+
+    It returns a sentence (the practice is not met), None (met) or False (these facts
+    cannot tell); `evidence` names the fact fields shown with the finding.
+    """
+
+    kind: str
+    severity: str = "warning"
+    evidence: tuple[str, ...] = ()
+
+    def problem(self, fact: Fact, t: Thresholds) -> str | bool | None:
+        raise NotImplementedError
+
+    def entities(self, facts: FactIndex) -> list[Fact]:
+        return facts.of(self.kind)
+
+    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
+        out = []
+        for f in self.entities(facts):
+            problem = self.problem(f, t)
+            if problem is False:
+                continue
+            name = " ".join(v for k, v in f.tags.items() if k not in ("vcenter", "kind"))
+            out.append(Verdict({"layer": self.layer, **f.tags}, self.severity if problem else None,
+                               f"{name}: {problem}" if problem else "", {k: f.data.get(k) for k in self.evidence}))
+        return out
+
+
 def pct(part: float, whole: float) -> float:
     return part * 100.0 / whole if whole else 0.0
 

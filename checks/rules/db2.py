@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from agent.model import Fact
 from agent.store import Row
 from checks.catalog import Practice, baselines
-from checks.rule import FactIndex, LiveRule, StaticRule, Thresholds, Verdict, as_float
+from checks.rule import FactIndex, LiveRule, PerFactRule, StaticRule, Thresholds, Verdict, as_float
 from checks.rules.common import ThresholdRule
 
 
@@ -61,20 +62,20 @@ class LogsSeparate(StaticRule):
         return out
 
 
-class IoCleaners(StaticRule):
-    id, layer = "db2-iocleaners-nonzero", "db2"
+def _param(f: Fact, name: str) -> str:
+    return str((f.data.get("params") or {}).get(name, ""))
+
+
+class IoCleaners(PerFactRule):
+    id, layer, kind = "db2-iocleaners-nonzero", "db2", "db2_dbcfg"
     needs = {"db2_dbcfg": "db2"}
     fix = "UPDATE DB CFG USING NUM_IOCLEANERS AUTOMATIC (seed 000 DSS) or a fixed count such as 20 (OLTP)."
 
-    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
-        out = []
-        for f in facts.of("db2_dbcfg"):
-            value = str((f.data.get("params") or {}).get("num_iocleaners", ""))
-            if value:
-                out.append(Verdict({"layer": "db2", **f.tags}, "warning" if value == "0" else None,
-                                   "NUM_IOCLEANERS = 0: agents write dirty pages themselves",
-                                   {"num_iocleaners": value}))
-        return out
+    def problem(self, f: Fact, t: Thresholds) -> str | bool | None:
+        value = _param(f, "num_iocleaners")
+        if not value:
+            return False
+        return "NUM_IOCLEANERS = 0: agents write dirty pages themselves" if value == "0" else None
 
 
 class CleanersLagging(ThresholdRule):
@@ -124,20 +125,16 @@ class BufferPoolWarm(ThresholdRule):
            "cold pool turns the run into a storage test.")
 
 
-class SelfTuningMemory(StaticRule):
-    id, layer = "db2-automatic-stmm", "db2"
+class SelfTuningMemory(PerFactRule):
+    id, layer, kind, severity = "db2-automatic-stmm", "db2", "db2_dbcfg", "info"
     needs = {"db2_dbcfg": "db2"}
     fix = "UPDATE DB CFG USING SELF_TUNING_MEM ON, and DATABASE_MEMORY / buffer pool sizes AUTOMATIC."
 
-    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
-        out = []
-        for f in facts.of("db2_dbcfg"):
-            value = str((f.data.get("params") or {}).get("self_tuning_mem", ""))
-            if value:
-                out.append(Verdict({"layer": "db2", **f.tags}, "info" if value.upper() == "OFF" else None,
-                                   "SELF_TUNING_MEM = OFF: a cloned or resized VM will not re-tune its memory",
-                                   {"self_tuning_mem": value}))
-        return out
+    def problem(self, f: Fact, t: Thresholds) -> str | bool | None:
+        value = _param(f, "self_tuning_mem").upper()
+        if not value:
+            return False
+        return "SELF_TUNING_MEM = OFF: a cloned or resized VM will not re-tune its memory" if value == "OFF" else None
 
 
 class ContainerBalance(LiveRule):

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from agent.model import Fact
 from agent.store import Row
-from checks.rule import FactIndex, StaticRule, Thresholds, Verdict, as_float
+from checks.rule import FactIndex, PerFactRule, Thresholds, as_float
 from checks.rules.common import ThresholdRule
 
 QUEUE_FIX = ("Find where I/O queues: KAVG/QAVG > 0 means the VMkernel holds I/O back (raise the HBA LUN queue depth "
@@ -109,130 +110,110 @@ class ArrayVolumeLatency(ArrayLatency):
     needs = {"storage_volume": "storage"}
 
 
-class _FactCheck(StaticRule):
-    """One fact field against an expected value, for each entity of a kind."""
-
-    kind: str
-    severity: str = "warning"
-    needs_fields: tuple[str, ...] = ()
-
-    def bad(self, data: dict, t: Thresholds) -> str | None:
-        """A sentence saying what is wrong, or None."""
-        raise NotImplementedError
-
-    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
-        out = []
-        for f in facts.of(self.kind):
-            problem = self.bad(f.data, t)
-            name = " ".join(f"{k}={v}" for k, v in f.tags.items() if k not in ("kind",))
-            out.append(Verdict({"layer": self.layer, **f.tags}, self.severity if problem else None,
-                               f"{name}: {problem}", {k: f.data.get(k) for k in self.needs_fields}))
-        return out
-
-
-class SnapReserve(_FactCheck):
+class SnapReserve(PerFactRule):
     id, layer, kind = "na-snap-reserve-0", "storage", "storage_volume"
-    needs, needs_fields = {"storage_volume": "storage"}, ("snapshot_reserve_pct",)
+    needs, evidence = {"storage_volume": "storage"}, ("snapshot_reserve_pct",)
     fix = "volume modify -vserver V -volume X -percent-snapshot-space 0"
 
-    def bad(self, d: dict, t: Thresholds) -> str | None:
-        reserve = d.get("snapshot_reserve_pct")
+    def problem(self, f: Fact, t: Thresholds) -> str | None:
+        reserve = f.data.get("snapshot_reserve_pct")
         return f"snapshot reserve {reserve}% (seed: 0)" if isinstance(reserve, int | float) and reserve > 0 else None
 
 
-class NoSnapSchedule(_FactCheck):
+class NoSnapSchedule(PerFactRule):
     id, layer, kind = "na-nosnap", "storage", "storage_volume"
-    needs, needs_fields = {"storage_volume": "storage"}, ("snapshot_policy",)
+    needs, evidence = {"storage_volume": "storage"}, ("snapshot_policy",)
     fix = "volume modify -vserver V -volume X -snapshot-policy none (take database-consistent snapshots instead)"
 
-    def bad(self, d: dict, t: Thresholds) -> str | None:
-        policy = d.get("snapshot_policy")
+    def problem(self, f: Fact, t: Thresholds) -> str | None:
+        policy = f.data.get("snapshot_policy")
         return f"automatic snapshot policy {policy!r}" if policy and str(policy).lower() != "none" else None
 
 
-class NoAtime(_FactCheck):
+class NoAtime(PerFactRule):
     id, layer, kind = "na-no-atime", "storage", "storage_volume"
-    needs, needs_fields = {"storage_volume": "storage"}, ("atime_update",)
+    needs, evidence = {"storage_volume": "storage"}, ("atime_update",)
     fix = "volume modify -vserver V -volume X -atime-update false"
 
-    def bad(self, d: dict, t: Thresholds) -> str | None:
-        return "inode access times are updated on every read" if d.get("atime_update") is True else None
+    def problem(self, f: Fact, t: Thresholds) -> str | None:
+        return "inode access times are updated on every read" if f.data.get("atime_update") is True else None
 
 
-class NoSnapDir(_FactCheck):
+class NoSnapDir(PerFactRule):
     id, layer, kind, severity = "na-nosnapdir", "storage", "storage_volume", "info"
-    needs, needs_fields = {"storage_volume": "storage"}, ("snapdir_access",)
+    needs, evidence = {"storage_volume": "storage"}, ("snapdir_access",)
     fix = "volume modify -vserver V -volume X -snapdir-access false"
 
-    def bad(self, d: dict, t: Thresholds) -> str | None:
-        return "the .snapshot directory is visible to clients" if d.get("snapdir_access") is True else None
+    def problem(self, f: Fact, t: Thresholds) -> str | None:
+        return "the .snapshot directory is visible to clients" if f.data.get("snapdir_access") is True else None
 
 
-class NvFail(_FactCheck):
+class NvFail(PerFactRule):
     id, layer, kind = "na-nvfail", "storage", "storage_volume"
-    needs, needs_fields = {"storage_volume": "storage"}, ("nvfail",)
+    needs, evidence = {"storage_volume": "storage"}, ("nvfail",)
     fix = "volume modify -vserver V -volume X -nvfail on"
 
-    def bad(self, d: dict, t: Thresholds) -> str | None:
-        return "nvfail is off: a bad NVRAM at boot would not stop the database" if d.get("nvfail") is False else None
+    def problem(self, f: Fact, t: Thresholds) -> str | None:
+        off = f.data.get("nvfail") is False
+        return "nvfail is off: a bad NVRAM at boot would not stop the database" if off else None
 
 
-class RaidDp(_FactCheck):
+class RaidDp(PerFactRule):
     id, layer, kind = "na-raid-dp", "storage", "storage_aggregate"
-    needs, needs_fields = {"storage_aggregate": "storage"}, ("raid_type",)
+    needs, evidence = {"storage_aggregate": "storage"}, ("raid_type",)
     fix = "Use RAID-DP (or RAID-TEC) aggregates for database volumes."
 
-    def bad(self, d: dict, t: Thresholds) -> str | None:
-        raid = str(d.get("raid_type") or "")
+    def problem(self, f: Fact, t: Thresholds) -> str | None:
+        raid = str(f.data.get("raid_type") or "")
         return f"RAID type {raid} has less than double parity" if raid and raid not in ("raid_dp", "raid_tec") else None
 
 
-class ThinLunVolume(_FactCheck):
+class ThinLunVolume(PerFactRule):
     id, layer, kind = "na-thin-lun-2x-vol", "storage", "storage_lun"
-    needs, needs_fields = {"storage_lun": "storage"}, ("volume_to_luns_ratio", "space_reserve")
+    needs, evidence = {"storage_lun": "storage"}, ("volume_to_luns_ratio", "space_reserve")
     defaults = {"min_ratio": 2.0}
     fix = "Size the FlexVol holding thin LUNs at twice their size (it then acts as the LUNs' quota)."
 
-    def bad(self, d: dict, t: Thresholds) -> str | None:
-        ratio = d.get("volume_to_luns_ratio")
-        if d.get("space_reserve") is False and isinstance(ratio, int | float) and ratio < as_float(t["min_ratio"]):
+    def problem(self, f: Fact, t: Thresholds) -> str | None:
+        ratio = f.data.get("volume_to_luns_ratio")
+        if f.data.get("space_reserve") is False and isinstance(ratio, int | float) and ratio < as_float(t["min_ratio"]):
             return f"thin LUN in a volume only {ratio:.2f}x its LUNs (seed: 2x)"
         return None
 
 
-class PortJumboFrames(_FactCheck):
+class PortJumboFrames(PerFactRule):
     id, layer, kind, severity = "jumbo-frames", "storage", "storage_port", "info"
-    needs, needs_fields = {"storage_port": "storage"}, ("mtu",)
+    needs, evidence = {"storage_port": "storage"}, ("mtu",)
     defaults = {"mtu": 9000}
     fix = "Use MTU 9000 end to end (array port, switch, ESXi vmknic/vSwitch) on the storage network."
 
-    def bad(self, d: dict, t: Thresholds) -> str | None:
-        mtu = d.get("mtu")
+    def problem(self, f: Fact, t: Thresholds) -> str | None:
+        mtu = f.data.get("mtu")
         return f"MTU {mtu}, not {t['mtu']}" if isinstance(mtu, int) and mtu < as_float(t["mtu"]) else None
 
-    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
+    def entities(self, facts: FactIndex) -> list[Fact]:
         # only ports that carry data: ONTAP's e0M/e0P are management and cluster-internal
-        return [v for v in super().judge_facts(facts, t) if not v.subject.get("port", "").startswith(("e0M", "e0P"))]
+        return [f for f in facts.of(self.kind) if not f.tags.get("port", "").startswith(("e0M", "e0P"))]
 
 
-class FlowControl(_FactCheck):
+class FlowControl(PerFactRule):
     id, layer, kind, severity = "flowcontrol-full", "storage", "storage_port", "info"
-    needs, needs_fields = {"storage_port": "storage"}, ("flowcontrol_admin",)
+    needs, evidence = {"storage_port": "storage"}, ("flowcontrol_admin",)
     fix = "network port modify -node N -port P -flowcontrol-admin full (current NetApp guidance for 10 GbE+ differs)"
 
-    def bad(self, d: dict, t: Thresholds) -> str | None:
-        fc = d.get("flowcontrol_admin")
+    def problem(self, f: Fact, t: Thresholds) -> str | None:
+        fc = f.data.get("flowcontrol_admin")
         return f"flow control {fc}" if fc and fc != "full" else None
 
 
-class IscsiMaxIos(_FactCheck):
+class IscsiMaxIos(PerFactRule):
     id, layer, kind, severity = "na-iscsi-max-ios", "storage", "storage_iscsi", "info"
-    needs, needs_fields = {"storage_iscsi": "storage"}, ("cmd_window_size_min",)
+    needs, evidence = {"storage_iscsi": "storage"}, ("cmd_window_size_min",)
     defaults = {"min_commands": 256}
     fix = "Raise the iSCSI command window (seed 000: from 128 to 256 outstanding commands per session)."
 
-    def bad(self, d: dict, t: Thresholds) -> str | None:
-        window = d.get("cmd_window_size_min")
+    def problem(self, f: Fact, t: Thresholds) -> str | None:
+        window = f.data.get("cmd_window_size_min")
         if isinstance(window, int) and window < as_float(t["min_commands"]):
             return f"sessions allow {window} outstanding commands, seed uses {t['min_commands']}"
         return None

@@ -7,9 +7,10 @@ not this tool's business.
 
 from __future__ import annotations
 
+from agent.model import Fact
 from agent.store import Row
 from agent.units import format_bytes
-from checks.rule import FactIndex, LiveRule, StaticRule, Thresholds, Verdict, as_float, pct
+from checks.rule import FactIndex, LiveRule, PerFactRule, StaticRule, Thresholds, Verdict, as_float, pct
 from checks.rules.common import ThresholdRule
 
 MIB = 2**20
@@ -260,20 +261,25 @@ class VcpuLeThreads(StaticRule):
         return out
 
 
-class CpuLimitConfigured(StaticRule):
-    id, layer = "cpu-limit-none", "vm"
+class _StackVmRule(PerFactRule):
+    """Judges the VMs of the configured stacks (every VM when no stack is configured)."""
+
+    layer, kind = "vm", "vsphere_vm"
     needs = {"vsphere_vm": "vcenter"}
+
+    def entities(self, facts: FactIndex) -> list[Fact]:
+        return _vm_facts(facts)
+
+
+class CpuLimitConfigured(_StackVmRule):
+    id, evidence = "cpu-limit-none", ("cpu_limit_mhz",)
     fix = MaxLimited.fix
 
-    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
-        out = []
-        for vm in _vm_facts(facts):
-            limit = vm.data.get("cpu_limit_mhz")
-            if limit is None:
-                continue
-            out.append(Verdict({"layer": "vm", **vm.tags}, "warning" if limit != -1 else None,
-                               f"{vm.tags.get('vm')} has a CPU limit of {limit} MHz", {"cpu_limit_mhz": limit}))
-        return out
+    def problem(self, f: Fact, t: Thresholds) -> str | bool | None:
+        limit = f.data.get("cpu_limit_mhz")
+        if limit is None:
+            return False
+        return f"a CPU limit of {limit} MHz" if limit != -1 else None
 
 
 class MemReservation(LiveRule):
@@ -306,42 +312,31 @@ class MemReservation(LiveRule):
                        f"{format_bytes(need)}", {"reservation_bytes": reserved, "db2_committed_bytes": need})
 
 
-class HostMemHeadroom(StaticRule):
-    id, layer = "host-mem-headroom-10pct", "host"
-    needs = {"vsphere_host": "vcenter"}
+class HostMemHeadroom(PerFactRule):
+    id, layer, kind = "host-mem-headroom-10pct", "host", "vsphere_host"
+    needs, evidence = {"vsphere_host": "vcenter"}, ("memory_bytes", "vm_memory_mb_powered_on")
     defaults = {"headroom_pct": 10.0}
     fix = "Leave about 10 % of the host's memory unallocated to VMs for overhead and the hypervisor (seed 000 §5.4)."
 
-    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
-        out = []
-        for h in facts.of("vsphere_host"):
-            memory = as_float(h.data.get("memory_bytes"))
-            allocated = as_float(h.data.get("vm_memory_mb_powered_on")) * MIB
-            if not memory:
-                continue
-            share = pct(allocated, memory)
-            out.append(Verdict({"layer": "host", **h.tags},
-                               "warning" if share > 100 - as_float(t["headroom_pct"]) else None,
-                               f"{h.tags.get('host')}: {share:.0f}% of host memory allocated to powered-on VMs",
-                               {"allocated_bytes": allocated, "memory_bytes": memory,
-                                "allocated_pct": round(share, 1)}))
-        return out
+    def problem(self, f: Fact, t: Thresholds) -> str | bool | None:
+        memory = as_float(f.data.get("memory_bytes"))
+        if not memory:
+            return False
+        share = pct(as_float(f.data.get("vm_memory_mb_powered_on")) * MIB, memory)
+        if share > 100 - as_float(t["headroom_pct"]):
+            return f"{share:.0f}% of host memory allocated to powered-on VMs"
+        return None
 
 
-class _VmDeviceRule(StaticRule):
-    layer = "vm"
-    needs = {"vsphere_vm": "vcenter"}
+class _VmDeviceRule(_StackVmRule):
     list_key, good, what = "", (), ""
 
-    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
-        out = []
-        for vm in _vm_facts(facts):
-            items = vm.data.get(self.list_key) or []
-            bad = sorted({str(i.get("type")) for i in items if i.get("type") not in self.good})
-            if items:
-                out.append(Verdict({"layer": "vm", **vm.tags}, "warning" if bad else None,
-                                   f"{vm.tags.get('vm')} has {self.what}: {', '.join(bad)}", {"types": bad}))
-        return out
+    def problem(self, f: Fact, t: Thresholds) -> str | bool | None:
+        items = f.data.get(self.list_key) or []
+        if not items:
+            return False
+        bad = sorted({str(i.get("type")) for i in items if i.get("type") not in self.good})
+        return f"{self.what}: {', '.join(bad)}" if bad else None
 
 
 class NicVmxnet3(_VmDeviceRule):
@@ -374,21 +369,16 @@ class ToolsRunning(StaticRule):
         return out
 
 
-class EagerZeroed(StaticRule):
-    id, layer = "vmdk-eager-zeroed", "vm"
-    needs = {"vsphere_vm": "vcenter"}
+class EagerZeroed(_StackVmRule):
+    id, severity = "vmdk-eager-zeroed", "info"
     fix = "Use thick provisioned, eager-zeroed VMDKs for DB2 data and logs (seed 002 App. C)."
 
-    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
-        out = []
-        for vm in _vm_facts(facts):
-            disks = vm.data.get("disks") or []
-            lazy = [d.get("instance") for d in disks if d.get("backing") in ("thin", "lazy_zeroed")]
-            if disks:
-                out.append(Verdict({"layer": "vm", **vm.tags}, "info" if lazy else None,
-                                   f"{vm.tags.get('vm')}: not eager-zeroed: {', '.join(map(str, lazy))}",
-                                   {"disks": lazy}))
-        return out
+    def problem(self, f: Fact, t: Thresholds) -> str | bool | None:
+        disks = f.data.get("disks") or []
+        if not disks:
+            return False
+        lazy = [str(d.get("instance")) for d in disks if d.get("backing") in ("thin", "lazy_zeroed")]
+        return f"not eager-zeroed: {', '.join(lazy)}" if lazy else None
 
 
 class _HostLunRule(StaticRule):
@@ -444,33 +434,19 @@ class HbaQueueDepth(_HostLunRule):
         return None
 
 
-class HostSettings(StaticRule):
+class HostSettings(PerFactRule):
     """Host platform facts: hyper-threading on, NUMA not interleaved, power policy."""
 
-    layer = "host"
+    layer, kind = "host", "vsphere_host"
     needs = {"vsphere_host": "vcenter"}
-    check = ""
-    severity = "warning"
-
-    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
-        out = []
-        for h in facts.of("vsphere_host"):
-            problem = self.problem(h.data)
-            if problem is not False:
-                out.append(Verdict({"layer": "host", **h.tags}, self.severity if problem else None,
-                                   f"{h.tags.get('host')}: {problem}", {}))
-        return out
-
-    def problem(self, d: dict) -> str | bool | None:
-        """A sentence, None when the practice is met, False when the facts cannot tell."""
-        raise NotImplementedError
 
 
 class HyperThreading(HostSettings):
     id = "ht-enabled"
     fix = "Enable hyper-threading in the BIOS and in ESXi (seed 000 §5.1, seed 001)."
 
-    def problem(self, d: dict) -> str | bool | None:
+    def problem(self, f: Fact, t: Thresholds) -> str | bool | None:
+        d = f.data
         if d.get("hyperthreading_available") is None:
             return False
         if d.get("hyperthreading_available") and not d.get("hyperthreading_active"):
@@ -482,7 +458,8 @@ class NumaEnabled(HostSettings):
     id = "numa-enabled"
     fix = "Turn off node interleaving in the BIOS so ESXi sees the NUMA nodes (seed 000 §5.1)."
 
-    def problem(self, d: dict) -> str | bool | None:
+    def problem(self, f: Fact, t: Thresholds) -> str | bool | None:
+        d = f.data
         nodes, sockets = d.get("numa_nodes"), d.get("cpu_sockets")
         if not nodes or not sockets:
             return False
@@ -493,7 +470,8 @@ class PowerPolicy(HostSettings):
     id, severity = "host-power-policy", "info"
     fix = "Use the High Performance power policy (static) on database hosts (published guidance, not in seeds)."
 
-    def problem(self, d: dict) -> str | bool | None:
+    def problem(self, f: Fact, t: Thresholds) -> str | bool | None:
+        d = f.data
         policy = d.get("power_policy")
         if not policy:
             return False
