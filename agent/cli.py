@@ -14,13 +14,19 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent import __version__
 from agent.config import Config, ConfigError, load_config, resolve_config
+from agent.logs import LOG_FORMATS, TEXT_FORMAT, setup_logging
 from agent.paths import default_config_path, state_dir
 from agent.secrets import SecretError
 from agent.store import Store, StoreError, StoreLockedError, StoreWriter
 from agent.units import format_duration, parse_duration
+
+if TYPE_CHECKING:
+    from agent.runtime import Runtime
+    from agent.sinks.influx import InfluxSink
 
 log = logging.getLogger("db2vtop")
 
@@ -60,12 +66,18 @@ def build_parser() -> argparse.ArgumentParser:
     common(w)
 
     a = sub.add_parser("agent", help="headless collection into the store",
-                       description="Collect on schedule into the embedded store until SIGTERM/SIGINT.")
+                       description="Collect on schedule into the embedded store (and InfluxDB when [influxdb] is "
+                                   "configured) until SIGTERM/SIGINT, which stop gracefully: in-flight cycles end, "
+                                   "the store is flushed and the InfluxDB spool is delivered for up to "
+                                   "[influxdb] flush_timeout. SIGHUP reloads the config file without losing "
+                                   "spooled data.")
     common(a)
     a.add_argument("--once", action="store_true", help="one cycle of every collector, then exit "
                    "(status 1 if any collector failed)")
     a.add_argument("--duration", type=_duration, metavar="SECONDS", help="stop after this long (e.g. 60, 10m)")
     a.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    a.add_argument("--log-format", default="text", choices=LOG_FORMATS,
+                   help="text (default) or json: one object per line with ts, level, logger, msg")
 
     q = sub.add_parser("query", help="print stored samples of one measurement",
                        description="Print the samples of one measurement as a JSON array of "
@@ -121,29 +133,28 @@ def _store_path(args: argparse.Namespace, cfg: Config) -> Path:
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
-    from agent.assemble import build_collectors
+    from agent.assemble import build_collectors, build_sink
     from agent.runtime import Runtime
 
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logging(args.log_level, args.log_format)
     cfg = resolve_config(args.config)
     writer = StoreWriter(_store_path(args, cfg), cfg.store.retention)
-    runtime = Runtime(build_collectors(cfg), [writer])
-    log.info("db2vtop %s agent: store %s, collectors %s", __version__, writer.path,
-             ", ".join(c.name for c in runtime.collectors))
-
-    async def run() -> None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, runtime.stop)
-        if args.once:
-            await runtime.run_once()
-        else:
-            await runtime.run(args.duration)
-
+    sink = None
+    deadline = None if args.duration is None else time.monotonic() + args.duration
     try:
-        asyncio.run(run())
+        sink = build_sink(cfg)
+        while True:
+            sinks = [sink] if sink else []
+            runtime = Runtime(build_collectors(cfg, sinks), [writer, *sinks])
+            log.info("db2vtop %s agent (pid %d): store %s, influxdb %s, collectors %s", __version__, os.getpid(),
+                     writer.path, cfg.influxdb.url if cfg.influxdb else "off",
+                     ", ".join(c.name for c in runtime.collectors))
+            if not _run_agent(runtime, args, deadline):
+                break
+            cfg, sink = _reload(args, cfg, sink)
     finally:
+        if sink is not None:
+            sink.close()
         writer.close()
     failed = [f"{name}: {st.last_error}" for name, st in runtime.stats.items() if st.errors]
     if args.once and failed:
@@ -152,26 +163,74 @@ def cmd_agent(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_watch(args: argparse.Namespace) -> int:
-    from tui.app import WatchApp
+def _run_agent(runtime: Runtime, args: argparse.Namespace, deadline: float | None) -> bool:
+    """Run until stopped; True when the stop was a SIGHUP asking for a reload."""
+    reload = False
 
-    from agent.assemble import build_collectors
+    def hangup() -> None:
+        nonlocal reload
+        reload = True
+        runtime.stop()
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, runtime.stop)
+        loop.add_signal_handler(signal.SIGHUP, hangup)
+        if args.once:
+            await runtime.run_once()
+        else:
+            await runtime.run(None if deadline is None else max(0.0, deadline - time.monotonic()))
+
+    asyncio.run(run())
+    return reload and not args.once
+
+
+def _reload(args: argparse.Namespace, cfg: Config, sink: InfluxSink | None) -> tuple[Config, InfluxSink | None]:
+    """SIGHUP: read the config again; rebuild the sink only if [influxdb] changed (its spool stays)."""
+    from agent.assemble import build_sink
+
+    try:
+        new = resolve_config(args.config)
+    except ConfigError as e:
+        log.error("reload: %s; keeping the running configuration", e)
+        return cfg, sink
+    if new.store != cfg.store:
+        log.warning("reload: [store] changes take effect at the next restart")
+    if new.influxdb != cfg.influxdb:
+        if sink is not None:
+            sink.close(timeout=0)
+        if new.influxdb and cfg.influxdb and new.influxdb.spool_dir != cfg.influxdb.spool_dir:
+            log.warning("reload: spool_dir changed; points spooled in %s are sent after a restart with the old "
+                        "spool_dir", cfg.influxdb.spool_dir)
+        sink = None  # closed: never close it twice if the new one cannot start
+        sink = build_sink(new)
+    log.info("reload: configuration read again from %s", new.source or "defaults")
+    return new, sink
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    from agent.assemble import build_collectors, build_sink
     from agent.runtime import Runtime
+    from tui.app import WatchApp
 
     cfg = resolve_config(args.config)
     log_file = state_dir() / "watch.log"
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    logging.basicConfig(level=logging.INFO, filename=log_file,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, filename=log_file, format=TEXT_FORMAT)
     path = _store_path(args, cfg)
     try:
         writer: StoreWriter | None = StoreWriter(path, cfg.store.retention)
     except StoreLockedError:
         writer = None  # an agent is collecting into this store: show its data
-    runtime = Runtime(build_collectors(cfg), [writer]) if writer else None
+    sink = build_sink(cfg) if writer else None  # an attached watch leaves InfluxDB to the agent
+    sinks = [sink] if sink else []
+    runtime = Runtime(build_collectors(cfg, sinks), [writer, *sinks]) if writer else None
     try:
         WatchApp(path, runtime).run()
     finally:
+        if sink is not None:
+            sink.close()
         if writer:
             writer.close()
     return EXIT_OK
