@@ -21,6 +21,7 @@ from agent.config import Config, ConfigError, load_config, resolve_config
 from agent.logs import LOG_FORMATS, TEXT_FORMAT, setup_logging
 from agent.paths import default_config_path, state_dir
 from agent.secrets import SecretError
+from agent.sinks.spool import SpoolError
 from agent.store import Store, StoreError, StoreLockedError, StoreWriter
 from agent.units import format_duration, parse_duration
 
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     except StoreLockedError as e:
         print(f"db2vtop: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except (CommandError, StoreError) as e:
+    except (CommandError, StoreError, SpoolError) as e:
         print(f"db2vtop: {e}", file=sys.stderr)
         return getattr(e, "status", EXIT_FAILED)
     except KeyboardInterrupt:

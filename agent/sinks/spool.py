@@ -9,13 +9,14 @@ Layout of the spool directory:
   InfluxDB absorbs: a point with the same series and timestamp overwrites itself.
 
 A kill -9 can leave a torn record at the end of a segment; opening the spool verifies
-the tail's checksums and cuts it there. When the spool would grow past `max_bytes`,
+every record's checksum and cuts the segment at the first bad one. When the spool would grow past `max_bytes`,
 whole oldest segments are deleted and their undelivered points counted as dropped,
 so the bound holds at segment granularity (segments are 1/16 of the bound).
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import struct
@@ -77,7 +78,9 @@ class Spool:
         self._inflight: Batch | None = None
         self._last_sync = time.monotonic()
         self._dirty = False
+        self._closed = False
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._lock_fd = _lock_dir(self.dir)
         self._cursor_fd = os.open(self.dir / "cursor", os.O_RDWR | os.O_CREAT, 0o600)
         self._recover()
         self._active = self._new_segment()
@@ -198,6 +201,8 @@ class Spool:
         between reading it and marking the batch in flight.
         """
         with self._lock:
+            if self._closed:
+                return None
             seq, pos = self._cursor
             seg = next((s for s in self._segments if s.seq == seq), None)
             while seg is not None and pos >= seg.size and seg is not self._active:
@@ -244,6 +249,8 @@ class Spool:
         """The batch was delivered (or dead-lettered): never read it again."""
         with self._lock:
             self._inflight = None
+            if self._closed:
+                return
             seg = next((s for s in self._segments if s.seq == batch.seq), None)
             if seg is None or (self._cursor[0], self._cursor[1]) != (batch.seq, batch.start):
                 return  # its segment was dropped while the batch was in flight
@@ -282,6 +289,9 @@ class Spool:
 
     def close(self) -> None:
         with self._lock:
+            if self._closed:
+                return
+            self._closed = True
             if self.fsync != "never":
                 self._sync()
                 os.fsync(self._cursor_fd)
@@ -289,6 +299,22 @@ class Spool:
             os.close(self._cursor_fd)
             if self._active.size == len(MAGIC) and len(self._segments) == 1:
                 self._active.path.unlink(missing_ok=True)  # nothing in it: do not leave empty files
+            os.close(self._lock_fd)
+
+
+def _lock_dir(path: Path) -> int:
+    """One process per spool: two senders would deliver the same points twice and race on the cursor."""
+    fd = os.open(path / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise SpoolError(f"spool {path} is in use by another db2vtop process (pid {pid}); "
+                         "give each agent its own [influxdb] spool_dir") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
 
 
 def _fsync_dir(path: Path) -> None:

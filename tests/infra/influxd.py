@@ -8,6 +8,7 @@ so a test can take the server away for a while and bring it back on the same por
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import socket
@@ -75,10 +76,9 @@ bind-address = "127.0.0.1:{self.rpc_port}"
 """)
 
     def start(self, timeout: float = 60.0) -> None:
-        log = open(self.base / "influxd.log", "ab")
-        self.proc = subprocess.Popen([str(influxd_binary()), "run", "-config", str(self.config)],
-                                     stdout=log, stderr=log, stdin=subprocess.DEVNULL)
-        log.close()
+        with open(self.base / "influxd.log", "ab") as log:
+            self.proc = subprocess.Popen([str(influxd_binary()), "run", "-config", str(self.config)],
+                                         stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -93,7 +93,9 @@ bind-address = "127.0.0.1:{self.rpc_port}"
             self.stop()
             raise RuntimeError(f"influxd did not answer /ping within {timeout:.0f}s")
         if self.auth:
-            self.query(f"CREATE USER {ADMIN[0]} WITH PASSWORD '{ADMIN[1]}' WITH ALL PRIVILEGES", ignore_errors=True)
+            # allowed without credentials while no admin exists; a restart finds it there already
+            self.query(f"CREATE USER {ADMIN[0]} WITH PASSWORD '{ADMIN[1]}' WITH ALL PRIVILEGES", ignore_errors=True,
+                       login=False)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -109,14 +111,14 @@ bind-address = "127.0.0.1:{self.rpc_port}"
     def token(self) -> str:
         return ":".join(ADMIN)
 
-    def query(self, q: str, db: str | None = None, ignore_errors: bool = False) -> list[dict]:
+    def query(self, q: str, db: str | None = None, ignore_errors: bool = False, login: bool = True) -> list[dict]:
         """InfluxQL over /query (epoch=ns); returns the statements' results."""
         params = {"q": q, "epoch": "ns"}
         if db:
             params["db"] = db
-        if self.auth:
-            params.update(u=ADMIN[0], p=ADMIN[1])
         req = urllib.request.Request(self.url + "/query", data=urllib.parse.urlencode(params).encode(), method="POST")
+        if self.auth and login:
+            req.add_header("Authorization", "Basic " + base64.b64encode(":".join(ADMIN).encode()).decode())
         try:
             with urllib.request.urlopen(req, timeout=60) as r:
                 doc = json.load(r)
