@@ -256,6 +256,7 @@ class InfluxConfig:
     retry_interval: Duration = 1.0
     max_retry_delay: Duration = 30.0
     flush_timeout: Duration = 10.0
+    stats_interval: Duration = 10.0
 
     def token(self) -> SecretRef | None:
         if self.token_env or self.token_file:

@@ -16,8 +16,8 @@ MEASUREMENT = "db2vtop_sink"
 
 
 class SinkMonitor(BaseCollector):
-    def __init__(self, sink: InfluxSink, interval: float = 10.0):
-        super().__init__(f"sink-{sink.name}", interval)
+    def __init__(self, sink: InfluxSink):
+        super().__init__(f"sink-{sink.name}", sink.cfg.stats_interval)
         self.sink = sink
         self.tags = {"sink": sink.name, "agent": socket.gethostname()}
 
