@@ -1,6 +1,7 @@
 # db2vtop: `make run` starts the TUI on this machine, `make test` installs what the tests
-# need and runs them. Everything lands in .venv/ and build/; nothing is installed globally
-# except Debian packages (openssh-server, sysstat, tmux) that the tests use as real peers.
+# need and runs them. Everything lands in .venv/, build/ and ~/.cache/db2vtop/ (influxd 1.8.10,
+# built once with `go install`); nothing is installed globally except Debian packages
+# (openssh-server, sysstat, tmux, systemd) that the tests use as real peers.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -20,6 +21,7 @@ run: $(STAMP)
 
 test-deps:
 	tests/infra/install-deps.sh
+	tests/infra/build-influxd.sh
 
 test: $(STAMP) test-deps
 	$(VENV)/bin/ruff check .
@@ -31,6 +33,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/store.py
 	$(PY) bench/agent_overhead.py
+	$(PY) bench/influx.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

@@ -250,6 +250,7 @@ class InfluxConfig:
     spool_fsync_interval: Duration = 1.0
     tags: dict[str, str] = field(default_factory=dict)
     batch_size: PositiveInt = 5000
+    max_in_flight: Annotated[int, _Range("an integer 1-8", 1, 8)] = 2
     flush_interval: Duration = 2.0
     gzip: bool = True
     timeout: Duration = 10.0

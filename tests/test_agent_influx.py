@@ -19,35 +19,11 @@ import pytest
 from agent.sinks.spool import Spool
 from agent.store import Store
 from tests.conftest import ROOT, run_cli
-from tests.infra.influxd import InfluxServer
-from tests.test_influx_sink import wait_for
+from tests.infra.influxd import InfluxServer, influx_keys, store_keys, wait_for, write_agent_config
 
 OUTAGE_S = 30  # the issue's scenario: InfluxDB away for 30 s while the agent collects
 DASHBOARD = ROOT / "contrib" / "grafana" / "db2vtop-dashboard.json"
 UNIT = ROOT / "contrib" / "systemd" / "db2vtop-agent.service"
-
-Key = tuple[str, tuple[tuple[str, str], ...], int]
-
-
-def write_config(path: Path, srv: InfluxServer, bucket: str, store: Path, token_file: Path | None = None) -> Path:
-    token = f'token_file = "{token_file}"\n' if token_file else ""
-    path.write_text(f"""
-[store]
-path = "{store}"
-[guest]
-interval = "500ms"
-[influxdb]
-url = "{srv.url}"
-bucket = "{bucket}"
-spool_dir = "{path.parent / 'spool'}"
-flush_interval = "200ms"
-retry_interval = "200ms"
-max_retry_delay = "1s"
-flush_timeout = "30s"
-stats_interval = "1s"
-{token}""")
-    return path
-
 
 def start_agent(cfg: Path, log: Path, *extra: str) -> subprocess.Popen:
     with open(log, "ab") as f:
@@ -58,22 +34,6 @@ def start_agent(cfg: Path, log: Path, *extra: str) -> subprocess.Popen:
 def stop_agent(p: subprocess.Popen, log: Path) -> None:
     p.send_signal(signal.SIGTERM)
     assert p.wait(90) == 0, log.read_text()
-
-
-def _tags(tags: dict[str, str]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((k, v) for k, v in tags.items() if v != ""))
-
-
-def store_keys(path: Path) -> set[Key]:
-    with Store(path) as s:
-        keys = {(m, _tags(r.tags), r.ts) for m in s.measurements() for r in s.rows(m)}
-        keys |= {("db2vtop_annotation", _tags({**a.tags, "kind": a.kind, "name": a.name}), a.ts)
-                 for a in s.annotations()}
-    return keys
-
-
-def influx_keys(srv: InfluxServer, db: str) -> set[Key]:
-    return {(m, _tags(tags), ts) for m in srv.measurements(db) for ts, tags, _ in srv.points(db, m)}
 
 
 def sink_states(store: Path) -> list[str]:
@@ -95,7 +55,7 @@ def test_an_outage_in_the_middle_of_an_agent_run_loses_nothing(tmp_path, influxd
     influxd.start()
     bucket = influxd.create_db("e2e")
     store = tmp_path / "metrics.db"
-    cfg = write_config(tmp_path / "config.toml", influxd, bucket, store)
+    cfg = write_agent_config(tmp_path / "config.toml", influxd, bucket, store)
     log = tmp_path / "agent.log"
     agent = start_agent(cfg, log)
     try:
@@ -144,7 +104,7 @@ def test_a_kill_9_during_an_outage_keeps_the_spool_for_the_next_start(tmp_path, 
     bucket = influxd.create_db("k9")
     influxd.stop()  # InfluxDB is down for the whole first run
     store = tmp_path / "metrics.db"
-    cfg = write_config(tmp_path / "config.toml", influxd, bucket, store)
+    cfg = write_agent_config(tmp_path / "config.toml", influxd, bucket, store)
     log = tmp_path / "agent.log"
     agent = start_agent(cfg, log)
     wait_for(lambda: "unreachable" in sink_states(store), 60, "the sink noticing the outage")
@@ -179,13 +139,13 @@ def test_a_wrong_token_then_sighup_with_the_right_one_delivers_everything(tmp_pa
             f.write_text(text + "\n")
             f.chmod(0o600)
         store = tmp_path / "metrics.db"
-        cfg = write_config(tmp_path / "config.toml", srv, bucket, store, token_file=wrong)
+        cfg = write_agent_config(tmp_path / "config.toml", srv, bucket, store, token_file=wrong)
         log = tmp_path / "agent.log"
         agent = start_agent(cfg, log, "--log-format", "json")
         try:
             wait_for(lambda: "auth_error" in sink_states(store), 60, "auth_error in db2vtop_sink")
             assert not srv.measurements("auth")
-            write_config(cfg, srv, bucket, store, token_file=right)
+            write_agent_config(cfg, srv, bucket, store, token_file=right)
             agent.send_signal(signal.SIGHUP)
             wait_for(lambda: srv.measurements("auth"), 60, "delivery after the reload")
             wait_for(lambda: sink_states(store)[-1:] == ["ok"], 60, "the sink state ok")

@@ -104,17 +104,17 @@ def test_a_file_that_is_not_a_segment_is_moved_aside(tmp_path):
 
 
 ops = st.lists(st.one_of(st.tuples(st.just("append"), st.integers(1, 40)),
-                         st.tuples(st.just("deliver"), st.integers(1, 60)),
-                         st.tuples(st.just("read-only"), st.integers(1, 60)),
-                         st.just(("restart", 0))), max_size=60)
+                         st.tuples(st.just("read"), st.integers(1, 60)),
+                         st.just(("commit", 0)), st.just(("rewind", 0)), st.just(("restart", 0))), max_size=60)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops)
-def test_the_spool_behaves_like_a_fifo_queue(tmp_path_factory, steps):
+def test_the_spool_behaves_like_a_fifo_queue_with_batches_in_flight(tmp_path_factory, steps):
     d = tmp_path_factory.mktemp("spool")
     s = Spool(d, 1 << 30, segment_bytes=512)
-    model: list[bytes] = []
+    model: list[bytes] = []  # undelivered records, oldest first
+    inflight: list = []
     counter = 0
     for op, n in steps:
         if op == "append":
@@ -122,18 +122,27 @@ def test_the_spool_behaves_like_a_fifo_queue(tmp_path_factory, steps):
             counter += 1
             s.append(rec, n)
             model.append(rec)
-        elif op in ("deliver", "read-only"):
+        elif op == "read":
             b = s.read(n, 1 << 20)
-            if not model:
+            unread = model[sum(len(x.payloads) for x in inflight):]
+            if not unread:
                 assert b is None
                 continue
-            assert b.payloads == model[:len(b.payloads)]
-            if op == "deliver":
-                s.commit(b)
-                del model[:len(b.payloads)]
-        else:
+            assert b.payloads == unread[:len(b.payloads)]
+            inflight.append(b)
+        elif op == "commit" and inflight:
+            b = inflight.pop(0)
+            s.commit(b)
+            del model[:len(b.payloads)]
+        elif op == "rewind":
+            s.rewind()
+            inflight.clear()
+        elif op == "restart":
             s.close()
             s = Spool(d, 1 << 30, segment_bytes=512)
+            inflight.clear()
         assert s.pending_points == sum(r.count(b"\n") for r in model)
+        assert s.unread_points == s.pending_points - sum(b.points for b in inflight)
+    s.rewind()
     assert drain(s) == model
     s.close()

@@ -27,6 +27,7 @@ import threading
 import time
 import zlib
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -59,6 +60,13 @@ class _BadDataError(Exception):
 
 
 @dataclass
+class _InFlight:
+    batch: Batch
+    done: bool = False
+    delivered: int = 0
+
+
+@dataclass
 class SinkStats:
     state: str = "starting"
     last_error: str = ""
@@ -75,6 +83,7 @@ class DeadLetters:
 
     def __init__(self, path: Path, max_bytes: int = DEAD_LETTER_MAX_BYTES):
         self.path, self.max_bytes = path, max_bytes
+        self._lock = threading.Lock()
 
     def write(self, lines: list[bytes], status: int, reason: str) -> None:
         now = datetime.now(UTC).isoformat(timespec="seconds")
@@ -82,10 +91,11 @@ class DeadLetters:
                                    "line": line.decode("utf-8", "replace")}, ensure_ascii=False) + "\n"
                        for line in lines)
         try:
-            if self.path.exists() and self.path.stat().st_size > self.max_bytes:
-                self.path.replace(self.path.with_suffix(".jsonl.1"))
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write(text)
+            with self._lock:
+                if self.path.exists() and self.path.stat().st_size > self.max_bytes:
+                    self.path.replace(self.path.with_suffix(".jsonl.1"))
+                with open(self.path, "a", encoding="utf-8") as f:
+                    f.write(text)
         except OSError as e:
             log.error("influxdb: cannot write dead letters to %s: %s", self.path, e)
 
@@ -111,6 +121,7 @@ class InfluxSink:
         self._events_lock = threading.Lock()
         self._dropping = False
         self._write_service: Any = None  # influxdb-client objects, made on first send
+        self._service_lock = threading.Lock()
         self._client: Any = None
         if not cfg.verify_tls:
             log.warning("influxdb: TLS certificate verification is off (verify_tls = false)")
@@ -255,49 +266,75 @@ class InfluxSink:
     # --- sender thread: spool -> InfluxDB -----------------------------------------
 
     def _send_loop(self) -> None:
+        """Keep up to max_in_flight batches on the wire; mark them delivered in spool order.
+
+        One connection is bound by the server's per-request latency; two in flight keep a
+        local influxd busy. A batch that fails is retried (after backoff, with the others
+        still waiting behind it), so delivery order within the spool only ever slips by
+        the batches in flight, and a restart re-sends at most those.
+        """
+        pool = ThreadPoolExecutor(self.cfg.max_in_flight, thread_name_prefix="influx-post")
+        window: list[_InFlight] = []
         failures = 0
         last_send = 0.0
-        while not self._abort.is_set():
-            try:
-                batch = self.spool.read(self.cfg.batch_size, MAX_BATCH_BYTES)
-            except SpoolError as e:
-                lost = self.spool.skip_corrupt()
-                log.error("influxdb: %s; %d points skipped", e, lost)
-                continue
-            if batch is None:
-                if self._closing:
-                    return
-                self._wait(self.cfg.flush_interval)
-                continue
-            wait = self.cfg.flush_interval - (time.monotonic() - last_send)
-            if batch.points < self.cfg.batch_size and not self._closing and wait > 0:
-                self._wait(wait)
-                continue
-            last_send = time.monotonic()
-            try:
-                self._deliver(batch)
-                failures = 0
-            except _RetryError as e:
+        try:
+            while not self._abort.is_set():
+                if not window:
+                    unread = self.spool.unread_points
+                    wait = self.cfg.flush_interval - (time.monotonic() - last_send)
+                    if unread == 0 or (unread < self.cfg.batch_size and not self._closing and wait > 0):
+                        if self._closing and unread == 0:
+                            return
+                        self._wait(wait if unread else self.cfg.flush_interval)
+                        continue
+                    try:
+                        while len(window) < self.cfg.max_in_flight:
+                            batch = self.spool.read(self.cfg.batch_size, MAX_BATCH_BYTES)
+                            if batch is None:
+                                break
+                            window.append(_InFlight(batch))
+                    except SpoolError as e:
+                        log.error("influxdb: %s; %d points skipped", e, self.spool.skip_corrupt())
+                    if not window:
+                        continue
+                last_send = time.monotonic()
+                errors = [e for e in pool.map(self._attempt, [f for f in window if not f.done]) if e]
+                while window and window[0].done:
+                    self._delivered(window.pop(0))
+                if not errors:
+                    failures = 0
+                    self._set_state("ok", "")
+                    continue
                 failures += 1
                 self.stats.retries += 1
+                e = errors[0]
                 self._set_state(e.state, str(e))
                 if self._closing:
                     return  # stopping: leave the backlog for the next start
                 base = min(self.cfg.max_retry_delay, self.cfg.retry_interval * 2 ** min(failures - 1, 20))
                 self._wait(max(e.retry_after, base / 2 + random.uniform(0, base / 2)))
+        finally:
+            pool.shutdown(wait=True)
+            self.spool.rewind()
 
     def _wait(self, seconds: float) -> None:
         self._wake.wait(seconds)
         self._wake.clear()
 
-    def _deliver(self, batch: Batch) -> None:
-        delivered = self._send(batch.data, batch.points)
-        self.spool.commit(batch)
-        self.stats.sent += delivered
-        self.stats.dead_lettered += batch.points - delivered
+    def _attempt(self, f: _InFlight) -> _RetryError | None:
+        try:
+            f.delivered = self._send(f.batch.data, f.batch.points)
+        except _RetryError as e:
+            return e
+        f.done = True
+        return None
+
+    def _delivered(self, f: _InFlight) -> None:
+        self.stats.sent += f.delivered
+        self.stats.dead_lettered += f.batch.points - f.delivered
         self.stats.batches += 1
         self.stats.last_success_ns = time.time_ns()
-        self._set_state("ok", "")
+        self.spool.commit(f.batch)  # last: flush() waits for the spool, then reads the stats
 
     def _send(self, data: bytes, points: int) -> int:
         """Send, splitting around points InfluxDB refuses; returns the points delivered."""
@@ -339,21 +376,24 @@ class InfluxSink:
             raise _RetryError("unreachable", _transport_error(e)) from None
 
     def _service(self) -> Any:
-        if self._write_service is None:
-            from influxdb_client import InfluxDBClient
-            from influxdb_client.service.write_service import WriteService
+        with self._service_lock:
+            return self._write_service or self._connect()
 
-            ref = self.cfg.token()
-            try:
-                token = ref.resolve() if ref else ""
-            except SecretError as e:
-                raise _RetryError("error", f"token: {e}") from None
-            if self._client is not None:
-                self._client.close()
-            self._client = InfluxDBClient(
-                url=self.cfg.url, token=token, org=self.cfg.org, timeout=int(self.cfg.timeout * 1000),
-                verify_ssl=self.cfg.verify_tls, ssl_ca_cert=str(self.cfg.ca_file) if self.cfg.ca_file else None)
-            self._write_service = WriteService(self._client.api_client)
+    def _connect(self) -> Any:
+        from influxdb_client import InfluxDBClient
+        from influxdb_client.service.write_service import WriteService
+
+        ref = self.cfg.token()
+        try:
+            token = ref.resolve() if ref else ""
+        except SecretError as e:
+            raise _RetryError("error", f"token: {e}") from None
+        if self._client is not None:
+            self._client.close()
+        self._client = InfluxDBClient(
+            url=self.cfg.url, token=token, org=self.cfg.org, timeout=int(self.cfg.timeout * 1000),
+            verify_ssl=self.cfg.verify_tls, ssl_ca_cert=str(self.cfg.ca_file) if self.cfg.ca_file else None)
+        self._write_service = WriteService(self._client.api_client)
         return self._write_service
 
     def _set_state(self, state: str, error: str) -> None:

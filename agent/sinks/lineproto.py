@@ -84,7 +84,7 @@ class LineEncoder:
         self._templates: dict[tuple, tuple[str, bool, bool]] = {}
 
     def _series_key(self, measurement: str, tags: dict[str, str]) -> str:
-        cache_key = (measurement, *tags.items())
+        cache_key = (measurement, *tags, *tags.values())
         key = self._keys.get(cache_key)
         if key is None:
             merged = {**self.global_tags, **tags}
@@ -143,7 +143,7 @@ class LineEncoder:
         keys, templates, out = self._keys, self._templates, []
         append = out.append
         for measurement, tags, fields, ts in points:
-            key = keys.get((measurement, *tags.items()))
+            key = keys.get((measurement, *tags, *tags.values()))
             if key is None:
                 key = self._series_key(measurement, tags)
             values = tuple(fields.values())

@@ -75,7 +75,7 @@ class Spool:
         self.appended = 0
         self._lock = threading.Lock()
         self._segments: list[_Segment] = []
-        self._inflight: Batch | None = None
+        self._inflight: list[Batch] = []  # read, not yet delivered; committed in order
         self._last_sync = time.monotonic()
         self._dirty = False
         self._closed = False
@@ -106,6 +106,7 @@ class Spool:
             self._cursor = (self._segments[0].seq, len(MAGIC))
         else:
             self._cursor = (seq, max(offset, len(MAGIC)))
+        self._read = self._cursor
         if self._segments:
             log.info("spool %s: %d points from before the last stop will be sent", self.dir, self.pending_points)
 
@@ -141,6 +142,7 @@ class Spool:
         self._segments.append(seg)
         if not self._segments[:-1]:
             self._set_cursor(seq, len(MAGIC))
+            self._read = self._cursor
         if self.fsync != "never":
             _fsync_dir(self.dir)
         return seg
@@ -183,32 +185,39 @@ class Spool:
     def _make_room(self, need: int) -> None:
         while self.total_bytes + need > self.max_bytes and len(self._segments) > 1:
             seg = self._segments.pop(0)
-            lost = seg.points
-            if self._inflight is not None and self._inflight.seq == seg.seq:
-                lost -= self._inflight.points  # still delivered from memory
+            # batches in flight are still delivered from memory: not lost
+            lost = seg.points - sum(b.points for b in self._inflight if b.seq == seg.seq)
             seg.path.unlink(missing_ok=True)
             self.dropped += lost
+            nxt = (self._segments[0].seq, len(MAGIC))
             if self._cursor[0] <= seg.seq:
-                self._set_cursor(self._segments[0].seq, len(MAGIC))
+                self._set_cursor(*nxt)
+            if self._read[0] <= seg.seq:
+                self._read = nxt
             log.debug("spool full: dropped segment %d (%d points)", seg.seq, lost)
 
     # --- reading ------------------------------------------------------------------
 
     def read(self, max_points: int, max_bytes: int) -> Batch | None:
-        """The oldest undelivered records of one segment: at least one, else within the limits.
+        """The next records not yet read, from one segment: at least one, else within the limits.
 
+        Several batches may be in flight; commit() them in the order they were read.
         Runs under the lock (a pread from the page cache), so a segment cannot be dropped
         between reading it and marking the batch in flight.
         """
         with self._lock:
             if self._closed:
                 return None
-            seq, pos = self._cursor
-            seg = next((s for s in self._segments if s.seq == seq), None)
-            while seg is not None and pos >= seg.size and seg is not self._active:
-                seg = self._advance(seg)  # a fully delivered segment
+            seq, pos = self._read
+            later = [s for s in self._segments if s.seq >= seq]
+            if not later:
+                return None
+            seg = later.pop(0)
+            if seg.seq != seq:
                 pos = len(MAGIC)
-            if seg is None or pos >= seg.size:
+            while pos >= seg.size and later:  # this one is read to its end: the next one
+                seg, pos = later.pop(0), len(MAGIC)
+            if pos >= seg.size:
                 return None
             batch = Batch(seq=seg.seq, start=pos, end=pos, points=0)
             with open(seg.path, "rb") as f:
@@ -229,49 +238,53 @@ class Spool:
                     if batch.points >= max_points:
                         break
             batch.end = pos + off
-            self._inflight = batch
+            self._read = (seg.seq, batch.end)
+            self._inflight.append(batch)
             return batch
 
-    def skip_corrupt(self) -> int:
-        """Give up on the rest of the segment under the cursor (after a SpoolError); returns points lost."""
+    def rewind(self) -> None:
+        """Forget the batches in flight: the next read() starts again at the oldest undelivered."""
         with self._lock:
-            seg = next((s for s in self._segments if s.seq == self._cursor[0]), None)
+            live = {s.seq for s in self._segments}
+            self.dropped += sum(b.points for b in self._inflight if b.seq not in live)  # only held in memory
+            self._inflight.clear()
+            self._read = self._cursor
+
+    def skip_corrupt(self) -> int:
+        """Give up on the rest of the segment being read (after a SpoolError); returns points lost."""
+        with self._lock:
+            seg = next((s for s in self._segments if s.seq == self._read[0]), None)
             if seg is None:
                 return 0
-            lost = seg.points
+            lost = seg.points - sum(b.points for b in self._inflight if b.seq == seg.seq)
             self.dropped += lost
+            seg.points -= lost
             if seg is self._active:
                 self._rotate()
-            self._advance(seg)
+            self._read = (seg.seq, seg.size)
             return lost
 
     def commit(self, batch: Batch) -> None:
-        """The batch was delivered (or dead-lettered): never read it again."""
+        """The oldest batch in flight was delivered (or dead-lettered): never read it again."""
         with self._lock:
-            self._inflight = None
-            if self._closed:
+            if self._closed or not self._inflight or self._inflight[0] is not batch:
                 return
+            self._inflight.pop(0)
             seg = next((s for s in self._segments if s.seq == batch.seq), None)
-            if seg is None or (self._cursor[0], self._cursor[1]) != (batch.seq, batch.start):
+            if seg is None:
                 return  # its segment was dropped while the batch was in flight
             seg.points -= batch.points
+            while self._segments[0] is not seg:  # older ones are delivered (or were empty)
+                self._segments.pop(0).path.unlink(missing_ok=True)
             self._set_cursor(batch.seq, batch.end)
-            if batch.end >= seg.size:
-                if seg is not self._active:
-                    self._advance(seg)
-                elif seg.size >= self.segment_bytes // 4:  # keep the disk small in steady state
+            if batch.end >= seg.size and (seg is not self._active or seg.size >= self.segment_bytes // 4):
+                if seg is self._active:  # keep the disk small in steady state
                     self._rotate()
-                    self._advance(seg)
-
-    def _advance(self, seg: _Segment) -> _Segment | None:
-        """Delete a finished segment; move the cursor to the next one."""
-        i = self._segments.index(seg)
-        self._segments.pop(i)
-        seg.path.unlink(missing_ok=True)
-        nxt = self._segments[i] if i < len(self._segments) else None
-        if nxt is not None:
-            self._set_cursor(nxt.seq, len(MAGIC))
-        return nxt
+                self._segments.pop(0)
+                seg.path.unlink(missing_ok=True)
+                self._set_cursor(self._segments[0].seq, len(MAGIC))
+                if self._read < self._cursor:
+                    self._read = self._cursor
 
     def _set_cursor(self, seq: int, offset: int) -> None:
         self._cursor = (seq, offset)
@@ -285,7 +298,14 @@ class Spool:
 
     @property
     def pending_points(self) -> int:
-        return sum(s.points for s in self._segments)
+        """Points not yet delivered, in flight or not (in flight from a dropped segment too)."""
+        live = {s.seq for s in self._segments}
+        return sum(s.points for s in self._segments) + sum(b.points for b in self._inflight if b.seq not in live)
+
+    @property
+    def unread_points(self) -> int:
+        """Points not yet delivered nor in flight."""
+        return self.pending_points - sum(b.points for b in self._inflight)
 
     def close(self) -> None:
         with self._lock:

@@ -153,3 +153,58 @@ bind-address = "127.0.0.1:{self.rpc_port}"
     def field_types(self, db: str, measurement: str) -> dict[str, str]:
         res = self.query(f'SHOW FIELD KEYS FROM "{measurement}"', db)
         return {k: t for s in res[0].get("series", []) for k, t in s["values"]}
+
+
+Key = tuple[str, tuple[tuple[str, str], ...], int]
+
+
+def _tags(tags: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, v) for k, v in tags.items() if v != ""))
+
+
+def store_keys(path: Path) -> set[Key]:
+    """(measurement, tags, ts) of every sample and annotation in an embedded store."""
+    from agent.store import Store
+
+    with Store(path) as s:
+        keys = {(m, _tags(r.tags), r.ts) for m in s.measurements() for r in s.rows(m)}
+        keys |= {("db2vtop_annotation", _tags({**a.tags, "kind": a.kind, "name": a.name}), a.ts)
+                 for a in s.annotations()}
+    return keys
+
+
+def influx_keys(srv: InfluxServer, db: str) -> set[Key]:
+    """(measurement, tags, ts) of every point in a database."""
+    return {(m, _tags(tags), ts) for m in srv.measurements(db) for ts, tags, _ in srv.points(db, m)}
+
+
+def wait_for(cond, timeout: float = 30.0, what: str = "condition"):
+    """Poll until cond() is truthy (bounded); returns its value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def write_agent_config(path: Path, srv: InfluxServer, bucket: str, store: Path, token_file: Path | None = None) -> Path:
+    """An agent config feeding this server quickly (short intervals), the spool beside the file."""
+    token = f'token_file = "{token_file}"\n' if token_file else ""
+    path.write_text(f"""
+[store]
+path = "{store}"
+[guest]
+interval = "500ms"
+[influxdb]
+url = "{srv.url}"
+bucket = "{bucket}"
+spool_dir = "{path.parent / 'spool'}"
+flush_interval = "200ms"
+retry_interval = "200ms"
+max_retry_delay = "1s"
+flush_timeout = "30s"
+stats_interval = "1s"
+{token}""")
+    return path
