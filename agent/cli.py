@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -139,6 +140,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
     setup_logging(args.log_level, args.log_format)
     cfg = resolve_config(args.config)
+    signals = _Signals()
     writer = StoreWriter(_store_path(args, cfg), cfg.store.retention)
     sink = None
     deadline = None if args.duration is None else time.monotonic() + args.duration
@@ -150,8 +152,9 @@ def cmd_agent(args: argparse.Namespace) -> int:
             log.info("db2vtop %s agent (pid %d): store %s, influxdb %s, collectors %s", __version__, os.getpid(),
                      writer.path, cfg.influxdb.url if cfg.influxdb else "off",
                      ", ".join(c.name for c in runtime.collectors))
-            if not _run_agent(runtime, args, deadline):
+            if not signals.run(runtime, args.once, deadline):
                 break
+            signals.reload = False
             cfg, sink = _reload(args, cfg, sink)
     finally:
         if sink is not None:
@@ -164,31 +167,57 @@ def cmd_agent(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _run_agent(runtime: Runtime, args: argparse.Namespace, deadline: float | None) -> bool:
-    """Run until stopped; True when the stop was a SIGHUP asking for a reload."""
-    reload = False
+class _Signals:
+    """SIGTERM/SIGINT stop the agent, SIGHUP asks for a reload.
 
-    def hangup() -> None:
-        nonlocal reload
-        reload = True
-        runtime.stop()
+    Between two runs (while a reload rebuilds things) asyncio's handlers are gone, so
+    plain handlers note the signal then: a SIGTERM during a reload still stops gracefully.
+    """
 
-    async def run() -> None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, runtime.stop)
-        loop.add_signal_handler(signal.SIGHUP, hangup)
-        if args.once:
-            await runtime.run_once()
+    NAMES = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.stop = self.reload = False
+        self._install()
+
+    def _install(self) -> None:
+        for sig in self.NAMES:
+            signal.signal(sig, lambda signum, _frame: self._note(signum))
+
+    def _note(self, signum: int, runtime: Runtime | None = None) -> None:
+        if signum == signal.SIGHUP:
+            self.reload = True
+            log.info("SIGHUP: reloading the configuration")
         else:
-            await runtime.run(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            self.stop = True
+        if runtime is not None:
+            runtime.stop()
 
-    asyncio.run(run())
-    return reload and not args.once
+    def run(self, runtime: Runtime, once: bool, deadline: float | None) -> bool:
+        """Run until stopped; True when a reload was asked for."""
+        if self.stop:
+            return False
+
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            for sig in self.NAMES:
+                loop.add_signal_handler(sig, self._note, sig, runtime)
+            if self.reload:  # a SIGHUP arrived while the last reload was under way
+                runtime.stop()
+            if once:
+                await runtime.run_once()
+            else:
+                await runtime.run(None if deadline is None else max(0.0, deadline - time.monotonic()))
+
+        try:
+            asyncio.run(main())
+        finally:
+            self._install()
+        return self.reload and not self.stop and not once
 
 
 def _reload(args: argparse.Namespace, cfg: Config, sink: InfluxSink | None) -> tuple[Config, InfluxSink | None]:
-    """SIGHUP: read the config again; rebuild the sink only if [influxdb] changed (its spool stays)."""
+    """Read the config again; rebuild the sink only if [influxdb] changed (its spool stays on disk)."""
     from agent.assemble import build_sink
 
     try:
@@ -204,8 +233,11 @@ def _reload(args: argparse.Namespace, cfg: Config, sink: InfluxSink | None) -> t
         if new.influxdb and cfg.influxdb and new.influxdb.spool_dir != cfg.influxdb.spool_dir:
             log.warning("reload: spool_dir changed; points spooled in %s are sent after a restart with the old "
                         "spool_dir", cfg.influxdb.spool_dir)
-        sink = None  # closed: never close it twice if the new one cannot start
-        sink = build_sink(new)
+        try:
+            sink = build_sink(new)
+        except (SpoolError, OSError) as e:
+            log.error("reload: InfluxDB sink: %s; keeping the previous [influxdb]", e)
+            return replace(new, influxdb=cfg.influxdb), build_sink(cfg)
     log.info("reload: configuration read again from %s", new.source or "defaults")
     return new, sink
 
@@ -224,10 +256,11 @@ def cmd_watch(args: argparse.Namespace) -> int:
         writer: StoreWriter | None = StoreWriter(path, cfg.store.retention)
     except StoreLockedError:
         writer = None  # an agent is collecting into this store: show its data
-    sink = build_sink(cfg) if writer else None  # an attached watch leaves InfluxDB to the agent
-    sinks = [sink] if sink else []
-    runtime = Runtime(build_collectors(cfg, sinks), [writer, *sinks]) if writer else None
+    sink = None
     try:
+        sink = build_sink(cfg) if writer else None  # an attached watch leaves InfluxDB to the agent
+        sinks = [sink] if sink else []
+        runtime = Runtime(build_collectors(cfg, sinks), [writer, *sinks]) if writer else None
         WatchApp(path, runtime).run()
     finally:
         if sink is not None:

@@ -173,3 +173,21 @@ def test_the_systemd_unit_is_valid_and_its_command_line_runs(tmp_path, store_pat
     (tmp_path / "c.toml").write_text(f'[store]\npath = "{store_path}"\n')
     r = run_cli(*args, "--once")
     assert r.returncode == 0, r.stderr
+
+
+def test_sighup_with_a_broken_config_keeps_the_running_one(tmp_path, store_path):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f'[store]\npath = "{store_path}"\n[guest]\ninterval = "500ms"\n')
+    log = tmp_path / "agent.log"
+    agent = start_agent(cfg, log)
+    try:
+        wait_for(lambda: "collectors self, guest" in log.read_text(), 30, "the agent running")
+        cfg.write_text("[guest]\ninterval = 'soon'\n")
+        agent.send_signal(signal.SIGHUP)
+        wait_for(lambda: "keeping the running configuration" in log.read_text(), 30, "the reload refused")
+        assert agent.poll() is None
+        before = len(store_keys(store_path))
+        wait_for(lambda: len(store_keys(store_path)) > before, 30, "collection going on")
+    finally:
+        stop_agent(agent, log)
+    assert "guest.interval: 'soon' is not valid" in log.read_text()
