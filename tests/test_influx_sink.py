@@ -15,6 +15,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agent.config import InfluxConfig
 from agent.model import Annotation, Finding, Sample
@@ -204,3 +206,48 @@ def test_a_wrong_token_is_a_visible_error_spooling_goes_on_and_nothing_is_lost(t
         assert sink.snapshot()["state"] == "ok"
     finally:
         srv.stop()
+
+
+def _name(text: str) -> str:
+    """The documented normalisation of measurement, tag and field names."""
+    return text.replace("\\", "/").replace("\n", " ").replace("\r", " ")
+
+
+names = st.text(st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="#") | st.sampled_from(
+    list(',= \\"\n')), min_size=1, max_size=12).filter(lambda t: t.strip() and t != "time" and not t.startswith("_"))
+values = st.one_of(st.integers(-(2**63), 2**63 - 1), st.floats(allow_nan=False, allow_infinity=False),
+                   st.booleans(), st.text(st.characters(blacklist_categories=("Cs",)), max_size=20))
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.dictionaries(names, names, max_size=3), st.dictionaries(names, values, min_size=1,
+                                                                                     max_size=4)),
+                min_size=1, max_size=20), names)
+def test_any_text_round_trips_through_real_influxdb_as_documented(influxd, tmp_path_factory, points, measurement):
+    db = "h" + uuid.uuid4().hex[:10]
+    influxd.create_db(db)
+    sink = InfluxSink(config(influxd.url, f"{db}/autogen", tmp_path_factory.mktemp("spool")))
+    try:
+        want = {}
+        for i, (tags, fields) in enumerate(points):
+            fields = {k: v for k, v in fields.items() if _name(k) not in {_name(t) for t in tags}}
+            if not fields or len({_name(k) for k in fields}) < len(fields):
+                continue  # one name for a tag and a field, or two names that normalise alike
+            if len({_name(k) for k in tags}) < len(tags):
+                continue
+            sink.submit([Sample(measurement, tags, fields, T0 + i)])
+            want[T0 + i] = ({_name(k): _name(v) for k, v in tags.items()},
+                            {_name(k): v.replace("\n", " ").replace("\r", " ") if isinstance(v, str) else v
+                             for k, v in fields.items()})
+        assert sink.flush(30)
+        snap = sink.snapshot()
+        got = {ts: (tags, fields) for ts, tags, fields in influxd.points(db, _name(measurement))}
+        delivered = {ts: w for ts, w in want.items() if ts in got}
+        assert snap["sent"] == len(got) and snap["sent"] + snap["dead_lettered"] == len(want)
+        for ts, (tags, fields) in delivered.items():
+            assert got[ts][0] == tags
+            for k, v in fields.items():  # JSON shows integral floats without a point: compare numbers as such
+                g = got[ts][1][k]
+                assert g == v if isinstance(v, bool | str) else float(g) == float(v)
+    finally:
+        sink.close(timeout=0)

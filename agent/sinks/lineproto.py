@@ -7,7 +7,8 @@ tags) and a format template per field layout, so only values are formatted per p
 Naming is stable: a sample's measurement, tags and field names go out unchanged (plus
 the configured global tags, which never override a sample's own). Text cannot hold
 every character line protocol reserves, so: backslashes in measurement, tag and field
-names become "/", and line breaks anywhere become spaces (InfluxDB 2.x/3.x refuse them).
+names become "/", line breaks anywhere become spaces (InfluxDB 2.x/3.x refuse them), and a
+leading "#" of a measurement becomes "_" (line protocol would read the line as a comment).
 
 Field types are stable too (InfluxDB refuses a point whose field changes type, the
 "field type conflict" of glances#750): int -> integer, float -> float, bool ->
@@ -35,8 +36,8 @@ log = logging.getLogger(__name__)
 ANNOTATION_MEASUREMENT = "db2vtop_annotation"
 FINDING_MEASUREMENT = "db2vtop_finding"
 
-_NAME = str.maketrans({"\\": "/", "\n": " ", "\r": " ", ",": "\\,", "=": "\\=", " ": "\\ "})
-_MEASUREMENT = str.maketrans({"\\": "/", "\n": " ", "\r": " ", ",": "\\,", " ": "\\ "})
+_NAME = str.maketrans({"\\": "/", "\n": "\\ ", "\r": "\\ ", ",": "\\,", "=": "\\=", " ": "\\ "})
+_MEASUREMENT = str.maketrans({"\\": "/", "\n": "\\ ", "\r": "\\ ", ",": "\\,", " ": "\\ "})
 _STRING = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": " ", "\r": " "})
 _KIND = {bool: "boolean", int: "integer", float: "float", str: "string"}
 _CACHE_LIMIT = 100_000
@@ -87,10 +88,10 @@ class LineEncoder:
         cache_key = (measurement, *tags, *tags.values())
         key = self._keys.get(cache_key)
         if key is None:
-            merged = {**self.global_tags, **tags}
-            parts = [measurement.translate(_MEASUREMENT)]
-            parts += [f"{k.translate(_NAME)}={v.translate(_NAME)}" for k, v in sorted(merged.items())
-                      if k and v != "" and v is not None]
+            merged = {str(k): str(v) for k, v in {**self.global_tags, **tags}.items() if v is not None}
+            name = measurement.translate(_MEASUREMENT)
+            parts = ["_" + name[1:] if name.startswith("#") else name]  # "#" would make the line a comment
+            parts += [f"{k.translate(_NAME)}={v.translate(_NAME)}" for k, v in sorted(merged.items()) if k and v]
             key = ",".join(parts) + " "
             if len(self._keys) >= _CACHE_LIMIT:
                 self._keys.clear()

@@ -33,6 +33,11 @@ def influxd_binary() -> Path:
     return binary
 
 
+def ident(name: str) -> str:
+    """An InfluxQL double-quoted identifier."""
+    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -138,12 +143,13 @@ bind-address = "127.0.0.1:{self.rpc_port}"
     def points(self, db: str, measurement: str) -> list[tuple[int, dict[str, str], dict]]:
         """Every point of a measurement as (ts, tags, fields without nulls), oldest first."""
         out = []
-        for res in self.query(f'SELECT * FROM "{measurement}" GROUP BY *', db):
+        for res in self.query(f"SELECT * FROM {ident(measurement)} GROUP BY *", db):
             for series in res.get("series", []):
                 cols = series["columns"]
+                tags = {k: v for k, v in series.get("tags", {}).items() if v != ""}  # "" = not in this series
                 for row in series["values"]:
                     fields = {c: v for c, v in zip(cols[1:], row[1:], strict=True) if v is not None}
-                    out.append((row[0], series.get("tags", {}), fields))
+                    out.append((row[0], tags, fields))
         return sorted(out, key=lambda p: p[0])
 
     def measurements(self, db: str) -> list[str]:
@@ -151,7 +157,7 @@ bind-address = "127.0.0.1:{self.rpc_port}"
         return [v[0] for s in res[0].get("series", []) for v in s["values"]] if res else []
 
     def field_types(self, db: str, measurement: str) -> dict[str, str]:
-        res = self.query(f'SHOW FIELD KEYS FROM "{measurement}"', db)
+        res = self.query(f"SHOW FIELD KEYS FROM {ident(measurement)}", db)
         return {k: t for s in res[0].get("series", []) for k, t in s["values"]}
 
 
