@@ -147,11 +147,11 @@ def test_a_full_spool_drops_the_oldest_counts_them_and_says_so(influxd, db, tmp_
 def test_an_outage_under_steady_load_loses_nothing_and_duplicates_nothing(tmp_path, make_sink):
     srv = InfluxServer(tmp_path / "influxd")
     srv.start()
+    stop = threading.Event()
+    sent: list[int] = []
     try:
         srv.create_db("load")
         sink = make_sink(config(srv.url, "load/autogen", tmp_path / "spool", batch_size=500))
-        stop = threading.Event()
-        sent = []
 
         def load():
             i = 0
@@ -162,13 +162,14 @@ def test_an_outage_under_steady_load_loses_nothing_and_duplicates_nothing(tmp_pa
                 i += 50
                 time.sleep(0.02)
 
-        t = threading.Thread(target=load)
+        t = threading.Thread(target=load, daemon=True)
         t.start()
         wait_for(lambda: sink.snapshot()["sent"] > 1000, what="delivery before the outage")
         srv.stop()
         time.sleep(8)  # InfluxDB away under load; the agent test keeps it away 30 s
         during = sink.snapshot()
         assert during["state"] == "unreachable" and during["pending"] > 1000
+        assert during["retries"] < 40  # backoff (0.1 s doubling to 1 s) holds under load: no retry storm
         srv.start()
         time.sleep(2)
         stop.set()
@@ -178,6 +179,7 @@ def test_an_outage_under_steady_load_loses_nothing_and_duplicates_nothing(tmp_pa
         assert len(got) == len(sent) and sorted(got) == sent
         assert sink.snapshot()["sent"] == len(sent)  # each point delivered once, none re-sent
     finally:
+        stop.set()
         srv.stop()
 
 

@@ -113,7 +113,8 @@ class InfluxSink:
         self.encoder = LineEncoder(cfg.tags, FieldTypes(cfg.spool_dir / "field_types.json"))
         self.dead_letters = DeadLetters(cfg.spool_dir / "dead-letter.jsonl")
         self._q: queue.SimpleQueue = queue.SimpleQueue()
-        self._wake = threading.Event()
+        self._wake = threading.Event()  # new data to send (or stopping)
+        self._interrupt = threading.Event()  # stopping: cut a backoff short
         self._abort = threading.Event()
         self._closing = False
         self._closed = False
@@ -165,7 +166,6 @@ class InfluxSink:
         while time.monotonic() < deadline:
             if self.spool.pending_points == 0:
                 return True
-            self._wake.set()
             time.sleep(0.05)
         return False
 
@@ -181,6 +181,7 @@ class InfluxSink:
         self._q.put(None)
         self._writer.join()
         self._closing = True
+        self._interrupt.set()  # one last try now, not after the current backoff
         self._wake.set()
         self._sender.join(timeout)
         if self._sender.is_alive():
@@ -312,7 +313,7 @@ class InfluxSink:
                 if self._closing:
                     return  # stopping: leave the backlog for the next start
                 base = min(self.cfg.max_retry_delay, self.cfg.retry_interval * 2 ** min(failures - 1, 20))
-                self._wait(max(e.retry_after, base / 2 + random.uniform(0, base / 2)))
+                self._interrupt.wait(max(e.retry_after, base / 2 + random.uniform(0, base / 2)))
         finally:
             pool.shutdown(wait=True)
             self.spool.rewind()
