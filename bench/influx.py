@@ -8,6 +8,8 @@
 - replay: a backlog spooled while InfluxDB was away, delivered after it returns.
 - spool_cpu: the spool's share of the agent's CPU: CPU seconds per million points
   appended, and as a share of the sink's whole CPU in the sustained run.
+- influxd_alone: the server's own ceiling here, fed pre-encoded gzip'd batches by plain
+  urllib3 threads: what any client could reach with influxd on the same 2 cores.
 - agent_outage: a real `db2vtop agent` run with InfluxDB stopped in the middle; the
   point counts in the embedded store and in InfluxDB at the end.
 
@@ -24,8 +26,12 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import zlib
 from pathlib import Path
+
+import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -80,15 +86,21 @@ def bench_spool(tmp: Path, n: int) -> dict:
             "encode_and_append_points_per_s": round(n / wall_enc)}
 
 
-def sink_config(srv: InfluxServer, bucket: str, spool: Path) -> InfluxConfig:
-    return InfluxConfig(url=srv.url, bucket=bucket, spool_dir=spool, flush_timeout=120.0)
+def sink_config(srv: InfluxServer, bucket: str, spool: Path, **options) -> InfluxConfig:
+    return InfluxConfig(url=srv.url, bucket=bucket, spool_dir=spool, flush_timeout=120.0, **options)
 
 
-def bench_sustained(srv: InfluxServer, tmp: Path, seconds: float) -> dict:
-    bucket = srv.create_db("sustained")
+def server_cpu(srv: InfluxServer) -> float:
+    t = psutil.Process(srv.proc.pid).cpu_times()
+    return t.user + t.system
+
+
+def bench_sustained(srv: InfluxServer, tmp: Path, seconds: float, name: str = "sustained", **options) -> dict:
+    bucket = srv.create_db(name)
     batch_n = 5000
     batches = [samples(batch_n, i * batch_n) for i in range(int(seconds * 400_000) // batch_n)]  # made beforehand
-    sink = InfluxSink(sink_config(srv, bucket, tmp / "sustained"))
+    sink = InfluxSink(sink_config(srv, bucket, tmp / name, **options))
+    s0 = server_cpu(srv)
     stop = time.monotonic() + seconds
     submitted = 0
     c0, t0 = cpu(), time.perf_counter()
@@ -100,12 +112,41 @@ def bench_sustained(srv: InfluxServer, tmp: Path, seconds: float) -> dict:
         while sink.spool.pending_points > 20 * batch_n or sink._q.qsize() > 4:  # keep up, do not just queue
             time.sleep(0.005)
     ok = sink.flush(300)
-    wall, cpu_s = time.perf_counter() - t0, cpu() - c0
+    wall, cpu_s, server_s = time.perf_counter() - t0, cpu() - c0, server_cpu(srv) - s0
     sent = sink.snapshot()["sent"]
     sink.close()
-    counted = srv.query('SELECT count("util_pct") FROM "bench_disk"', "sustained")[0]["series"][0]["values"][0][1]
-    return {"seconds": round(wall, 1), "points": submitted, "delivered": sent, "in_influxdb": counted,
-            "flushed": ok, "points_per_s": round(sent / wall), "sink_cpu_pct_of_one_core": round(cpu_s / wall * 100)}
+    counted = srv.query('SELECT count("util_pct") FROM "bench_disk"', name)[0]["series"][0]["values"][0][1]
+    return {"options": options, "seconds": round(wall, 1), "points": submitted, "delivered": sent,
+            "in_influxdb": counted, "flushed": ok, "points_per_s": round(sent / wall),
+            "sink_cpu_pct_of_one_core": round(cpu_s / wall * 100),
+            "influxd_cpu_pct_of_one_core": round(server_s / wall * 100)}
+
+
+def bench_server_ceiling(srv: InfluxServer, points: int, connections: int = 2) -> dict:
+    """influxd alone: pre-encoded, pre-gzip'd batches posted by plain urllib3 threads (no sink)."""
+    import urllib3
+
+    bucket = srv.create_db("ceiling")
+    encoder = LineEncoder()
+    bodies = [zlib.compress("".join(encoder.samples(samples(5000, i))).encode(), 1, wbits=31)
+              for i in range(0, points, 5000)]
+    http = urllib3.PoolManager(maxsize=connections)
+    url = f"{srv.url}/api/v2/write?bucket={bucket}&org=-&precision=ns"
+
+    def post(chunk: list[bytes]) -> None:
+        for body in chunk:
+            r = http.request("POST", url, body=body, headers={"Content-Encoding": "gzip"})
+            assert r.status == 204, r.data
+
+    threads = [threading.Thread(target=post, args=(bodies[i::connections],)) for i in range(connections)]
+    s0, t0 = server_cpu(srv), time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    return {"connections": connections, "points": points, "points_per_s": round(points / wall),
+            "influxd_cpu_pct_of_one_core": round((server_cpu(srv) - s0) / wall * 100)}
 
 
 def bench_replay(srv: InfluxServer, tmp: Path, n: int) -> dict:
@@ -163,6 +204,7 @@ def main() -> None:
         srv = InfluxServer(tmp / "influxd")
         srv.start()
         try:
+            out["influxd_alone"] = bench_server_ceiling(srv, n // 2)
             out["sustained"] = bench_sustained(srv, tmp, 5 if args.quick else 20)
             out["replay"] = bench_replay(srv, tmp, n)
             out["agent_outage"] = bench_agent_outage(srv, tmp, 3, 5 if args.quick else 30, 5)
