@@ -30,9 +30,12 @@ test: $(STAMP) test-deps
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-bench: $(STAMP)
+bench: $(STAMP) test-deps
 	$(PY) bench/store.py
 	$(PY) bench/agent_overhead.py
+	$(PY) bench/storage.py
+	$(PY) bench/remote.py
+	$(PY) bench/db2.py
 	$(PY) bench/influx.py
 
 clean:

@@ -29,10 +29,13 @@ from agent.units import format_duration, parse_duration
 if TYPE_CHECKING:
     from agent.runtime import Runtime
     from agent.sinks.influx import InfluxSink
+    from checks.engine import Engine
+    from checks.runner import CheckRunner
 
 log = logging.getLogger("db2vtop")
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_TRIAGE_UNKNOWN = 3  # the monitoring-plugin convention: could not run
 
 
 class CommandError(Exception):
@@ -90,6 +93,34 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how far back from now (default 1h)")
     q.add_argument("--format", choices=["json", "csv"], default="json")
 
+    rp = sub.add_parser("replay", help="the TUI over a recorded store, scrubbable",
+                        description="Open a recorded store at its start with the watch controls: space plays/pauses, "
+                                    "←/→ scrub, +/- zoom, home/end jump to the start/end.")
+    rp.add_argument("--store", type=Path, metavar="PATH", required=True)
+
+    mk = sub.add_parser("mark", help="add a benchmark marker to the store and sinks",
+                        description="Add a marker (e.g. \"run 2 start\") at the current time. If an agent or watch "
+                                    "is writing the store, it is queued for that process, which records it and sends "
+                                    "it to its sinks.")
+    mk.add_argument("name", metavar="NAME")
+    mk.add_argument("--text", default="", help="a longer description")
+    common(mk)
+
+    t = sub.add_parser("triage", help="one-shot diagnosis: findings and the verdict, exit 0/1/2/3",
+                       description="Judge recent history (the store, vCenter's realtime hour) and one fresh look at "
+                                   "every configured source against the documented practices. Exit status: 0 OK, "
+                                   "1 warning, 2 critical, 3 could not run (config, connection).")
+    common(t)
+    t.add_argument("--lookback", type=_duration, default=3600.0, metavar="DURATION",
+                   help="how far back to judge (default 1h; vCenter keeps at most 1h of 20 s samples)")
+    t.add_argument("--format", choices=["text", "markdown", "json"], default="text")
+
+    r = sub.add_parser("rules", help="the rule catalog with thresholds, references and observability",
+                       description="Every practice of the seed white papers: its rule, thresholds (with your "
+                                   "overrides), references, and whether it is observable with this configuration.")
+    r.add_argument("-c", "--config", type=Path, metavar="FILE", help="config whose overrides and sections to apply")
+    r.add_argument("--format", choices=["text", "json"], default="text")
+
     c = sub.add_parser("config", help="validate or create a config file")
     csub = c.add_subparsers(dest="config_command", metavar="ACTION", required=True)
     cc = csub.add_parser("check", help="validate a config file (exit 2 on the first error)",
@@ -114,12 +145,20 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_agent(args)
         if args.command == "query":
             return cmd_query(args)
+        if args.command == "triage":
+            return cmd_triage(args)
+        if args.command == "replay":
+            return cmd_replay(args)
+        if args.command == "mark":
+            return cmd_mark(args)
+        if args.command == "rules":
+            return cmd_rules(args)
         if args.config_command == "check":
             return cmd_config_check(args)
         return cmd_config_init(args)
     except ConfigError as e:
         print(f"db2vtop: config error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_TRIAGE_UNKNOWN if args.command == "triage" else EXIT_USAGE
     except StoreLockedError as e:
         print(f"db2vtop: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -128,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         return getattr(e, "status", EXIT_FAILED)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # output piped into head(1) and closed: not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
 def _store_path(args: argparse.Namespace, cfg: Config) -> Path:
@@ -137,26 +179,40 @@ def _store_path(args: argparse.Namespace, cfg: Config) -> Path:
 def cmd_agent(args: argparse.Namespace) -> int:
     from agent.assemble import build_collectors, build_sink
     from agent.runtime import Runtime
+    from checks.runner import build_engine
 
     setup_logging(args.log_level, args.log_format)
     cfg = resolve_config(args.config)
+    engine = build_engine(cfg)
     signals = _Signals()
     writer = StoreWriter(_store_path(args, cfg), cfg.store.retention)
-    sink = None
+    sink: InfluxSink | None = None
+    checks: CheckRunner | None = None
     deadline = None if args.duration is None else time.monotonic() + args.duration
     try:
         sink = build_sink(cfg)
+        checks = _start_checks(engine, writer, sink)
         while True:
             sinks = [sink] if sink else []
-            runtime = Runtime(build_collectors(cfg, sinks), [writer, *sinks])
+            runtime = Runtime(build_collectors(cfg, writer.path, sinks), [writer, checks, *sinks])
             log.info("db2vtop %s agent (pid %d): store %s, influxdb %s, collectors %s", __version__, os.getpid(),
                      writer.path, cfg.influxdb.url if cfg.influxdb else "off",
                      ", ".join(c.name for c in runtime.collectors))
             if not signals.run(runtime, args.once, deadline):
                 break
             signals.reload = False
-            cfg, sink = _reload(args, cfg, sink)
+            reread = _reread_config(args)
+            if reread is None:
+                continue
+            new, engine = reread
+            checks.close()
+            checks = None
+            cfg, sink = _reload_sink(cfg, new, sink)
+            checks = _start_checks(engine, writer, sink)
+            log.info("reload: configuration read again from %s", cfg.source or "defaults")
     finally:
+        if checks is not None:
+            checks.close()  # first: its last finding changes still reach the store and the sink
         if sink is not None:
             sink.close()
         writer.close()
@@ -165,6 +221,15 @@ def cmd_agent(args: argparse.Namespace) -> int:
         print("db2vtop: collectors failed: " + "; ".join(failed), file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _start_checks(engine: Engine, writer: StoreWriter, sink: InfluxSink | None) -> CheckRunner:
+    """The check engine's runner, resumed from the store on the writer's thread (after queued batches)."""
+    from checks.runner import CheckRunner
+
+    checks = CheckRunner(engine, [writer, *([sink] if sink else [])])
+    writer.call(checks.resume)
+    return checks
 
 
 class _Signals:
@@ -216,57 +281,92 @@ class _Signals:
         return self.reload and not self.stop and not once
 
 
-def _reload(args: argparse.Namespace, cfg: Config, sink: InfluxSink | None) -> tuple[Config, InfluxSink | None]:
-    """Read the config again; rebuild the sink only if [influxdb] changed (its spool stays on disk)."""
-    from agent.assemble import build_sink
+def _reread_config(args: argparse.Namespace) -> tuple[Config, Engine] | None:
+    """The config file and its check engine again, or None (logged) if the file is now invalid."""
+    from checks.runner import build_engine
 
     try:
         new = resolve_config(args.config)
+        return new, build_engine(new)
     except ConfigError as e:
         log.error("reload: %s; keeping the running configuration", e)
-        return cfg, sink
+        return None
+
+
+def _reload_sink(cfg: Config, new: Config, sink: InfluxSink | None) -> tuple[Config, InfluxSink | None]:
+    """Rebuild the sink only if [influxdb] changed; its spool stays on disk."""
+    from agent.assemble import build_sink
+
     if new.store != cfg.store:
         log.warning("reload: [store] changes take effect at the next restart")
-    if new.influxdb != cfg.influxdb:
-        if sink is not None:
-            sink.close(timeout=0)
-        if new.influxdb and cfg.influxdb and new.influxdb.spool_dir != cfg.influxdb.spool_dir:
-            log.warning("reload: spool_dir changed; points spooled in %s are sent after a restart with the old "
-                        "spool_dir", cfg.influxdb.spool_dir)
-        try:
-            sink = build_sink(new)
-        except (SpoolError, OSError) as e:
-            log.error("reload: InfluxDB sink: %s; keeping the previous [influxdb]", e)
-            return replace(new, influxdb=cfg.influxdb), build_sink(cfg)
-    log.info("reload: configuration read again from %s", new.source or "defaults")
-    return new, sink
+    if new.influxdb == cfg.influxdb:
+        return new, sink
+    if sink is not None:
+        sink.close(timeout=0)
+    if new.influxdb and cfg.influxdb and new.influxdb.spool_dir != cfg.influxdb.spool_dir:
+        log.warning("reload: spool_dir changed; points spooled in %s are sent after a restart with the old "
+                    "spool_dir", cfg.influxdb.spool_dir)
+    try:
+        return new, build_sink(new)
+    except (SpoolError, OSError) as e:
+        log.error("reload: InfluxDB sink: %s; keeping the previous [influxdb]", e)
+        return replace(new, influxdb=cfg.influxdb), build_sink(cfg)
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
     from agent.assemble import build_collectors, build_sink
     from agent.runtime import Runtime
-    from tui.app import WatchApp
+    from checks.runner import CheckRunner, build_engine
+    from tui.app import Db2vtopApp
 
     cfg = resolve_config(args.config)
     log_file = state_dir() / "watch.log"
     log_file.parent.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(level=logging.INFO, filename=log_file, format=TEXT_FORMAT)
     path = _store_path(args, cfg)
+    engine = build_engine(cfg)
     try:
         writer: StoreWriter | None = StoreWriter(path, cfg.store.retention)
     except StoreLockedError:
         writer = None  # an agent is collecting into this store: show its data
-    sink = None
+    runtime, checks, sink = None, None, None
     try:
-        sink = build_sink(cfg) if writer else None  # an attached watch leaves InfluxDB to the agent
-        sinks = [sink] if sink else []
-        runtime = Runtime(build_collectors(cfg, sinks), [writer, *sinks]) if writer else None
-        WatchApp(path, runtime).run()
+        if writer is not None:
+            sink = build_sink(cfg)  # an attached watch leaves InfluxDB to the agent
+            sinks = [sink] if sink else []
+            checks = CheckRunner(engine, [writer, *sinks])
+            checks.resume(writer.store)
+            runtime = Runtime(build_collectors(cfg, path, sinks), [writer, checks, *sinks])
+        Db2vtopApp(path, runtime).run()
     finally:
+        if checks:
+            checks.close()
         if sink is not None:
             sink.close()
         if writer:
             writer.close()
+    return EXIT_OK
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from tui.app import Db2vtopApp
+    from tui.timecursor import TimeCursor
+
+    path = Path(os.path.expanduser(str(args.store)))
+    with Store(path) as store:
+        span = store.time_range()
+    if span is None:
+        raise CommandError(f"{path} holds no samples to replay")
+    Db2vtopApp(path, None, cursor=TimeCursor.replay(*span)).run()
+    return EXIT_OK
+
+
+def cmd_mark(args: argparse.Namespace) -> int:
+    from agent.markers import deliver_marker
+    from agent.model import Annotation
+
+    cfg = resolve_config(args.config)
+    print(deliver_marker(_store_path(args, cfg), Annotation("marker", args.name, {"by": "cli"}, args.text)))
     return EXIT_OK
 
 
@@ -285,10 +385,39 @@ def cmd_query(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_triage(args: argparse.Namespace) -> int:
+    import json
+
+    from checks.triage import could_not_run, run_triage, to_json, to_text
+
+    logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
+    cfg = resolve_config(args.config)
+    progress = (lambda m: print(f"… {m}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else (lambda m: None)
+    result = run_triage(cfg, _store_path(args, cfg), args.lookback, progress)
+    reason = could_not_run(result)
+    if reason:
+        print(f"db2vtop: triage could not run: {reason}", file=sys.stderr)
+        return EXIT_TRIAGE_UNKNOWN
+    if args.format == "json":
+        print(json.dumps(to_json(result), indent=2, ensure_ascii=False))
+    else:
+        sys.stdout.write(to_text(result, markdown=args.format == "markdown"))
+    return result.exit_status
+
+
+def cmd_rules(args: argparse.Namespace) -> int:
+    from checks.listing import rule_rows, write_rules
+    from checks.runner import build_engine
+
+    cfg = resolve_config(args.config)
+    write_rules(rule_rows(cfg, build_engine(cfg)), args.format, sys.stdout)
+    return EXIT_OK
+
+
 def cmd_config_check(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     refs = [(f"{s}[{i}]", item.password(), getattr(item, "user", None) or "")
-            for s in ("vcenter", "ssh", "db2") for i, item in enumerate(getattr(cfg, s))]
+            for s in ("vcenter", "ssh", "db2", "storage") for i, item in enumerate(getattr(cfg, s))]
     if cfg.influxdb:
         refs.append(("influxdb", cfg.influxdb.token(), ""))
     for where, ref, user in refs:

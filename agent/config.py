@@ -115,6 +115,13 @@ class _Range(_Marker):
         return value
 
 
+class _Sid(_Marker):
+    def convert(self, value: Any) -> str:
+        if not isinstance(value, str) or not re.fullmatch(r"[0-9]{12}", value):
+            raise ValueError
+        return value
+
+
 class _EnvName(_Marker):
     def convert(self, value: Any) -> str:
         if not isinstance(value, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", value):
@@ -128,6 +135,7 @@ Name = Annotated[str, _Name("a name of letters, digits, '-', '_', '.', ':' or '@
 Url = Annotated[str, _Url('an http:// or https:// URL with a host name')]
 Port = Annotated[int, _Range("a TCP port number 1-65535", 1, 65535)]
 PositiveInt = Annotated[int, _Range("a positive integer", 1)]
+Member = Annotated[int, _Range("-2 (all members), -1 (the member connected to) or a member number", -2, 999)]
 EnvName = Annotated[str, _EnvName("an environment variable name such as VC1_PASSWORD")]
 
 
@@ -149,6 +157,9 @@ class _Secret:
         return None
 
 
+CheckValue = float | int | str | bool
+
+
 @dataclass(frozen=True)
 class StoreConfig:
     path: Path = field(default_factory=default_store_path)
@@ -158,6 +169,18 @@ class StoreConfig:
 @dataclass(frozen=True)
 class GuestConfig:
     enabled: bool = True
+    interval: Duration = 5.0
+    timeout: Duration | None = None
+    devices_exclude: list[str] = field(default_factory=lambda: ["loop*", "ram*"])
+    interfaces_exclude: list[str] = field(default_factory=lambda: ["lo", "veth*"])
+
+
+@dataclass(frozen=True)
+class RemoteGuestConfig:
+    """A guest read over SSH; its samples are tagged guest = the [[ssh]] target's name."""
+
+    ssh: Name
+    os: Choice("auto", "linux", "aix") = "auto"
     interval: Duration = 5.0
     timeout: Duration | None = None
     devices_exclude: list[str] = field(default_factory=lambda: ["loop*", "ram*"])
@@ -192,6 +215,8 @@ class SSHConfig(_Secret):
     host_key_policy: Choice("reject", "accept-new") = "reject"
     connect_timeout: Duration = 10.0
     command_timeout: Duration = 30.0
+    keepalive: Duration = 30.0
+    max_sessions: PositiveInt = 4
 
 
 @dataclass(frozen=True)
@@ -206,6 +231,13 @@ class DB2Config(_Secret):
     password_keyring: str | None = None
     interval: Duration = 10.0
     timeout: Duration | None = None
+    instance_profile: str = "~/sqllib/db2profile"
+    member: Member = -2
+    facts_interval: Duration = 900.0
+    host: str | None = None
+    port: Port = 50000
+    tls: bool = False
+    ca_file: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -215,6 +247,25 @@ class StorageConfig(_Secret):
     ssh: Name | None = None
     interval: Duration = 20.0
     timeout: Duration | None = None
+    # arrays (ontap, xtremio, powermax): transport, REST endpoint and what to read
+    transport: Choice("ssh", "rest") | None = None  # default: rest for xtremio, else ssh
+    url: Url | None = None
+    user: str | None = None
+    password_env: EnvName | None = None
+    password_file: Path | None = None
+    password_keyring: str | None = None
+    verify_tls: bool = True
+    ca_file: Path | None = None
+    vserver: Name | None = None
+    min_ops_for_latency: Annotated[int, _Range("a number of operations, 0 or more", 0)] = 10
+    sid: Annotated[str, _Sid("a Symmetrix ID of 12 digits, such as \"000197900123\"")] | None = None
+    storage_groups: list[Name] = field(default_factory=list)
+    sample_interval: Duration = 10.0
+    devices_exclude: list[str] = field(default_factory=lambda: ["loop*", "ram*", "zram*"])  # kind = "linux"
+
+    @property
+    def effective_transport(self) -> str:
+        return self.transport or ("rest" if self.kind == "xtremio" else "ssh")
 
 
 @dataclass(frozen=True)
@@ -223,6 +274,7 @@ class EsxtopConfig:
     ssh: Name
     interval: Duration = 10.0
     timeout: Duration | None = None
+    delay: Duration = 2.0  # esxtop -d: the window each sample averages over (esxtop's minimum is 2 s)
 
 
 @dataclass(frozen=True)
@@ -233,6 +285,7 @@ class StackConfig:
     vcenter: Name | None = None
     guest: Name | None = None
     storage: list[Name] = field(default_factory=list)
+    checks: dict[str, dict[str, CheckValue]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -265,13 +318,11 @@ class InfluxConfig:
         return None
 
 
-CheckValue = float | int | str | bool
-
-
 @dataclass(frozen=True)
 class Config:
     store: StoreConfig = field(default_factory=StoreConfig)
     guest: GuestConfig = field(default_factory=GuestConfig)
+    remote_guest: list[RemoteGuestConfig] = field(default_factory=list)
     vcenter: list[VCenterConfig] = field(default_factory=list)
     ssh: list[SSHConfig] = field(default_factory=list)
     db2: list[DB2Config] = field(default_factory=list)
@@ -382,21 +433,28 @@ def _check_references(cfg: Config, err: _Loader) -> None:
 
     for i, d in enumerate(cfg.db2):
         ref("db2", i, "ssh", d.ssh, "ssh")
-        if d.transport == "clp" and d.ssh is None:
-            raise err.error(f"db2[{i}].ssh", 'missing; the "clp" transport runs db2 over an [[ssh]] target')
+        _check_db2(d, f"db2[{i}]", err)
     for i, s in enumerate(cfg.storage):
         ref("storage", i, "ssh", s.ssh, "ssh")
-        if s.ssh is None:
-            raise err.error(f"storage[{i}].ssh", "missing; storage is read over an [[ssh]] target")
+        _check_storage(s, f"storage[{i}]", err)
     for i, e in enumerate(cfg.esxtop):
         ref("esxtop", i, "ssh", e.ssh, "ssh")
+        if not 2 <= e.delay < e.interval:
+            raise err.error(f"esxtop[{i}].delay", f"{e.delay:g}s is not valid; expected at least 2s (esxtop's "
+                                                  f"minimum) and less than the interval ({e.interval:g}s)")
+    guests: set[str] = set()
+    for i, g in enumerate(cfg.remote_guest):
+        ref("remote_guest", i, "ssh", g.ssh, "ssh")
+        if g.ssh in guests:
+            raise err.error(f"remote_guest[{i}].ssh", f"{g.ssh!r} is used twice; one [[remote_guest]] per target")
+        guests.add(g.ssh)
     for i, st in enumerate(cfg.stack):
         ref("stack", i, "db2", st.db2, "db2")
         ref("stack", i, "vcenter", st.vcenter, "vcenter")
         ref("stack", i, "guest", st.guest, "ssh")
         for j, s in enumerate(st.storage):
             ref("stack", i, f"storage[{j}]", s, "storage")
-    for section in ("vcenter", "ssh", "db2"):
+    for section in ("vcenter", "ssh", "db2", "storage"):
         for i, item in enumerate(getattr(cfg, section)):
             given = [k for k in ("password_env", "password_file", "password_keyring") if getattr(item, k)]
             if len(given) > 1:
@@ -406,6 +464,54 @@ def _check_references(cfg: Config, err: _Loader) -> None:
             raise err.error(f"vcenter[{i}]", "no password source; set password_env, password_file or password_keyring")
     if cfg.influxdb and cfg.influxdb.token_env and cfg.influxdb.token_file:
         raise err.error("influxdb", "token_env and token_file are both set; give only one")
+
+
+def _check_storage(s: StorageConfig, where: str, err: _Loader) -> None:
+    """Each kind and transport needs its own keys; say which one is missing and why."""
+    transport = s.effective_transport
+    if transport == "ssh":
+        if s.kind == "xtremio":
+            raise err.error(f"{where}.transport", '"ssh" is not available for kind "xtremio"; it is read over the XMS'
+                                                  ' REST API (transport = "rest" with url, user, password_env)')
+        if s.ssh is None:
+            raise err.error(f"{where}.ssh", "missing; storage is read over an [[ssh]] target")
+    else:
+        if s.kind == "linux":
+            raise err.error(f"{where}.transport", '"rest" is not available for kind "linux"; it is read over ssh')
+        if s.url is None:
+            raise err.error(f"{where}.url", 'missing; transport "rest" needs the array\'s https:// URL')
+        if s.user is None or s.password() is None:
+            raise err.error(where, 'transport "rest" needs user and a password (password_env, password_file or'
+                                   ' password_keyring)')
+    if s.kind == "powermax" and s.sid is None:
+        raise err.error(f"{where}.sid", "missing; a PowerMax/Symmetrix is addressed by its 12-digit Symmetrix ID")
+    if s.kind == "powermax" and transport == "ssh" and s.sample_interval >= (s.timeout or s.interval):
+        raise err.error(f"{where}.sample_interval", f"{s.sample_interval:g}s is not shorter than the cycle timeout "
+                                                    f"({s.timeout or s.interval:g}s); symstat samples for that long")
+
+
+_DB_ALIAS = re.compile(r"^[A-Za-z0-9@#$_]{1,8}$")
+_DB_USER = re.compile(r"^[A-Za-z0-9@#$_.-]{1,128}$")
+
+
+def _check_db2(d: DB2Config, where: str, err: _Loader) -> None:
+    if not _DB_ALIAS.match(d.database):
+        raise err.bad(f"{where}.database", d.database, "a database alias of 1-8 letters, digits, @, # or $")
+    if d.user is not None and not _DB_USER.match(d.user):
+        raise err.bad(f"{where}.user", d.user, "a DB2 user name (letters, digits, @ # $ _ . -)")
+    if d.transport == "clp":
+        if d.ssh is None:
+            raise err.error(f"{where}.ssh", 'missing; the "clp" transport runs db2 over an [[ssh]] target')
+        if (d.user is None) != (d.password() is None):
+            raise err.error(where, "user and a password_* go together; leave both out to connect with the OS "
+                                   "authentication of the [[ssh]] user")
+    else:
+        if d.host is None and d.ssh is None:
+            raise err.error(f"{where}.host", 'missing; the "ibm_db" transport connects to host:port '
+                                             "(or to the host of its [[ssh]] target)")
+        if d.user is None or d.password() is None:
+            raise err.error(where, 'the "ibm_db" transport needs user and one of password_env, password_file '
+                                   "or password_keyring")
 
 
 def load_config(path: Path) -> Config:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from agent.model import Annotation, Fact, Record, Sample, clean_fields
+from agent.model import Annotation, Fact, Finding, Record, Sample, clean_fields
 from collectors.base import BaseCollector, CollectorError
 
 log = logging.getLogger(__name__)
@@ -27,10 +27,13 @@ SELF_MEASUREMENT = "db2vtop_collector"
 
 
 class Output(Protocol):
-    """Where results go: the store writer, and sinks such as InfluxDB."""
+    """Where results go: the store writer, sinks such as InfluxDB, the check runner.
+
+    submit() must not block: each output queues and works on its own thread.
+    """
 
     def submit(self, samples: Iterable[Sample] = (), facts: Iterable[Fact] = (),
-               annotations: Iterable[Annotation] = ()) -> None: ...
+               annotations: Iterable[Annotation] = (), findings: Iterable[Finding] = ()) -> None: ...
 
 
 @dataclass

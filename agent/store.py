@@ -1,11 +1,13 @@
 """Embedded time-series store: one SQLite file in WAL mode.
 
 Layout: `series` gives each (measurement, tag set) an integer id; `samples` is clustered
-on (series_id, ts) WITHOUT ROWID, so a time window of one series is a single range scan;
-fields are one JSON object per row (the line-protocol shape, readable with sqlite3's
-json_extract). One process writes (a lock file enforces it); readers in other processes
-see each committed batch at once. WAL with synchronous=NORMAL means a kill -9 loses at
-most the transaction being written and never corrupts the file.
+on (series_id, ts) WITHOUT ROWID, so a time window of one series is a single range scan.
+A row's fields are a JSON array of values plus the id of its `fieldsets` row (the list of
+field names): names are stored once, not in every row, which keeps a day of a 1,000-VM
+fleet well under half the size of one JSON object per row. One process writes (a lock
+file enforces it); readers in other processes see each committed batch at once. WAL with
+synchronous=NORMAL means a kill -9 loses at most the transaction being written and never
+corrupts the file.
 """
 
 from __future__ import annotations
@@ -27,14 +29,15 @@ from agent.model import Annotation, Fact, FieldValue, Finding, Sample, canonical
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: fields as a fieldset id plus a JSON array of values
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS series(
     id INTEGER PRIMARY KEY, measurement TEXT NOT NULL, tags TEXT NOT NULL,
     UNIQUE(measurement, tags));
+CREATE TABLE IF NOT EXISTS fieldsets(id INTEGER PRIMARY KEY, names TEXT NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS samples(
-    series_id INTEGER NOT NULL, ts INTEGER NOT NULL, fields TEXT NOT NULL,
+    series_id INTEGER NOT NULL, ts INTEGER NOT NULL, fieldset INTEGER NOT NULL, vals TEXT NOT NULL,
     PRIMARY KEY(series_id, ts)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS facts(
     id INTEGER PRIMARY KEY, kind TEXT NOT NULL, entity TEXT NOT NULL, data TEXT NOT NULL,
@@ -52,8 +55,7 @@ CREATE TABLE IF NOT EXISTS findings(
 CREATE UNIQUE INDEX IF NOT EXISTS findings_open ON findings(key) WHERE resolved_at IS NULL;
 CREATE INDEX IF NOT EXISTS findings_seen ON findings(last_seen);
 """
-_UPSERT_SAMPLE = ("INSERT INTO samples(series_id, ts, fields) VALUES (?, ?, ?) "
-                  "ON CONFLICT(series_id, ts) DO UPDATE SET fields = json_patch(fields, excluded.fields)")
+_INSERT_SAMPLE = "INSERT INTO samples(series_id, ts, fieldset, vals) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING"
 
 
 class StoreError(Exception):
@@ -82,11 +84,16 @@ class Series:
     tags: dict[str, str]
 
 
-def _encode(fields: dict[str, FieldValue]) -> str:
+_VALUES_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _encode(fields: dict[str, FieldValue]) -> tuple[tuple[str, ...], str]:
+    """(names, JSON array of values) of one sample's fields."""
     try:
-        return json.dumps(fields, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return tuple(fields), _VALUES_ENCODER.encode(list(fields.values()))
     except ValueError:  # NaN or infinity from a careless collector: drop those values only
-        return json.dumps(clean_fields(fields), separators=(",", ":"), ensure_ascii=False)
+        fields = clean_fields(fields)
+        return tuple(fields), _VALUES_ENCODER.encode(list(fields.values()))
 
 
 def _doc(value: Any) -> str:
@@ -121,7 +128,9 @@ class Store:
         except sqlite3.DatabaseError as e:
             self.close()
             raise StoreError(f"{self.path}: {e}") from None
-        self._series: dict[tuple[str, str], int] = {}
+        self._series: dict[tuple, int] = {}
+        self._fieldset_ids: dict[tuple[str, ...], int] = {}
+        self._fieldset_names: dict[int, tuple[str, ...]] = {}
         self._facts: dict[tuple[str, str], tuple[int, str]] = {}
         self._retention_cursor = 0
 
@@ -164,34 +173,79 @@ class Store:
     # --- writing ----------------------------------------------------------------------
 
     def _series_id(self, measurement: str, tags: dict[str, str]) -> int:
-        key = (measurement, canonical_tags(tags))
+        key = (measurement, *sorted(tags.items()))  # cheaper than the canonical text, same identity
         sid = self._series.get(key)
         if sid is None:
-            self.db.execute("INSERT OR IGNORE INTO series(measurement, tags) VALUES (?, ?)", key)
-            sid = self.db.execute("SELECT id FROM series WHERE measurement=? AND tags=?", key).fetchone()[0]
+            row = (measurement, canonical_tags(tags))
+            self.db.execute("INSERT OR IGNORE INTO series(measurement, tags) VALUES (?, ?)", row)
+            sid = self.db.execute("SELECT id FROM series WHERE measurement=? AND tags=?", row).fetchone()[0]
             self._series[key] = sid
         return sid
 
+    def _fieldset_id(self, names: tuple[str, ...]) -> int:
+        fid = self._fieldset_ids.get(names)
+        if fid is None:
+            text = json.dumps(names, ensure_ascii=False, separators=(",", ":"))
+            self.db.execute("INSERT OR IGNORE INTO fieldsets(names) VALUES (?)", (text,))
+            fid = self.db.execute("SELECT id FROM fieldsets WHERE names=?", (text,)).fetchone()[0]
+            self._fieldset_ids[names] = fid
+            self._fieldset_names[fid] = names
+        return fid
+
+    def _names(self, fieldset: int) -> tuple[str, ...]:
+        names = self._fieldset_names.get(fieldset)
+        if names is None:  # written by another process since we last looked
+            for fid, text in self.db.execute("SELECT id, names FROM fieldsets WHERE id >= ?", (fieldset,)):
+                self._fieldset_names[fid] = tuple(json.loads(text))
+            names = self._fieldset_names[fieldset]
+        return names
+
+    def _decode(self, fieldset: int, vals: str) -> dict[str, FieldValue]:
+        return dict(zip(self._names(fieldset), json.loads(vals), strict=True))
+
     def write(self, samples: Sequence[Sample] = (), facts: Sequence[Fact] = (),
-              annotations: Sequence[Annotation] = ()) -> None:
+              annotations: Sequence[Annotation] = (), findings: Sequence[Finding] = ()) -> None:
         """Write everything in one transaction: all of it is stored, or none of it."""
         self.db.execute("BEGIN IMMEDIATE")
         try:
-            sid = self._series_id
-            self.db.executemany(_UPSERT_SAMPLE, [
-                (sid(s.measurement, s.tags), s.ts, _encode(s.fields)) for s in samples if s.fields])
+            rows = []
+            for s in samples:
+                if s.fields:
+                    names, vals = _encode(s.fields)
+                    rows.append((self._series_id(s.measurement, s.tags), s.ts, self._fieldset_id(names), vals))
+            before = self.db.total_changes
+            self.db.executemany(_INSERT_SAMPLE, rows)
+            if self.db.total_changes - before < len(rows):
+                self._merge_conflicts(rows)
             for f in facts:
                 self._write_fact(f)
             self.db.executemany(
                 "INSERT INTO annotations(ts, kind, name, tags, text) VALUES (?, ?, ?, ?, ?)",
                 [(a.ts, a.kind, a.name, canonical_tags(a.tags), a.text) for a in annotations])
+            for f in findings:
+                self._write_finding(f)
             self.db.execute("COMMIT")
         except BaseException:
             if self.db.in_transaction:
                 self.db.execute("ROLLBACK")
             self._series.clear()  # ids inserted by the rolled-back transaction are gone
+            self._fieldset_ids.clear()
+            self._fieldset_names.clear()
             self._facts.clear()
             raise
+
+    def _merge_conflicts(self, rows: list[tuple[int, int, int, str]]) -> None:
+        """Same series and timestamp written twice: keep the union of fields, the newer value winning
+        (InfluxDB's semantics). Rare, so it is allowed to be slow."""
+        for sid, ts, fid, vals in rows:
+            stored = self.db.execute("SELECT fieldset, vals FROM samples WHERE series_id=? AND ts=?",
+                                     (sid, ts)).fetchone()
+            if stored == (fid, vals):
+                continue
+            merged = {**self._decode(*stored), **self._decode(fid, vals)}
+            names, text = _encode(merged)
+            self.db.execute("UPDATE samples SET fieldset=?, vals=? WHERE series_id=? AND ts=?",
+                            (self._fieldset_id(names), text, sid, ts))
 
     def _write_fact(self, f: Fact) -> None:
         key = (f.kind, canonical_tags(f.tags))
@@ -209,24 +263,19 @@ class Store:
                               (*key, data, f.ts, f.ts))
         self._facts[key] = (cur.lastrowid, data)
 
-    def upsert_finding(self, f: Finding) -> None:
-        """Open a finding, or refresh the open one with the same rule and subject."""
-        args = (f.severity, f.summary, _doc(f.evidence), f.why, f.fix, _doc(f.references), f.last_seen, f.key)
-        with self.db:
-            cur = self.db.execute(
-                "UPDATE findings SET severity=?, summary=?, evidence=?, why=?, fix=?, refs=?, last_seen=? "
-                "WHERE key=? AND resolved_at IS NULL", args)
-            if cur.rowcount == 0:
-                self.db.execute(
-                    "INSERT INTO findings(key, rule, severity, subject, summary, evidence, why, fix, refs,"
-                    " first_seen, last_seen) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    (f.key, f.rule, f.severity, _doc(f.subject), f.summary, _doc(f.evidence), f.why, f.fix,
-                     _doc(f.references), f.first_seen, f.last_seen))
-
-    def resolve_finding(self, key: str, ts: int) -> bool:
-        with self.db:
-            cur = self.db.execute("UPDATE findings SET resolved_at=? WHERE key=? AND resolved_at IS NULL", (ts, key))
-        return cur.rowcount > 0
+    def _write_finding(self, f: Finding) -> None:
+        """Open a finding, refresh the open one with the same rule and subject, or resolve it."""
+        args = (f.severity, f.summary, _doc(f.evidence), f.why, f.fix, _doc(f.references), f.last_seen,
+                f.resolved_at, f.key)
+        cur = self.db.execute(
+            "UPDATE findings SET severity=?, summary=?, evidence=?, why=?, fix=?, refs=?, last_seen=?, resolved_at=? "
+            "WHERE key=? AND resolved_at IS NULL", args)
+        if cur.rowcount == 0 and f.resolved_at is None:
+            self.db.execute(
+                "INSERT INTO findings(key, rule, severity, subject, summary, evidence, why, fix, refs,"
+                " first_seen, last_seen) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (f.key, f.rule, f.severity, _doc(f.subject), f.summary, _doc(f.evidence), f.why, f.fix,
+                 _doc(f.references), f.first_seen, f.last_seen))
 
     def enforce_retention(self, cutoff_ns: int, budget: int = 20000) -> int:
         """Delete up to `budget` rows older than the cutoff, a few series at a time.
@@ -279,28 +328,36 @@ class Store:
     def rows(self, measurement: str, since_ns: int = 0, until_ns: int | None = None) -> Iterator[Row]:
         """Every sample of one measurement in [since, until], oldest first."""
         cur = self.db.execute(
-            "SELECT x.ts, s.tags, x.fields FROM series s JOIN samples x ON x.series_id = s.id "
+            "SELECT x.ts, s.tags, x.fieldset, x.vals FROM series s JOIN samples x ON x.series_id = s.id "
             "WHERE s.measurement=? AND x.ts >= ? AND x.ts <= ? ORDER BY x.ts, s.id",
             (measurement, since_ns, until_ns if until_ns is not None else 2**63 - 1))
-        for ts, tags, fields in cur:
-            yield Row(ts, measurement, json.loads(tags), json.loads(fields))
+        for ts, tags, fid, vals in cur:
+            yield Row(ts, measurement, json.loads(tags), self._decode(fid, vals))
 
-    def latest(self, measurement: str, since_ns: int = 0) -> list[Row]:
-        """The newest sample of each series of a measurement (not older than `since`)."""
+    def latest(self, measurement: str, since_ns: int = 0, until_ns: int | None = None) -> list[Row]:
+        """The newest sample of each series of a measurement in [since, until] (time travel: `until`)."""
         cur = self.db.execute(
-            "SELECT x.ts, s.tags, x.fields FROM series s JOIN samples x ON x.series_id = s.id "
-            "AND x.ts = (SELECT max(ts) FROM samples WHERE series_id = s.id) "
-            "WHERE s.measurement=? AND x.ts >= ? ORDER BY s.id", (measurement, since_ns))
-        return [Row(ts, measurement, json.loads(t), json.loads(f)) for ts, t, f in cur]
+            "SELECT x.ts, s.tags, x.fieldset, x.vals FROM series s JOIN samples x ON x.series_id = s.id "
+            "AND x.ts = (SELECT max(ts) FROM samples WHERE series_id = s.id AND ts <= ?) "
+            "WHERE s.measurement=? AND x.ts >= ? ORDER BY s.id",
+            (until_ns if until_ns is not None else 2**63 - 1, measurement, since_ns))
+        return [Row(ts, measurement, json.loads(t), self._decode(fid, v)) for ts, t, fid, v in cur]
 
     def window(self, series_id: int, field_name: str, since_ns: int,
                until_ns: int | None = None) -> list[tuple[int, FieldValue]]:
         """(ts, value) of one field of one series, oldest first; rows without it are skipped."""
-        path = '$."' + field_name.replace('"', '\\"') + '"'
         cur = self.db.execute(
-            "SELECT ts, json_extract(fields, ?) FROM samples WHERE series_id=? AND ts >= ? AND ts <= ? ORDER BY ts",
-            (path, series_id, since_ns, until_ns if until_ns is not None else 2**63 - 1))
-        return [(ts, v) for ts, v in cur if v is not None]
+            "SELECT ts, fieldset, vals FROM samples WHERE series_id=? AND ts >= ? AND ts <= ? ORDER BY ts",
+            (series_id, since_ns, until_ns if until_ns is not None else 2**63 - 1))
+        out, positions = [], {}
+        for ts, fid, vals in cur:
+            pos = positions.get(fid)
+            if pos is None:
+                names = self._names(fid)
+                pos = positions[fid] = names.index(field_name) if field_name in names else -1
+            if pos >= 0:
+                out.append((ts, json.loads(vals)[pos]))
+        return out
 
     def time_range(self) -> tuple[int, int] | None:
         row = self.db.execute("SELECT min(ts), max(ts) FROM samples").fetchone()
@@ -351,14 +408,16 @@ class _Batch:
     samples: list[Sample] = field(default_factory=list)
     facts: list[Fact] = field(default_factory=list)
     annotations: list[Annotation] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
 
     def extend(self, other: _Batch) -> None:
         self.samples += other.samples
         self.facts += other.facts
         self.annotations += other.annotations
+        self.findings += other.findings
 
     def empty(self) -> bool:
-        return not (self.samples or self.facts or self.annotations)
+        return not (self.samples or self.facts or self.annotations or self.findings)
 
 
 class StoreWriter:
@@ -382,8 +441,8 @@ class StoreWriter:
         return self.store.path
 
     def submit(self, samples: Iterable[Sample] = (), facts: Iterable[Fact] = (),
-               annotations: Iterable[Annotation] = ()) -> None:
-        batch = _Batch(list(samples), list(facts), list(annotations))
+               annotations: Iterable[Annotation] = (), findings: Iterable[Finding] = ()) -> None:
+        batch = _Batch(list(samples), list(facts), list(annotations), list(findings))
         if not batch.empty():
             self._q.put(batch)
 
@@ -463,7 +522,7 @@ class StoreWriter:
             return b
         t0 = time.perf_counter()
         try:
-            self.store.write(b.samples, b.facts, b.annotations)
+            self.store.write(b.samples, b.facts, b.annotations, b.findings)
         except sqlite3.Error as e:
             self.stats.last_error = f"store write failed: {e}"
             log.error("%s (%d samples kept for retry)", self.stats.last_error, len(b.samples))

@@ -82,6 +82,10 @@ class BaseCollector:
     async def describe(self) -> list[Fact]:
         return []
 
+    async def lookback(self, seconds: float) -> list[Record]:
+        """Samples of the past `seconds` the source itself keeps (vCenter's realtime hour), for triage."""
+        return []
+
     async def close(self) -> None:
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.sshd import SSHServer
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -31,3 +33,13 @@ def run_cli(*args: str, timeout: float = 60, env: dict[str, str] | None = None,
     """The real `db2vtop` entry point in a child process."""
     return subprocess.run([sys.executable, "-m", "agent", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})}, input=input)
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> SSHServer:
+    """A real sshd on 127.0.0.1 for the whole session (started on first use)."""
+    server = SSHServer(tmp_path_factory.mktemp("sshd"))
+    server.setup()
+    server.start()
+    yield server
+    server.stop()

@@ -70,6 +70,7 @@ def test_an_outage_in_the_middle_of_an_agent_run_loses_nothing(tmp_path, influxd
     in_store, in_influx = store_keys(store), influx_keys(influxd, "e2e")
     assert len(in_store) > 500
     assert in_influx == in_store
+    assert store_keys(store, findings=True) <= influx_keys(influxd, "e2e", findings=True)
     markers = influxd.points("e2e", "db2vtop_annotation")
     assert {"sink_unreachable", "sink_ok"} <= {tags["kind"] for _, tags, _ in markers}
     check_dashboard_queries(influxd, "e2e")

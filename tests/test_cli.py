@@ -54,7 +54,7 @@ def test_query_errors(store_path, tmp_path):
 
 
 @pytest.mark.parametrize("args", [[], ["watch"], ["agent"], ["query"], ["config"], ["config", "check"],
-                                  ["config", "init"]])
+                                  ["config", "init"], ["triage"], ["rules"], ["replay"], ["mark"]])
 def test_help_on_every_command(args):
     r = run_cli(*args, "--help")
     assert r.returncode == 0 and r.stdout.startswith("usage: db2vtop")
@@ -87,3 +87,38 @@ def test_agent_duration(store_path):
     assert r.returncode == 0, r.stderr
     with Store(store_path) as s:
         assert s.latest("guest_mem")
+
+
+def test_mark_goes_straight_into_an_idle_store(store_path):
+    r = run_cli("mark", "run 1 start", "--text", "TPC-like OLTP, 120 clients", "--store", str(store_path))
+    assert r.returncode == 0 and "stored" in r.stdout
+    with Store(store_path) as s:
+        (m,) = s.annotations()
+    assert (m.kind, m.name, m.text, m.tags) == ("marker", "run 1 start", "TPC-like OLTP, 120 clients", {"by": "cli"})
+
+
+def test_mark_is_queued_for_a_running_agent_which_records_it(store_path):
+    p = subprocess.Popen([sys.executable, "-m", "agent", "agent", "--store", str(store_path)], cwd=ROOT,
+                         stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not store_path.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        r = run_cli("mark", "run 2 start", "--store", str(store_path))
+        assert r.returncode == 0 and "queued" in r.stdout
+        names: list[str] = []
+        while "run 2 start" not in names and time.monotonic() < deadline:
+            time.sleep(0.3)
+            with Store(store_path) as s:
+                names = [a.name for a in s.annotations()]
+        assert names == ["run 2 start"]
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=30)
+
+
+def test_replay_needs_recorded_samples(store_path):
+    with Store(store_path, writer=True):
+        pass
+    r = run_cli("replay", "--store", str(store_path))
+    assert r.returncode == 1 and "holds no samples" in r.stderr

@@ -68,7 +68,7 @@ def test_points_read_back_exactly_with_their_tags_types_and_timestamps(influxd, 
     sink.submit([Sample("db2 perf", tags, fields, T0), Sample("db2 perf", tags, {**fields, "neg": -8}, T0 + 1),
                  Sample("odd", {"dir": "C:\\tmp"}, {"msg": "line1\nline2"}, T0)],
                 annotations=[Annotation("marker", "run-42 start", {"stack": "prod"}, "TPC-C warm-up", T0 + 5)])
-    sink.submit_findings([Finding("cpu-ready", "warning", {"layer": "vm", "vm": "db2prod01"}, "ready 7.5%",
+    sink.submit(findings=[Finding("cpu-ready", "warning", {"layer": "vm", "vm": "db2prod01"}, "ready 7.5%",
                                   {}, "why", "fix", [], T0 - 10**9, T0 + 7)])
     assert sink.flush(30)
     points = influxd.points(db, "db2 perf")

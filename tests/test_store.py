@@ -54,6 +54,9 @@ def test_reads_latest_window_and_series(store_path):
                  for i in range(10) for d in ("sda", "sdb")])
         latest = w.latest("disk")
         assert [(r.tags["device"], r.fields["util_pct"]) for r in latest] == [("sda", 9.0), ("sdb", 9.0)]
+        back_then = w.latest("disk", until_ns=T0 + 4 * 10**9)
+        assert [r.fields["util_pct"] for r in back_then] == [4.0, 4.0]
+        assert w.latest("disk", since_ns=T0 + 10 * 10**9) == []
         sda = next(s for s in w.series("disk") if s.tags == {"device": "sda"})
         assert w.window(sda.id, "util_pct", T0 + 3 * 10**9, T0 + 5 * 10**9) == [
             (T0 + 3 * 10**9, 3.0), (T0 + 4 * 10**9, 4.0), (T0 + 5 * 10**9, 5.0)]
@@ -94,14 +97,16 @@ def finding(ts: int, severity: str = "warning") -> Finding:
 
 def test_findings_open_refresh_resolve_reopen(store_path):
     with Store(store_path, writer=True) as w:
-        w.upsert_finding(finding(T0))
-        w.upsert_finding(finding(T0 + 10, "critical"))  # still open: refreshed, not duplicated
+        w.write(findings=[finding(T0)])
+        w.write(findings=[finding(T0 + 10, "critical")])  # still open: refreshed, not duplicated
         (open_,) = w.findings()
         assert (open_.severity, open_.first_seen, open_.last_seen) == ("critical", T0, T0 + 10)
-        assert w.resolve_finding(open_.key, T0 + 20)
-        assert not w.resolve_finding(open_.key, T0 + 21)
+        resolved = finding(T0 + 20, "critical")
+        resolved.first_seen, resolved.resolved_at = T0, T0 + 20
+        w.write(findings=[resolved])
+        w.write(findings=[resolved])  # resolving twice changes nothing
         assert w.findings() == []
-        w.upsert_finding(finding(T0 + 30))
+        w.write(findings=[finding(T0 + 30)])
         history = w.findings(open_only=False)
     assert [(f.first_seen, f.resolved_at) for f in history] == [(T0, T0 + 20), (T0 + 30, None)]
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from statistics import median
 
-from agent.model import FieldValue
+from agent.model import Annotation, FieldValue, Finding
 from agent.runtime import SELF_MEASUREMENT
 from agent.store import Row, Store
 
@@ -41,6 +41,7 @@ class LocalView:
     guest: str | None
     now_ns: int
     window_s: float
+    markers: list[Annotation] = field(default_factory=list)
     age_s: float | None = None
     interval_s: float | None = None
     cpu: dict[str, FieldValue] = field(default_factory=dict)
@@ -78,14 +79,20 @@ def pick_guest(store: Store) -> str | None:
     return me if me in guests else guests[0]
 
 
-def load_local(store: Store, guest: str | None, window_s: float, now_ns: int) -> LocalView:
-    view = LocalView(guest=guest, now_ns=now_ns, window_s=window_s)
-    since = now_ns - int(window_s * 1e9)
-    for row in store.latest(SELF_MEASUREMENT):
+def load_status(store: Store, until_ns: int) -> list[Status]:
+    """Each collector's last cycle at the cursor's time (its self-metric sample)."""
+    out = []
+    for row in store.latest(SELF_MEASUREMENT, until_ns=until_ns):
         f = row.fields
-        view.collectors.append(Status(row.tags.get("collector", "?"), str(f.get("status", "?")),
-                                      str(f.get("last_error", "")), float(f.get("duration_ms", 0.0)),
-                                      (now_ns - row.ts) / 1e9, int(f.get("errors", 0)), int(f.get("skipped", 0))))
+        out.append(Status(row.tags.get("collector", "?"), str(f.get("status", "?")), str(f.get("last_error", "")),
+                          float(f.get("duration_ms", 0.0)), (until_ns - row.ts) / 1e9, int(f.get("errors", 0)),
+                          int(f.get("skipped", 0))))
+    return out
+
+
+def load_local(store: Store, guest: str | None, since: int, now_ns: int) -> LocalView:
+    view = LocalView(guest=guest, now_ns=now_ns, window_s=(now_ns - since) / 1e9,
+                     markers=store.annotations(since, now_ns), collectors=load_status(store, now_ns))
     if guest is None:
         return view
 
@@ -100,7 +107,7 @@ def load_local(store: Store, guest: str | None, window_s: float, now_ns: int) ->
         sid = series.get((row.measurement, tuple(sorted(row.tags.items()))))
         return store.window(sid, name, since, now_ns) if sid is not None else []
 
-    for row in mine(store.latest("guest_cpu")):
+    for row in mine(store.latest("guest_cpu", until_ns=now_ns)):
         cpu = row.tags.get("cpu")
         if cpu == "total":
             view.cpu = row.fields
@@ -111,15 +118,44 @@ def load_local(store: Store, guest: str | None, window_s: float, now_ns: int) ->
         elif cpu is not None:
             view.cpus.append((cpu, float(row.fields.get("busy_pct", 0.0))))
     view.cpus.sort(key=lambda c: int(c[0]) if c[0].isdigit() else 0)
-    for row in mine(store.latest("guest_mem")):
+    for row in mine(store.latest("guest_mem", until_ns=now_ns)):
         view.mem = row.fields
         view.mem_history = _numbers(history(row, "used_pct"))
-    for row in mine(store.latest("guest_disk")):
+    for row in mine(store.latest("guest_disk", until_ns=now_ns)):
         view.disks.append(Item(row.tags, row.fields, _numbers(history(row, "util_pct"))))
-    for row in mine(store.latest("guest_net")):
+    for row in mine(store.latest("guest_net", until_ns=now_ns)):
         rx = _numbers(history(row, "rx_bytes_per_s"))
         tx = _numbers(history(row, "tx_bytes_per_s"))
         view.nets.append(Item(row.tags, row.fields, [a + b for a, b in zip(rx, tx, strict=False)]))
     view.disks.sort(key=lambda i: (i.tags.get("type") != "disk", i.tags.get("device", "")))
     view.nets.sort(key=lambda i: i.tags.get("interface", ""))
     return view
+
+
+@dataclass
+class FindingsView:
+    now_ns: int
+    window_s: float
+    open: list[Finding]
+    resolved: list[Finding]
+    collectors: list[Status]
+    markers: list[Annotation]
+
+
+SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
+
+
+def load_findings(store: Store, since: int, now_ns: int) -> FindingsView:
+    """Findings open at the cursor's time, and those resolved within the window."""
+    open_, resolved = [], []
+    for f in store.findings(open_only=False):
+        if f.first_seen > now_ns:
+            continue
+        if f.resolved_at is None or f.resolved_at > now_ns:
+            open_.append(f)
+        elif f.resolved_at >= since:
+            resolved.append(f)
+    def order(f: Finding) -> tuple:
+        return SEVERITY_RANK.get(f.severity, 9), f.rule, sorted(f.subject.items())
+    return FindingsView(now_ns, (now_ns - since) / 1e9, sorted(open_, key=order), sorted(resolved, key=order),
+                        load_status(store, now_ns), store.annotations(since, now_ns))

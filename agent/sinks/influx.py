@@ -140,15 +140,11 @@ class InfluxSink:
     # --- the Output protocol ------------------------------------------------------
 
     def submit(self, samples: Iterable[Sample] = (), facts: Iterable[Fact] = (),
-               annotations: Iterable[Annotation] = ()) -> None:
-        """Queue for the spool; facts stay in the embedded store (they are documents, not series)."""
+               annotations: Iterable[Annotation] = (), findings: Iterable[Finding] = ()) -> None:
+        """Queue for the spool. Findings (the check runner's changes) become `db2vtop_finding`
+        points; facts stay in the embedded store (they are documents, not series)."""
         if not self._closed:
-            self._q.put((list(samples), list(annotations), ()))
-
-    def submit_findings(self, findings: Iterable[Finding]) -> None:
-        """Findings as `db2vtop_finding` points (the check engine calls this each evaluation)."""
-        if not self._closed:
-            self._q.put(((), (), list(findings)))
+            self._q.put((list(samples), list(annotations), list(findings)))
 
     def take_events(self) -> list[Annotation]:
         with self._events_lock:

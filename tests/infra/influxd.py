@@ -168,20 +168,28 @@ def _tags(tags: dict[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((k, v) for k, v in tags.items() if v != ""))
 
 
-def store_keys(path: Path) -> set[Key]:
-    """(measurement, tags, ts) of every sample and annotation in an embedded store."""
+def store_keys(path: Path, findings: bool = False) -> set[Key]:
+    """(measurement, tags, ts) of every sample and annotation in an embedded store.
+
+    With findings=True, those of its findings instead, as db2vtop_finding points at their
+    last change (the store keeps one row per finding, InfluxDB a point per change).
+    """
     from agent.store import Store
 
     with Store(path) as s:
+        if findings:
+            return {("db2vtop_finding", _tags({**f.subject, "rule": f.rule, "severity": f.severity}),
+                     f.resolved_at or f.last_seen) for f in s.findings(open_only=False)}
         keys = {(m, _tags(r.tags), r.ts) for m in s.measurements() for r in s.rows(m)}
         keys |= {("db2vtop_annotation", _tags({**a.tags, "kind": a.kind, "name": a.name}), a.ts)
                  for a in s.annotations()}
     return keys
 
 
-def influx_keys(srv: InfluxServer, db: str) -> set[Key]:
-    """(measurement, tags, ts) of every point in a database."""
-    return {(m, _tags(tags), ts) for m in srv.measurements(db) for ts, tags, _ in srv.points(db, m)}
+def influx_keys(srv: InfluxServer, db: str, findings: bool = False) -> set[Key]:
+    """(measurement, tags, ts) of every point in a database: db2vtop_finding's, or all others."""
+    return {(m, _tags(tags), ts) for m in srv.measurements(db) if (m == "db2vtop_finding") == findings
+            for ts, tags, _ in srv.points(db, m)}
 
 
 def wait_for(cond, timeout: float = 30.0, what: str = "condition"):

@@ -1,0 +1,55 @@
+"""The practice catalog: every checkable practice of the five seed white papers.
+
+`catalog.json` holds the rows of shared/reference/practices.md (§1.1-1.10, one per rule
+id, with the seed's figure, data source, kind and citations) and the DB2 configuration
+baselines of seed 000's appendixes (§1.11) used for drift checks.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
+
+
+@dataclass(frozen=True)
+class Practice:
+    id: str
+    section: str
+    section_title: str
+    layer: str
+    practice: str
+    figure: str
+    observe_via: str
+    kind: str
+    references: tuple[str, ...]
+    not_in_seeds: bool
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """One DB2 parameter's value in each appendix profile of seed 000 ("–" = not listed)."""
+
+    id: str
+    scope: str  # dbm | db | registry
+    parameter: str
+    dss: str
+    oltp: str
+    overalloc: str
+    meaning: str
+
+
+@cache
+def _doc() -> dict:
+    return json.loads(files("checks").joinpath("catalog.json").read_text(encoding="utf-8"))
+
+
+@cache
+def practices() -> dict[str, Practice]:
+    return {r["id"]: Practice(**{**r, "references": tuple(r["references"])}) for r in _doc()["rules"]}
+
+
+@cache
+def baselines() -> list[Baseline]:
+    return [Baseline(scope=scope, **row) for scope, rows in _doc()["db2_cfg_profiles"].items() for row in rows]

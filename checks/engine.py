@@ -1,0 +1,206 @@
+"""The check engine: feeds samples and facts through the rules and keeps findings.
+
+A live condition opens a finding when at least `samples` of the last `window` samples
+breach (default 3 of 5), and clears only after `clear_samples` clean samples in a row
+(default 5): a value flapping around its threshold opens one finding, not many.
+Static rules open and clear with the facts they judge. Findings never duplicate while
+open; `changes()` hands new, updated and resolved findings to the store and sinks.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from agent.config import ConfigError, StackConfig
+from agent.model import Fact, Finding, Sample, canonical_tags
+from agent.store import Row
+from checks.rule import FactIndex, LiveRule, Rule, StaticRule, Thresholds, Verdict, worse
+
+
+@dataclass
+class _Track:
+    """Persistence state of one live rule for one subject."""
+
+    recent: deque = field(default_factory=lambda: deque(maxlen=5))
+    clean_run: int = 0
+    first_bad_ts: int | None = None
+    samples: int = 0
+    finding: Finding | None = None
+
+
+class Engine:
+    def __init__(self, rules: Sequence[Rule], overrides: dict[str, dict] | None = None,
+                 stacks: Sequence[StackConfig] = ()):
+        self.rules = list(rules)
+        self.overrides = overrides or {}
+        self.stacks = list(stacks)
+        self.facts = FactIndex(stacks)
+        self._live: dict[str, list[LiveRule]] = {}
+        for r in self.rules:
+            if isinstance(r, LiveRule):
+                self._live.setdefault(r.measurement, []).append(r)
+        self._tracks: dict[tuple[str, str], _Track] = {}
+        self._static: dict[str, Finding] = {}
+        self._changed: dict[str, Finding] = {}
+
+    # --- thresholds -------------------------------------------------------------------
+
+    def thresholds(self, rule: Rule, subject: dict[str, str]) -> Thresholds:
+        """Rule defaults < [checks.RULE] < [stack.checks.RULE] of the stack the subject is in."""
+        t = {**LiveRule.defaults, **rule.defaults} if isinstance(rule, LiveRule) else dict(rule.defaults)
+        t.update(self.overrides.get(rule.id, {}))
+        for stack in self.stacks:
+            if _in_stack(stack, subject):
+                t.update(stack.checks.get(rule.id, {}))
+        return t
+
+    # --- feeding ----------------------------------------------------------------------
+
+    def feed(self, samples: Iterable[Sample | Row] = (), facts: Iterable[Fact] = ()) -> None:
+        changed_kinds = self.facts.add(facts)
+        if changed_kinds:
+            self._judge_static(changed_kinds)
+        for s in samples:
+            for rule in self._live.get(s.measurement, ()):
+                self._judge_live(rule, s)
+
+    def _judge_live(self, rule: LiveRule, row: Sample | Row) -> None:
+        subject = rule.subject(row)  # type: ignore[arg-type]
+        t = self.thresholds(rule, subject)
+        if t.get("enabled") is False:
+            return
+        verdict = rule.judge(row, t, self.facts)  # type: ignore[arg-type]
+        if verdict is None:
+            return
+        key = (rule.id, canonical_tags(verdict.subject))
+        track = self._tracks.get(key)
+        if track is None:
+            track = self._tracks[key] = _Track(recent=deque(maxlen=int(t["window"])))
+        track.recent.append(verdict.severity)
+        track.samples += 1
+        if verdict.severity is None:
+            track.clean_run += 1
+            if track.finding is None:
+                track.first_bad_ts = None if not any(track.recent) else track.first_bad_ts
+            elif track.clean_run >= int(t["clear_samples"]):
+                self._resolve(track.finding, row.ts)
+                track.finding, track.first_bad_ts = None, None
+            return
+        track.clean_run = 0
+        if track.first_bad_ts is None:
+            track.first_bad_ts = row.ts
+            track.samples = 1
+        breaches = sum(1 for s in track.recent if s is not None)
+        severity = None
+        for s in track.recent:
+            severity = worse(severity, s)
+        if track.finding is not None:
+            self._refresh(track.finding, rule, verdict, severity, row.ts, t, track.samples)
+        elif breaches >= int(t["samples"]):
+            track.finding = self._open(rule, verdict, severity, track.first_bad_ts, row.ts, t, track.samples)
+
+    def _judge_static(self, changed_kinds: set[str]) -> None:
+        for rule in self.rules:
+            if not isinstance(rule, StaticRule) or not changed_kinds & set(rule.needs):
+                continue
+            base = self.thresholds(rule, {})
+            if base.get("enabled") is False:
+                continue
+            seen = set()
+            for v in rule.judge_facts(self.facts, base):
+                t = self.thresholds(rule, v.subject)
+                if t.get("enabled") is False:
+                    continue
+                if t != base:  # a stack overrides this rule: judge that subject with its thresholds
+                    v = next((w for w in rule.judge_facts(self.facts, t) if w.subject == v.subject), v)
+                key = f"{rule.id} {canonical_tags(v.subject)}"
+                if v.severity is None:
+                    continue
+                seen.add(key)
+                ts = self._facts_ts(rule)
+                found = self._static.get(key)
+                if found is None:
+                    self._static[key] = self._open(rule, v, v.severity, ts, ts, t, 1)
+                else:
+                    self._refresh(found, rule, v, v.severity, ts, t, found.evidence.get("samples", 1))
+            for key in [k for k in self._static if k.startswith(rule.id + " ") and k not in seen]:
+                self._resolve(self._static.pop(key), self._facts_ts(rule))
+
+    def _facts_ts(self, rule: Rule) -> int:
+        return max((f.ts for kind in rule.needs for f in self.facts.of(kind)), default=0)
+
+    # --- findings ---------------------------------------------------------------------
+
+    def _open(self, rule: Rule, v: Verdict, severity: str, first: int, last: int, t: Thresholds,
+              samples: int) -> Finding:
+        f = Finding(rule.id, severity, v.subject, v.summary, self._evidence(v, first, last, t, samples),
+                    rule.why(), rule.fix, list(rule.practice.references), first, last)
+        self._changed[f.key] = f
+        return f
+
+    def _refresh(self, f: Finding, rule: Rule, v: Verdict, severity: str, ts: int, t: Thresholds,
+                 samples: int) -> None:
+        if severity != f.severity or v.summary != f.summary or ts > f.last_seen:
+            f.severity, f.summary, f.last_seen = severity, v.summary, max(ts, f.last_seen)
+            f.evidence = self._evidence(v, f.first_seen, f.last_seen, t, samples)
+            self._changed[f.key] = f
+
+    def _resolve(self, f: Finding, ts: int) -> None:
+        f.resolved_at = max(ts, f.last_seen)
+        self._changed[f.key] = f
+
+    @staticmethod
+    def _evidence(v: Verdict, first: int, last: int, t: Thresholds, samples: int) -> dict:
+        return {"values": v.values, "window": {"from_ns": first, "to_ns": last}, "samples": samples,
+                "thresholds": {k: x for k, x in t.items() if k not in ("samples", "window", "clear_samples")}}
+
+    def changes(self) -> list[Finding]:
+        """Findings opened, updated or resolved since the last call."""
+        out = list(self._changed.values())
+        self._changed.clear()
+        return out
+
+    def open_findings(self) -> list[Finding]:
+        live = [t.finding for t in self._tracks.values() if t.finding is not None]
+        return live + list(self._static.values())
+
+    def adopt(self, findings: Iterable[Finding]) -> None:
+        """Continue findings left open by an earlier run (so a restart does not duplicate them)."""
+        by_rule = {r.id: r for r in self.rules}
+        for f in findings:
+            rule = by_rule.get(f.rule)
+            if isinstance(rule, StaticRule):
+                self._static[f.key] = f
+            elif isinstance(rule, LiveRule):
+                t = self.thresholds(rule, f.subject)
+                track = _Track(recent=deque([f.severity] * int(t["window"]), maxlen=int(t["window"])),
+                               first_bad_ts=f.first_seen, samples=f.evidence.get("samples", 1), finding=f)
+                self._tracks[(f.rule, canonical_tags(f.subject))] = track
+
+
+def _in_stack(stack: StackConfig, subject: dict[str, str]) -> bool:
+    return any(v is not None and subject.get(k) == v for k, v in (
+        ("vm", stack.vm), ("db2", stack.db2), ("guest", stack.guest))) or subject.get("storage") in stack.storage
+
+
+def validate_overrides(rules: Sequence[Rule], file: str, overrides: dict[str, dict], where: str = "checks") -> None:
+    """[checks.RULE] keys must name a rule and one of its thresholds; raises ConfigError."""
+    allowed_by_id: dict[str, dict] = {}
+    for r in rules:  # one id may have several rules (a static and a live side, several layers)
+        allowed_by_id.setdefault(r.id, {"enabled": True}).update(
+            {**(LiveRule.defaults if isinstance(r, LiveRule) else {}), **r.defaults})
+    for rule_id, keys in overrides.items():
+        allowed = allowed_by_id.get(rule_id)
+        if allowed is None:
+            raise ConfigError(file, f"{where}.{rule_id}", "no such rule; `db2vtop rules` lists them")
+        for key, value in keys.items():
+            if key not in allowed:
+                raise ConfigError(file, f"{where}.{rule_id}.{key}",
+                                  "unknown threshold; expected one of " + ", ".join(sorted(allowed)))
+            if type(allowed[key]) is bool and not isinstance(value, bool):
+                raise ConfigError(file, f"{where}.{rule_id}.{key}", f"{value!r} is not valid; expected true or false")
+            if isinstance(allowed[key], int | float) and not isinstance(allowed[key], bool) and (
+                    isinstance(value, bool) or not isinstance(value, int | float)):
+                raise ConfigError(file, f"{where}.{rule_id}.{key}", f"{value!r} is not valid; expected a number")

@@ -1,0 +1,81 @@
+"""`db2vtop rules`: the whole catalog, with what is observable under the current config."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TextIO
+
+from agent.config import Config
+from checks.catalog import practices
+from checks.engine import Engine
+from checks.rule import Rule
+
+SECTION_ENABLED = {
+    "guest": lambda c: c.guest.enabled, "vcenter": lambda c: bool(c.vcenter), "db2": lambda c: bool(c.db2),
+    "storage": lambda c: bool(c.storage), "esxtop": lambda c: bool(c.esxtop),
+}
+
+
+def _unobservable_reason(kind: str, observe_via: str) -> str:
+    if "manual" in kind:
+        return "manual attestation: BIOS/BMC or vendor settings no API read by db2vtop exposes"
+    if kind.startswith("E"):
+        return "needs events (vMotion, power-on, path changes), which no collector records yet"
+    first = observe_via.split(";")[0].strip()
+    return f"no collector provides its data yet ({first})"
+
+
+def rule_rows(cfg: Config, engine: Engine) -> list[dict[str, Any]]:
+    implemented: dict[str, list[Rule]] = {}
+    for r in engine.rules:
+        implemented.setdefault(r.id, []).append(r)
+    rows = []
+    extra = {r.id: r.practice for r in engine.rules if r.id not in practices()}  # e.g. the §1.11 drift check
+    for p in [*practices().values(), *extra.values()]:
+        impl = implemented.get(p.id, [])
+        sections = sorted({s for r in impl for s in r.needs.values()})
+        missing = [s for s in sections if not SECTION_ENABLED[s](cfg)]
+        if not impl:
+            status, observable = "not observable yet: " + _unobservable_reason(p.kind, p.observe_via), False
+        elif missing and len(missing) == len(sections):
+            status, observable = "not configured: needs " + " or ".join(f"[{s}]" if s == "guest" else f"[[{s}]]"
+                                                                          for s in missing), False
+        else:
+            status, observable = "observable", True
+        thresholds: dict[str, Any] = {}
+        for r in impl:
+            thresholds.update(engine.thresholds(r, {}))
+        rows.append({
+            "id": p.id, "section": p.section, "layer": impl[0].layer if impl else p.layer,
+            "kind": " + ".join(sorted({r.kind for r in impl})) if impl else p.kind,
+            "practice": p.practice, "figure": p.figure, "observe_via": p.observe_via,
+            "thresholds": thresholds, "not_in_seeds": p.not_in_seeds, "references": list(p.references),
+            "implemented": bool(impl), "observable": observable, "status": status,
+            "needs": sorted({m for r in impl for m in r.needs}),
+        })
+    return rows
+
+
+def write_rules(rows: list[dict[str, Any]], fmt: str, out: TextIO) -> None:
+    if fmt == "json":
+        json.dump(rows, out, indent=1, ensure_ascii=False)
+        out.write("\n")
+        return
+    practice_rows = [r for r in rows if r["section"] != "1.11"]
+    observable = sum(r["observable"] for r in practice_rows)
+    implemented = sum(r["implemented"] for r in practice_rows)
+    out.write(f"{len(practice_rows)} practices from the seed white papers; {implemented} have a rule, "
+              f"{observable} are observable with this configuration; plus the §1.11 DB2 configuration drift "
+              "check.\n")
+    section = None
+    for r in rows:
+        if r["section"] != section:
+            section = r["section"]
+            out.write(f"\n§{section}\n")
+        mark = "●" if r["observable"] else ("○" if r["implemented"] else "·")
+        limits = ", ".join(f"{k}={v}" for k, v in r["thresholds"].items()
+                           if k not in ("samples", "window", "clear_samples"))
+        out.write(f"  {mark} {r['id']:<34} {r['layer']:<9} {r['kind']:<14} {r['status']}\n")
+        if limits:
+            out.write(f"      thresholds: {limits}\n")
+        out.write(f"      {r['practice']}\n      ref: {'; '.join(r['references'])}\n")

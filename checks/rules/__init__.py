@@ -1,0 +1,8 @@
+"""Every implemented rule, one module per layer."""
+
+from checks.rule import Rule
+from checks.rules import db2, guest, storage
+
+
+def all_rules() -> list[Rule]:
+    return [*guest.RULES, *db2.RULES, *storage.RULES]

@@ -1,0 +1,64 @@
+"""The engine in the agent's pipeline: fed what the collectors produce, on its own thread."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Iterable, Sequence
+
+from agent.config import Config
+from agent.model import Annotation, Fact, Finding, Sample
+from agent.runtime import Output
+from agent.store import Store
+from checks.engine import Engine, validate_overrides
+from checks.rules import all_rules
+
+log = logging.getLogger(__name__)
+
+
+def build_engine(cfg: Config) -> Engine:
+    """The engine with every rule and the config's threshold overrides (validated: ConfigError)."""
+    rules = all_rules()
+    file = str(cfg.source or "config")
+    validate_overrides(rules, file, cfg.checks)
+    for i, stack in enumerate(cfg.stack):
+        validate_overrides(rules, file, stack.checks, f"stack[{i}].checks")
+    return Engine(rules, cfg.checks, cfg.stack)
+
+
+class CheckRunner:
+    """An Output: judges every batch the runtime emits and passes finding changes on."""
+
+    def __init__(self, engine: Engine, outputs: Sequence[Output]):
+        self.engine = engine
+        self.outputs = list(outputs)
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="checks", daemon=True)
+        self._thread.start()
+
+    def resume(self, store: Store) -> None:
+        """Continue where the last run stopped: its open findings and the current facts."""
+        self._q.put((store.findings(open_only=True), [], store.facts()))
+
+    def submit(self, samples: Iterable[Sample] = (), facts: Iterable[Fact] = (),
+               annotations: Iterable[Annotation] = (), findings: Iterable[Finding] = ()) -> None:
+        self._q.put(([], list(samples), list(facts)))
+
+    def close(self, timeout: float = 10.0) -> None:
+        self._q.put(None)
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while (item := self._q.get()) is not None:
+            adopt, samples, facts = item
+            try:
+                self.engine.adopt(adopt)
+                self.engine.feed(samples, facts)
+                changes = self.engine.changes()
+            except Exception:  # a rule bug must not stop collection; it is logged with its traceback
+                log.exception("check engine failed on a batch")
+                continue
+            if changes:
+                for out in self.outputs:
+                    out.submit(findings=changes)

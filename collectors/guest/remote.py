@@ -1,0 +1,130 @@
+"""A guest read over SSH ([[remote_guest]], or a [[stack]]'s guest): Linux or AIX.
+
+Every cycle is one SSH round trip (a BundleCollector): one script fetches all the files
+(Linux) or command outputs (AIX) at once, facts cycles included. The OS is `uname -s` at
+start unless [[remote_guest]] os says it.
+Linux figures come from the same parsers as the local collector (procfs.snapshot,
+metrics.guest_samples and guest_facts), so field names and values agree. Samples are
+tagged guest = the [[ssh]] target's name, the name a [[stack]] uses for its guest.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from agent.config import RemoteGuestConfig
+from agent.model import Fact, Record
+from collectors.base import CollectorError
+from collectors.guest import aix
+from collectors.guest.metrics import guest_facts, guest_samples
+from collectors.guest.procfs import (
+    FACT_GLOBS,
+    FACT_LINK_GLOBS,
+    SNAPSHOT_FILES,
+    SNAPSHOT_GLOBS,
+    ProcFormatError,
+    Snapshot,
+    snapshot,
+)
+from collectors.ssh import SSHTarget
+from collectors.ssh.bundle import Bundle, BundleCollector, Fetched
+
+
+class Platform(Protocol):
+    def bundle(self, facts: bool) -> Bundle: ...
+    def samples(self, got: Fetched, ts: int) -> list[Record]: ...
+    def facts(self, got: Fetched, ts: int) -> list[Fact]: ...
+
+
+def _detect_bundle() -> Bundle:
+    """First contact: the OS, the page size, and (in case it is Linux) a baseline snapshot."""
+    return (Bundle().command("uname", "uname", "-s").command("pagesize", "getconf", "PAGESIZE")
+            .files(*SNAPSHOT_FILES, *SNAPSHOT_GLOBS))
+
+
+class LinuxPlatform:
+    """The local collector's procfs arithmetic on files fetched over SSH."""
+
+    def __init__(self, guest: str, cfg: RemoteGuestConfig, page_size: int):
+        self.guest, self.cfg, self.page_size = guest, cfg, page_size
+        self.prev: Snapshot | None = None  # the first samples() call only takes the baseline
+
+    def baseline(self, got: Fetched) -> None:
+        self.prev = self._snapshot(got)
+
+    def bundle(self, facts: bool) -> Bundle:
+        b = Bundle().files(*SNAPSHOT_FILES, *SNAPSHOT_GLOBS)
+        if facts:
+            b.files(*FACT_GLOBS).links(*FACT_LINK_GLOBS)
+        return b
+
+    @staticmethod
+    def _snapshot(got: Fetched) -> Snapshot:
+        try:
+            return snapshot(got.files)
+        except ProcFormatError as e:
+            raise CollectorError(f"remote {e}") from None
+
+    def samples(self, got: Fetched, ts: int) -> list[Record]:
+        cur = self._snapshot(got)
+        prev, self.prev = self.prev, cur
+        if prev is None:
+            return []
+        return guest_samples(prev, cur, self.guest, ts, self.page_size, self.cfg.devices_exclude,
+                             self.cfg.interfaces_exclude)
+
+    def facts(self, got: Fetched, ts: int) -> list[Fact]:
+        return guest_facts(got.files, self.guest, ts, self.cfg.devices_exclude, self.cfg.interfaces_exclude)
+
+
+class RemoteGuestCollector(BundleCollector):
+    def __init__(self, cfg: RemoteGuestConfig, target: SSHTarget):
+        super().__init__(f"guest:{cfg.ssh}", cfg.interval, cfg.timeout, target, f"guest {cfg.ssh}")
+        self.first_delay = min(1.0, cfg.interval)
+        self.cfg, self.guest = cfg, cfg.ssh
+        self.platform: Platform | None = None
+
+    def _detect(self) -> Fetched | None:
+        """Choose the platform from `uname -s` (the answer also holds a Linux snapshot)."""
+        if self.cfg.os == "aix":
+            self.platform = aix.AIXPlatform(self.guest, self.cfg)
+            return None
+        got = self.fetch(_detect_bundle())
+        uname = got.commands.get("uname")
+        os_name = uname.text.strip() if uname is not None and uname.rc == 0 else ""
+        if self.cfg.os == "linux" or os_name == "Linux":
+            page = got.commands.get("pagesize")
+            text = page.text.strip() if page is not None and page.rc == 0 else ""
+            size = int(text) if text.isascii() and text.isdigit() else 4096
+            self.platform = LinuxPlatform(self.guest, self.cfg, size)
+        elif os_name == "AIX":
+            self.platform = aix.AIXPlatform(self.guest, self.cfg)
+        else:
+            raise CollectorError(f"guest {self.guest}: unsupported OS {os_name or 'unknown'!r} (uname -s); "
+                                 'set os = "linux" or "aix" in [[remote_guest]]')
+        return got
+
+    def _start(self) -> None:
+        got = self._detect()
+        if isinstance(self.platform, LinuxPlatform) and got is not None:
+            self.platform.baseline(got)
+
+    def _platform(self) -> Platform:
+        """The platform, detected now if start() could not (the host was down): a Linux
+        platform then takes its baseline from the cycle's own fetch."""
+        if self.platform is None:
+            self._detect()
+        assert self.platform is not None
+        return self.platform
+
+    def bundle(self, facts: bool) -> Bundle:
+        return self._platform().bundle(facts)
+
+    def samples(self, got: Fetched, ts: int) -> list[Record]:
+        return self._platform().samples(got, ts)
+
+    def facts(self, got: Fetched, ts: int) -> list[Fact]:
+        return self._platform().facts(got, ts)
+
+    async def start(self) -> None:
+        await self.run_blocking(self._start)

@@ -1,0 +1,15 @@
+"""The SSH layer shared by the DB2, storage, esxtop and remote guest collectors."""
+
+from collectors.ssh.target import (
+    Result,
+    SSHAuthError,
+    SSHConnectError,
+    SSHError,
+    SSHHostKeyError,
+    SSHTarget,
+    SSHTimeoutError,
+    command,
+)
+
+__all__ = ["Result", "SSHAuthError", "SSHConnectError", "SSHError", "SSHHostKeyError", "SSHTarget",
+           "SSHTimeoutError", "command"]

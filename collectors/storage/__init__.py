@@ -1,0 +1,1 @@
+"""Storage collectors: Linux hosts and arrays (NetApp ONTAP, EMC XtremIO, PowerMax)."""

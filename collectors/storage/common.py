@@ -1,0 +1,84 @@
+"""What the array collectors share: their error type, tags, number parsing and facts.
+
+Every array sample carries `storage` (the [[storage]] name) and `kind` so a stack can
+join it to the VM's datastores; entity tags (volume, lun, naa, device) are added per kind.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+from agent.config import StorageConfig
+from agent.model import Fact, FieldValue, Sample
+from collectors.base import BaseCollector, CollectorError
+
+
+class StorageFormatError(CollectorError):
+    """An array answered with something its documented format does not allow."""
+
+
+class StorageCollector(BaseCollector):
+    def __init__(self, cfg: StorageConfig):
+        super().__init__(f"storage:{cfg.name}", cfg.interval, cfg.timeout)
+        self.cfg = cfg
+        self.base_tags = {"storage": cfg.name, "kind": cfg.kind}
+
+    def sample(self, measurement: str, tags: dict[str, str], fields: dict[str, FieldValue], ts: int) -> Sample:
+        return Sample(measurement, {**self.base_tags, **tags}, fields, ts)
+
+    def fact(self, kind: str, tags: dict[str, str], data: dict[str, Any], ts: int) -> Fact:
+        return Fact(kind, {**self.base_tags, **tags}, data, ts)
+
+
+def now_ns() -> int:
+    return time.time_ns()
+
+
+def number(value: Any, what: str) -> float:
+    """A finite number from a JSON number or a numeric string (XtremIO sends both)."""
+    if isinstance(value, bool):
+        raise StorageFormatError(f"{what}: {value!r} is not a number")
+    if isinstance(value, int | float):
+        result = float(value)
+    elif isinstance(value, str):
+        try:
+            result = float(value.strip())
+        except ValueError:
+            raise StorageFormatError(f"{what}: {value[:40]!r} is not a number") from None
+    else:
+        raise StorageFormatError(f"{what}: {type(value).__name__} is not a number")
+    if not math.isfinite(result):
+        raise StorageFormatError(f"{what}: {value!r} is not a finite number")
+    return result
+
+
+def optional_number(value: Any, what: str) -> float | None:
+    """Like number(), but absent values ("", "N/A", null) are None rather than an error."""
+    if value is None or (isinstance(value, str) and value.strip() in ("", "N/A", "-")):
+        return None
+    return number(value, what)
+
+
+def rate_fields(get: Callable[[str], Any], rates: dict[str, tuple[str, float]],
+                latencies: dict[str, tuple[str, str]], latency_to_ms: float, window_s: float, min_ops: int,
+                what: str) -> dict[str, FieldValue]:
+    """Fields from an array's own per-second averages.
+
+    `rates` maps a property to (field, factor); `latencies` maps a latency property to
+    (field, the IOPS property it averages over). A latency is kept only when that IOPS
+    times the window the array averaged over reaches `min_ops` (and is above zero).
+    """
+    out: dict[str, FieldValue] = {}
+    for prop, (field, factor) in rates.items():
+        v = optional_number(get(prop), f"{what} {prop}")
+        if v is not None:
+            out[field] = round(v * factor, 4)
+    for prop, (field, base) in latencies.items():
+        lat = optional_number(get(prop), f"{what} {prop}")
+        ops = optional_number(get(base), f"{what} {base}")
+        if lat is not None and ops is not None and ops > 0 and ops * window_s >= min_ops:
+            out[field] = round(lat * latency_to_ms, 4)
+    return out

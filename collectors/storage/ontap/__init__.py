@@ -1,0 +1,1 @@
+"""NetApp clustered ONTAP: raw performance counters and configuration over SSH or REST."""

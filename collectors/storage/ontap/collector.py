@@ -1,0 +1,92 @@
+"""The ONTAP collector: raw counters over SSH (default) or ONTAP's REST metrics."""
+
+from __future__ import annotations
+
+import time
+
+from agent.config import StorageConfig
+from agent.model import Annotation, Fact, Record
+from collectors.ssh import SSHTarget
+from collectors.storage.common import StorageCollector, StorageFormatError, now_ns
+from collectors.storage.ontap.cli import (
+    FACT_COMMANDS,
+    OntapCommandError,
+    check_errors,
+    fact_line,
+    parse_fields,
+    perf_line,
+)
+from collectors.storage.ontap.metrics import FactRow, Key, Row, Snapshot, facts, rows, snapshot
+from collectors.storage.ontap.rest import OntapRest
+
+
+class OntapSSH:
+    """The clustershell over one SSH target: one round trip per cycle, one per fact table."""
+
+    def __init__(self, cfg: StorageConfig, target: SSHTarget, timeout: float):
+        self.cfg, self.target, self.timeout = cfg, target, timeout
+        self.prev: Snapshot | None = None
+        self.round_trips = 0
+
+    def _run(self, line: str, what: str) -> str:
+        self.round_trips += 1
+        r = self.target.run_line(line, timeout=self.timeout, what=what)
+        text = r.text()
+        check_errors(text, what)
+        if r.rc != 0 and not text.strip():
+            err = r.stderr.decode("utf-8", "replace").strip()[:300]
+            raise OntapCommandError(f"ONTAP {what} ended with status {r.rc}: {err or 'no output'}")
+        return text
+
+    def rows(self, lun_tags: dict[Key, dict[str, str]]) -> tuple[list[Row], list[Annotation]]:
+        sent = time.monotonic()
+        text = self._run(perf_line(), "statistics show -raw")
+        cur = snapshot(text, (sent + time.monotonic()) / 2)  # the counters were read between send and receipt
+        if not cur.objects:
+            raise StorageFormatError("ONTAP statistics show -raw printed no Object: blocks "
+                                     f"(first line: {text.strip().splitlines()[0][:80] if text.strip() else 'none'!r})")
+        prev, self.prev = self.prev, cur
+        if prev is None:
+            return [], []
+        return rows(prev, cur, self.cfg.min_ops_for_latency, lun_tags, self.cfg.vserver)
+
+    def facts(self) -> tuple[list[FactRow], dict[Key, dict[str, str]]]:
+        tables = {what: parse_fields(self._run(fact_line(what, self.cfg.vserver), FACT_COMMANDS[what][0]))
+                  for what in FACT_COMMANDS}
+        return facts(tables)
+
+
+class OntapCollector(StorageCollector):
+    def __init__(self, cfg: StorageConfig, target: SSHTarget | None = None):
+        super().__init__(cfg)
+        self.first_delay = min(cfg.interval, 5.0)  # the SSH path needs a baseline sample first
+        if cfg.effective_transport == "ssh":
+            if target is None:
+                raise ValueError("the ssh transport needs an SSHTarget")
+            self.source: OntapSSH | OntapRest = OntapSSH(cfg, target, self.timeout)
+        else:
+            self.source = OntapRest(cfg)
+        self.lun_tags: dict[Key, dict[str, str]] = {}
+
+    @property
+    def round_trips(self) -> int:
+        return self.source.round_trips
+
+    async def start(self) -> None:
+        if isinstance(self.source, OntapSSH):
+            await self.run_blocking(self.source.rows, self.lun_tags)
+
+    async def collect(self) -> list[Record]:
+        found, resets = await self.run_blocking(self.source.rows, self.lun_tags)
+        ts = now_ns()
+        out: list[Record] = [self.sample(r.measurement, r.tags, r.fields, ts) for r in found]
+        for a in resets:
+            a.tags = {**self.base_tags, **a.tags}
+            a.ts = ts
+            out.append(a)
+        return out
+
+    async def describe(self) -> list[Fact]:
+        found, self.lun_tags = await self.run_blocking(self.source.facts)
+        ts = now_ns()
+        return [self.fact(f.kind, f.tags, f.data, ts) for f in found]

@@ -1,0 +1,181 @@
+"""ONTAP over its REST API (ONTAP 9.7+) with NetApp's `netapp-ontap` library, for sites
+where the monitoring host may not SSH to the cluster.
+
+`GET /api/storage/volumes?fields=metric` (and luns, cluster/nodes) returns ONTAP's own
+averages over `metric.duration` (e.g. PT15S): IOPS, throughput in bytes/s, latency in
+microseconds (docs.netapp.com/us-en/ontap-automation/rest/performance_metrics.html).
+The same minimum-operations rule as the CLI path applies to latencies.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+from urllib.parse import urlparse
+
+from agent.config import StorageConfig
+from agent.model import Annotation, FieldValue
+from agent.secrets import SecretError
+from collectors.base import CollectorError
+from collectors.storage.common import StorageFormatError, optional_number, rate_fields
+from collectors.storage.ontap.metrics import FactRow, Key, Row, naa_for_serial, volume_of
+
+log = logging.getLogger(__name__)
+
+VOLUME_FIELDS = "name,svm.name,metric"
+LUN_FIELDS = "name,svm.name,metric"
+NODE_FIELDS = "name,metric"
+_DURATION = re.compile(r"^PT(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?$")
+
+
+def duration_s(value: Any) -> float:
+    m = _DURATION.match(value) if isinstance(value, str) else None
+    if not m or not any(m.groups()):
+        raise StorageFormatError(f"ONTAP REST: metric.duration {str(value)[:20]!r} is not an ISO 8601 duration")
+    h, mnt, s = m.groups()
+    return int(h or 0) * 3600 + int(mnt or 0) * 60 + float(s or 0)
+
+
+def _get(d: dict, path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(d, dict):
+            return None
+        d = d.get(part)
+    return d
+
+
+RATES = {f"iops.{k}": (f"{k}_iops", 1.0) for k in ("total", "read", "write", "other")} | {
+    f"throughput.{k}": (f"{k}_bytes_per_s", 1.0) for k in ("read", "write")}
+LATENCIES = {f"latency.{k}": (f"{'avg' if k == 'total' else k}_latency_ms", f"iops.{k}")
+             for k in ("total", "read", "write", "other")}
+
+
+def perf_fields(metric: Any, min_ops: int, what: str) -> dict[str, FieldValue] | None:
+    """Fields of one `metric` object (latency in microseconds); None unless ONTAP marked it "ok"."""
+    if not isinstance(metric, dict) or metric.get("status") != "ok":
+        return None
+    window = duration_s(metric.get("duration"))
+    return rate_fields(lambda p: _get(metric, p), RATES, LATENCIES, 0.001, window, min_ops, what)
+
+
+class OntapRest:
+    """One HostConnection per collector; records are read as plain dicts."""
+
+    def __init__(self, cfg: StorageConfig):
+        self.cfg = cfg
+        self.round_trips = 0
+        self._conn: Any = None
+
+    def _connection(self) -> Any:
+        if self._conn is None:
+            try:
+                from netapp_ontap import HostConnection
+            except ImportError:
+                raise CollectorError("the ONTAP REST transport needs NetApp's library: "
+                                     "pip install 'db2vtop[ontap]'") from None
+            u = urlparse(self.cfg.url or "")
+            ref = self.cfg.password()
+            try:
+                password = ref.resolve(self.cfg.user or "") if ref else ""
+            except SecretError as e:
+                raise CollectorError(f"ONTAP REST {u.hostname}: {e}") from None
+            verify: bool | str = str(self.cfg.ca_file) if self.cfg.ca_file else self.cfg.verify_tls
+            if verify is False:
+                log.warning("storage %s: TLS certificate verification is OFF (verify_tls = false)", self.cfg.name)
+            limit = self.cfg.timeout or self.cfg.interval
+            self._conn = HostConnection(u.hostname, username=self.cfg.user, password=password, port=u.port,
+                                        scheme=u.scheme, verify=verify, protocol_timeouts=(min(6.0, limit), limit))
+            if self.cfg.ca_file:  # requests lets REQUESTS_CA_BUNDLE override a session's CA file otherwise
+                self._conn.session.trust_env = False
+        return self._conn
+
+    def records(self, resource: str, fields: str) -> list[dict]:
+        from netapp_ontap import resources
+        from netapp_ontap.error import NetAppRestError
+        cls = getattr(resources, resource)
+        query = {"svm.name": self.cfg.vserver} if self.cfg.vserver and resource in ("Volume", "Lun", "Igroup") else {}
+        self.round_trips += 1
+        try:
+            return [r.to_dict() for r in cls.get_collection(connection=self._connection(), fields=fields, **query)]
+        except NetAppRestError as e:
+            status = getattr(getattr(e, "http_err_response", None), "http_response", None)
+            code = f"HTTP {status.status_code} " if status is not None else ""
+            raise CollectorError(f"ONTAP REST {self.cfg.url}: {resource} {code}failed: {str(e)[:300]}") from None
+        except (ValueError, TypeError, KeyError) as e:  # a body the schema cannot load
+            raise StorageFormatError(f"ONTAP REST: {resource} answer not understood: {e}") from None
+
+    def rows(self, lun_tags: dict[Key, dict[str, str]]) -> tuple[list[Row], list[Annotation]]:
+        """ONTAP's own averages; no counter resets to report (ONTAP flags those in metric.status)."""
+        min_ops = self.cfg.min_ops_for_latency
+        out: list[Row] = []
+        for v in self.records("Volume", VOLUME_FIELDS):
+            name, svm = str(v.get("name", "")), str(_get(v, "svm.name") or "")
+            fields = perf_fields(v.get("metric"), min_ops, f"volume {name}")
+            if fields:
+                out.append(Row("storage_volume", {"vserver": svm, "volume": name}, fields))
+        for lun in self.records("Lun", LUN_FIELDS):
+            path, svm = str(lun.get("name", "")), str(_get(lun, "svm.name") or "")
+            fields = perf_fields(lun.get("metric"), min_ops, f"lun {path}")
+            if fields:
+                tags = {"vserver": svm, "volume": volume_of(path), "lun": path, **lun_tags.get((svm, path), {})}
+                out.append(Row("storage_lun", tags, fields))
+        for node in self.records("Node", NODE_FIELDS):
+            metric = node.get("metric")
+            if isinstance(metric, dict) and metric.get("status") == "ok":
+                cpu = optional_number(metric.get("processor_utilization"), "node processor_utilization")
+                if cpu is not None:
+                    out.append(Row("storage_node", {"node": str(node.get("name", ""))}, {"cpu_busy_pct": cpu}))
+        return out, []
+
+    def facts(self) -> tuple[list[FactRow], dict[Key, dict[str, str]]]:
+        out: list[FactRow] = []
+        vol_size: dict[tuple[str, str], float | None] = {}
+        for v in self.records("Volume", "name,svm.name,aggregates.name,size,space.snapshot.reserve_percent,"
+                                        "snapshot_policy.name,guarantee.type,access_time_enabled"):
+            key = (str(_get(v, "svm.name") or ""), str(v.get("name", "")))
+            vol_size[key] = optional_number(v.get("size"), "volume size")
+            aggrs = v.get("aggregates") or [{}]
+            out.append(FactRow("storage_volume", {"vserver": key[0], "volume": key[1]}, {
+                "aggregate": aggrs[0].get("name") if isinstance(aggrs[0], dict) else None,
+                "size_bytes": vol_size[key],
+                "snapshot_reserve_pct": optional_number(_get(v, "space.snapshot.reserve_percent"), "reserve"),
+                "snapshot_policy": _get(v, "snapshot_policy.name"), "atime_update": v.get("access_time_enabled"),
+                "space_guarantee": _get(v, "guarantee.type")}))
+        luns = self.records("Lun", "name,svm.name,location.volume.name,serial_number,os_type,space.size,"
+                                   "space.guarantee.requested")
+        totals: dict[tuple[str, str], float] = {}
+        for lun in luns:
+            key = (str(_get(lun, "svm.name") or ""), str(_get(lun, "location.volume.name") or ""))
+            totals[key] = totals.get(key, 0.0) + (optional_number(_get(lun, "space.size"), "lun size") or 0.0)
+        lun_tags: dict[Key, dict[str, str]] = {}
+        for lun in luns:
+            svm, path = str(_get(lun, "svm.name") or ""), str(lun.get("name", ""))
+            volume = str(_get(lun, "location.volume.name") or volume_of(path))
+            serial = str(lun.get("serial_number") or "")
+            ids = naa_for_serial(serial)
+            tags = {"serial": serial, "serial_hex": ids[0], "naa": ids[1]} if ids else {}
+            lun_tags[(svm, path)] = tags
+            vsize, total = vol_size.get((svm, volume)), totals.get((svm, volume), 0.0)
+            out.append(FactRow("storage_lun", {"vserver": svm, "volume": volume, "lun": path, **tags}, {
+                "size_bytes": optional_number(_get(lun, "space.size"), "lun size"), "ostype": lun.get("os_type"),
+                "space_reserve": _get(lun, "space.guarantee.requested"), "volume_size_bytes": vsize,
+                "luns_in_volume_bytes": total,
+                "volume_to_luns_ratio": round(vsize / total, 3) if vsize and total else None}))
+        for a in self.records("Aggregate", "name,node.name,block_storage.primary.raid_type,"
+                                           "block_storage.primary.raid_size"):
+            size = optional_number(_get(a, "block_storage.primary.raid_size"), "raid_size")
+            out.append(FactRow("storage_aggregate", {"aggregate": str(a.get("name", ""))}, {
+                "node": _get(a, "node.name"), "raid_type": _get(a, "block_storage.primary.raid_type"),
+                "raid_group_size": int(size) if size is not None else None}))
+        for p in self.records("Port", "name,node.name,mtu"):
+            mtu = optional_number(p.get("mtu"), "port mtu")
+            tags = {"node": str(_get(p, "node.name") or ""), "port": str(p.get("name", ""))}
+            out.append(FactRow("storage_port", tags, {"mtu": int(mtu) if mtu is not None else None}))
+        for g in self.records("Igroup", "name,svm.name,protocol,os_type,initiators.name"):
+            inits = [i.get("name") for i in g.get("initiators") or [] if isinstance(i, dict) and i.get("name")]
+            out.append(FactRow("storage_igroup", {"vserver": str(_get(g, "svm.name") or ""),
+                                                  "igroup": str(g.get("name", ""))},
+                               {"protocol": g.get("protocol"), "ostype": g.get("os_type"), "initiators": inits}))
+        return out, lun_tags
+

@@ -1,0 +1,1 @@
+"""Dell EMC PowerMax/VMAX/Symmetrix: symstat over SSH, or Unisphere REST performance."""

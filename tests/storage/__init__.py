@@ -1,0 +1,1 @@
+"""Tests of the storage array collectors against real sshd and local REST servers."""

@@ -1,0 +1,175 @@
+"""The check engine: persistence, hysteresis, flapping, overrides, static rules, restarts."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.config import ConfigError, StackConfig
+from agent.model import Fact, Sample
+from checks.catalog import baselines, practices
+from checks.engine import Engine, validate_overrides
+from checks.rules import all_rules
+from checks.rules.guest import GuestIOLatency, GuestSwapZero, PartitionAlignment
+
+S = 20 * 10**9
+T0 = 1_700_000_000 * 10**9
+
+
+def mem(i: int, swap_in: float, guest: str = "db2prod01") -> Sample:
+    return Sample("guest_mem", {"guest": guest}, {"swap_in_bytes_per_s": swap_in, "swap_out_bytes_per_s": 0.0,
+                                                  "swap_used_bytes": 1 << 20}, T0 + i * S)
+
+
+def run(engine: Engine, values: list[float]) -> list:
+    changes = []
+    for i, v in enumerate(values):
+        engine.feed([mem(i, v)])
+        changes += engine.changes()
+    return changes
+
+
+def test_catalog_has_every_practice_and_baseline():
+    assert len(practices()) == 129 and len(baselines()) == 133
+    assert practices()["balloon-zero"].references[0].startswith("000_e991ec30bbd9209f.txt §5.4")
+    assert {r.id for r in all_rules()} - set(practices()) == {"db2-cfg-drift"}  # §1.11, not a §1.1-1.10 row
+
+
+def test_a_sustained_condition_opens_one_finding_with_evidence():
+    e = Engine([GuestSwapZero()])
+    changes = run(e, [0, 4096, 4096, 4096, 4096])
+    opened = [c for c in changes if c.resolved_at is None]
+    assert len({c.key for c in opened}) == 1
+    (f,) = e.open_findings()
+    assert f.rule == "guest-swap-zero" and f.severity == "warning"
+    assert f.subject == {"layer": "guest", "guest": "db2prod01"}
+    assert f.first_seen == T0 + S and f.last_seen == T0 + 4 * S
+    assert f.evidence["values"]["swap_in_bytes_per_s"] == 4096 and f.evidence["samples"] == 4
+    assert f.evidence["thresholds"] == {"crit_bytes_per_s": 1048576}
+    assert f.references == list(practices()["guest-swap-zero"].references)
+    assert "swap" in f.summary and f.why and f.fix
+
+
+def test_a_near_miss_does_not_open():
+    e = Engine([GuestSwapZero()])
+    assert run(e, [0, 4096, 0, 0, 4096, 0, 0, 0]) == []  # never 3 breaches within 5 samples
+    assert e.open_findings() == []
+
+
+def test_severity_escalates_and_a_finding_clears_only_after_a_clean_run():
+    e = Engine([GuestSwapZero()])
+    changes = run(e, [4096, 4096, 2 << 20, 0, 0, 0, 0])
+    assert e.open_findings()[0].severity == "critical"
+    assert all(c.resolved_at is None for c in changes)
+    more = run_from(e, 7, [0])  # the fifth clean sample in a row
+    assert [c.resolved_at for c in more] == [T0 + 7 * S]
+    assert e.open_findings() == []
+
+
+def run_from(engine: Engine, start: int, values: list[float]) -> list:
+    out = []
+    for i, v in enumerate(values, start):
+        engine.feed([mem(i, v)])
+        out += engine.changes()
+    return out
+
+
+def test_a_flapping_condition_opens_one_finding_not_many():
+    e = Engine([GuestSwapZero()])
+    changes = run(e, [4096 if i % 2 else 0 for i in range(60)])
+    assert len({c.first_seen for c in changes}) == 1
+    assert all(c.resolved_at is None for c in changes)
+    assert len(e.open_findings()) == 1
+
+
+def test_thresholds_from_config_and_per_stack():
+    stacks = [StackConfig(name="prod", guest="db2prod01", checks={"guest-swap-zero": {"crit_bytes_per_s": 1000}})]
+    e = Engine([GuestSwapZero()], {"guest-swap-zero": {"samples": 2}}, stacks)
+    run(e, [4096, 4096])
+    (f,) = e.open_findings()
+    assert f.severity == "critical"  # the stack's lower critical threshold
+    other = Engine([GuestSwapZero()], {"guest-swap-zero": {"enabled": False}})
+    assert run(other, [4096] * 10) == []
+
+
+def test_validate_overrides():
+    rules = all_rules()
+    validate_overrides(rules, "f.toml", {"guest-swap-zero": {"crit_bytes_per_s": 10, "samples": 2, "enabled": False}})
+    with pytest.raises(ConfigError, match=r"checks\.nope: no such rule"):
+        validate_overrides(rules, "f.toml", {"nope": {}})
+    with pytest.raises(ConfigError) as e:
+        validate_overrides(rules, "f.toml", {"guest-io-latency": {"warn": 5}})
+    assert e.value.key == "checks.guest-io-latency.warn" and "warn_ms" in str(e.value)
+    with pytest.raises(ConfigError, match="expected a number"):
+        validate_overrides(rules, "f.toml", {"guest-io-latency": {"warn_ms": "high"}})
+
+
+def test_idle_devices_do_not_alarm_on_latency():
+    e = Engine([GuestIOLatency()])
+    for i in range(6):
+        e.feed([Sample("guest_disk", {"guest": "g", "device": "sdb", "type": "disk"},
+                       {"read_iops": 2.0, "write_iops": 1.0, "read_await_ms": 400.0, "write_await_ms": 0.0}, T0 + i)])
+    assert e.open_findings() == []
+    for i in range(6, 10):
+        e.feed([Sample("guest_disk", {"guest": "g", "device": "sdb", "type": "disk"},
+                       {"read_iops": 500.0, "write_iops": 0.0, "read_await_ms": 35.0, "write_await_ms": 0.0}, T0 + i)])
+    (f,) = e.open_findings()
+    assert f.severity == "warning" and f.subject["device"] == "sdb"
+
+
+def device(start: int, ts: int) -> Fact:
+    return Fact("guest_block_device", {"guest": "g", "device": "sdb"}, {"partitions": {"sdb1": start}}, ts)
+
+
+def test_static_rules_open_at_once_and_clear_when_the_facts_change():
+    e = Engine([PartitionAlignment()])
+    e.feed(facts=[device(2048, T0)])
+    assert e.open_findings() == [] and e.changes() == []
+    e.feed(facts=[device(63, T0 + 1)])
+    (f,) = e.changes()
+    assert f.severity == "warning" and f.subject["partition"] == "sdb1" and "63" in f.summary
+    e.feed(facts=[device(63, T0 + 2)])  # unchanged facts: nothing new
+    assert e.changes() == []
+    e.feed(facts=[device(2048, T0 + 3)])
+    (resolved,) = e.changes()
+    assert resolved.resolved_at == T0 + 3 and e.open_findings() == []
+
+
+def test_a_restart_continues_open_findings_instead_of_duplicating_them():
+    e = Engine([GuestSwapZero(), PartitionAlignment()])
+    run(e, [4096] * 4)
+    e.feed(facts=[device(63, T0)])
+    left_open = e.open_findings()
+    e.changes()
+    restarted = Engine([GuestSwapZero(), PartitionAlignment()])
+    restarted.adopt(left_open)
+    restarted.feed([mem(10, 4096)], facts=[device(63, T0 + 5)])
+    assert {f.key for f in restarted.changes()} <= {f.key for f in left_open}
+    assert {(f.key, f.first_seen) for f in restarted.open_findings()} == {(f.key, f.first_seen) for f in left_open}
+
+
+def test_the_runner_stores_findings_and_a_restart_resumes_them(store_path):
+    from agent.store import Store, StoreWriter
+    from checks.runner import CheckRunner
+
+    def settle(runner, writer):
+        runner.close()  # drains its queue
+        writer.flush()
+
+    writer = StoreWriter(store_path, 86400)
+    runner = CheckRunner(Engine([GuestSwapZero()]), [writer])
+    runner.resume(writer.store)
+    runner.submit([mem(i, 4096) for i in range(4)])
+    settle(runner, writer)
+    (stored,) = writer.call(lambda s: s.findings())
+    assert stored.rule == "guest-swap-zero" and stored.first_seen == T0
+    writer.close()
+
+    writer = StoreWriter(store_path, 86400)
+    runner = CheckRunner(Engine([GuestSwapZero()]), [writer])
+    runner.resume(writer.store)
+    runner.submit([mem(i, 4096) for i in range(4, 6)] + [mem(i, 0) for i in range(6, 11)])
+    settle(runner, writer)
+    writer.close()
+    with Store(store_path) as s:
+        history = s.findings(open_only=False)
+    assert [(f.first_seen, f.resolved_at) for f in history] == [(T0, T0 + 10 * S)]

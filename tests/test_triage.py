@@ -1,0 +1,113 @@
+"""`db2vtop triage` and `db2vtop rules` through the real command line."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from agent.model import Sample
+from agent.store import Store
+from tests.conftest import run_cli
+
+
+def write_guest_history(path, swap_in: float) -> None:
+    now = time.time_ns()
+    with Store(path, writer=True) as w:
+        w.write([Sample("guest_mem", {"guest": "db2prod01"},
+                        {"swap_in_bytes_per_s": swap_in, "swap_out_bytes_per_s": 0.0, "swap_used_bytes": 2 << 30},
+                        now - (30 - i) * 20 * 10**9) for i in range(30)])
+
+
+def no_guest(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[guest]\nenabled = false\n")
+    return cfg
+
+
+def test_triage_reports_a_critical_finding_as_json_and_exits_2(store_path, tmp_path):
+    write_guest_history(store_path, 8 << 20)
+    r = run_cli("triage", "-c", str(no_guest(tmp_path)), "--store", str(store_path), "--format", "json",
+                "--lookback", "30m")
+    assert r.returncode == 2, r.stderr
+    doc = json.loads(r.stdout)
+    assert set(doc) >= {"generated_at", "lookback_s", "findings", "verdicts"} and doc["lookback_s"] == 1800
+    (f,) = doc["findings"]
+    assert set(f) >= {"rule", "severity", "subject", "summary", "evidence", "why", "fix", "references"}
+    assert (f["rule"], f["severity"], f["subject"]) == ("guest-swap-zero", "critical",
+                                                       {"layer": "guest", "guest": "db2prod01"})
+    assert f["evidence"]["samples"] >= 3 and f["references"][0].startswith("000_e991ec30bbd9209f.txt")
+    text = run_cli("triage", "-c", str(no_guest(tmp_path)), "--store", str(store_path))
+    assert text.returncode == 2 and "[CRITICAL] guest-swap-zero" in text.stdout and "fix:" in text.stdout
+    md = run_cli("triage", "-c", str(no_guest(tmp_path)), "--store", str(store_path), "--format", "markdown")
+    assert md.stdout.startswith("# db2vtop triage") and "**CRITICAL** `guest-swap-zero`" in md.stdout
+
+
+def test_triage_of_a_healthy_history_exits_0(store_path, tmp_path):
+    write_guest_history(store_path, 0.0)
+    r = run_cli("triage", "-c", str(no_guest(tmp_path)), "--store", str(store_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "No deviation" in r.stdout
+
+
+def test_triage_with_nothing_to_judge_or_a_bad_config_exits_3(tmp_path):
+    r = run_cli("triage", "-c", str(no_guest(tmp_path)), "--store", str(tmp_path / "none.db"))
+    assert r.returncode == 3 and "could not run" in r.stderr
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[checks.cpu-ready]\nwarn_pct = 5\n[guest]\ninterval = 'x'\n")
+    r = run_cli("triage", "-c", str(bad))
+    assert r.returncode == 3 and "guest.interval" in r.stderr
+    unknown = tmp_path / "unknown.toml"
+    unknown.write_text("[checks.guest-swap-zero]\ncrit = 1\n")
+    r = run_cli("triage", "-c", str(unknown))
+    assert r.returncode == 3 and "checks.guest-swap-zero.crit" in r.stderr
+
+
+def test_triage_collects_this_machine_now(store_path):
+    r = run_cli("triage", "--store", str(store_path), "--format", "json")
+    assert r.returncode in (0, 1, 2), r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["sources"]["guest"].startswith("ok")
+
+
+def test_rules_lists_the_whole_catalog_with_observability(tmp_path):
+    r = run_cli("rules", "--format", "json")
+    assert r.returncode == 0
+    rows = json.loads(r.stdout)
+    assert len(rows) == 130 and len({x["id"] for x in rows}) == 130  # the catalog and the §1.11 drift check
+    drift = next(x for x in rows if x["id"] == "db2-cfg-drift")
+    assert drift["section"] == "1.11" and drift["thresholds"]["enabled"] is False
+    swap = next(x for x in rows if x["id"] == "guest-swap-zero")
+    assert swap["observable"] and swap["status"] == "observable" and swap["thresholds"]["crit_bytes_per_s"] == 1048576
+    bios = next(x for x in rows if x["id"] == "bios-prefetchers-default")
+    assert not bios["observable"] and "manual" in bios["status"]
+    r = run_cli("rules", "-c", str(no_guest(tmp_path)), "--format", "json")
+    swap = next(x for x in json.loads(r.stdout) if x["id"] == "guest-swap-zero")
+    assert not swap["observable"] and swap["status"] == "not configured: needs [guest]"
+    cfg = tmp_path / "o.toml"
+    cfg.write_text("[checks.guest-io-latency]\nwarn_ms = 5\n")
+    rows = json.loads(run_cli("rules", "-c", str(cfg), "--format", "json").stdout)
+    assert next(x for x in rows if x["id"] == "guest-io-latency")["thresholds"]["warn_ms"] == 5
+    text = run_cli("rules")
+    assert text.returncode == 0 and text.stdout.startswith("129 practices")
+
+
+def test_triage_gives_the_stack_verdict(store_path, tmp_path):
+    from tests.test_verdict import HEALTHY, WHERE
+
+    now = time.time_ns()
+    with Store(store_path, writer=True) as w:
+        w.write([Sample(m, t, {**HEALTHY[k], **({"log_write_ms": 12.0} if k == "log" else
+                                                {"kernel_latency_ms": 9.0, "queue_latency_ms": 8.0}
+                                                if k == "host_lun" else {})}, now - (30 - i) * 20 * 10**9)
+                 for i in range(30) for k, (m, t) in WHERE.items()])
+    cfg = tmp_path / "stack.toml"  # the DB2 source is down (a closed port): triage judges the store's history
+    cfg.write_text('[guest]\nenabled = false\n[[ssh]]\nname = "db2host"\nhost = "127.0.0.1"\nport = 1\n'
+                   'user = "db2inst1"\n[[db2]]\nname = "prod"\nssh = "db2host"\ndatabase = "PROD"\n'
+                   '[[stack]]\nname = "prod"\ndb2 = "prod"\nvm = "db2prod01"\n')
+    r = run_cli("triage", "-c", str(cfg), "--store", str(store_path), "--format", "json", "--lookback", "15m")
+    doc = json.loads(r.stdout)
+    assert doc["sources"]["db2:prod"].startswith("error: ssh db2inst1@127.0.0.1:1: cannot connect")
+    (v,) = doc["verdicts"]
+    assert v["stack"] == "prod" and v["layer"] == "host" and "queueing in the hypervisor" in v["summary"]
+    text = run_cli("triage", "-c", str(cfg), "--store", str(store_path))
+    assert "Verdict for stack prod (blame: host" in text.stdout

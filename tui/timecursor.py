@@ -1,0 +1,77 @@
+"""Where the screens look on the time axis: live, paused, scrubbed, or replaying.
+
+Every pane reads the same window [end - window, end], so all layers stay aligned.
+Live follows the clock; any scrub leaves live mode; replay starts at the recording's
+beginning and plays forward on demand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+WINDOWS = (60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 24 * 3600.0)
+SCRUB_FRACTION = 0.1  # one ←/→ press moves a tenth of the window
+
+
+@dataclass
+class TimeCursor:
+    window_s: float = 300.0
+    live: bool = True
+    playing: bool = False
+    end_ns: int = 0
+    first_ns: int | None = None  # the recording's bounds, when known (replay, scrub limits)
+    last_ns: int | None = None
+
+    @classmethod
+    def replay(cls, first_ns: int, last_ns: int, window_s: float = 300.0) -> TimeCursor:
+        return cls(window_s=window_s, live=False, end_ns=min(first_ns + int(window_s * 1e9), last_ns),
+                   first_ns=first_ns, last_ns=last_ns)
+
+    def end(self, now_ns: int) -> int:
+        return now_ns if self.live else self.end_ns
+
+    def since(self, now_ns: int) -> int:
+        return self.end(now_ns) - int(self.window_s * 1e9)
+
+    def toggle(self, now_ns: int) -> None:
+        """Space: pause/resume when live; play/pause when looking at the past."""
+        if self.live:
+            self.live, self.end_ns = False, now_ns
+        elif self.first_ns is not None and self.last_ns is not None and self.end_ns < self.last_ns:
+            self.playing = not self.playing
+        else:
+            self.go_live()
+
+    def go_live(self) -> None:
+        self.live, self.playing = True, False
+
+    def scrub(self, steps: int, now_ns: int) -> None:
+        end = self.end(now_ns) + int(steps * self.window_s * SCRUB_FRACTION * 1e9)
+        self.live, self.playing = False, False
+        self.end_ns = self._clamp(end, now_ns)
+
+    def jump_start(self, now_ns: int) -> None:
+        if self.first_ns is not None:
+            self.live, self.playing = False, False
+            self.end_ns = self._clamp(self.first_ns + int(self.window_s * 1e9), now_ns)
+
+    def zoom(self, step: int) -> None:
+        i = WINDOWS.index(self.window_s) if self.window_s in WINDOWS else 1
+        self.window_s = WINDOWS[max(0, min(len(WINDOWS) - 1, i + step))]
+
+    def advance(self, dt_s: float, now_ns: int) -> None:
+        """Playing: move forward in step with the wall clock; stop at the end of the recording."""
+        if self.playing and not self.live:
+            self.end_ns = self._clamp(self.end_ns + int(dt_s * 1e9), now_ns)
+            if self.last_ns is not None and self.end_ns >= self.last_ns:
+                self.playing = False
+
+    def _clamp(self, end: int, now_ns: int) -> int:
+        high = self.last_ns if self.last_ns is not None else now_ns
+        low = self.first_ns if self.first_ns is not None else end
+        return max(min(end, high), min(low, high))
+
+    def describe(self) -> str:
+        if self.live:
+            return "live"
+        return "playing" if self.playing else "paused"
