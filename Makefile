@@ -1,6 +1,7 @@
 # db2vtop: `make run` starts the TUI on this machine, `make test` installs what the tests
-# need and runs them. Everything lands in .venv/ and build/; nothing is installed globally
-# except Debian packages (openssh-server, sysstat, tmux) that the tests use as real peers.
+# need and runs them. Everything lands in .venv/, build/ and ~/.cache/db2vtop/ (influxd 1.8.10,
+# built once with `go install`); nothing is installed globally except Debian packages
+# (openssh-server, sysstat, tmux, systemd) that the tests use as real peers.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -20,6 +21,7 @@ run: $(STAMP)
 
 test-deps:
 	tests/infra/install-deps.sh
+	tests/infra/build-influxd.sh
 
 # The Go vSphere scenario simulator (tests/vsphere-sim, govmomi pinned in its go.mod).
 # Go's build and module caches make a rebuild with unchanged sources a no-op.
@@ -44,6 +46,7 @@ bench: $(STAMP) test-deps $(VSPHERE_SIM)
 	$(PY) bench/db2.py
 	$(PY) bench/vsphere.py
 	$(PY) bench/triage.py
+	$(PY) bench/influx.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

@@ -1,4 +1,4 @@
-"""Turn a Config into the collectors the runtime schedules.
+"""Turn a Config into the collectors the runtime schedules and the sinks it feeds.
 
 Collector modules are imported only when their section is configured (the agent's RSS
 budget), and every collector that reads a host shares that [[ssh]] target's connection.
@@ -6,14 +6,18 @@ budget), and every collector that reads a host shares that [[ssh]] target's conn
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.config import Config, DB2Config, RemoteGuestConfig, StorageConfig
 from collectors.base import BaseCollector
 from collectors.guest.local import LocalGuestCollector
 from collectors.markers import MarkerInbox
 from collectors.selfmon import SelfCollector
+
+if TYPE_CHECKING:
+    from agent.sinks.influx import InfluxSink
 
 
 class SSHTargets:
@@ -33,8 +37,9 @@ class SSHTargets:
         return self.made[name]
 
 
-def build_collectors(cfg: Config, store_path: Path | None = None) -> list[BaseCollector]:
-    """The collectors of a config; with the store's path, also its marker inbox."""
+def build_collectors(cfg: Config, store_path: Path | None = None,
+                     sinks: Sequence[InfluxSink] = ()) -> list[BaseCollector]:
+    """The collectors of a config; with the store's path, also its marker inbox; a monitor per sink."""
     collectors: list[BaseCollector] = [SelfCollector()]
     if store_path is not None:
         collectors.append(MarkerInbox(store_path))
@@ -48,6 +53,10 @@ def build_collectors(cfg: Config, store_path: Path | None = None) -> list[BaseCo
         from collectors.vsphere.collector import VSphereCollector  # pyvmomi only when configured
 
         collectors.extend(VSphereCollector(v) for v in cfg.vcenter)
+    if sinks:
+        from agent.sinks.monitor import SinkMonitor
+
+        collectors += [SinkMonitor(s) for s in sinks]
     return collectors
 
 
@@ -98,3 +107,12 @@ def _db2_collector(d: DB2Config, cfg: Config, targets: SSHTargets) -> BaseCollec
         return Db2Collector(d, ClpTransport(d, targets(d.ssh)))
     host = d.host or next(s.host for s in cfg.ssh if s.name == d.ssh)
     return Db2Collector(d, DriverTransport(d, host))
+
+
+def build_sink(cfg: Config) -> InfluxSink | None:
+    """The InfluxDB sink when [influxdb] is configured; it resumes its spool from disk."""
+    if cfg.influxdb is None:
+        return None
+    from agent.sinks.influx import InfluxSink
+
+    return InfluxSink(cfg.influxdb)
