@@ -1,13 +1,14 @@
 # db2vtop: `make run` starts the TUI on this machine, `make test` installs what the tests
-# need and runs them. Everything lands in .venv/ and build/; nothing is installed globally
-# except Debian packages (openssh-server, sysstat, tmux) that the tests use as real peers.
+# need and runs them. Everything lands in .venv/, build/ and ~/.cache/db2vtop/ (influxd 1.8.10,
+# built once with `go install`); nothing is installed globally except Debian packages
+# (openssh-server, sysstat, tmux, systemd) that the tests use as real peers.
 
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-deps lint bench snapshots clean
+.PHONY: run test test-deps lint bench snapshots clean vsphere-sim
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,20 +21,32 @@ run: $(STAMP)
 
 test-deps:
 	tests/infra/install-deps.sh
+	tests/infra/build-influxd.sh
 
-test: $(STAMP) test-deps
+# The Go vSphere scenario simulator (tests/vsphere-sim, govmomi pinned in its go.mod).
+# Go's build and module caches make a rebuild with unchanged sources a no-op.
+VSPHERE_SIM := build/vsphere-sim
+$(VSPHERE_SIM): tests/vsphere-sim/go.mod tests/vsphere-sim/go.sum $(wildcard tests/vsphere-sim/*.go)
+	cd tests/vsphere-sim && GOFLAGS=-buildvcs=false go build -trimpath -o ../../$(VSPHERE_SIM) .
+
+vsphere-sim: $(VSPHERE_SIM)
+
+test: $(STAMP) test-deps $(VSPHERE_SIM)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-bench: $(STAMP) test-deps
+bench: $(STAMP) test-deps $(VSPHERE_SIM)
 	$(PY) bench/store.py
 	$(PY) bench/agent_overhead.py
 	$(PY) bench/storage.py
 	$(PY) bench/remote.py
 	$(PY) bench/db2.py
+	$(PY) bench/vsphere.py
+	$(PY) bench/triage.py
+	$(PY) bench/influx.py
 	$(PY) bench/tui.py
 
 # Regenerate the TUI's SVG snapshots after a deliberate change (Textual upgrade, new layout);

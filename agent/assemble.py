@@ -1,4 +1,4 @@
-"""Turn a Config into the collectors the runtime schedules.
+"""Turn a Config into the collectors the runtime schedules and the sinks it feeds.
 
 Collector modules are imported only when their section is configured (the agent's RSS
 budget), and every collector that reads a host shares that [[ssh]] target's connection.
@@ -6,9 +6,9 @@ budget), and every collector that reads a host shares that [[ssh]] target's conn
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.config import Config, DB2Config, RemoteGuestConfig, StorageConfig
 from collectors.base import BaseCollector
@@ -16,7 +16,8 @@ from collectors.guest.local import LocalGuestCollector
 from collectors.markers import MarkerInbox
 from collectors.selfmon import SelfCollector
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from agent.sinks.influx import InfluxSink
 
 
 class SSHTargets:
@@ -36,8 +37,9 @@ class SSHTargets:
         return self.made[name]
 
 
-def build_collectors(cfg: Config, store_path: Path | None = None) -> list[BaseCollector]:
-    """The collectors of a config; with the store's path, also its marker inbox."""
+def build_collectors(cfg: Config, store_path: Path | None = None,
+                     sinks: Sequence[InfluxSink] = ()) -> list[BaseCollector]:
+    """The collectors of a config; with the store's path, also its marker inbox; a monitor per sink."""
     collectors: list[BaseCollector] = [SelfCollector()]
     if store_path is not None:
         collectors.append(MarkerInbox(store_path))
@@ -47,9 +49,14 @@ def build_collectors(cfg: Config, store_path: Path | None = None) -> list[BaseCo
     collectors += remote_collectors(cfg, targets)
     collectors += [_storage_collector(s, targets) for s in cfg.storage]
     collectors += [_db2_collector(d, cfg, targets) for d in cfg.db2]
-    for section in ("vcenter",):
-        if getattr(cfg, section):
-            log.warning("[[%s]] sections are not collected by this version of db2vtop yet", section)
+    if cfg.vcenter:
+        from collectors.vsphere.collector import VSphereCollector  # pyvmomi only when configured
+
+        collectors.extend(VSphereCollector(v) for v in cfg.vcenter)
+    if sinks:
+        from agent.sinks.monitor import SinkMonitor
+
+        collectors += [SinkMonitor(s) for s in sinks]
     return collectors
 
 
@@ -100,3 +107,12 @@ def _db2_collector(d: DB2Config, cfg: Config, targets: SSHTargets) -> BaseCollec
         return Db2Collector(d, ClpTransport(d, targets(d.ssh)))
     host = d.host or next(s.host for s in cfg.ssh if s.name == d.ssh)
     return Db2Collector(d, DriverTransport(d, host))
+
+
+def build_sink(cfg: Config) -> InfluxSink | None:
+    """The InfluxDB sink when [influxdb] is configured; it resumes its spool from disk."""
+    if cfg.influxdb is None:
+        return None
+    from agent.sinks.influx import InfluxSink
+
+    return InfluxSink(cfg.influxdb)

@@ -13,14 +13,24 @@ import os
 import signal
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent import __version__
 from agent.config import Config, ConfigError, load_config, resolve_config
+from agent.logs import LOG_FORMATS, TEXT_FORMAT, setup_logging
 from agent.paths import default_config_path, state_dir
 from agent.secrets import SecretError
+from agent.sinks.spool import SpoolError
 from agent.store import Store, StoreError, StoreLockedError, StoreWriter
 from agent.units import format_duration, parse_duration
+
+if TYPE_CHECKING:
+    from agent.runtime import Runtime
+    from agent.sinks.influx import InfluxSink
+    from checks.engine import Engine
+    from checks.runner import CheckRunner
 
 log = logging.getLogger("db2vtop")
 
@@ -64,12 +74,18 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--read-only", action="store_true", help="no benchmark markers from the UI")
 
     a = sub.add_parser("agent", help="headless collection into the store",
-                       description="Collect on schedule into the embedded store until SIGTERM/SIGINT.")
+                       description="Collect on schedule into the embedded store (and InfluxDB when [influxdb] is "
+                                   "configured) until SIGTERM/SIGINT, which stop gracefully: in-flight cycles end, "
+                                   "the store is flushed and the InfluxDB spool is delivered for up to "
+                                   "[influxdb] flush_timeout. SIGHUP reloads the config file without losing "
+                                   "spooled data.")
     common(a)
     a.add_argument("--once", action="store_true", help="one cycle of every collector, then exit "
                    "(status 1 if any collector failed)")
     a.add_argument("--duration", type=_duration, metavar="SECONDS", help="stop after this long (e.g. 60, 10m)")
     a.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    a.add_argument("--log-format", default="text", choices=LOG_FORMATS,
+                   help="text (default) or json: one object per line with ts, level, logger, msg")
 
     q = sub.add_parser("query", help="print stored samples of one measurement",
                        description="Print the samples of one measurement as a JSON array of "
@@ -155,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     except StoreLockedError as e:
         print(f"db2vtop: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except (CommandError, StoreError) as e:
+    except (CommandError, StoreError, SpoolError) as e:
         print(f"db2vtop: {e}", file=sys.stderr)
         return getattr(e, "status", EXIT_FAILED)
     except KeyboardInterrupt:
@@ -170,34 +186,44 @@ def _store_path(args: argparse.Namespace, cfg: Config) -> Path:
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
-    from agent.assemble import build_collectors
+    from agent.assemble import build_collectors, build_sink
     from agent.runtime import Runtime
-    from checks.runner import CheckRunner, build_engine
+    from checks.runner import build_engine
 
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logging(args.log_level, args.log_format)
     cfg = resolve_config(args.config)
     engine = build_engine(cfg)
+    signals = _Signals()
     writer = StoreWriter(_store_path(args, cfg), cfg.store.retention)
-    checks = CheckRunner(engine, [writer])
-    checks.resume(writer.store)
-    runtime = Runtime(build_collectors(cfg, writer.path), [writer, checks])
-    log.info("db2vtop %s agent: store %s, collectors %s", __version__, writer.path,
-             ", ".join(c.name for c in runtime.collectors))
-
-    async def run() -> None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, runtime.stop)
-        if args.once:
-            await runtime.run_once()
-        else:
-            await runtime.run(args.duration)
-
+    sink: InfluxSink | None = None
+    checks: CheckRunner | None = None
+    deadline = None if args.duration is None else time.monotonic() + args.duration
     try:
-        asyncio.run(run())
+        sink = build_sink(cfg)
+        checks = _start_checks(engine, writer, sink)
+        while True:
+            sinks = [sink] if sink else []
+            runtime = Runtime(build_collectors(cfg, writer.path, sinks), [writer, checks, *sinks])
+            log.info("db2vtop %s agent (pid %d): store %s, influxdb %s, collectors %s", __version__, os.getpid(),
+                     writer.path, cfg.influxdb.url if cfg.influxdb else "off",
+                     ", ".join(c.name for c in runtime.collectors))
+            if not signals.run(runtime, args.once, deadline):
+                break
+            signals.reload = False
+            reread = _reread_config(args)
+            if reread is None:
+                continue
+            new, engine = reread
+            checks.close()
+            checks = None
+            cfg, sink = _reload_sink(cfg, new, sink)
+            checks = _start_checks(engine, writer, sink)
+            log.info("reload: configuration read again from %s", cfg.source or "defaults")
     finally:
-        checks.close()
+        if checks is not None:
+            checks.close()  # first: its last finding changes still reach the store and the sink
+        if sink is not None:
+            sink.close()
         writer.close()
     failed = [f"{name}: {st.last_error}" for name, st in runtime.stats.items() if st.errors]
     if args.once and failed:
@@ -206,8 +232,98 @@ def cmd_agent(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _start_checks(engine: Engine, writer: StoreWriter, sink: InfluxSink | None) -> CheckRunner:
+    """The check engine's runner, resumed from the store on the writer's thread (after queued batches)."""
+    from checks.runner import CheckRunner
+
+    checks = CheckRunner(engine, [writer, *([sink] if sink else [])])
+    writer.call(checks.resume)
+    return checks
+
+
+class _Signals:
+    """SIGTERM/SIGINT stop the agent, SIGHUP asks for a reload.
+
+    Between two runs (while a reload rebuilds things) asyncio's handlers are gone, so
+    plain handlers note the signal then: a SIGTERM during a reload still stops gracefully.
+    """
+
+    NAMES = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.stop = self.reload = False
+        self._install()
+
+    def _install(self) -> None:
+        for sig in self.NAMES:
+            signal.signal(sig, lambda signum, _frame: self._note(signum))
+
+    def _note(self, signum: int, runtime: Runtime | None = None) -> None:
+        if signum == signal.SIGHUP:
+            self.reload = True
+            log.info("SIGHUP: reloading the configuration")
+        else:
+            self.stop = True
+        if runtime is not None:
+            runtime.stop()
+
+    def run(self, runtime: Runtime, once: bool, deadline: float | None) -> bool:
+        """Run until stopped; True when a reload was asked for."""
+        if self.stop:
+            return False
+
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            for sig in self.NAMES:
+                loop.add_signal_handler(sig, self._note, sig, runtime)
+            if self.reload:  # a SIGHUP arrived while the last reload was under way
+                runtime.stop()
+            if once:
+                await runtime.run_once()
+            else:
+                await runtime.run(None if deadline is None else max(0.0, deadline - time.monotonic()))
+
+        try:
+            asyncio.run(main())
+        finally:
+            self._install()
+        return self.reload and not self.stop and not once
+
+
+def _reread_config(args: argparse.Namespace) -> tuple[Config, Engine] | None:
+    """The config file and its check engine again, or None (logged) if the file is now invalid."""
+    from checks.runner import build_engine
+
+    try:
+        new = resolve_config(args.config)
+        return new, build_engine(new)
+    except ConfigError as e:
+        log.error("reload: %s; keeping the running configuration", e)
+        return None
+
+
+def _reload_sink(cfg: Config, new: Config, sink: InfluxSink | None) -> tuple[Config, InfluxSink | None]:
+    """Rebuild the sink only if [influxdb] changed; its spool stays on disk."""
+    from agent.assemble import build_sink
+
+    if new.store != cfg.store:
+        log.warning("reload: [store] changes take effect at the next restart")
+    if new.influxdb == cfg.influxdb:
+        return new, sink
+    if sink is not None:
+        sink.close(timeout=0)
+    if new.influxdb and cfg.influxdb and new.influxdb.spool_dir != cfg.influxdb.spool_dir:
+        log.warning("reload: spool_dir changed; points spooled in %s are sent after a restart with the old "
+                    "spool_dir", cfg.influxdb.spool_dir)
+    try:
+        return new, build_sink(new)
+    except (SpoolError, OSError) as e:
+        log.error("reload: InfluxDB sink: %s; keeping the previous [influxdb]", e)
+        return replace(new, influxdb=cfg.influxdb), build_sink(cfg)
+
+
 def cmd_watch(args: argparse.Namespace) -> int:
-    from agent.assemble import build_collectors
+    from agent.assemble import build_collectors, build_sink
     from agent.runtime import Runtime
     from checks.runner import CheckRunner, build_engine
     from tui.app import Db2vtopApp
@@ -215,25 +331,28 @@ def cmd_watch(args: argparse.Namespace) -> int:
     cfg = resolve_config(args.config)
     log_file = state_dir() / "watch.log"
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    logging.basicConfig(level=logging.INFO, filename=log_file,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, filename=log_file, format=TEXT_FORMAT)
     path = _store_path(args, cfg)
     engine = build_engine(cfg)
     try:
         writer: StoreWriter | None = StoreWriter(path, cfg.store.retention)
     except StoreLockedError:
         writer = None  # an agent is collecting into this store: show its data
-    runtime, checks = None, None
-    if writer is not None:
-        checks = CheckRunner(engine, [writer])
-        checks.resume(writer.store)
-        runtime = Runtime(build_collectors(cfg, path), [writer, checks])
+    runtime, checks, sink = None, None, None
     try:
+        if writer is not None:
+            sink = build_sink(cfg)  # an attached watch leaves InfluxDB to the agent
+            sinks = [sink] if sink else []
+            checks = CheckRunner(engine, [writer, *sinks])
+            checks.resume(writer.store)
+            runtime = Runtime(build_collectors(cfg, path, sinks), [writer, checks, *sinks])
         Db2vtopApp(path, runtime, stacks=cfg.stack, read_only=args.read_only,
                    prefer_fleet=len(cfg.stack) > 1 or bool(cfg.vcenter) or len(cfg.esxtop) > 1).run()
     finally:
         if checks:
             checks.close()
+        if sink is not None:
+            sink.close()
         if writer:
             writer.close()
     return EXIT_OK

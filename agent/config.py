@@ -64,6 +64,17 @@ class _Size(_Marker):
 
 
 @dataclass(frozen=True)
+class _MinSize(_Size):
+    low: int = 0
+
+    def convert(self, value: Any) -> int:
+        size = super().convert(value)
+        if size < self.low:
+            raise ValueError
+        return size
+
+
+@dataclass(frozen=True)
 class _Choice(_Marker):
     choices: tuple[str, ...] = ()
 
@@ -188,6 +199,9 @@ class VCenterConfig(_Secret):
     ca_file: Path | None = None
     interval: Duration = 20.0
     timeout: Duration | None = None
+    workers: Annotated[int, _Range("a number of threads 1-16", 1, 16)] = 4
+    max_query_entities: Annotated[int, _Range("a number of entities per QueryPerf call 1-5000", 1, 5000)] = 250
+    max_query_metrics: Annotated[int, _Range("a number of metric ids per QueryPerf call (0 = no own cap)", 0)] = 0
 
 
 @dataclass(frozen=True)
@@ -286,8 +300,20 @@ class InfluxConfig:
     token_file: Path | None = None
     verify_tls: bool = True
     ca_file: Path | None = None
-    spool_max_bytes: Size = 2**30
+    spool_max_bytes: Annotated[int, _MinSize('a size of at least 64KiB such as "1GiB"', 64 * 1024)] = 2**30
     spool_dir: Path = field(default_factory=lambda: state_dir() / "spool")
+    spool_fsync: Choice("interval", "always", "never") = "interval"
+    spool_fsync_interval: Duration = 1.0
+    tags: dict[str, str] = field(default_factory=dict)
+    batch_size: PositiveInt = 5000
+    max_in_flight: Annotated[int, _Range("an integer 1-8", 1, 8)] = 2
+    flush_interval: Duration = 2.0
+    gzip: bool = True
+    timeout: Duration = 10.0
+    retry_interval: Duration = 1.0
+    max_retry_delay: Duration = 30.0
+    flush_timeout: Duration = 10.0
+    stats_interval: Duration = 10.0
 
     def token(self) -> SecretRef | None:
         if self.token_env or self.token_file:

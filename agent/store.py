@@ -29,7 +29,7 @@ from agent.model import Annotation, Fact, FieldValue, Finding, Sample, canonical
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: fields as a fieldset id plus a JSON array of values
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS series(

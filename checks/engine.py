@@ -36,7 +36,7 @@ class Engine:
         self.rules = list(rules)
         self.overrides = overrides or {}
         self.stacks = list(stacks)
-        self.facts = FactIndex()
+        self.facts = FactIndex(stacks)
         self._live: dict[str, list[LiveRule]] = {}
         for r in self.rules:
             if isinstance(r, LiveRule):
@@ -187,12 +187,14 @@ def _in_stack(stack: StackConfig, subject: dict[str, str]) -> bool:
 
 def validate_overrides(rules: Sequence[Rule], file: str, overrides: dict[str, dict], where: str = "checks") -> None:
     """[checks.RULE] keys must name a rule and one of its thresholds; raises ConfigError."""
-    by_id = {r.id: r for r in rules}
+    allowed_by_id: dict[str, dict] = {}
+    for r in rules:  # one id may have several rules (a static and a live side, several layers)
+        allowed_by_id.setdefault(r.id, {"enabled": True}).update(
+            {**(LiveRule.defaults if isinstance(r, LiveRule) else {}), **r.defaults})
     for rule_id, keys in overrides.items():
-        rule = by_id.get(rule_id)
-        if rule is None:
+        allowed = allowed_by_id.get(rule_id)
+        if allowed is None:
             raise ConfigError(file, f"{where}.{rule_id}", "no such rule; `db2vtop rules` lists them")
-        allowed = {**(LiveRule.defaults if isinstance(rule, LiveRule) else {}), **rule.defaults, "enabled": True}
         for key, value in keys.items():
             if key not in allowed:
                 raise ConfigError(file, f"{where}.{rule_id}.{key}",

@@ -8,10 +8,11 @@ which measurements or fact kinds it needs and which config section provides them
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.config import StackConfig
 from agent.model import Fact, FieldValue
 from agent.store import Row
 from checks.catalog import Practice, practices
@@ -42,8 +43,9 @@ class Verdict:
 class FactIndex:
     """Current facts by kind, for rules that need configuration context."""
 
-    def __init__(self) -> None:
+    def __init__(self, stacks: Sequence[StackConfig] = ()) -> None:
         self.by_kind: dict[str, dict[tuple, Fact]] = {}
+        self.stacks = list(stacks)  # how the layers of each database join (config [[stack]])
 
     def add(self, facts: Iterable[Fact]) -> set[str]:
         changed = set()
@@ -109,6 +111,35 @@ class StaticRule(Rule):
 
     def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
         raise NotImplementedError
+
+
+class PerFactRule(StaticRule):
+    """One verdict per fact of `kind`: `problem` says what departs from the practice.
+
+    It returns a sentence (the practice is not met), None (met) or False (these facts
+    cannot tell); `evidence` names the fact fields shown with the finding.
+    """
+
+    kind: str
+    severity: str = "warning"
+    evidence: tuple[str, ...] = ()
+
+    def problem(self, fact: Fact, t: Thresholds) -> str | bool | None:
+        raise NotImplementedError
+
+    def entities(self, facts: FactIndex) -> list[Fact]:
+        return facts.of(self.kind)
+
+    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
+        out = []
+        for f in self.entities(facts):
+            problem = self.problem(f, t)
+            if problem is False:
+                continue
+            name = " ".join(v for k, v in f.tags.items() if k not in ("vcenter", "kind"))
+            out.append(Verdict({"layer": self.layer, **f.tags}, self.severity if problem else None,
+                               f"{name}: {problem}" if problem else "", {k: f.data.get(k) for k in self.evidence}))
+        return out
 
 
 def pct(part: float, whole: float) -> float:

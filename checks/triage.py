@@ -21,6 +21,7 @@ from agent.config import Config
 from agent.model import Fact, Finding, Sample
 from agent.store import Store, StoreError
 from checks.runner import build_engine
+from checks.verdict import RowIndex, stack_verdicts
 from collectors.base import BaseCollector
 
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
@@ -46,7 +47,8 @@ class TriageResult:
         return EXIT_OK
 
 
-async def _fresh(c: BaseCollector, lookback_s: float) -> tuple[list[Sample], list[Fact], str]:
+async def _fresh(c: BaseCollector, lookback_s: float,
+                 vms: set[str] | None) -> tuple[list[Sample], list[Fact], str]:
     """One look at a source now (plus its own history where it keeps one)."""
     samples: list[Sample] = []
     facts: list[Fact] = []
@@ -55,7 +57,7 @@ async def _fresh(c: BaseCollector, lookback_s: float) -> tuple[list[Sample], lis
         await asyncio.sleep(c.first_delay)
         facts = await asyncio.wait_for(c.describe(), c.timeout)
         records = await asyncio.wait_for(c.collect(), c.timeout)
-        records += await asyncio.wait_for(c.lookback(lookback_s), max(c.timeout, 60.0))
+        records += await asyncio.wait_for(c.lookback(lookback_s, vms), max(c.timeout, 60.0))
         samples = [r for r in records if isinstance(r, Sample)]
         status = f"ok: {len(samples)} samples, {len(facts)} facts"
     except TimeoutError:
@@ -93,7 +95,8 @@ def run_triage(cfg: Config, store_path: Path, lookback_s: float,
         progress("collecting now from " + ", ".join(c.name for c in collectors))
 
         async def gather() -> list[tuple[list[Sample], list[Fact], str]]:
-            return await asyncio.gather(*(_fresh(c, lookback_s) for c in collectors))
+            vms = {s.vm for s in cfg.stack if s.vm} or None  # the stacks' VMs, or all when none is named
+            return await asyncio.gather(*(_fresh(c, lookback_s, vms) for c in collectors))
 
         for c, (s, f, status) in zip(collectors, asyncio.run(gather()), strict=True):
             samples += s
@@ -108,7 +111,8 @@ def run_triage(cfg: Config, store_path: Path, lookback_s: float,
         changed[f.key] = f
     findings = sorted(changed.values(), key=lambda f: (f.resolved_at is not None, SEVERITY_ORDER[f.severity],
                                                        f.rule, sorted(f.subject.items())))
-    return TriageResult(now, lookback_s, findings, sources=sources, samples=len(samples))
+    verdicts = [v.to_json() for v in stack_verdicts(RowIndex(samples), cfg.stack, since, now)]
+    return TriageResult(now, lookback_s, findings, verdicts, sources=sources, samples=len(samples))
 
 
 def could_not_run(result: TriageResult) -> str | None:
@@ -146,7 +150,9 @@ def to_text(r: TriageResult, markdown: bool = False) -> str:
     lines = [head, "", f"generated {_iso(r.generated_at)}, lookback {r.lookback_s:g}s, {r.samples} samples judged; "
              f"open: {counts['critical']} critical, {counts['warning']} warning, {counts['info']} info", ""]
     for v in r.verdicts:
-        lines += [("## " if markdown else "") + f"verdict for stack {v.get('stack')}: {v.get('summary')}", ""]
+        blame = f"blame: {v['layer']}" if v["layer"] else "no layer to blame"
+        lines += [("## " if markdown else "") + f"Verdict for stack {v['stack']} ({blame}, confidence "
+                  f"{v['confidence']}, {v['buckets']} buckets of 20 s)", "", v["summary"], ""]
     for title, group in (("Findings", open_), ("Resolved within the window", past)):
         if not group:
             continue

@@ -11,7 +11,7 @@ import asyncio
 import functools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -82,8 +82,9 @@ class BaseCollector:
     async def describe(self) -> list[Fact]:
         return []
 
-    async def lookback(self, seconds: float) -> list[Record]:
-        """Samples of the past `seconds` the source itself keeps (vCenter's realtime hour), for triage."""
+    async def lookback(self, seconds: float, vms: Iterable[str] | None = None) -> list[Record]:
+        """Samples of the past `seconds` the source itself keeps (vCenter's realtime hour), for triage;
+        `vms` narrows it to the VMs that matter (a whole vCenter's hour can be millions of samples)."""
         return []
 
     async def close(self) -> None:

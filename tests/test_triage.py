@@ -73,7 +73,9 @@ def test_rules_lists_the_whole_catalog_with_observability(tmp_path):
     r = run_cli("rules", "--format", "json")
     assert r.returncode == 0
     rows = json.loads(r.stdout)
-    assert len(rows) == 129 and len({x["id"] for x in rows}) == 129
+    assert len(rows) == 130 and len({x["id"] for x in rows}) == 130  # the catalog and the §1.11 drift check
+    drift = next(x for x in rows if x["id"] == "db2-cfg-drift")
+    assert drift["section"] == "1.11" and drift["thresholds"]["enabled"] is False
     swap = next(x for x in rows if x["id"] == "guest-swap-zero")
     assert swap["observable"] and swap["status"] == "observable" and swap["thresholds"]["crit_bytes_per_s"] == 1048576
     bios = next(x for x in rows if x["id"] == "bios-prefetchers-default")
@@ -87,3 +89,25 @@ def test_rules_lists_the_whole_catalog_with_observability(tmp_path):
     assert next(x for x in rows if x["id"] == "guest-io-latency")["thresholds"]["warn_ms"] == 5
     text = run_cli("rules")
     assert text.returncode == 0 and text.stdout.startswith("129 practices")
+
+
+def test_triage_gives_the_stack_verdict(store_path, tmp_path):
+    from tests.test_verdict import HEALTHY, WHERE
+
+    now = time.time_ns()
+    with Store(store_path, writer=True) as w:
+        w.write([Sample(m, t, {**HEALTHY[k], **({"log_write_ms": 12.0} if k == "log" else
+                                                {"kernel_latency_ms": 9.0, "queue_latency_ms": 8.0}
+                                                if k == "host_lun" else {})}, now - (30 - i) * 20 * 10**9)
+                 for i in range(30) for k, (m, t) in WHERE.items()])
+    cfg = tmp_path / "stack.toml"  # the DB2 source is down (a closed port): triage judges the store's history
+    cfg.write_text('[guest]\nenabled = false\n[[ssh]]\nname = "db2host"\nhost = "127.0.0.1"\nport = 1\n'
+                   'user = "db2inst1"\n[[db2]]\nname = "prod"\nssh = "db2host"\ndatabase = "PROD"\n'
+                   '[[stack]]\nname = "prod"\ndb2 = "prod"\nvm = "db2prod01"\n')
+    r = run_cli("triage", "-c", str(cfg), "--store", str(store_path), "--format", "json", "--lookback", "15m")
+    doc = json.loads(r.stdout)
+    assert doc["sources"]["db2:prod"].startswith("error: ssh db2inst1@127.0.0.1:1: cannot connect")
+    (v,) = doc["verdicts"]
+    assert v["stack"] == "prod" and v["layer"] == "host" and "queueing in the hypervisor" in v["summary"]
+    text = run_cli("triage", "-c", str(cfg), "--store", str(store_path))
+    assert "Verdict for stack prod (blame: host" in text.stdout

@@ -63,7 +63,9 @@ class Reader:
             self._index.clear()
             self._latest.clear()
 
-    def series(self, measurement: str) -> list[Series]:
+    def series(self, measurement: str | None = None) -> list[Series]:
+        if measurement is None:
+            return self.store.series()
         cached = self._series.get(measurement)
         if cached is None:
             cached = self._series[measurement] = self.store.series(measurement)
@@ -100,6 +102,11 @@ class Reader:
             rows = {tuple(sorted(r.tags.items())): r for r in self.store.latest(measurement, 0, until_ns)}
         self._latest[measurement] = (until_ns, rows)
         return [r for r in rows.values() if r.ts >= since_ns]
+
+    def window(self, series_id: int, field_name: str, since_ns: int,
+               until_ns: int | None = None) -> list[tuple[int, FieldValue]]:
+        """The store's window read (with `series`, what the checks' verdict reads through)."""
+        return self.store.window(series_id, field_name, since_ns, until_ns)
 
     def points(self, series: Series, field_name: str, since_ns: int, until_ns: int) -> list[tuple[int, float]]:
         return numbers(self.store.window(series.id, field_name, since_ns, until_ns))

@@ -105,7 +105,7 @@ def _verdict(rd: Reader, target: Target, since: int, until: int) -> list[Run]:
     if stack_verdicts is None:
         return [("verdict: not available", "dim"), (" (the cross-layer verdict is not part of this build)", "dim")]
     try:
-        verdicts = stack_verdicts(rd.store, [target.stack], since, until)
+        verdicts = stack_verdicts(rd, [target.stack], since, until)
     except Exception as e:  # the verdict is the checks' business: show its failure, keep the screen
         return [("verdict failed: ", "bold red"), (str(e)[:200], "red")]
     if not verdicts:

@@ -1,8 +1,8 @@
 """Every implemented rule, one module per layer."""
 
 from checks.rule import Rule
-from checks.rules import guest
+from checks.rules import db2, guest, storage, vsphere
 
 
 def all_rules() -> list[Rule]:
-    return [*guest.RULES]
+    return [*guest.RULES, *vsphere.RULES, *db2.RULES, *storage.RULES]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from agent.model import Fact
 from agent.store import Row
 from agent.units import format_bytes
-from checks.rule import FactIndex, LiveRule, StaticRule, Thresholds, Verdict, as_float, pct
+from checks.rule import FactIndex, LiveRule, PerFactRule, StaticRule, Thresholds, Verdict, as_float, pct
 
 
 class GuestSwapZero(LiveRule):
@@ -120,39 +121,34 @@ class PartitionAlignment(StaticRule):
         return out
 
 
-class GuestNicVmxnet3(StaticRule):
-    id, layer = "nic-vmxnet3", "guest"
+class _GuestDriver(PerFactRule):
+    """An emulated device driver in the guest where VMware's paravirtual one belongs."""
+
+    layer, evidence = "guest", ("driver",)
+    paravirtual: str
+    emulated: dict[str, str]
+    device: str
+
+    def problem(self, f: Fact, t: Thresholds) -> str | bool | None:
+        driver = f.data.get("driver")
+        if driver not in self.emulated and driver != self.paravirtual:
+            return False  # virtio, NVMe, not a VMware guest: nothing to say
+        return f"emulated {self.emulated[driver]} {self.device}" if driver in self.emulated else None
+
+
+class GuestNicVmxnet3(_GuestDriver):
+    id, kind, device, paravirtual = "nic-vmxnet3", "guest_net_interface", "vNIC driver", "vmxnet3"
     needs = {"guest_net_interface": "guest"}
-    EMULATED = {"e1000": "E1000", "e1000e": "E1000E", "pcnet32": "PCnet32"}
+    emulated = {"e1000": "E1000", "e1000e": "E1000E", "pcnet32": "PCnet32"}
     fix = "Replace the emulated vNIC with VMXNET3 (VMware Tools provides the driver)."
 
-    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
-        out = []
-        for nic in facts.of("guest_net_interface"):
-            driver = nic.data.get("driver")
-            if driver in self.EMULATED or driver == "vmxnet3":
-                out.append(Verdict({"layer": "guest", **nic.tags}, "warning" if driver in self.EMULATED else None,
-                                   f"{nic.tags.get('interface')} uses the emulated {self.EMULATED.get(driver)} "
-                                   "driver", {"driver": driver}))
-        return out
 
-
-class GuestScsiPvscsi(StaticRule):
-    id, layer = "scsi-pvscsi", "guest"
+class GuestScsiPvscsi(_GuestDriver):
+    id, kind, device, paravirtual = "scsi-pvscsi", "guest_block_device", "SCSI controller", "vmw_pvscsi"
     needs = {"guest_block_device": "guest"}
-    EMULATED = {"mptspi": "LSI Logic Parallel", "mptsas": "LSI Logic SAS", "BusLogic": "BusLogic",
+    emulated = {"mptspi": "LSI Logic Parallel", "mptsas": "LSI Logic SAS", "BusLogic": "BusLogic",
                 "ata_piix": "IDE"}
     fix = "Put the DB2 data and log disks on a VMware Paravirtual (PVSCSI) controller."
-
-    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
-        out = []
-        for dev in facts.of("guest_block_device"):
-            driver = dev.data.get("driver")
-            if driver in self.EMULATED or driver == "vmw_pvscsi":
-                out.append(Verdict({"layer": "guest", **dev.tags}, "warning" if driver in self.EMULATED else None,
-                                   f"{dev.tags.get('device')} is on an emulated {self.EMULATED.get(driver)} "
-                                   "controller", {"driver": driver}))
-        return out
 
 
 class NfsMountOptions(StaticRule):

@@ -1,0 +1,1 @@
+"""Outputs beyond the embedded store: InfluxDB through a durable on-disk spool."""

@@ -1,0 +1,439 @@
+"""The InfluxDB output: everything goes through the on-disk spool, nothing is lost.
+
+`submit()` only queues (the runtime never waits on disk or network). A writer thread
+encodes line protocol and appends it to the spool; a sender thread reads the spool in
+order, sends gzip'd batches to /api/v2/write with influxdb-client's HTTP transport, and
+marks a batch delivered only after a 2xx. Failures are sorted by what can fix them:
+
+- 400/413/422 (this data is bad): the batch is split in halves until the refused points
+  are alone; those go to `dead-letter.jsonl` with InfluxDB's reason, the rest are sent.
+  Never retried forever.
+- 401/403 (state `auth_error`), 404 and other answers (`error`), 429/5xx (`retrying`),
+  no answer (`unreachable`): spooling goes on; the batch is retried with exponential
+  backoff and jitter (Retry-After honoured). The token is read again before a retry
+  after an auth error, so a rotated token file is picked up.
+
+State changes and the start of dropping (spool full) are logged and queued as
+annotations for `SinkMonitor`, which also emits the `db2vtop_sink` self-metric.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import random
+import sys
+import threading
+import time
+import zlib
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from agent.config import InfluxConfig
+from agent.model import Annotation, Fact, Finding, Sample
+from agent.secrets import SecretError
+from agent.sinks.lineproto import FieldTypes, LineEncoder
+from agent.sinks.spool import Batch, Spool, SpoolError
+
+log = logging.getLogger(__name__)
+
+BAD_DATA = frozenset({400, 413, 422})
+AUTH = frozenset({401, 403})
+MAX_BATCH_BYTES = 8 * 2**20
+# The sender's HTTP threads share the GIL with encoding: at CPython's default 5 ms switch
+# interval each of their system calls can wait behind a busy thread (the "convoy effect"),
+# which cost ~25% of throughput in bench/influx.py. The sink lowers it for the process.
+SWITCH_INTERVAL_S = 0.0005
+DEAD_LETTER_MAX_BYTES = 64 * 2**20
+
+
+class _RetryError(Exception):
+    def __init__(self, state: str, message: str, retry_after: float = 0.0):
+        super().__init__(message)
+        self.state, self.retry_after = state, retry_after
+
+
+class _BadDataError(Exception):
+    def __init__(self, status: int, reason: str):
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+@dataclass
+class _InFlight:
+    batch: Batch
+    done: bool = False
+    delivered: int = 0
+
+
+@dataclass
+class SinkStats:
+    state: str = "starting"
+    last_error: str = ""
+    spooled: int = 0
+    sent: int = 0
+    dead_lettered: int = 0
+    retries: int = 0
+    batches: int = 0
+    last_success_ns: int = 0
+
+
+class DeadLetters:
+    """Points InfluxDB refused, one JSON object per line, with the reason it gave."""
+
+    def __init__(self, path: Path, max_bytes: int = DEAD_LETTER_MAX_BYTES):
+        self.path, self.max_bytes = path, max_bytes
+        self._lock = threading.Lock()
+
+    def write(self, lines: list[bytes], status: int, reason: str) -> None:
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        text = "".join(json.dumps({"time": now, "status": status, "reason": reason,
+                                   "line": line.decode("utf-8", "replace")}, ensure_ascii=False) + "\n"
+                       for line in lines)
+        try:
+            with self._lock:
+                if self.path.exists() and self.path.stat().st_size > self.max_bytes:
+                    self.path.replace(self.path.with_suffix(".jsonl.1"))
+                with open(self.path, "a", encoding="utf-8") as f:
+                    f.write(text)
+        except OSError as e:
+            log.error("influxdb: cannot write dead letters to %s: %s", self.path, e)
+
+
+class InfluxSink:
+    """An Output (see agent.runtime) that delivers to InfluxDB through a durable spool."""
+
+    name = "influxdb"
+
+    def __init__(self, cfg: InfluxConfig):
+        self.cfg = cfg
+        self.stats = SinkStats()
+        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
+        self.spool = Spool(cfg.spool_dir, cfg.spool_max_bytes, fsync=cfg.spool_fsync,
+                           fsync_interval=cfg.spool_fsync_interval)
+        self.encoder = LineEncoder(cfg.tags, FieldTypes(cfg.spool_dir / "field_types.json"))
+        self.dead_letters = DeadLetters(cfg.spool_dir / "dead-letter.jsonl")
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._wake = threading.Event()  # new data to send (or stopping)
+        self._interrupt = threading.Event()  # stopping: cut a backoff short
+        self._abort = threading.Event()
+        self._closing = False
+        self._closed = False
+        self._events: list[Annotation] = []
+        self._events_lock = threading.Lock()
+        self._dropping = False
+        self._write_service: Any = None  # influxdb-client objects, made on first send
+        self._service_lock = threading.Lock()
+        self._client: Any = None
+        if not cfg.verify_tls:
+            log.warning("influxdb: TLS certificate verification is off (verify_tls = false)")
+        self._writer = threading.Thread(target=self._write_loop, name="influx-spool", daemon=True)
+        self._sender = threading.Thread(target=self._send_loop, name="influx-send", daemon=True)
+        self._writer.start()
+        self._sender.start()
+
+    # --- the Output protocol ------------------------------------------------------
+
+    def submit(self, samples: Iterable[Sample] = (), facts: Iterable[Fact] = (),
+               annotations: Iterable[Annotation] = (), findings: Iterable[Finding] = ()) -> None:
+        """Queue for the spool. Findings (the check runner's changes) become `db2vtop_finding`
+        points; facts stay in the embedded store (they are documents, not series)."""
+        if not self._closed:
+            self._q.put((list(samples), list(annotations), list(findings)))
+
+    def take_events(self) -> list[Annotation]:
+        with self._events_lock:
+            events, self._events = self._events, []
+        return events
+
+    def snapshot(self) -> dict[str, Any]:
+        st = self.stats
+        return {"state": st.state, "last_error": st.last_error, "spooled": st.spooled, "sent": st.sent,
+                "dropped": self.spool.dropped, "dead_lettered": st.dead_lettered, "retries": st.retries,
+                "batches": st.batches, "pending": self.spool.pending_points, "spool_bytes": self.spool.total_bytes,
+                "last_success_ns": st.last_success_ns}
+
+    def flush(self, timeout: float = 30.0) -> bool:
+        """Wait until everything submitted so far is delivered; False on timeout."""
+        deadline = time.monotonic() + timeout
+        marker = threading.Event()
+        self._q.put(marker)
+        if not marker.wait(timeout):
+            return False
+        while time.monotonic() < deadline:
+            if self.spool.pending_points == 0:
+                return True
+            time.sleep(0.05)
+        return False
+
+    def close(self, timeout: float | None = None) -> None:
+        """Spool what is queued, try to deliver the backlog for up to `timeout`, then stop.
+
+        Whatever is not delivered by then stays in the spool for the next start.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        timeout = self.cfg.flush_timeout if timeout is None else timeout
+        self._q.put(None)
+        self._writer.join()
+        self._closing = True
+        self._interrupt.set()  # one last try now, not after the current backoff
+        self._wake.set()
+        self._sender.join(timeout)
+        if self._sender.is_alive():
+            self._abort.set()
+            self._wake.set()
+            self._sender.join(self.cfg.timeout + 1)
+        left = self.spool.pending_points
+        self.spool.close()
+        if self._client is not None:
+            self._client.close()
+        if left:
+            log.warning("influxdb: %d points left in the spool %s for the next start", left, self.cfg.spool_dir)
+        else:
+            log.info("influxdb: spool delivered")
+
+    # --- writer thread: queue -> line protocol -> spool ---------------------------
+
+    def _write_loop(self) -> None:
+        while True:
+            try:
+                items = [self._q.get(timeout=self.cfg.spool_fsync_interval)]
+            except queue.Empty:
+                self.spool.maybe_sync()
+                continue
+            while len(items) < 1000:
+                try:
+                    items.append(self._q.get_nowait())
+                except queue.Empty:
+                    break
+            stop = False
+            lines: list[str] = []
+            markers = []
+            for item in items:
+                if item is None:
+                    stop = True
+                elif isinstance(item, threading.Event):
+                    markers.append(item)
+                else:
+                    samples, annotations, findings = item
+                    try:
+                        lines += self.encoder.samples(samples)
+                        lines += self.encoder.annotations(annotations)
+                        lines += self.encoder.findings(findings)
+                    except Exception:  # a bug in a collector's values must not stop the sink
+                        log.exception("influxdb: could not encode a batch; it is not sent")
+            self.append_lines(lines)
+            for m in markers:
+                m.set()
+            if stop:
+                return
+
+    def append_lines(self, lines: list[str]) -> None:
+        """Append encoded lines to the spool in records of at most one batch."""
+        n = self.cfg.batch_size
+        for i in range(0, len(lines), n):
+            chunk = lines[i:i + n]
+            self.spool.append("".join(chunk).encode(), len(chunk))
+        self.stats.spooled += len(lines)
+        self.spool.maybe_sync()
+        try:
+            self.encoder.types.save()
+        except OSError as e:
+            log.warning("influxdb: cannot save field types: %s", e)
+        self._note_drops()
+        if self.spool.pending_points >= self.cfg.batch_size:
+            self._wake.set()
+
+    def _note_drops(self) -> None:
+        dropped = self.spool.dropped
+        if dropped and not self._dropping:
+            self._dropping = True
+            text = (f"spool full ({self.cfg.spool_max_bytes} bytes in {self.cfg.spool_dir}): the oldest points "
+                    f"are being dropped ({dropped} so far); last error: {self.stats.last_error or 'none'}")
+            log.error("influxdb: %s", text)
+            self._event("spool_overflow", text)
+        elif self._dropping and self.spool.total_bytes < self.cfg.spool_max_bytes // 2:
+            self._dropping = False
+
+    def _event(self, kind: str, text: str) -> None:
+        with self._events_lock:
+            self._events.append(Annotation(kind, self.name, {"sink": self.name}, text))
+
+    # --- sender thread: spool -> InfluxDB -----------------------------------------
+
+    def _send_loop(self) -> None:
+        """Keep up to max_in_flight batches on the wire; mark them delivered in spool order.
+
+        One connection is bound by the server's per-request latency; two in flight keep a
+        local influxd busy. A batch that fails is retried (after backoff, with the others
+        still waiting behind it), so delivery order within the spool only ever slips by
+        the batches in flight, and a restart re-sends at most those.
+        """
+        pool = ThreadPoolExecutor(self.cfg.max_in_flight, thread_name_prefix="influx-post")
+        window: list[_InFlight] = []
+        failures = 0
+        last_send = 0.0
+        try:
+            while not self._abort.is_set():
+                if not window:
+                    unread = self.spool.unread_points
+                    wait = self.cfg.flush_interval - (time.monotonic() - last_send)
+                    if unread == 0 or (unread < self.cfg.batch_size and not self._closing and wait > 0):
+                        if self._closing and unread == 0:
+                            return
+                        self._wait(wait if unread else self.cfg.flush_interval)
+                        continue
+                    try:
+                        while len(window) < self.cfg.max_in_flight:
+                            batch = self.spool.read(self.cfg.batch_size, MAX_BATCH_BYTES)
+                            if batch is None:
+                                break
+                            window.append(_InFlight(batch))
+                    except SpoolError as e:
+                        log.error("influxdb: %s; %d points skipped", e, self.spool.skip_corrupt())
+                    if not window:
+                        continue
+                last_send = time.monotonic()
+                errors = [e for e in pool.map(self._attempt, [f for f in window if not f.done]) if e]
+                while window and window[0].done:
+                    self._delivered(window.pop(0))
+                if not errors:
+                    failures = 0
+                    self._set_state("ok", "")
+                    continue
+                failures += 1
+                self.stats.retries += 1
+                e = errors[0]
+                self._set_state(e.state, str(e))
+                if self._closing:
+                    return  # stopping: leave the backlog for the next start
+                base = min(self.cfg.max_retry_delay, self.cfg.retry_interval * 2 ** min(failures - 1, 20))
+                self._interrupt.wait(max(e.retry_after, base / 2 + random.uniform(0, base / 2)))
+        finally:
+            pool.shutdown(wait=True)
+            self.spool.rewind()
+
+    def _wait(self, seconds: float) -> None:
+        self._wake.wait(seconds)
+        self._wake.clear()
+
+    def _attempt(self, f: _InFlight) -> _RetryError | None:
+        try:
+            f.delivered = self._send(f.batch.data, f.batch.points)
+        except _RetryError as e:
+            return e
+        f.done = True
+        return None
+
+    def _delivered(self, f: _InFlight) -> None:
+        self.stats.sent += f.delivered
+        self.stats.dead_lettered += f.batch.points - f.delivered
+        self.stats.batches += 1
+        self.stats.last_success_ns = time.time_ns()
+        self.spool.commit(f.batch)  # last: flush() waits for the spool, then reads the stats
+
+    def _send(self, data: bytes, points: int) -> int:
+        """Send, splitting around points InfluxDB refuses; returns the points delivered."""
+        try:
+            self._post(data)
+            return points
+        except _BadDataError as e:
+            lines = data.rstrip(b"\n").split(b"\n")
+            if len(lines) <= 1:
+                log.warning("influxdb: a point was refused (%d %s); it is in %s", e.status, e.reason,
+                            self.dead_letters.path)
+                self.dead_letters.write(lines, e.status, e.reason)
+                return 0
+            half = len(lines) // 2
+            return (self._send(b"\n".join(lines[:half]) + b"\n", half)
+                    + self._send(b"\n".join(lines[half:]) + b"\n", len(lines) - half))
+
+    def _post(self, data: bytes) -> None:
+        from influxdb_client.rest import ApiException
+
+        service = self._service()
+        body, encoding = (zlib.compress(data, 1, wbits=31), "gzip") if self.cfg.gzip else (data, None)
+        kwargs = {"content_encoding": encoding} if encoding else {}
+        try:
+            service.post_write(org=self.cfg.org, bucket=self.cfg.bucket, body=body, precision="ns",
+                               content_type="text/plain; charset=utf-8", **kwargs)
+        except ApiException as e:
+            status = int(e.status or 0)
+            reason = _reason(e)
+            if status in BAD_DATA:
+                raise _BadDataError(status, reason) from None
+            if status in AUTH:
+                self._write_service = None  # read the token again before the next try
+                raise _RetryError("auth_error", f"{status} {reason}") from None
+            if status == 429 or status >= 500:
+                raise _RetryError("retrying", f"{status} {reason}", _retry_after(e)) from None
+            raise _RetryError("error", f"{status} {reason}") from None
+        except Exception as e:  # no answer: refused, reset, TLS, timeout
+            raise _RetryError("unreachable", _transport_error(e)) from None
+
+    def _service(self) -> Any:
+        with self._service_lock:
+            return self._write_service or self._connect()
+
+    def _connect(self) -> Any:
+        from influxdb_client import InfluxDBClient
+        from influxdb_client.service.write_service import WriteService
+
+        ref = self.cfg.token()
+        try:
+            token = ref.resolve() if ref else ""
+        except SecretError as e:
+            raise _RetryError("error", f"token: {e}") from None
+        if self._client is not None:
+            self._client.close()
+        self._client = InfluxDBClient(
+            url=self.cfg.url, token=token, org=self.cfg.org, timeout=int(self.cfg.timeout * 1000),
+            verify_ssl=self.cfg.verify_tls, ssl_ca_cert=str(self.cfg.ca_file) if self.cfg.ca_file else None)
+        self._write_service = WriteService(self._client.api_client)
+        return self._write_service
+
+    def _set_state(self, state: str, error: str) -> None:
+        old = self.stats.state
+        self.stats.state = state
+        if error:
+            self.stats.last_error = error
+        if state == old:
+            return
+        if state == "ok":
+            if old != "starting":
+                log.info("influxdb: delivering again to %s (was %s)", self.cfg.url, old)
+                self._event("sink_ok", f"delivering again (was {old})")
+        else:
+            level = logging.ERROR if state in ("auth_error", "error") else logging.WARNING
+            log.log(level, "influxdb: %s: %s; spooling to %s and retrying", state, error, self.cfg.spool_dir)
+            self._event("sink_" + state, error)
+
+
+def _reason(e: Any) -> str:
+    body = e.body.decode("utf-8", "replace") if isinstance(e.body, bytes) else (e.body or "")
+    try:
+        doc = json.loads(body)
+        return str(doc.get("error") or doc.get("message") or body)
+    except (ValueError, AttributeError):
+        return (body or e.reason or "").strip()[:500]
+
+
+def _retry_after(e: Any) -> float:
+    try:
+        return float((e.headers or {}).get("Retry-After", 0))
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _transport_error(e: BaseException) -> str:
+    while e.__context__ is not None and str(e) == "":
+        e = e.__context__
+    reason = getattr(e, "reason", None)
+    return f"{type(e).__name__}: {reason or e}"[:500]

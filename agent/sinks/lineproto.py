@@ -1,0 +1,191 @@
+"""Samples, annotations and findings as InfluxDB line protocol, encoded in bulk.
+
+Line protocol is written here rather than with influxdb-client's Point so a cycle's
+samples cost one format call each: the escaped series key is cached per (measurement,
+tags) and a format template per field layout, so only values are formatted per point.
+
+Naming is stable: a sample's measurement, tags and field names go out unchanged (plus
+the configured global tags, which never override a sample's own). Text cannot hold
+every character line protocol reserves, so: backslashes in measurement, tag and field
+names become "/", line breaks anywhere become spaces (InfluxDB 2.x/3.x refuse them), and a
+leading "#" of a measurement becomes "_" (line protocol would read the line as a comment).
+
+Field types are stable too (InfluxDB refuses a point whose field changes type, the
+"field type conflict" of glances#750): int -> integer, float -> float, bool ->
+boolean, str -> string, and the first type seen for a (measurement, field) is kept in
+`field_types.json` beside the spool, so later an int in a float field is written as a
+float and an integral float in an integer field as an integer, across restarts too.
+A value that still cannot match (text in a numeric field) is left for InfluxDB to
+refuse; the sink dead-letters that one point with InfluxDB's reason.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from agent.model import Annotation, Finding, Sample
+
+log = logging.getLogger(__name__)
+
+ANNOTATION_MEASUREMENT = "db2vtop_annotation"
+FINDING_MEASUREMENT = "db2vtop_finding"
+
+_NAME = str.maketrans({"\\": "/", "\n": "\\ ", "\r": "\\ ", ",": "\\,", "=": "\\=", " ": "\\ "})
+_MEASUREMENT = str.maketrans({"\\": "/", "\n": "\\ ", "\r": "\\ ", ",": "\\,", " ": "\\ "})
+_STRING = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": " ", "\r": " "})
+_KIND = {bool: "boolean", int: "integer", float: "float", str: "string"}
+_CACHE_LIMIT = 100_000
+
+
+def _string(v: str) -> str:
+    return '"' + v.translate(_STRING) + '"'
+
+
+class FieldTypes:
+    """The first type seen for each (measurement, field), kept across restarts."""
+
+    def __init__(self, path: Path | None = None):
+        self.path = path
+        self.kinds: dict[str, dict[str, str]] = {}
+        self._dirty = False
+        if path is not None and path.exists():
+            try:
+                self.kinds = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as e:
+                log.warning("ignoring unreadable %s: %s", path, e)
+
+    def kind(self, measurement: str, name: str, tp: type) -> str:
+        m = self.kinds.setdefault(measurement, {})
+        known = m.get(name)
+        if known is None:
+            known = m[name] = _KIND.get(tp, "float")
+            self._dirty = True
+        return known
+
+    def save(self) -> None:
+        if not self._dirty or self.path is None:
+            return
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.kinds, sort_keys=True, indent=1), encoding="utf-8")
+        os.replace(tmp, self.path)
+        self._dirty = False
+
+
+class LineEncoder:
+    def __init__(self, global_tags: dict[str, str] | None = None, types: FieldTypes | None = None):
+        self.global_tags = dict(global_tags or {})
+        self.types = types or FieldTypes()
+        self._keys: dict[tuple, str] = {}
+        self._templates: dict[tuple, tuple[str, bool, bool]] = {}
+
+    def _series_key(self, measurement: str, tags: dict[str, str]) -> str:
+        cache_key = (measurement, *tags, *tags.values())
+        key = self._keys.get(cache_key)
+        if key is None:
+            merged = {str(k): str(v) for k, v in {**self.global_tags, **tags}.items() if v is not None}
+            name = measurement.translate(_MEASUREMENT)
+            parts = ["_" + name[1:] if name.startswith("#") else name]  # "#" would make the line a comment
+            parts += [f"{k.translate(_NAME)}={v.translate(_NAME)}" for k, v in sorted(merged.items()) if k and v]
+            key = ",".join(parts) + " "
+            if len(self._keys) >= _CACHE_LIMIT:
+                self._keys.clear()
+            self._keys[cache_key] = key
+        return key
+
+    def _template(self, measurement: str, names: tuple[str, ...], kinds: tuple[type, ...]) -> tuple[str, bool, bool]:
+        """(format string, has text values, exact) for one field layout; exact=False means per-field."""
+        parts, has_str, exact = [], False, True
+        for name, tp in zip(names, kinds, strict=True):
+            known = self.types.kind(measurement, name, tp)
+            key = name.translate(_NAME).replace("%", "%%") + "="
+            if tp is bool or tp is str:
+                parts.append(key + "%s")  # True/False are valid line-protocol booleans
+                has_str = has_str or tp is str
+            elif tp is int:
+                parts.append(key + ("%d" if known == "float" else "%di"))
+            elif tp is float and known != "integer":
+                parts.append(key + "%r")
+            else:  # a float in an integer field, or a type line protocol has no word for
+                exact = False
+        return ",".join(parts) + " %d\n", has_str, exact
+
+    def _fields_slow(self, measurement: str, fields: dict[str, Any]) -> str:
+        parts = []
+        for name, v in fields.items():
+            tp = type(v)
+            if tp is float and not math.isfinite(v):
+                continue
+            known = self.types.kind(measurement, name, tp)
+            key = name.translate(_NAME) + "="
+            if tp is bool:
+                parts.append(key + ("true" if v else "false"))
+            elif tp is int:
+                parts.append(key + (repr(float(v)) if known == "float" else f"{v}i"))
+            elif tp is float:
+                parts.append(key + (f"{int(v)}i" if known == "integer" and v.is_integer() else repr(v)))
+            elif tp is str:
+                parts.append(key + _string(v))
+            elif isinstance(v, int | float):  # numpy scalars, Decimal-like ints
+                parts.append(key + repr(float(v)))
+        return ",".join(parts)
+
+    def line(self, measurement: str, tags: dict[str, str], fields: dict[str, Any], ts: int) -> str | None:
+        """One point as a line ending in "\\n", or None when no field can be written."""
+        lines = self._encode(((measurement, tags, fields, ts),))
+        return lines[0] if lines else None
+
+    def _encode(self, points: Iterable[tuple[str, dict[str, str], dict[str, Any], int]]) -> list[str]:
+        keys, templates, out = self._keys, self._templates, []
+        append = out.append
+        for measurement, tags, fields, ts in points:
+            key = keys.get((measurement, *tags, *tags.values()))
+            if key is None:
+                key = self._series_key(measurement, tags)
+            values = tuple(fields.values())
+            layout = (measurement, *fields, *map(type, values))
+            tpl = templates.get(layout)
+            if tpl is None:
+                tpl = self._template(measurement, tuple(fields), tuple(map(type, values)))
+                if len(templates) >= _CACHE_LIMIT:
+                    templates.clear()
+                templates[layout] = tpl
+            fmt, has_str, exact = tpl
+            if exact and values:
+                if has_str:
+                    values = tuple(_string(v) if type(v) is str else v for v in values)
+                text = fmt % (*values, ts)
+                if "nan" not in text and "inf" not in text:
+                    append(key + text)
+                    continue
+            body = self._fields_slow(measurement, fields)
+            if body:
+                append(f"{key}{body} {ts}\n")
+        return out
+
+    def samples(self, samples: Iterable[Sample]) -> list[str]:
+        return self._encode((s.measurement, s.tags, s.fields, s.ts) for s in samples)
+
+    def annotations(self, annotations: Iterable[Annotation]) -> list[str]:
+        out = []
+        for a in annotations:
+            x = self.line(ANNOTATION_MEASUREMENT, {**a.tags, "kind": a.kind, "name": a.name}, {"text": a.text}, a.ts)
+            if x is not None:
+                out.append(x)
+        return out
+
+    def findings(self, findings: Iterable[Finding]) -> list[str]:
+        out = []
+        for f in findings:
+            state = "open" if f.resolved_at is None else "resolved"
+            fields = {"summary": f.summary, "state": state, "first_seen_ns": int(f.first_seen)}
+            ts = f.last_seen if f.resolved_at is None else f.resolved_at
+            x = self.line(FINDING_MEASUREMENT, {**f.subject, "rule": f.rule, "severity": f.severity}, fields, ts)
+            if x is not None:
+                out.append(x)
+        return out

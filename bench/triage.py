@@ -1,0 +1,65 @@
+"""Triage benchmark (issue 4). Prints JSON.
+
+`db2vtop triage` against the vSphere scenario simulator with a generated 200-VM vCenter
+(5 hosts x 40 VMs), judging vCenter's whole realtime hour: wall time of the real command
+(target <= 10 s), the samples judged, SOAP round trips. Run both with no stack (every VM
+looked back) and with one stack (only its VM's hour, what an on-call engineer runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.vsphere_sim import Simulator  # noqa: E402
+
+
+def run(cfg: Path, lookback: str) -> tuple[float, dict, int]:
+    t = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "agent", "triage", "-c", str(cfg), "--store", "/nonexistent.db",
+                        "--format", "json", "--lookback", lookback], cwd=ROOT, capture_output=True, text=True,
+                       env={**os.environ, "VC1_PASSWORD": "bench"}, timeout=600)
+    return time.perf_counter() - t, json.loads(r.stdout) if r.stdout else {"error": r.stderr}, r.returncode
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--hosts", type=int, default=5)
+    ap.add_argument("--vms-per-host", type=int, default=40)
+    ap.add_argument("--lookback", default="1h")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        scenario = Path(d) / "scenario.json"
+        scenario.write_text(json.dumps({"datacenter": "DC1", "generate": {"hosts": args.hosts,
+                                                                          "vms_per_host": args.vms_per_host}}))
+        with Simulator(scenario) as sim:
+            ca = Path(d) / "ca.pem"
+            ca.write_text(ssl.get_server_certificate(("127.0.0.1", sim.port)))
+            base = (f'[guest]\nenabled = false\n[[vcenter]]\nname = "vc1"\nurl = "{sim.url}"\nuser = "bench"\n'
+                    f'password_env = "VC1_PASSWORD"\nca_file = "{ca}"\ntimeout = "60s"\n')
+            out = {"benchmark": "triage", "vms": args.hosts * args.vms_per_host, "lookback": args.lookback,
+                   "target_s": 10}
+            for name, text in (("all_vms", base),
+                               ("one_stack", base + '[[stack]]\nname = "db"\nvm = "gen-esx000-vm00"\n')):
+                cfg = Path(d) / f"{name}.toml"
+                cfg.write_text(text)
+                before = sim.stats()["total"]
+                wall, doc, rc = run(cfg, args.lookback)
+                out[name] = {"wall_s": round(wall, 2), "exit_status": rc, "soap_calls": sim.stats()["total"] - before,
+                             "sources": doc.get("sources"), "findings": len(doc.get("findings", [])),
+                             "verdicts": [v.get("summary") for v in doc.get("verdicts", [])]}
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+"""Storage and hypervisor-queue rules (seed practices §1.4, §1.7, §1.9) on storage_* and esxtop_* data."""
+
+from __future__ import annotations
+
+from agent.model import Fact
+from agent.store import Row
+from checks.rule import FactIndex, PerFactRule, Thresholds, as_float
+from checks.rules.common import ThresholdRule
+
+QUEUE_FIX = ("Find where I/O queues: KAVG/QAVG > 0 means the VMkernel holds I/O back (raise the HBA LUN queue depth "
+             "from 32 to 64 and keep Disk.SchedNumReqOutstanding consistent, spread LUNs); queue full at the array "
+             "or in the guest means that device's queue is the limit.")
+
+
+class EsxtopKernelLatency(ThresholdRule):
+    id, layer, measurement, subject_tags = "disk-queue-saturation", "host", "esxtop_device", ("host", "device")
+    needs = {"esxtop_device": "esxtop"}
+    field, label, unit = "kernel_latency_ms", "KAVG", " ms"
+    warn_key, crit_key = "warn_kavg_ms", "crit_kavg_ms"
+    gate = ("commands_per_s", "min_iops")
+    defaults = {"warn_kavg_ms": 2.0, "crit_kavg_ms": 10.0, "min_iops": 10.0}
+    fix = QUEUE_FIX
+
+
+class EsxtopQueued(ThresholdRule):
+    id, layer, measurement, subject_tags = "disk-queue-saturation", "host", "esxtop_device", ("host", "device")
+    needs = {"esxtop_device": "esxtop"}
+    field, label, unit = "queued", "QUED", " commands"
+    warn_key, crit_key = "warn_queued", "crit_queued"
+    defaults = {"warn_queued": 1.0, "crit_queued": 32.0}
+    fix = QUEUE_FIX
+
+    def subject(self, row: Row) -> dict[str, str]:
+        return {**super().subject(row), "aspect": "queued"}
+
+
+class StorageDiskQueueFull(ThresholdRule):
+    """A Linux storage host's (or gateway's) device queue at its depth."""
+
+    id, layer, measurement, subject_tags = "disk-queue-saturation", "storage", "storage_disk", ("storage", "device")
+    needs = {"storage_disk": "storage"}
+    field, label, unit = "queue_depth_used_pct", "queue depth used", "%"
+    warn_key, crit_key = "warn_pct", "crit_pct"
+    defaults = {"warn_pct": 100.0, "crit_pct": 200.0}
+    fix = QUEUE_FIX
+
+
+class ArrayQueueFull(ThresholdRule):
+    id, layer, measurement, subject_tags = "disk-queue-saturation", "storage", "storage_lun", (
+        "storage", "vserver", "lun")
+    needs = {"storage_lun": "storage"}
+    field, label, unit = "queue_full_per_s", "queue full", "/s"
+    warn_key, crit_key = "warn_queue_full_per_s", "crit_queue_full_per_s"
+    defaults = {"warn_queue_full_per_s": 0.01, "crit_queue_full_per_s": 10.0}
+    fix = QUEUE_FIX
+
+
+class NumaLocality(ThresholdRule):
+    id, layer, measurement, subject_tags = "numa-locality", "vm", "esxtop_vm", ("host", "vm")
+    needs = {"esxtop_vm": "esxtop"}
+    field, label, unit = "numa_local_pct", "NUMA local memory", "%"
+    higher_is_worse = False
+    warn_key, crit_key = "warn_pct", "crit_pct"
+    defaults = {"warn_pct": 80.0, "crit_pct": 50.0}
+    fix = ("Size the VM to fit one NUMA node (vCPUs <= cores per node, memory <= node memory) or expose vNUMA; "
+           "seed 000 §4.3 traces most of its overallocation loss to remote memory.")
+
+
+class XtremioLatency(ThresholdRule):
+    id, layer, measurement, subject_tags = "xio-iops-latency", "storage", "storage_cluster", ("storage", "cluster")
+    needs = {"storage_cluster": "storage"}
+    field, label, unit = "avg_latency_ms", "average latency", " ms"
+    warn_key, crit_key = "warn_ms", "crit_ms"
+    where = {"kind": "xtremio"}
+    gate = ("total_iops", "min_iops")
+    defaults = {"warn_ms": 1.0, "crit_ms": 5.0, "min_iops": 100.0}
+    fix = "Check the array's load and the front-end paths (round robin on all paths, seed 002 App. C)."
+
+
+class XtremioVolumeLatency(XtremioLatency):
+    measurement, subject_tags = "storage_volume", ("storage", "cluster", "volume")
+    needs = {"storage_volume": "storage"}
+
+
+class XtremioHeadroom(ThresholdRule):
+    id, layer, measurement, subject_tags = "xio-capacity-headroom", "storage", "storage_cluster", (
+        "storage", "cluster")
+    needs = {"storage_cluster": "storage"}
+    field, label, unit = "free_ssd_pct", "free physical SSD", "%"
+    higher_is_worse = False
+    warn_key, crit_key = "warn_pct", "crit_pct"
+    where = {"kind": "xtremio"}
+    defaults = {"warn_pct": 20.0, "crit_pct": 10.0}
+    fix = "Add X-Bricks or move workloads before the cluster runs short of physical space."
+
+
+class ArrayLatency(ThresholdRule):
+    id, layer, measurement, subject_tags = "na-perf-latency", "storage", "storage_lun", ("storage", "vserver", "lun")
+    needs = {"storage_lun": "storage"}
+    field, label, unit = "avg_latency_ms", "LUN latency", " ms"
+    warn_key, crit_key = "warn_ms", "crit_ms"
+    where = {"kind": "ontap"}
+    defaults = {"warn_ms": 10.0, "crit_ms": 25.0}
+    fix = ("The array itself is slow: check the aggregate's disk utilisation and the node's CPU; if the array is "
+           "fast but the host's DAVG is not, look at the fabric.")
+
+
+class ArrayVolumeLatency(ArrayLatency):
+    measurement, subject_tags = "storage_volume", ("storage", "vserver", "volume")
+    needs = {"storage_volume": "storage"}
+
+
+class SnapReserve(PerFactRule):
+    id, layer, kind = "na-snap-reserve-0", "storage", "storage_volume"
+    needs, evidence = {"storage_volume": "storage"}, ("snapshot_reserve_pct",)
+    fix = "volume modify -vserver V -volume X -percent-snapshot-space 0"
+
+    def problem(self, f: Fact, t: Thresholds) -> str | None:
+        reserve = f.data.get("snapshot_reserve_pct")
+        return f"snapshot reserve {reserve}% (seed: 0)" if isinstance(reserve, int | float) and reserve > 0 else None
+
+
+class NoSnapSchedule(PerFactRule):
+    id, layer, kind = "na-nosnap", "storage", "storage_volume"
+    needs, evidence = {"storage_volume": "storage"}, ("snapshot_policy",)
+    fix = "volume modify -vserver V -volume X -snapshot-policy none (take database-consistent snapshots instead)"
+
+    def problem(self, f: Fact, t: Thresholds) -> str | None:
+        policy = f.data.get("snapshot_policy")
+        return f"automatic snapshot policy {policy!r}" if policy and str(policy).lower() != "none" else None
+
+
+class NoAtime(PerFactRule):
+    id, layer, kind = "na-no-atime", "storage", "storage_volume"
+    needs, evidence = {"storage_volume": "storage"}, ("atime_update",)
+    fix = "volume modify -vserver V -volume X -atime-update false"
+
+    def problem(self, f: Fact, t: Thresholds) -> str | None:
+        return "inode access times are updated on every read" if f.data.get("atime_update") is True else None
+
+
+class NoSnapDir(PerFactRule):
+    id, layer, kind, severity = "na-nosnapdir", "storage", "storage_volume", "info"
+    needs, evidence = {"storage_volume": "storage"}, ("snapdir_access",)
+    fix = "volume modify -vserver V -volume X -snapdir-access false"
+
+    def problem(self, f: Fact, t: Thresholds) -> str | None:
+        return "the .snapshot directory is visible to clients" if f.data.get("snapdir_access") is True else None
+
+
+class NvFail(PerFactRule):
+    id, layer, kind = "na-nvfail", "storage", "storage_volume"
+    needs, evidence = {"storage_volume": "storage"}, ("nvfail",)
+    fix = "volume modify -vserver V -volume X -nvfail on"
+
+    def problem(self, f: Fact, t: Thresholds) -> str | None:
+        off = f.data.get("nvfail") is False
+        return "nvfail is off: a bad NVRAM at boot would not stop the database" if off else None
+
+
+class RaidDp(PerFactRule):
+    id, layer, kind = "na-raid-dp", "storage", "storage_aggregate"
+    needs, evidence = {"storage_aggregate": "storage"}, ("raid_type",)
+    fix = "Use RAID-DP (or RAID-TEC) aggregates for database volumes."
+
+    def problem(self, f: Fact, t: Thresholds) -> str | None:
+        raid = str(f.data.get("raid_type") or "")
+        return f"RAID type {raid} has less than double parity" if raid and raid not in ("raid_dp", "raid_tec") else None
+
+
+class ThinLunVolume(PerFactRule):
+    id, layer, kind = "na-thin-lun-2x-vol", "storage", "storage_lun"
+    needs, evidence = {"storage_lun": "storage"}, ("volume_to_luns_ratio", "space_reserve")
+    defaults = {"min_ratio": 2.0}
+    fix = "Size the FlexVol holding thin LUNs at twice their size (it then acts as the LUNs' quota)."
+
+    def problem(self, f: Fact, t: Thresholds) -> str | None:
+        ratio = f.data.get("volume_to_luns_ratio")
+        if f.data.get("space_reserve") is False and isinstance(ratio, int | float) and ratio < as_float(t["min_ratio"]):
+            return f"thin LUN in a volume only {ratio:.2f}x its LUNs (seed: 2x)"
+        return None
+
+
+class PortJumboFrames(PerFactRule):
+    id, layer, kind, severity = "jumbo-frames", "storage", "storage_port", "info"
+    needs, evidence = {"storage_port": "storage"}, ("mtu",)
+    defaults = {"mtu": 9000}
+    fix = "Use MTU 9000 end to end (array port, switch, ESXi vmknic/vSwitch) on the storage network."
+
+    def problem(self, f: Fact, t: Thresholds) -> str | None:
+        mtu = f.data.get("mtu")
+        return f"MTU {mtu}, not {t['mtu']}" if isinstance(mtu, int) and mtu < as_float(t["mtu"]) else None
+
+    def entities(self, facts: FactIndex) -> list[Fact]:
+        # only ports that carry data: ONTAP's e0M/e0P are management and cluster-internal
+        return [f for f in facts.of(self.kind) if not f.tags.get("port", "").startswith(("e0M", "e0P"))]
+
+
+class FlowControl(PerFactRule):
+    id, layer, kind, severity = "flowcontrol-full", "storage", "storage_port", "info"
+    needs, evidence = {"storage_port": "storage"}, ("flowcontrol_admin",)
+    fix = "network port modify -node N -port P -flowcontrol-admin full (current NetApp guidance for 10 GbE+ differs)"
+
+    def problem(self, f: Fact, t: Thresholds) -> str | None:
+        fc = f.data.get("flowcontrol_admin")
+        return f"flow control {fc}" if fc and fc != "full" else None
+
+
+class IscsiMaxIos(PerFactRule):
+    id, layer, kind, severity = "na-iscsi-max-ios", "storage", "storage_iscsi", "info"
+    needs, evidence = {"storage_iscsi": "storage"}, ("cmd_window_size_min",)
+    defaults = {"min_commands": 256}
+    fix = "Raise the iSCSI command window (seed 000: from 128 to 256 outstanding commands per session)."
+
+    def problem(self, f: Fact, t: Thresholds) -> str | None:
+        window = f.data.get("cmd_window_size_min")
+        if isinstance(window, int) and window < as_float(t["min_commands"]):
+            return f"sessions allow {window} outstanding commands, seed uses {t['min_commands']}"
+        return None
+
+
+RULES = [EsxtopKernelLatency(), EsxtopQueued(), StorageDiskQueueFull(), ArrayQueueFull(), NumaLocality(),
+         XtremioLatency(), XtremioVolumeLatency(), XtremioHeadroom(), ArrayLatency(), ArrayVolumeLatency(),
+         SnapReserve(), NoSnapSchedule(), NoAtime(), NoSnapDir(), NvFail(), RaidDp(), ThinLunVolume(),
+         PortJumboFrames(), FlowControl(), IscsiMaxIos()]

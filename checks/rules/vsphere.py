@@ -1,0 +1,507 @@
+"""vSphere rules (seed practices §1.1-1.4) on vsphere_* samples and facts, and esxtop's memory figures.
+
+VM configuration rules judge the VMs of the configured stacks (all VMs when no stack is
+configured): the practices are for database VMs, and a 2,000-VM vCenter's other VMs are
+not this tool's business.
+"""
+
+from __future__ import annotations
+
+from agent.model import Fact
+from agent.store import Row
+from agent.units import format_bytes
+from checks.rule import FactIndex, LiveRule, PerFactRule, StaticRule, Thresholds, Verdict, as_float, pct
+from checks.rules.common import ThresholdRule
+
+MIB = 2**20
+VM_TAGS = ("vcenter", "vm")
+HOST_TAGS = ("vcenter", "host")
+
+
+def _stack_vms(facts: FactIndex) -> set[str] | None:
+    names = {s.vm for s in facts.stacks if s.vm}
+    return names or None
+
+
+def _vm_memory(facts: FactIndex, vm: str | None) -> float:
+    f = facts.find("vsphere_vm", vm=vm) if vm else None
+    return as_float(f.data.get("memory_mb")) * MIB if f else 0.0
+
+
+class BalloonZero(LiveRule):
+    """Any balloon is a finding; growing, or >= 5 % of the VM's memory, is critical (seed 000 §5.4)."""
+
+    id, layer, subject_tags = "balloon-zero", "vm", VM_TAGS
+    measurement, field = "vsphere_vm", "mem_balloon_bytes"
+    needs = {"vsphere_vm": "vcenter"}
+    defaults = {"crit_pct_of_vm_memory": 5.0, "growth_bytes": MIB}
+    fix = ("Reserve the DB VM's memory (at least DB2's shared memory; reservation locked to max for production) "
+           "and find the host's memory pressure: any balloon in a DB VM leads to guest swapping.")
+
+    def __init__(self) -> None:
+        self._low: dict[tuple, float] = {}  # the smallest balloon since it appeared: growth is judged from it
+
+    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
+        value = row.fields.get(self.field)
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            return None
+        subject = self.subject(row)
+        key = tuple(sorted(subject.items()))
+        balloon = float(value)
+        if balloon <= 0:
+            self._low.pop(key, None)
+            return Verdict(subject, None, "", {"balloon_bytes": 0})
+        low = self._low[key] = min(self._low.get(key, balloon), balloon)
+        memory = _vm_memory(facts, row.tags.get("vm"))
+        share = pct(balloon, memory) if memory else None
+        growing = balloon - low >= as_float(t["growth_bytes"])
+        critical = growing or (share is not None and share >= as_float(t["crit_pct_of_vm_memory"]))
+        how = " and growing" if growing else ""
+        of = f" ({share:.1f}% of the VM's memory)" if share is not None else ""
+        return Verdict(subject, "critical" if critical else "warning",
+                       f"{row.tags.get('vm')}: balloon {format_bytes(balloon)}{of}{how}",
+                       {"balloon_bytes": balloon, "balloon_low_bytes": low, "vm_memory_bytes": memory or None,
+                        "pct_of_vm_memory": round(share, 2) if share is not None else None})
+
+
+class BalloonQuickStats(BalloonZero):
+    measurement, field = "vsphere_vm_quickstats", "balloon_bytes"
+    needs = {"vsphere_vm_quickstats": "vcenter"}
+
+
+class BalloonEsxtop(BalloonZero):
+    subject_tags = ("host", "vm")
+    measurement, field = "esxtop_vm", "balloon_bytes"
+    needs = {"esxtop_vm": "esxtop"}
+
+
+class HostSwapVM(LiveRule):
+    id, layer, subject_tags, measurement = "host-swap-zero", "vm", VM_TAGS, "vsphere_vm"
+    needs = {"vsphere_vm": "vcenter"}
+    fields = ("mem_swapped_bytes", "mem_swapin_bytes_per_s", "mem_swapout_bytes_per_s")
+    fix = ("Give the host enough memory that ESXi never swaps VM memory: move VMs, reserve the DB VM's memory, "
+           "stop overcommitting production hosts.")
+
+    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
+        values = {k: as_float(row.fields.get(k)) for k in self.fields if k in row.fields}
+        if not values:
+            return None
+        bad = any(v > 0 for v in values.values())
+        what = ", ".join(f"{k} {format_bytes(v)}{'/s' if k.endswith('_per_s') else ''}" for k, v in values.items())
+        name = row.tags.get("vm") or row.tags.get("host")
+        return Verdict(self.subject(row), "critical" if bad else None, f"{name}: host swapping: {what}", values)
+
+
+class HostSwapQuickStats(HostSwapVM):
+    measurement, fields = "vsphere_vm_quickstats", ("swapped_bytes",)
+    needs = {"vsphere_vm_quickstats": "vcenter"}
+
+
+class HostSwapEsxtop(HostSwapVM):
+    subject_tags, measurement = ("host", "vm"), "esxtop_vm"
+    fields = ("swapped_bytes", "swap_read_bytes_per_s", "swap_write_bytes_per_s")
+    needs = {"esxtop_vm": "esxtop"}
+
+
+class HostSwapHost(HostSwapVM):
+    """A host swapping now (rates), or its swap in use growing."""
+
+    layer, subject_tags, measurement = "host", HOST_TAGS, "vsphere_host"
+    fields = ("mem_swapin_bytes_per_s", "mem_swapout_bytes_per_s")
+    needs = {"vsphere_host": "vcenter"}
+
+    def __init__(self) -> None:
+        self._used: dict[tuple, float] = {}
+
+    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
+        v = super().judge(row, t, facts)
+        used = row.fields.get("mem_swap_used_bytes")
+        if isinstance(used, int | float):
+            key = tuple(sorted(self.subject(row).items()))
+            before, self._used[key] = self._used.get(key), float(used)
+            if before is not None and used > before:
+                v = v or Verdict(self.subject(row), None, "", {})
+                v.severity = "critical"
+                v.summary = f"{row.tags.get('host')}: host swap in use growing to {format_bytes(used)}"
+                v.values["mem_swap_used_bytes"] = used
+        return v
+
+
+class CpuReady(LiveRule):
+    id, layer, subject_tags, measurement = "cpu-ready", "vm", VM_TAGS, "vsphere_vm"
+    needs = {"vsphere_vm": "vcenter"}
+    defaults = {"warn_pct": 5.0, "crit_pct": 10.0}
+    field, label = "cpu_ready_pct", "CPU ready"
+    fix = ("The host's CPUs are overcommitted: move VMs off the host, give the DB VM CPU shares or a reservation, "
+           "or reduce vCPUs that are not used.")
+
+    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
+        """The collector already gives these summation counters as % of the interval per vCPU."""
+        per_vcpu, vcpus = row.fields.get(self.field), as_float(row.fields.get("vcpus"))
+        if not isinstance(per_vcpu, int | float) or isinstance(per_vcpu, bool):
+            return None
+        severity = ("critical" if per_vcpu >= as_float(t["crit_pct"]) else
+                    "warning" if per_vcpu >= as_float(t["warn_pct"]) else None)
+        return Verdict(self.subject(row), severity,
+                       f"{row.tags.get('vm')}: {self.label} {per_vcpu:.1f}% per vCPU ({int(vcpus)} vCPUs)",
+                       {self.field: round(float(per_vcpu), 2), "vcpus": vcpus})
+
+
+class CoStop(CpuReady):
+    id, field, label = "vcpu-no-excess", "cpu_costop_pct", "co-stop"
+    defaults = {"warn_pct": 3.0, "crit_pct": 10.0}
+    fix = "Remove the vCPUs the database does not use: co-stop means the VM waits to schedule all its vCPUs together."
+
+
+class MaxLimited(CpuReady):
+    id, field, label = "cpu-limit-none", "cpu_maxlimited_pct", "time throttled by a CPU limit"
+    defaults = {"warn_pct": 0.01, "crit_pct": 5.0}
+    fix = "Remove the CPU limit from the DB VM (Edit Settings > CPU > Limit: Unlimited)."
+
+
+class HostCpuCeiling(ThresholdRule):
+    id, layer, measurement, subject_tags = "host-cpu-ceiling", "host", "vsphere_host", HOST_TAGS
+    needs = {"vsphere_host": "vcenter"}
+    field, label, unit = "cpu_usage_pct", "host CPU", "%"
+    warn_key, crit_key = "warn_pct", "crit_pct"
+    defaults = {"warn_pct": 80.0, "crit_pct": 90.0}
+    fix = "Move VMs off the host or add hosts; seed 000 treats 80 % as the production ceiling and 90 % as the alert."
+
+
+class HostMemState(ThresholdRule):
+    id, layer, measurement, subject_tags = "host-mem-state", "host", "vsphere_host", HOST_TAGS
+    needs = {"vsphere_host": "vcenter"}
+    field, label = "mem_state", "memory state (0 high, 1 soft, 2 hard, 3 low)"
+    warn_key, crit_key = "warn_state", "crit_state"
+    defaults = {"warn_state": 1, "crit_state": 2}
+    fix = "The host is short of free memory: ballooning and swapping follow. Move VMs or add memory."
+
+
+class HostLunKernelLatency(ThresholdRule):
+    id, layer, measurement, subject_tags = "disk-queue-saturation", "host", "vsphere_host_lun", (
+        "vcenter", "host", "lun")
+    needs = {"vsphere_host_lun": "vcenter"}
+    field, label, unit = "kernel_latency_ms", "KAVG", " ms"
+    warn_key, crit_key = "warn_kavg_ms", "crit_kavg_ms"
+    defaults = {"warn_kavg_ms": 2.0, "crit_kavg_ms": 10.0}
+    fix = ("I/O waits in the VMkernel: raise the HBA LUN queue depth (QLogic 32 -> 64, seed 000 §5.2), keep "
+           "Disk.SchedNumReqOutstanding consistent, and spread busy VMDKs over more LUNs.")
+
+
+class HostLunQueueLatency(HostLunKernelLatency):
+    field, label = "queue_latency_ms", "QAVG"
+    warn_key, crit_key = "warn_qavg_ms", "crit_qavg_ms"
+    defaults = {"warn_qavg_ms": 2.0, "crit_qavg_ms": 10.0}
+
+    def subject(self, row: Row) -> dict[str, str]:
+        return {**super().subject(row), "aspect": "queue"}
+
+
+def _vm_facts(facts: FactIndex) -> list:
+    wanted = _stack_vms(facts)
+    return [f for f in facts.of("vsphere_vm") if wanted is None or f.tags.get("vm") in wanted]
+
+
+def _host_of(facts: FactIndex, vm_fact) -> object | None:
+    return facts.find("vsphere_host", host=vm_fact.data.get("host")) if vm_fact.data.get("host") else None
+
+
+class VmFitsNumaNode(StaticRule):
+    id, layer = "vm-fits-numa-node", "vm"
+    needs = {"vsphere_vm": "vcenter", "vsphere_host": "vcenter"}
+    fix = ("Size the VM to one NUMA node (vCPUs <= cores per node, memory <= a node's memory), or expose vNUMA so "
+           "DB2 can place memory; a VM spanning two sockets gets about half its memory accesses remote.")
+
+    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
+        out = []
+        for vm in _vm_facts(facts):
+            host = _host_of(facts, vm)
+            if host is None or not host.data.get("numa_nodes"):
+                continue
+            nodes = int(host.data["numa_nodes"])
+            cores = int(host.data.get("cpu_cores") or 0) // max(nodes, 1)
+            node_mem = min((n.get("memory_bytes") or 0 for n in host.data.get("numa") or []), default=0) or (
+                as_float(host.data.get("memory_bytes")) / max(nodes, 1))
+            vcpus, memory = int(vm.data.get("num_cpu") or 0), as_float(vm.data.get("memory_mb")) * MIB
+            wide = [w for w, bad in ((f"{vcpus} vCPUs > {cores} cores per node", cores and vcpus > cores),
+                                     (f"{format_bytes(memory)} > {format_bytes(node_mem)} per node",
+                                      node_mem and memory > node_mem)) if bad]
+            out.append(Verdict({"layer": "vm", **vm.tags}, "warning" if wide else None,
+                               f"{vm.tags.get('vm')} is wider than a NUMA node of {host.tags.get('host')}: "
+                               + "; ".join(wide),
+                               {"vcpus": vcpus, "memory_bytes": memory, "numa_nodes": nodes,
+                                "cores_per_node": cores, "node_memory_bytes": node_mem}))
+        return out
+
+
+class VcpuLeThreads(StaticRule):
+    id, layer = "vcpu-le-threads", "host"
+    needs = {"vsphere_host": "vcenter"}
+    defaults = {"max_ratio": 1.0}
+    fix = ("Keep the powered-on vCPUs of the host at or below its hardware threads; if you must go above, give "
+           "the DB VMs higher CPU shares (seed 000 §5.3).")
+
+    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
+        out = []
+        for h in facts.of("vsphere_host"):
+            threads, vcpus = int(h.data.get("cpu_threads") or 0), int(h.data.get("vcpus_powered_on") or 0)
+            if not threads:
+                continue
+            ratio = vcpus / threads
+            over = ratio > as_float(t["max_ratio"])
+            # seed 000 §4.3: 1.3 % lower peak per 10 % of vCPU overallocation, measured up to 1.5:1 only
+            loss = max(0.0, (ratio - 1.0) * 13.0) if ratio <= 1.5 else None
+            expect = (f"seed 000 §4.3 measured ~{loss:.1f}% lower peak at that ratio" if loss is not None else
+                      "beyond the 1.5:1 (6.5% lower peak) seed 000 §4.3 measured")
+            out.append(Verdict({"layer": "host", **h.tags}, "warning" if over else None,
+                               f"{h.tags.get('host')}: {vcpus} powered-on vCPUs on {threads} threads "
+                               f"({ratio:.2f}:1; {expect})",
+                               {"vcpus_powered_on": vcpus, "threads": threads, "ratio": round(ratio, 3),
+                                "expected_loss_pct": round(loss, 1) if loss is not None else None}))
+        return out
+
+
+class _StackVmRule(PerFactRule):
+    """Judges the VMs of the configured stacks (every VM when no stack is configured)."""
+
+    layer, kind = "vm", "vsphere_vm"
+    needs = {"vsphere_vm": "vcenter"}
+
+    def entities(self, facts: FactIndex) -> list[Fact]:
+        return _vm_facts(facts)
+
+
+class CpuLimitConfigured(_StackVmRule):
+    id, evidence = "cpu-limit-none", ("cpu_limit_mhz",)
+    fix = MaxLimited.fix
+
+    def problem(self, f: Fact, t: Thresholds) -> str | bool | None:
+        limit = f.data.get("cpu_limit_mhz")
+        if limit is None:
+            return False
+        return f"a CPU limit of {limit} MHz" if limit != -1 else None
+
+
+class MemReservation(LiveRule):
+    """The DB VM's memory reservation against DB2's committed memory (DATABASE and DBMS sets)."""
+
+    id, layer, measurement = "mem-reservation-db2-shm", "vm", "db2_memory"
+    needs = {"db2_memory": "db2", "vsphere_vm": "vcenter"}
+    fix = ("Set the VM's memory reservation to at least DB2's shared memory (MON_GET_MEMORY_SET committed for the "
+           "DATABASE and DBMS sets; seed 000 §5.3), so the host never balloons or swaps it.")
+
+    def __init__(self) -> None:
+        self._committed: dict[tuple[str, str], dict[str, float]] = {}
+
+    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
+        db2 = row.tags.get("db2")
+        stack = next((s for s in facts.stacks if s.db2 == db2 and s.vm), None)
+        committed = row.fields.get("committed_bytes")
+        if stack is None or not isinstance(committed, int | float):
+            return None
+        sets = self._committed.setdefault((db2, stack.vm), {})
+        key = "/".join(row.tags.get(k, "") for k in sorted(row.tags) if k not in ("db2",))
+        sets[key] = float(committed)
+        vm = facts.find("vsphere_vm", vm=stack.vm)
+        if vm is None:
+            return None
+        reserved = as_float(vm.data.get("mem_reservation_mb")) * MIB
+        need = sum(sets.values())
+        return Verdict({"layer": "vm", **vm.tags}, "warning" if reserved < need else None,
+                       f"{stack.vm}: memory reservation {format_bytes(reserved)} below DB2's committed "
+                       f"{format_bytes(need)}", {"reservation_bytes": reserved, "db2_committed_bytes": need})
+
+
+class HostMemHeadroom(PerFactRule):
+    id, layer, kind = "host-mem-headroom-10pct", "host", "vsphere_host"
+    needs, evidence = {"vsphere_host": "vcenter"}, ("memory_bytes", "vm_memory_mb_powered_on")
+    defaults = {"headroom_pct": 10.0}
+    fix = "Leave about 10 % of the host's memory unallocated to VMs for overhead and the hypervisor (seed 000 §5.4)."
+
+    def problem(self, f: Fact, t: Thresholds) -> str | bool | None:
+        memory = as_float(f.data.get("memory_bytes"))
+        if not memory:
+            return False
+        share = pct(as_float(f.data.get("vm_memory_mb_powered_on")) * MIB, memory)
+        if share > 100 - as_float(t["headroom_pct"]):
+            return f"{share:.0f}% of host memory allocated to powered-on VMs"
+        return None
+
+
+class _VmDeviceRule(_StackVmRule):
+    list_key, good, what = "", (), ""
+
+    def problem(self, f: Fact, t: Thresholds) -> str | bool | None:
+        items = f.data.get(self.list_key) or []
+        if not items:
+            return False
+        bad = sorted({str(i.get("type")) for i in items if i.get("type") not in self.good})
+        return f"{self.what}: {', '.join(bad)}" if bad else None
+
+
+class NicVmxnet3(_VmDeviceRule):
+    id, list_key, good, what = "nic-vmxnet3", "nics", ("vmxnet3",), "emulated vNICs"
+    fix = "Replace E1000/E1000E/PCnet vNICs with VMXNET3."
+
+
+class ScsiPvscsi(_VmDeviceRule):
+    id, list_key, good, what = "scsi-pvscsi", "scsi_controllers", ("pvscsi",), "non-paravirtual SCSI controllers"
+    fix = "Put the DB2 data and log disks on VMware Paravirtual (PVSCSI) controllers."
+
+
+class ToolsRunning(StaticRule):
+    id, layer = "vmtools-running", "vm"
+    needs = {"vsphere_vm": "vcenter"}
+    fix = "Install or start VMware Tools (balloon driver, time sync, paravirtual drivers) and keep it current."
+
+    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
+        out = []
+        for vm in _vm_facts(facts):
+            if vm.data.get("power_state") != "poweredOn":
+                continue
+            running = vm.data.get("tools_running_status")
+            version = str(vm.data.get("tools_version_status") or "")
+            severity = "warning" if running and running != "guestToolsRunning" else (
+                "info" if version in ("guestToolsNeedUpgrade", "guestToolsTooOld", "guestToolsSupportedOld") else None)
+            out.append(Verdict({"layer": "vm", **vm.tags}, severity,
+                               f"{vm.tags.get('vm')}: VMware Tools {running}, {version}",
+                               {"tools_running_status": running, "tools_version_status": version}))
+        return out
+
+
+class EagerZeroed(_StackVmRule):
+    id, severity = "vmdk-eager-zeroed", "info"
+    fix = "Use thick provisioned, eager-zeroed VMDKs for DB2 data and logs (seed 002 App. C)."
+
+    def problem(self, f: Fact, t: Thresholds) -> str | bool | None:
+        disks = f.data.get("disks") or []
+        if not disks:
+            return False
+        lazy = [str(d.get("instance")) for d in disks if d.get("backing") in ("thin", "lazy_zeroed")]
+        return f"not eager-zeroed: {', '.join(lazy)}" if lazy else None
+
+
+class _HostLunRule(StaticRule):
+    layer = "host"
+    needs = {"vsphere_host": "vcenter"}
+
+    def problem(self, lun: dict, t: Thresholds) -> str | None:
+        raise NotImplementedError
+
+    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
+        out = []
+        for h in facts.of("vsphere_host"):
+            for lun in h.data.get("luns") or []:
+                problem = self.problem(lun, t)
+                out.append(Verdict({"layer": "host", **h.tags, "lun": str(lun.get("lun"))},
+                                   "warning" if problem else None, f"{h.tags.get('host')} {lun.get('lun')}: {problem}",
+                                   {k: lun.get(k) for k in ("policy", "satp", "queue_depth", "paths_active",
+                                                            "paths_total")}))
+        return out
+
+
+class MultipathRoundRobin(_HostLunRule):
+    id = "mpio-rr-alua"
+    fix = "esxcli storage nmp device set -d <naa> -P VMW_PSP_RR (with SATP ALUA for NetApp), or set it per array."
+
+    def problem(self, lun: dict, t: Thresholds) -> str | None:
+        policy = lun.get("policy")
+        return f"path selection {policy}, not VMW_PSP_RR" if policy and policy != "VMW_PSP_RR" else None
+
+
+class RedundantPaths(_HostLunRule):
+    id = "mpio-redundant-paths"
+    defaults = {"min_active_paths": 2}
+    fix = "Give every LUN at least two active paths (two HBA ports on two fabrics)."
+
+    def problem(self, lun: dict, t: Thresholds) -> str | None:
+        active = lun.get("paths_active")
+        if isinstance(active, int) and active < as_float(t["min_active_paths"]):
+            return f"{active} active path(s) of {lun.get('paths_total')}"
+        return None
+
+
+class HbaQueueDepth(_HostLunRule):
+    id = "hba-queue-depth"
+    defaults = {"min_queue_depth": 64}
+    fix = ("Raise the HBA driver's LUN queue depth (QLogic: esxcli system module parameters set -m qlnativefc -p "
+           "ql2xmaxqdepth=64; seed 000 §5.2 raised it from 32 to 64) and reboot the host.")
+
+    def problem(self, lun: dict, t: Thresholds) -> str | None:
+        depth = lun.get("queue_depth")
+        if isinstance(depth, int) and 0 < depth < as_float(t["min_queue_depth"]):
+            return f"LUN queue depth {depth} (seed: 32 -> 64)"
+        return None
+
+
+class HostSettings(PerFactRule):
+    """Host platform facts: hyper-threading on, NUMA not interleaved, power policy."""
+
+    layer, kind = "host", "vsphere_host"
+    needs = {"vsphere_host": "vcenter"}
+
+
+class HyperThreading(HostSettings):
+    id = "ht-enabled"
+    fix = "Enable hyper-threading in the BIOS and in ESXi (seed 000 §5.1, seed 001)."
+
+    def problem(self, f: Fact, t: Thresholds) -> str | bool | None:
+        d = f.data
+        if d.get("hyperthreading_available") is None:
+            return False
+        if d.get("hyperthreading_available") and not d.get("hyperthreading_active"):
+            return "hyper-threading is available but not active"
+        return None
+
+
+class NumaEnabled(HostSettings):
+    id = "numa-enabled"
+    fix = "Turn off node interleaving in the BIOS so ESXi sees the NUMA nodes (seed 000 §5.1)."
+
+    def problem(self, f: Fact, t: Thresholds) -> str | bool | None:
+        d = f.data
+        nodes, sockets = d.get("numa_nodes"), d.get("cpu_sockets")
+        if not nodes or not sockets:
+            return False
+        return f"{sockets} sockets but {nodes} NUMA node: node interleaving is on" if nodes == 1 < sockets else None
+
+
+class PowerPolicy(HostSettings):
+    id, severity = "host-power-policy", "info"
+    fix = "Use the High Performance power policy (static) on database hosts (published guidance, not in seeds)."
+
+    def problem(self, f: Fact, t: Thresholds) -> str | bool | None:
+        d = f.data
+        policy = d.get("power_policy")
+        if not policy:
+            return False
+        return f"power policy {policy}, not static (High Performance)" if policy != "static" else None
+
+
+class VmkJumboFrames(StaticRule):
+    id, layer = "jumbo-frames", "host"
+    needs = {"vsphere_host": "vcenter"}
+    defaults = {"mtu": 9000}
+    fix = "Use MTU 9000 on the storage vmknics, their vSwitch, the physical switch and the array ports."
+
+    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
+        out = []
+        want = as_float(t["mtu"])
+        for h in facts.of("vsphere_host"):
+            storage = [v for v in h.data.get("vmknics") or []
+                       if any(w in str(v.get("portgroup", "")).lower() for w in ("iscsi", "nfs", "storage", "vmotion"))]
+            if not storage:
+                continue
+            small = [f"{v.get('device')} ({v.get('portgroup')}) MTU {v.get('mtu')}" for v in storage
+                     if isinstance(v.get("mtu"), int) and v["mtu"] < want]
+            out.append(Verdict({"layer": "host", **h.tags}, "warning" if small else None,
+                               f"{h.tags.get('host')}: storage vmknics without jumbo frames: {', '.join(small)}",
+                               {"vmknics": small}))
+        return out
+
+
+RULES = [BalloonZero(), BalloonQuickStats(), BalloonEsxtop(), HostSwapVM(), HostSwapQuickStats(), HostSwapEsxtop(),
+         HostSwapHost(), CpuReady(), CoStop(), MaxLimited(), HostCpuCeiling(), HostMemState(), HostLunKernelLatency(),
+         HostLunQueueLatency(), VmFitsNumaNode(), VcpuLeThreads(), CpuLimitConfigured(), MemReservation(),
+         HostMemHeadroom(), NicVmxnet3(), ScsiPvscsi(), ToolsRunning(), EagerZeroed(), MultipathRoundRobin(),
+         RedundantPaths(), HbaQueueDepth(), HyperThreading(), NumaEnabled(), PowerPolicy(), VmkJumboFrames()]

@@ -1,0 +1,283 @@
+"""The cross-layer verdict: for one stack, which layer is to blame right now.
+
+Every layer is read on the same 20 s buckets of the window. The buckets where DB2 shows
+the symptom (time going to waits, slow log writes) are the ones judged; without DB2 data,
+all of them. Then three chains are walked, each from the database down:
+
+- I/O: DB2 log/read waits ← guest await ← VMDK latency ← host KAVG/QAVG and DAVG ← array
+  LUN latency. The first layer that adds most of the latency is to blame: the guest's own
+  queue, the hypervisor's queue (KAVG/QAVG), the fabric (DAVG far above the array's own
+  latency) or the array.
+- memory: host swapping, ballooning, guest swapping.
+- CPU: ready time per vCPU, co-stop, guest steal.
+
+Lock waits that dominate DB2's time with a healthy infrastructure are the application's.
+With too few buckets, or no layer below DB2, the verdict says so instead of guessing.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from statistics import fmean
+from typing import Any, Protocol
+
+from agent.config import StackConfig
+from agent.model import FieldValue, Sample
+from agent.store import Row, Series
+
+BUCKET_NS = 20 * 10**9
+MIN_BUCKETS = 3
+
+
+@dataclass
+class StackVerdict:
+    stack: str
+    layer: str | None  # the layer to blame; None when nothing is wrong or too little is known
+    summary: str
+    confidence: str  # high | medium | low | none
+    chain: list[str] = field(default_factory=list)
+    samples: int = 0
+    buckets: int = 0
+    figures: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"stack": self.stack, "layer": self.layer, "summary": self.summary, "confidence": self.confidence,
+                "chain": self.chain, "samples": self.samples, "buckets": self.buckets, "figures": self.figures}
+
+
+class Source(Protocol):
+    """What the verdict reads: the store, or rows held in memory (triage)."""
+
+    def series(self, measurement: str | None = None) -> list[Series]: ...
+
+    def window(self, series_id: int, field_name: str, since_ns: int,
+               until_ns: int | None = None) -> list[tuple[int, FieldValue]]: ...
+
+
+class RowIndex:
+    """Rows in memory with the store's series/window reads, for a triage's merged history."""
+
+    def __init__(self, rows: Iterable[Sample | Row]):
+        self._ids: dict[tuple, int] = {}
+        self._series: list[Series] = []
+        self._points: dict[int, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
+        for r in rows:
+            key = (r.measurement, *sorted(r.tags.items()))
+            sid = self._ids.get(key)
+            if sid is None:
+                sid = self._ids[key] = len(self._series)
+                self._series.append(Series(sid, r.measurement, dict(r.tags)))
+            self._points[sid].append((r.ts, r.fields))
+
+    def series(self, measurement: str | None = None) -> list[Series]:
+        return [s for s in self._series if measurement is None or s.measurement == measurement]
+
+    def window(self, series_id: int, field_name: str, since_ns: int,
+               until_ns: int | None = None) -> list[tuple[int, FieldValue]]:
+        high = until_ns if until_ns is not None else 2**63 - 1
+        return sorted((ts, f[field_name]) for ts, f in self._points[series_id]
+                      if since_ns <= ts <= high and field_name in f)
+
+
+class _Reader:
+    """Bucketed figures of one stack's entities, read once per verdict."""
+
+    def __init__(self, store: Source, since: int, until: int):
+        self.store, self.since, self.until = store, since, until
+        self.samples = 0
+
+    def buckets(self, measurement: str, fld: str, match: Callable[[dict[str, str]], bool],
+                combine: Callable[[list[float]], float] = max) -> dict[int, float]:
+        """bucket -> value: the mean of each series in the bucket, then `combine` across series."""
+        per_bucket: dict[int, list[float]] = defaultdict(list)
+        for s in self.store.series(measurement):
+            if not match(s.tags):
+                continue
+            points: dict[int, list[float]] = defaultdict(list)
+            for ts, v in self.store.window(s.id, fld, self.since, self.until):
+                if isinstance(v, int | float) and not isinstance(v, bool):
+                    points[ts // BUCKET_NS].append(float(v))
+                    self.samples += 1
+            for b, vs in points.items():
+                per_bucket[b].append(fmean(vs))
+        return {b: combine(vs) for b, vs in per_bucket.items()}
+
+
+def _over(series: dict[int, float], buckets: Iterable[int]) -> float | None:
+    values = [series[b] for b in buckets if b in series]
+    return fmean(values) if values else None
+
+
+def _tag_in(key: str, values: set[str]) -> Callable[[dict[str, str]], bool]:
+    return lambda tags: bool(values & set(tags.get(key, "").split(",")))
+
+
+def _is(**want: str | None) -> Callable[[dict[str, str]], bool]:
+    return lambda tags: all(v is not None and tags.get(k) == v for k, v in want.items())
+
+
+def _max(*values: float | None) -> float | None:
+    known = [x for x in values if x is not None]
+    return max(known) if known else None
+
+
+def _fmt(v: float | None, unit: str) -> str:
+    return "n/a" if v is None else f"{v:.1f}{unit}"
+
+
+def stack_verdicts(store: Source, stacks: list[StackConfig], since_ns: int, until_ns: int) -> list[StackVerdict]:
+    return [stack_verdict(store, s, since_ns, until_ns) for s in stacks]
+
+
+def stack_verdict(store: Source, stack: StackConfig, since_ns: int, until_ns: int) -> StackVerdict:
+    r = _Reader(store, since_ns, until_ns)
+    db2 = _is(db2=stack.db2)
+    vm = _is(vm=stack.vm)
+    guest = _is(guest=stack.guest)
+    hosts = {s.tags["host"] for s in store.series("vsphere_vm") if s.tags.get("vm") == stack.vm and "host" in s.tags}
+    luns = {lun for s in store.series("vsphere_vm_disk") if s.tags.get("vm") == stack.vm
+            for lun in s.tags.get("lun", "").split(",") if lun}
+    on_host = (lambda tags: tags.get("host") in hosts) if hosts else (lambda tags: False)
+
+    def host_lun(tags: dict[str, str]) -> bool:
+        return on_host(tags) and tags.get("lun", tags.get("device")) in luns
+
+    def guest_disk(tags: dict[str, str]) -> bool:
+        return guest(tags) and tags.get("type") == "disk"
+
+    def array(tags: dict[str, str]) -> bool:
+        return tags.get("storage") in stack.storage and (not luns or tags.get("naa") in luns)
+
+    f = {
+        # DB2: where request time goes
+        "log_disk_wait_pct": r.buckets("db2_database", "log_disk_wait_pct", db2),
+        "read_wait_pct": r.buckets("db2_database", "pool_read_wait_pct", db2),
+        "direct_read_wait_pct": r.buckets("db2_database", "direct_read_wait_pct", db2),
+        "lock_wait_pct": r.buckets("db2_database", "lock_wait_pct", db2),
+        "log_write_ms": r.buckets("db2_log", "log_write_ms", db2),
+        # guest
+        "guest_write_await_ms": r.buckets("guest_disk", "write_await_ms", guest_disk),
+        "guest_read_await_ms": r.buckets("guest_disk", "read_await_ms", guest_disk),
+        "guest_steal_pct": r.buckets("guest_cpu", "steal_pct", lambda t: guest(t) and t.get("cpu") == "total"),
+        "guest_swap_in": r.buckets("guest_mem", "swap_in_bytes_per_s", guest),
+        # VM
+        "vmdk_write_ms": r.buckets("vsphere_vm_disk", "write_latency_ms", vm),
+        "vmdk_read_ms": r.buckets("vsphere_vm_disk", "read_latency_ms", vm),
+        "ready_pct": r.buckets("vsphere_vm", "cpu_ready_pct", vm),
+        "costop_pct": r.buckets("vsphere_vm", "cpu_costop_pct", vm),
+        "balloon_bytes": r.buckets("vsphere_vm", "mem_balloon_bytes", vm),
+        "vm_swapin": r.buckets("vsphere_vm", "mem_swapin_bytes_per_s", vm),
+        "vm_swapped_bytes": r.buckets("vsphere_vm", "mem_swapped_bytes", vm),
+        # host, per LUN of the VM (vCenter and esxtop)
+        "kavg_ms": r.buckets("vsphere_host_lun", "kernel_latency_ms", host_lun),
+        "qavg_ms": r.buckets("vsphere_host_lun", "queue_latency_ms", host_lun),
+        "davg_ms": r.buckets("vsphere_host_lun", "device_latency_ms", host_lun),
+        "queue_depth": r.buckets("vsphere_host_lun", "max_queue_depth", host_lun, min),
+        "esx_kavg_ms": r.buckets("esxtop_device", "kernel_latency_ms", host_lun),
+        "esx_davg_ms": r.buckets("esxtop_device", "device_latency_ms", host_lun),
+        "esx_qued": r.buckets("esxtop_device", "queued", host_lun),
+        "esx_dqlen": r.buckets("esxtop_device", "queue_depth", host_lun, min),
+        "host_swapin": r.buckets("vsphere_host", "mem_swapin_bytes_per_s", on_host),
+        # array
+        "array_ms": r.buckets("storage_lun", "avg_latency_ms", array) or r.buckets(
+            "storage_volume", "avg_latency_ms", array) or r.buckets("storage_disk", "write_await_ms", array),
+        "array_queue_full": r.buckets("storage_lun", "queue_full_per_s", array),
+    }
+    return _decide(stack.name, f, r.samples)
+
+
+def _decide(name: str, f: dict[str, dict[int, float]], samples: int) -> StackVerdict:
+    all_buckets = sorted(set().union(*f.values()))
+    if len(all_buckets) < MIN_BUCKETS:
+        return StackVerdict(name, None, f"not enough data to judge ({len(all_buckets)} of {MIN_BUCKETS} "
+                            "20 s buckets needed)", "none", samples=samples, buckets=len(all_buckets))
+    db2_buckets = sorted(set().union(*(f[k] for k in ("log_disk_wait_pct", "read_wait_pct", "lock_wait_pct",
+                                                       "log_write_ms"))))
+    symptom = [b for b in db2_buckets if f["log_write_ms"].get(b, 0) >= 2 or f["log_disk_wait_pct"].get(b, 0) >= 20
+               or f["read_wait_pct"].get(b, 0) + f["direct_read_wait_pct"].get(b, 0) >= 30
+               or f["lock_wait_pct"].get(b, 0) >= 20]
+    judged = symptom or all_buckets
+    v = {k: _over(series, judged) for k, series in f.items()}
+    layers_seen = sum(1 for keys in (("log_write_ms", "log_disk_wait_pct"), ("guest_write_await_ms",),
+                                     ("vmdk_write_ms", "ready_pct"), ("kavg_ms", "esx_kavg_ms"), ("array_ms",))
+                      if any(v[k] is not None for k in keys))
+    confidence = "high" if len(judged) >= 9 and layers_seen >= 3 else "medium" if layers_seen >= 2 else "low"
+
+    def verdict(layer: str, conclusion: str, chain: list[str]) -> StackVerdict:
+        summary = " ← ".join(chain) + f" ⇒ {conclusion}"
+        figures = {k: round(x, 3) for k, x in v.items() if x is not None}
+        return StackVerdict(name, layer, summary, confidence, chain, samples, len(judged), figures)
+
+    # memory first: host swapping hurts everything above it, and explains the rest
+    if (v["vm_swapin"] or 0) > 0 or (v["host_swapin"] or 0) > 0 or (v["vm_swapped_bytes"] or 0) > 0:
+        chain = [f"VM swap-in {_fmt((v['vm_swapin'] or 0) / 2**20, ' MiB/s')}",
+                 f"swapped {_fmt((v['vm_swapped_bytes'] or 0) / 2**20, ' MiB')}",
+                 f"host swap-in {_fmt((v['host_swapin'] or 0) / 2**20, ' MiB/s')}"]
+        return verdict("host", "the host is swapping VM memory: host memory is overcommitted", chain)
+    if (v["balloon_bytes"] or 0) > 0 and (v["guest_swap_in"] or 0) > 0:
+        chain = [f"guest swap-in {_fmt(v['guest_swap_in'] / 2**20, ' MiB/s')}",
+                 f"balloon {_fmt(v['balloon_bytes'] / 2**20, ' MiB')}"]
+        return verdict("vm", "ballooning pushes DB2 memory into guest swap: reserve the VM's memory", chain)
+
+    io_bound = (v["log_write_ms"] or 0) >= 2 or (v["log_disk_wait_pct"] or 0) >= 20 or (
+        (v["read_wait_pct"] or 0) + (v["direct_read_wait_pct"] or 0)) >= 30
+    kernel = _max(v["kavg_ms"], v["esx_kavg_ms"])
+    queue = v["qavg_ms"]
+    device = _max(v["davg_ms"], v["esx_davg_ms"])
+    if io_bound or (kernel or 0) >= 2 or (device or 0) >= 10:
+        chain = []
+        if v["log_write_ms"] is not None:
+            chain.append(f"log write {_fmt(v['log_write_ms'], ' ms/IO')}")
+        elif v["log_disk_wait_pct"] is not None:
+            chain.append(f"log disk wait {_fmt(v['log_disk_wait_pct'], '%')} of DB2 time")
+        guest_ms = _max(v["guest_write_await_ms"], v["guest_read_await_ms"])
+        if guest_ms is not None:
+            chain.append(f"guest await {_fmt(guest_ms, ' ms')}")
+        vmdk = _max(v["vmdk_write_ms"], v["vmdk_read_ms"])
+        if vmdk is not None:
+            chain.append(f"VMDK latency {_fmt(vmdk, ' ms')}")
+        if kernel is not None or device is not None:
+            host = f"host KAVG {_fmt(kernel, ' ms')}"
+            if queue is not None:
+                host += f", QAVG {_fmt(queue, ' ms')}"
+            if v["esx_qued"] is not None:
+                host += f", QUED {v['esx_qued']:.0f}"
+            host += f", DAVG {_fmt(device, ' ms')}"
+            chain.append(host)
+        if v["array_ms"] is not None:
+            chain.append(f"array LUN {_fmt(v['array_ms'], ' ms')}")
+        depth = v["esx_dqlen"] or v["queue_depth"]
+        if (kernel or 0) >= 2 or (queue or 0) >= 2 or (v["esx_qued"] or 0) >= 1:
+            why = "queueing in the hypervisor" + (f" (LUN queue depth {depth:.0f})" if depth else "")
+            return verdict("host", why, chain)
+        if device is not None and device >= 5:
+            if v["array_ms"] is not None and v["array_ms"] < device / 3:
+                return verdict("storage-network", "the path between host and array (fabric, HBA, multipathing): "
+                               "the array answers fast, the host sees it slow", chain)
+            return verdict("storage", "the array is slow", chain)
+        if v["array_ms"] is not None and v["array_ms"] >= 5:
+            return verdict("storage", "the array is slow", chain)
+        if guest_ms is not None and vmdk is not None and guest_ms > 2 * vmdk + 1:
+            return verdict("guest", "queueing inside the guest (device queue depth, I/O scheduler)", chain)
+        if chain and len(chain) == 1:
+            return StackVerdict(name, "db2", chain[0] + " ⇒ DB2 waits on I/O; no layer below it is monitored",
+                                "low", chain, samples, len(judged))
+
+    # vsphere_vm gives ready and co-stop as % of the interval per vCPU
+    if (v["ready_pct"] or 0) >= 5:
+        return verdict("host", "CPU contention on the host: the VM waits for physical CPUs",
+                       [f"CPU ready {v['ready_pct']:.1f}% per vCPU", f"co-stop {_fmt(v['costop_pct'], '%')}"])
+    if (v["costop_pct"] or 0) >= 3:
+        return verdict("vm", "too many vCPUs for the VM's work (co-scheduling stops)",
+                       [f"co-stop {v['costop_pct']:.1f}% per vCPU"])
+    if (v["guest_steal_pct"] or 0) >= 5:
+        return verdict("host", "CPU contention on the host (the guest sees steal)",
+                       [f"guest steal {v['guest_steal_pct']:.1f}%"])
+    if (v["lock_wait_pct"] or 0) >= 20:
+        return verdict("db2", "lock contention in the application, the infrastructure is not the cause",
+                       [f"lock wait {v['lock_wait_pct']:.0f}% of DB2 time"])
+    return StackVerdict(name, None, "no layer stands out: DB2 and the infrastructure below it look healthy",
+                        confidence, [], samples, len(judged),
+                        {k: round(x, 3) for k, x in v.items() if x is not None})

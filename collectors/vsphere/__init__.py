@@ -1,0 +1,1 @@
+"""vCenter / ESXi collector (pyvmomi): inventory facts in bulk and batched realtime perf."""

@@ -1,0 +1,289 @@
+"""The vSphere collector: one vCenter (or ESXi host) per instance.
+
+Each cycle: the light inventory (placement, vCPUs, quickStats) in two PropertyCollector
+calls, then realtime perf for every powered-on VM and every host in a few batched
+QueryPerf calls run on the collector's thread pool. A lost session is logged in again
+and the step retried within the same cycle; an unreachable vCenter is a recorded error,
+retried with backoff, never the end of the agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from agent.config import VCenterConfig
+from agent.model import Annotation, Fact, Record, Sample
+from collectors.base import BaseCollector, CollectorError
+from collectors.vsphere import inventory as inv_mod
+from collectors.vsphere.connection import Connector, Session, SoapFaultError, is_session_lost, is_unreachable
+from collectors.vsphere.facts import TagMaps, build_facts
+from collectors.vsphere.inventory import FullRead, Inventory, Rows
+from collectors.vsphere.perf import (
+    REALTIME_KEEP_S,
+    CounterIds,
+    EntityResult,
+    PerfState,
+    Spec,
+    chunk,
+    counter_names,
+    parse_response,
+    request_xml,
+    to_samples,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_LOOKBACK_S = REALTIME_KEEP_S
+#: faults vCenter gives a whole QueryPerf call for one entity that is gone or unreachable
+ENTITY_FAULTS = frozenset({"ManagedObjectNotFound", "NotFound", "HostNotConnected", "HostNotReachable"})
+
+_gc_lock = threading.Lock()
+_gc_holders = 0
+_gc_was_enabled = False
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector for a cycle (reference counting still frees).
+
+    A cycle allocates millions of short-lived, acyclic objects (XML elements, samples); the
+    cyclic collector would rescan the growing heap again and again: measured on 2,000 VMs,
+    60-70 % of the collector's CPU. Nested and concurrent cycles share one pause.
+    """
+    global _gc_holders, _gc_was_enabled
+    with _gc_lock:
+        if _gc_holders == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_holders += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_holders -= 1
+            if _gc_holders == 0 and _gc_was_enabled:
+                gc.enable()
+
+
+class _Conn:
+    """A session with what is resolved once per connection."""
+
+    def __init__(self, session: Session):
+        self.session = session
+        self.view = inv_mod.create_view(session.content)._moId
+        self.ids = CounterIds(counter_names(session.content.perfManager.perfCounter))
+        if self.ids.missing:
+            log.warning("vcenter counters not available here: %s", ", ".join(self.ids.missing))
+
+
+class VSphereCollector(BaseCollector):
+    def __init__(self, cfg: VCenterConfig):
+        super().__init__(f"vsphere:{cfg.name}", cfg.interval, cfg.timeout)
+        self.cfg = cfg
+        self.workers = cfg.workers
+        self.connector = Connector(cfg, self.timeout)
+        self._conn: _Conn | None = None
+        self.inventory = Inventory()
+        self._inventory_at = 0.0
+        self.maps = TagMaps()
+        self.perf_state = PerfState()
+        self.logins = 0
+
+    # --- session ----------------------------------------------------------------------
+
+    def _open(self) -> _Conn:
+        session = self.connector.connect()
+        try:
+            return _Conn(session)
+        except Exception:
+            session.close()
+            raise
+
+    async def _connection(self) -> _Conn:
+        if self._conn is None:
+            self._conn = await self.run_blocking(self._open)
+            self.logins += 1
+            if self.logins > 1:
+                self.facts_stale = True  # placement or configuration may have changed meanwhile
+        return self._conn
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None and self._executor is not None:
+            self._executor.submit(conn.session.close)
+
+    async def _with_session(self, step: Any) -> Any:
+        """Run an async step; a lost session is logged in again and the step retried once."""
+        for attempt in (1, 2):
+            conn = await self._connection()
+            try:
+                with gc_paused():
+                    return await step(conn)
+            except Exception as e:
+                if is_session_lost(e) and attempt == 1:
+                    log.info("vcenter %s: session lost, logging in again", self.cfg.name)
+                    self._drop()
+                    continue
+                if is_unreachable(e):
+                    self._drop()
+                    raise CollectorError(f"vcenter {self.cfg.name}: connection lost: {e}") from None
+                if is_session_lost(e):
+                    self._drop()
+                    raise CollectorError(f"vcenter {self.cfg.name}: session refused after a new login") from None
+                raise
+        raise AssertionError("unreachable")
+
+    # --- collector API ----------------------------------------------------------------
+
+    async def _read(self, conn: _Conn, full: bool) -> tuple[Rows, Rows, Rows]:
+        """VMs, hosts (and, for facts, datastores): one paged call each, side by side."""
+        s, view = conn.session, conn.view
+        reads = [self.run_blocking(inv_mod.read_vms, s, view, full),
+                 self.run_blocking(inv_mod.read_hosts, s, view, full)]
+        if full:
+            reads.append(self.run_blocking(inv_mod.read_datastores, s, view))
+        vms, hosts, *rest = await asyncio.gather(*reads)
+        self._set_inventory(Inventory(inv_mod.vms_from(vms), inv_mod.hosts_from(hosts)))
+        return vms, hosts, rest[0] if rest else []
+
+    async def describe(self) -> list[Fact]:
+        async def step(conn: _Conn) -> list[Fact]:
+            vms, hosts, datastores = await self._read(conn, full=True)
+            read = FullRead(self.inventory, vms, hosts, datastores)
+            facts, self.maps = build_facts(self.cfg.name, read, time.time_ns())
+            return facts
+        return await self._with_session(step)
+
+    async def collect(self) -> list[Record]:
+        async def step(conn: _Conn) -> list[Record]:
+            if time.monotonic() - self._inventory_at > self.interval / 2:
+                await self._read(conn, full=False)
+            out: list[Record] = self._quickstats()
+            lost = self.perf_state.lost(conn.session.server_now())
+            if lost is not None:
+                out.append(self._gap(*lost))
+            out.extend(await self._perf(conn, None))
+            return out
+        return await self._with_session(step)
+
+    async def lookback(self, seconds: float, vms: Iterable[str] | None = None) -> list[Sample]:
+        """The last `seconds` (at most an hour) of realtime samples, in one pass.
+
+        Every powered-on VM and host, or only the VMs named in `vms` and their hosts. For
+        triage: the agent's high-water marks are left alone.
+        """
+        seconds = min(max(seconds, 20.0), MAX_LOOKBACK_S)
+        names = set(vms) if vms is not None else None
+
+        async def step(conn: _Conn) -> list[Sample]:
+            if not self.inventory.hosts:
+                await self._read(conn, full=False)
+            return await self._perf(conn, conn.session.server_now() - seconds, names)
+        return await self._with_session(step)
+
+    # --- steps ------------------------------------------------------------------------
+
+    def _set_inventory(self, inventory: Inventory) -> None:
+        self.inventory = inventory
+        self._inventory_at = time.monotonic()
+        self.perf_state.forget({m for m, v in inventory.vms.items() if v.powered_on} | set(inventory.hosts))
+
+    def _gap(self, since: float, until: float) -> Annotation:
+        """Samples nobody can fetch any more (vCenter keeps an hour): said, not silently skipped."""
+        def iso(t: float) -> str:
+            return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        log.warning("vcenter %s: realtime samples %s to %s expired in vCenter before they could be collected",
+                    self.cfg.name, iso(since), iso(until))
+        return Annotation("gap", self.name, {"vcenter": self.cfg.name},
+                          f"realtime samples after {iso(since)} until {iso(until)} expired in vCenter (it keeps "
+                          "an hour) before they could be collected", int(until) * 1_000_000_000)
+
+    def _quickstats(self) -> list[Record]:
+        ts = time.time_ns()
+        out: list[Record] = []
+        mib = 2**20
+        for vm in self.inventory.vms.values():
+            if not vm.powered_on or not vm.quickstats:
+                continue
+            q = vm.quickstats
+            host = self.inventory.hosts.get(vm.host)
+            tags = {"vcenter": self.cfg.name, "vm": vm.name}
+            if host:
+                tags["host"] = host.name
+                if host.cluster:
+                    tags["cluster"] = host.cluster
+            fields = {"balloon_bytes": q.get("balloonedMemory", 0) * mib,
+                      "swapped_bytes": q.get("swappedMemory", 0) * mib,
+                      "compressed_bytes": q.get("compressedMemory", 0) * 1024,
+                      "cpu_usage_mhz": q.get("overallCpuUsage", 0),
+                      "guest_mem_usage_bytes": q.get("guestMemoryUsage", 0) * mib,
+                      "host_mem_usage_bytes": q.get("hostMemoryUsage", 0) * mib,
+                      "overhead_bytes": q.get("consumedOverheadMemory", 0) * mib}
+            out.append(Sample("vsphere_vm_quickstats", tags, fields, ts))
+        for host in self.inventory.hosts.values():
+            tags = {"vcenter": self.cfg.name, "host": host.name}
+            if host.cluster:
+                tags["cluster"] = host.cluster
+            q = host.quickstats
+            fields = {"cpu_usage_mhz": q.get("overallCpuUsage", 0),
+                      "mem_usage_bytes": q.get("overallMemoryUsage", 0) * mib}
+            out.append(Sample("vsphere_host_quickstats", tags, fields, ts))
+        return out
+
+    async def _perf(self, conn: _Conn, since: float | None, vm_names: set[str] | None = None) -> list[Sample]:
+        """Realtime samples: new ones since the marks (since=None), or all after `since`."""
+        s = conn.session
+        now = s.server_now()
+        kinds: dict[str, str] = {}
+        specs: list[Spec] = []
+        vms = [m for m, v in self.inventory.vms.items() if v.powered_on and (vm_names is None or v.name in vm_names)]
+        hosts = list(self.inventory.hosts) if vm_names is None else sorted({self.inventory.vms[m].host for m in vms})
+        for kind, moids in (("host", hosts), ("vm", vms)):
+            ids = conn.ids.metric_ids[kind]
+            if not ids:
+                continue
+            for moid in moids:
+                kinds[moid] = kind
+                start = since if since is not None else self.perf_state.start_for(moid, now)
+                specs.append(Spec(kind, moid, start, ids))
+        caps = [c for c in (self.cfg.max_query_metrics, s.max_query_metrics) if c > 0]
+        calls = chunk(specs, min(caps) if caps else 0, self.cfg.max_query_entities)
+
+        results = await asyncio.gather(*(self._query(s, b) for b in calls))
+        state = self.perf_state if since is None else None
+        return to_samples((e for r in results for e in r), kinds, conn.ids, self.inventory, self.maps,
+                          self.cfg.name, state)
+
+    async def _query(self, s: Session, batch: list[Spec]) -> list[EntityResult]:
+        """One QueryPerf call. An entity that vanished since the inventory was read (a VM
+        deleted, a host disconnected) fails the whole call in vCenter: halve the batch and
+        retry, so it costs only its own samples. Any other fault fails the cycle."""
+        try:
+            return await self.run_blocking(lambda: parse_response(s.post(request_xml(s.perf_manager, batch))))
+        except SoapFaultError as e:
+            if e.name not in ENTITY_FAULTS:
+                raise
+            if len(batch) == 1:
+                log.warning("vcenter %s: no realtime stats for %s %s: %s", self.cfg.name, batch[0].kind,
+                            batch[0].moid, e)
+                return []
+        half = len(batch) // 2
+        first, second = await asyncio.gather(self._query(s, batch[:half]), self._query(s, batch[half:]))
+        return first + second
+
+    async def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(None, conn.session.close), 5)
+            except Exception:  # closing must never fail the shutdown
+                log.debug("logout failed", exc_info=True)
+        await super().close()

@@ -1,0 +1,203 @@
+"""Facts for the static checks, and the maps that tag perf rows with datastore and LUN."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyVmomi import vim
+
+from agent.model import Fact
+from collectors.vsphere.inventory import FullRead, Host
+from collectors.vsphere.soapxml import Node, Ref, as_list, is_a, to_bool, to_int
+
+NIC_TYPES = {"VirtualVmxnet3": "vmxnet3", "VirtualVmxnet3Vrdma": "vmxnet3-vrdma", "VirtualVmxnet2": "vmxnet2",
+             "VirtualVmxnet": "vmxnet", "VirtualE1000e": "e1000e", "VirtualE1000": "e1000",
+             "VirtualPCNet32": "pcnet32", "VirtualSriovEthernetCard": "sriov"}
+SCSI_TYPES = {"ParaVirtualSCSIController": "pvscsi", "VirtualLsiLogicSASController": "lsilogic-sas",
+              "VirtualLsiLogicController": "lsilogic", "VirtualBusLogicController": "buslogic"}
+_ETHERNET = vim.vm.device.VirtualEthernetCard
+_SCSI = vim.vm.device.VirtualSCSIController
+_DISK = vim.vm.device.VirtualDisk
+_CONTROLLER_PREFIX = ((vim.vm.device.VirtualSCSIController, "scsi"), (vim.vm.device.VirtualIDEController, "ide"),
+                      (vim.vm.device.VirtualSATAController, "sata"), (vim.vm.device.VirtualNVMEController, "nvme"))
+
+
+@dataclass
+class TagMaps:
+    """What perf rows need beyond the light inventory, from the last facts pass."""
+
+    ds_by_uuid: dict[str, str] = field(default_factory=dict)         # datastore perf instance -> name
+    ds_luns: dict[str, list[str]] = field(default_factory=dict)      # datastore -> NAA ids
+    lun_ds: dict[str, str] = field(default_factory=dict)             # NAA id -> datastore
+    vm_disks: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)  # vm moid -> instance -> (ds, lun)
+
+
+def _alloc(a: Any) -> dict:
+    if not isinstance(a, Node):
+        return {}
+    shares = a.get("shares") if isinstance(a.get("shares"), Node) else {}
+    return {"reservation": to_int(a.get("reservation")), "limit": to_int(a.get("limit")),
+            "shares": to_int(shares.get("shares")), "shares_level": shares.get("level")}
+
+
+def _disk_backing(b: Node | dict) -> str:
+    if b.get("_type") == "VirtualDiskRawDiskMappingVer1BackingInfo":
+        return "rdm"
+    if to_bool(b.get("thinProvisioned")):
+        return "thin"
+    if to_bool(b.get("eagerlyScrub")):
+        return "eager_zeroed"
+    return "lazy_zeroed"
+
+
+def _label(d: Node) -> str | None:
+    info = d.get("deviceInfo")
+    return info.get("label") if isinstance(info, Node) else None
+
+
+def build_facts(vcenter: str, read: FullRead, ts: int) -> tuple[list[Fact], TagMaps]:
+    maps = TagMaps()
+    ds_names: dict[str, str] = {}
+    facts: list[Fact] = []
+    hosts = read.inventory.hosts
+    for obj, p in read.ds_rows:
+        name = p.get("name") or obj.value
+        ds_names[obj.value] = name
+        info = p.get("info") if isinstance(p.get("info"), Node) else {}
+        data: dict[str, Any] = {"moid": obj.value, "type": p.get("summary.type"),
+                                "capacity_bytes": to_int(p.get("summary.capacity")),
+                                "free_bytes": to_int(p.get("summary.freeSpace")), "url": info.get("url")}
+        luns: list[str] = []
+        vmfs = info.get("vmfs")
+        if isinstance(vmfs, Node):
+            luns = [e.get("diskName") for e in as_list(vmfs.get("extent")) if e.get("diskName")]
+            if vmfs.get("uuid"):
+                maps.ds_by_uuid[vmfs.get("uuid")] = name
+            data["vmfs_uuid"], data["vmfs_version"] = vmfs.get("uuid"), vmfs.get("version")
+        nas = info.get("nas")
+        if isinstance(nas, Node):
+            data["nas_remote"] = f"{nas.get('remoteHost')}:{nas.get('remotePath')}"
+        maps.ds_by_uuid.setdefault(name, name)
+        data["luns"] = luns
+        data["hosts"] = sorted(hosts[m.get("key").value].name for m in as_list(p.get("host"))
+                               if isinstance(m, Node) and isinstance(m.get("key"), Ref) and m.get("key").value in hosts)
+        maps.ds_luns[name] = luns
+        for lun in luns:
+            maps.lun_ds[lun] = name
+        facts.append(Fact("vsphere_datastore", {"vcenter": vcenter, "datastore": name}, data, ts))
+
+    per_host: dict[str, dict[str, int]] = {}
+    for obj, p in read.vm_rows:
+        facts.append(_vm_fact(vcenter, read, obj, p, ds_names, maps, per_host, ts))
+    for obj, p in read.host_rows:
+        if obj.value in hosts:
+            facts.append(_host_fact(vcenter, hosts[obj.value], p, ds_names, maps, per_host.get(obj.value, {}), ts))
+    return facts, maps
+
+
+def _devices(p: dict, ds_names: dict[str, str], maps: TagMaps) -> tuple[list, list, list, dict]:
+    devices = [d for d in as_list(p.get("config.hardware.device")) if isinstance(d, Node)]
+    controllers = {d.get("key"): d for d in devices if "busNumber" in d}
+    nics, scsi, disks = [], [], []
+    vm_disks: dict[str, tuple[str, str]] = {}
+    for d in devices:
+        t = d.get("_type", "")
+        if is_a(d, _ETHERNET):
+            nics.append({"key": to_int(d.get("key")), "type": NIC_TYPES.get(t, t), "label": _label(d)})
+        elif is_a(d, _SCSI):
+            scsi.append({"key": to_int(d.get("key")), "bus": to_int(d.get("busNumber")), "type": SCSI_TYPES.get(t, t)})
+        elif is_a(d, _DISK):
+            ctrl = controllers.get(d.get("controllerKey"), {})
+            prefix = next((pre for cls, pre in _CONTROLLER_PREFIX if is_a(ctrl, cls)), "disk")
+            instance = f"{prefix}{ctrl.get('busNumber', 0)}:{d.get('unitNumber', 0)}"
+            b = d.get("backing") if isinstance(d.get("backing"), Node) else {}
+            ds_ref = b.get("datastore")
+            ds = ds_names.get(ds_ref.value, "") if isinstance(ds_ref, Ref) else ""
+            backing = _disk_backing(b)
+            luns = ([str(b.get("deviceName")).rsplit("/", 1)[-1]] if backing == "rdm" and b.get("deviceName")
+                    else maps.ds_luns.get(ds, []))
+            capacity = to_int(d.get("capacityInBytes")) or (to_int(d.get("capacityInKB"), 0) or 0) * 1024
+            ctype = ctrl.get("_type", "")
+            disks.append({"instance": instance, "label": _label(d), "capacity_bytes": capacity, "backing": backing,
+                          "datastore": ds, "luns": luns, "file": b.get("fileName"),
+                          "controller": SCSI_TYPES.get(ctype, ctype) or None})
+            vm_disks[instance] = (ds, ",".join(luns))
+    return nics, scsi, disks, vm_disks
+
+
+def _vm_fact(vcenter: str, read: FullRead, obj: Ref, p: dict, ds_names: dict[str, str], maps: TagMaps,
+             per_host: dict[str, dict[str, int]], ts: int) -> Fact:
+    vm = read.inventory.vms[obj.value]
+    host = read.inventory.hosts.get(vm.host)
+    nics, scsi, disks, maps.vm_disks[obj.value] = _devices(p, ds_names, maps)
+    cpu, mem = _alloc(p.get("config.cpuAllocation")), _alloc(p.get("config.memoryAllocation"))
+    cores = to_int(p.get("config.hardware.numCoresPerSocket"), 1) or 1
+    memory_mb = to_int(p.get("config.hardware.memoryMB"), 0) or 0
+    ips = {ip for n in as_list(p.get("guest.net")) if isinstance(n, Node) for ip in as_list(n.get("ipAddress"))}
+    if p.get("guest.ipAddress"):
+        ips.add(p["guest.ipAddress"])
+    data = {
+        "moid": obj.value, "host": host.name if host else "", "cluster": host.cluster if host else "",
+        "power_state": p.get("runtime.powerState"), "num_cpu": vm.vcpus, "cores_per_socket": cores,
+        "sockets": max(vm.vcpus // cores, 1), "memory_mb": memory_mb,
+        "cpu_reservation_mhz": cpu.get("reservation"), "cpu_limit_mhz": cpu.get("limit"),
+        "cpu_shares": cpu.get("shares"), "cpu_shares_level": cpu.get("shares_level"),
+        "mem_reservation_mb": mem.get("reservation"), "mem_limit_mb": mem.get("limit"),
+        "mem_shares": mem.get("shares"), "mem_shares_level": mem.get("shares_level"),
+        "mem_reservation_locked_to_max": to_bool(p.get("config.memoryReservationLockedToMax")),
+        "latency_sensitivity": p.get("config.latencySensitivity.level") or "",
+        "cpu_hot_add": to_bool(p.get("config.cpuHotAddEnabled")), "hw_version": p.get("config.version"),
+        "tools_running_status": p.get("guest.toolsRunningStatus"),
+        "tools_version_status": p.get("guest.toolsVersionStatus2"), "tools_version": p.get("guest.toolsVersion"),
+        "nics": nics, "scsi_controllers": scsi, "disks": disks, "swap_placement": p.get("config.swapPlacement"),
+        "guest_hostname": p.get("guest.hostName"), "ip_addresses": sorted(ips),
+    }
+    if vm.powered_on and host:
+        agg = per_host.setdefault(vm.host, {"vms_powered_on": 0, "vcpus_powered_on": 0, "vm_memory_mb_powered_on": 0})
+        agg["vms_powered_on"] += 1
+        agg["vcpus_powered_on"] += vm.vcpus
+        agg["vm_memory_mb_powered_on"] += memory_mb
+    return Fact("vsphere_vm", {"vcenter": vcenter, "vm": vm.name}, data, ts)
+
+
+def _host_fact(vcenter: str, host: Host, p: dict, ds_names: dict[str, str], maps: TagMaps, agg: dict,
+               ts: int) -> Fact:
+    numa = p.get("hardware.numaInfo") if isinstance(p.get("hardware.numaInfo"), Node) else {}
+    nodes = [{"node": to_int(n.get("typeId")), "cpus": len(as_list(n.get("cpuID"))),
+              "memory_bytes": to_int(n.get("memoryRangeLength")) or to_int(n.get("memorySize"))}
+             for n in as_list(numa.get("numaNode")) if isinstance(n, Node)]
+    ht = p.get("config.hyperThread") if isinstance(p.get("config.hyperThread"), Node) else None
+    queue = {lun.get("canonicalName"): to_int(lun.get("queueDepth"))
+             for lun in as_list(p.get("config.storageDevice.scsiLun")) if isinstance(lun, Node)}
+    luns = []
+    mp = p.get("config.storageDevice.multipathInfo")
+    mp = mp if isinstance(mp, Node) else {}
+    for lun in as_list(mp.get("lun")):
+        paths = [{"name": x.get("name"), "state": x.get("pathState")} for x in as_list(lun.get("path"))]
+        policy, satp = lun.get("policy") or {}, lun.get("storageArrayTypePolicy") or {}
+        luns.append({"lun": lun.get("id"), "datastore": maps.lun_ds.get(lun.get("id"), ""),
+                     "queue_depth": queue.get(lun.get("id")), "policy": policy.get("policy"),
+                     "satp": satp.get("policy"), "paths_total": len(paths),
+                     "paths_active": sum(x["state"] == "active" for x in paths), "paths": paths})
+    data = {
+        "moid": host.moid, "cluster": host.cluster, "cpu_model": p.get("summary.hardware.cpuModel"),
+        "cpu_mhz": to_int(p.get("summary.hardware.cpuMhz")),
+        "cpu_sockets": to_int(p.get("summary.hardware.numCpuPkgs")),
+        "cpu_cores": to_int(p.get("summary.hardware.numCpuCores")), "cpu_threads": host.threads,
+        "hyperthreading_available": to_bool(ht.get("available")) if ht else None,
+        "hyperthreading_active": to_bool(ht.get("active")) if ht else None,
+        "power_policy": p.get("config.powerSystemInfo.currentPolicy.shortName"),
+        "memory_bytes": to_int(p.get("hardware.memorySize")), "numa_nodes": to_int(numa.get("numNodes")),
+        "numa": nodes, "esxi_version": p.get("config.product.version"), "esxi_build": p.get("config.product.build"),
+        "luns": luns,
+        "vswitches": [{"name": v.get("name"), "mtu": to_int(v.get("mtu"))}
+                      for v in as_list(p.get("config.network.vswitch")) if isinstance(v, Node)],
+        "vmknics": [{"device": v.get("device"), "portgroup": v.get("portgroup"),
+                     "mtu": to_int((v.get("spec") or {}).get("mtu"))}
+                    for v in as_list(p.get("config.network.vnic")) if isinstance(v, Node)],
+        "datastores": sorted(ds_names.get(d.value, d.value) for d in as_list(p.get("datastore")) if isinstance(d, Ref)),
+        "vms_powered_on": agg.get("vms_powered_on", 0), "vcpus_powered_on": agg.get("vcpus_powered_on", 0),
+        "vm_memory_mb_powered_on": agg.get("vm_memory_mb_powered_on", 0),
+    }
+    return Fact("vsphere_host", {"vcenter": vcenter, "host": host.name}, data, ts)

@@ -1,0 +1,119 @@
+"""vSphere SOAP XML as plain Python values, for the two bulk calls.
+
+pyvmomi's deserializer builds a typed object per element in pure Python: ~8 ms per VM
+with its device list, 15 s for 2,000 VMs. The bulk responses (RetrievePropertiesEx,
+QueryPerf) are parsed with ElementTree instead, and read lazily: a complex value is a Node
+over its element (only the fields a caller asks for are converted), an array is a list, a
+managed object reference is a Ref, leaves are strings unless their xsi:type says number or
+boolean. Callers convert leaves explicitly.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+from xml.etree import ElementTree as ET
+from xml.sax.saxutils import escape, quoteattr
+
+from pyVmomi import VmomiSupport
+
+NS = "{urn:vim25}"
+XSI_TYPE = "{http://www.w3.org/2001/XMLSchema-instance}type"
+_INT_TYPES = {"xsd:int", "xsd:long", "xsd:short", "xsd:byte"}
+ENVELOPE = ('<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope '
+            'xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" '
+            'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body>{}</soapenv:Body></soapenv:Envelope>')
+
+
+class Ref(NamedTuple):
+    type: str
+    value: str
+
+
+def envelope(body: str) -> bytes:
+    return ENVELOPE.format(body).encode()
+
+
+def this(type_: str, moid: str) -> str:
+    return f"<_this type={quoteattr(type_)}>{escape(moid)}</_this>"
+
+
+def _tag(el: ET.Element) -> str:
+    t = el.tag
+    return t[len(NS):] if t.startswith(NS) else t
+
+
+class Node:
+    """A complex value: `get(field)` converts that child on demand (a list if it repeats)."""
+
+    __slots__ = ("el",)
+
+    def __init__(self, el: ET.Element):
+        self.el = el
+
+    @property
+    def type(self) -> str:
+        return self.el.get(XSI_TYPE) or _tag(self.el)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key == "_type":
+            return self.type
+        found = self.el.findall(NS + key)
+        if not found:
+            return default
+        if len(found) == 1:
+            return value(found[0])
+        return [value(c) for c in found]
+
+    def __contains__(self, key: str) -> bool:
+        return self.el.find(NS + key) is not None
+
+
+def value(el: ET.Element) -> Any:
+    xtype = el.get(XSI_TYPE)
+    if len(el) == 0:
+        text = el.text or ""
+        if "type" in el.attrib:
+            return Ref(el.attrib["type"], text)
+        if xtype in _INT_TYPES:
+            return to_int(text, text)
+        if xtype == "xsd:boolean":
+            return text == "true"
+        return text
+    if xtype and xtype.startswith("ArrayOf"):
+        return [value(c) for c in el]
+    return Node(el)
+
+
+def as_list(v: Any) -> list:
+    """A repeated field that occurred once is a single value; make it a list either way."""
+    if v is None or v == "":
+        return []
+    return v if isinstance(v, list) else [v]
+
+
+def to_int(v: Any, default: int | None = None) -> int | None:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return default
+
+
+def to_bool(v: Any) -> bool:
+    return v is True or v == "true"
+
+
+@functools.lru_cache(maxsize=512)
+def _wsdl_type(name: str) -> type | None:
+    try:
+        return VmomiSupport.GetWsdlType("urn:vim25", name)
+    except (KeyError, AttributeError):
+        return None
+
+
+def is_a(node: Any, base: type) -> bool:
+    """Whether a Node's xsi:type is `base` or derives from it (pyvmomi's type tree)."""
+    if not isinstance(node, Node):
+        return False
+    cls = _wsdl_type(node.type)
+    return cls is not None and issubclass(cls, base)

@@ -1,0 +1,224 @@
+"""A real InfluxDB 1.8.10 server on 127.0.0.1 for the sink tests and bench/influx.py.
+
+The binary is built once by tests/infra/build-influxd.sh (`go install`, cached). Every
+server gets free ports and its own data directories, binds only to loopback, and is
+stopped by its owner (fixture teardown, bench exit); stop() and start() keep the data,
+so a test can take the server away for a while and bring it back on the same port.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+GOBIN = Path(os.environ.get("DB2VTOP_GOBIN") or
+             Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "db2vtop" / "gobin")
+ADMIN = ("admin", "s3cret")
+
+
+def influxd_binary() -> Path:
+    binary = GOBIN / "influxd"
+    if not binary.exists():
+        subprocess.run([str(ROOT / "tests" / "infra" / "build-influxd.sh")], check=True,
+                       env={**os.environ, "DB2VTOP_GOBIN": str(GOBIN)})
+    return binary
+
+
+def ident(name: str) -> str:
+    """An InfluxQL double-quoted identifier."""
+    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class InfluxServer:
+    def __init__(self, base: Path, auth: bool = False):
+        self.base = Path(base)
+        self.auth = auth
+        self.port = free_port()
+        self.rpc_port = free_port()
+        self.proc: subprocess.Popen | None = None
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.base.mkdir(parents=True, exist_ok=True)
+        self.config = self.base / "influxdb.conf"
+        self.config.write_text(f"""reporting-disabled = true
+bind-address = "127.0.0.1:{self.rpc_port}"
+[meta]
+  dir = "{self.base}/meta"
+[data]
+  dir = "{self.base}/data"
+  wal-dir = "{self.base}/wal"
+  query-log-enabled = false
+[monitor]
+  store-enabled = false
+[http]
+  enabled = true
+  bind-address = "127.0.0.1:{self.port}"
+  auth-enabled = {"true" if auth else "false"}
+  log-enabled = false
+  flux-enabled = true
+  unix-socket-enabled = false
+  max-row-limit = 0
+[logging]
+  level = "warn"
+[continuous_queries]
+  enabled = false
+[subscriber]
+  enabled = false
+""")
+
+    def start(self, timeout: float = 60.0) -> None:
+        with open(self.base / "influxd.log", "ab") as log:
+            self.proc = subprocess.Popen([str(influxd_binary()), "run", "-config", str(self.config)],
+                                         stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"influxd exited with {self.proc.returncode}; see {self.base / 'influxd.log'}")
+            try:
+                with urllib.request.urlopen(self.url + "/ping", timeout=1) as r:
+                    if r.status == 204:
+                        break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            self.stop()
+            raise RuntimeError(f"influxd did not answer /ping within {timeout:.0f}s")
+        if self.auth:
+            # allowed without credentials while no admin exists; a restart finds it there already
+            self.query(f"CREATE USER {ADMIN[0]} WITH PASSWORD '{ADMIN[1]}' WITH ALL PRIVILEGES", ignore_errors=True,
+                       login=False)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.proc = None
+
+    @property
+    def token(self) -> str:
+        return ":".join(ADMIN)
+
+    def query(self, q: str, db: str | None = None, ignore_errors: bool = False, login: bool = True) -> list[dict]:
+        """InfluxQL over /query (epoch=ns); returns the statements' results."""
+        params = {"q": q, "epoch": "ns"}
+        if db:
+            params["db"] = db
+        req = urllib.request.Request(self.url + "/query", data=urllib.parse.urlencode(params).encode(), method="POST")
+        if self.auth and login:
+            req.add_header("Authorization", "Basic " + base64.b64encode(":".join(ADMIN).encode()).decode())
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                doc = json.load(r)
+        except urllib.error.HTTPError as e:
+            if ignore_errors:
+                return []
+            raise RuntimeError(f"{q}: {e.code} {e.read().decode(errors='replace')}") from None
+        errors = [r["error"] for r in doc.get("results", []) if "error" in r]
+        if errors and not ignore_errors:
+            raise RuntimeError(f"{q}: {errors}")
+        return doc.get("results", [])
+
+    def create_db(self, name: str) -> str:
+        self.query(f'CREATE DATABASE "{name}"')
+        return f"{name}/autogen"
+
+    def points(self, db: str, measurement: str) -> list[tuple[int, dict[str, str], dict]]:
+        """Every point of a measurement as (ts, tags, fields without nulls), oldest first."""
+        out = []
+        for res in self.query(f"SELECT * FROM {ident(measurement)} GROUP BY *", db):
+            for series in res.get("series", []):
+                cols = series["columns"]
+                tags = {k: v for k, v in series.get("tags", {}).items() if v != ""}  # "" = not in this series
+                for row in series["values"]:
+                    fields = {c: v for c, v in zip(cols[1:], row[1:], strict=True) if v is not None}
+                    out.append((row[0], tags, fields))
+        return sorted(out, key=lambda p: p[0])
+
+    def measurements(self, db: str) -> list[str]:
+        res = self.query("SHOW MEASUREMENTS", db)
+        return [v[0] for s in res[0].get("series", []) for v in s["values"]] if res else []
+
+    def field_types(self, db: str, measurement: str) -> dict[str, str]:
+        res = self.query(f"SHOW FIELD KEYS FROM {ident(measurement)}", db)
+        return {k: t for s in res[0].get("series", []) for k, t in s["values"]}
+
+
+Key = tuple[str, tuple[tuple[str, str], ...], int]
+
+
+def _tags(tags: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, v) for k, v in tags.items() if v != ""))
+
+
+def store_keys(path: Path, findings: bool = False) -> set[Key]:
+    """(measurement, tags, ts) of every sample and annotation in an embedded store.
+
+    With findings=True, those of its findings instead, as db2vtop_finding points at their
+    last change (the store keeps one row per finding, InfluxDB a point per change).
+    """
+    from agent.store import Store
+
+    with Store(path) as s:
+        if findings:
+            return {("db2vtop_finding", _tags({**f.subject, "rule": f.rule, "severity": f.severity}),
+                     f.resolved_at or f.last_seen) for f in s.findings(open_only=False)}
+        keys = {(m, _tags(r.tags), r.ts) for m in s.measurements() for r in s.rows(m)}
+        keys |= {("db2vtop_annotation", _tags({**a.tags, "kind": a.kind, "name": a.name}), a.ts)
+                 for a in s.annotations()}
+    return keys
+
+
+def influx_keys(srv: InfluxServer, db: str, findings: bool = False) -> set[Key]:
+    """(measurement, tags, ts) of every point in a database: db2vtop_finding's, or all others."""
+    return {(m, _tags(tags), ts) for m in srv.measurements(db) if (m == "db2vtop_finding") == findings
+            for ts, tags, _ in srv.points(db, m)}
+
+
+def wait_for(cond, timeout: float = 30.0, what: str = "condition"):
+    """Poll until cond() is truthy (bounded); returns its value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def write_agent_config(path: Path, srv: InfluxServer, bucket: str, store: Path, token_file: Path | None = None) -> Path:
+    """An agent config feeding this server quickly (short intervals), the spool beside the file."""
+    token = f'token_file = "{token_file}"\n' if token_file else ""
+    path.write_text(f"""
+[store]
+path = "{store}"
+[guest]
+interval = "500ms"
+[influxdb]
+url = "{srv.url}"
+bucket = "{bucket}"
+spool_dir = "{path.parent / 'spool'}"
+flush_interval = "200ms"
+retry_interval = "200ms"
+max_retry_delay = "1s"
+flush_timeout = "30s"
+stats_interval = "1s"
+{token}""")
+    return path

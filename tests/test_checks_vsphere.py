@@ -1,0 +1,126 @@
+"""vSphere rules on samples and facts shaped as the vSphere collector writes them: trips and near misses."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.config import StackConfig
+from agent.model import Fact, Sample
+from tests.test_checks_rules import judged, live
+
+T0 = 1_700_000_000 * 10**9
+MIB = 2**20
+VM = {"vcenter": "vc1", "vm": "db2prod01", "host": "esx01", "cluster": "prod"}
+HOST = {"vcenter": "vc1", "host": "esx01", "cluster": "prod"}
+
+
+def vm_fact(**data) -> Fact:
+    base = {"host": "esx01", "power_state": "poweredOn", "num_cpu": 8, "memory_mb": 65536, "cpu_limit_mhz": -1,
+            "mem_reservation_mb": 0, "nics": [{"type": "vmxnet3"}], "scsi_controllers": [{"type": "pvscsi"}],
+            "tools_running_status": "guestToolsRunning", "tools_version_status": "guestToolsCurrent",
+            "disks": [{"instance": "scsi0:1", "backing": "eager_zeroed"}]}
+    return Fact("vsphere_vm", {"vcenter": "vc1", "vm": "db2prod01"}, {**base, **data}, T0)
+
+
+def host_fact(**data) -> Fact:
+    base = {"cpu_sockets": 2, "cpu_cores": 32, "cpu_threads": 64, "memory_bytes": 256 * 2**30, "numa_nodes": 2,
+            "numa": [{"node": 0, "cpus": 32, "memory_bytes": 128 * 2**30}, {"node": 1, "cpus": 32,
+                                                                             "memory_bytes": 128 * 2**30}],
+            "hyperthreading_available": True, "hyperthreading_active": True, "power_policy": "static",
+            "vcpus_powered_on": 40, "vm_memory_mb_powered_on": 131072,
+            "luns": [{"lun": "naa.600a0980", "policy": "VMW_PSP_RR", "satp": "VMW_SATP_ALUA", "queue_depth": 64,
+                      "paths_active": 4, "paths_total": 4}],
+            "vmknics": [{"device": "vmk1", "portgroup": "iSCSI-A", "mtu": 9000}]}
+    return Fact("vsphere_host", {"vcenter": "vc1", "host": "esx01"}, {**base, **data}, T0)
+
+
+LIVE = [
+    ("balloon-zero", "vsphere_vm", VM, {"mem_balloon_bytes": 512 * MIB}, {"mem_balloon_bytes": 0}, "warning"),
+    ("balloon-zero", "vsphere_vm", VM, {"mem_balloon_bytes": 4096 * MIB}, {"mem_balloon_bytes": 0}, "critical"),
+    ("balloon-zero", "vsphere_vm_quickstats", VM, {"balloon_bytes": 2048 * MIB}, {"balloon_bytes": 0}, "warning"),
+    ("host-swap-zero", "vsphere_vm", VM, {"mem_swapped_bytes": 128 * MIB}, {"mem_swapped_bytes": 0}, "critical"),
+    ("host-swap-zero", "vsphere_vm", VM, {"mem_swapin_bytes_per_s": 4096.0}, {"mem_swapin_bytes_per_s": 0.0},
+     "critical"),
+    ("host-swap-zero", "vsphere_host", HOST, {"mem_swapin_bytes_per_s": 1.0}, {"mem_swapin_bytes_per_s": 0.0},
+     "critical"),
+    ("cpu-ready", "vsphere_vm", VM, {"cpu_ready_pct": 6.0, "vcpus": 8}, {"cpu_ready_pct": 4.9, "vcpus": 8},
+     "warning"),
+    ("cpu-ready", "vsphere_vm", VM, {"cpu_ready_pct": 11.0, "vcpus": 8}, {"cpu_ready_pct": 1.0, "vcpus": 8},
+     "critical"),
+    ("vcpu-no-excess", "vsphere_vm", VM, {"cpu_costop_pct": 4.0, "vcpus": 8}, {"cpu_costop_pct": 2.0, "vcpus": 8},
+     "warning"),
+    ("cpu-limit-none", "vsphere_vm", VM, {"cpu_maxlimited_pct": 2.0, "vcpus": 8}, {"cpu_maxlimited_pct": 0.0,
+                                                                                  "vcpus": 8}, "warning"),
+    ("host-cpu-ceiling", "vsphere_host", HOST, {"cpu_usage_pct": 85.0}, {"cpu_usage_pct": 79.0}, "warning"),
+    ("host-cpu-ceiling", "vsphere_host", HOST, {"cpu_usage_pct": 93.0}, {"cpu_usage_pct": 50.0}, "critical"),
+    ("host-mem-state", "vsphere_host", HOST, {"mem_state": 2}, {"mem_state": 0}, "critical"),
+    ("disk-queue-saturation", "vsphere_host_lun", {**HOST, "lun": "naa.600a0980"}, {"kernel_latency_ms": 9.0},
+     {"kernel_latency_ms": 1.0}, "warning"),
+    ("disk-queue-saturation", "vsphere_host_lun", {**HOST, "lun": "naa.600a0980"}, {"queue_latency_ms": 12.0},
+     {"queue_latency_ms": 0.0}, "critical"),
+]
+
+
+@pytest.mark.parametrize("rule, measurement, tags, bad, good, severity", LIVE)
+def test_live_vsphere_rules(rule, measurement, tags, bad, good, severity):
+    facts = [vm_fact()]
+    found = judged(live(measurement, tags, bad), facts)
+    assert rule in found and {f.severity for f in found[rule]} == {severity}
+    assert rule not in judged(live(measurement, tags, good), facts)
+
+
+def test_a_growing_balloon_is_critical():
+    rows = [Sample("vsphere_vm", VM, {"mem_balloon_bytes": (100 + 50 * i) * MIB}, T0 + i * 20 * 10**9)
+            for i in range(5)]
+    (f,) = judged(rows, [vm_fact()])["balloon-zero"]
+    assert f.severity == "critical" and "growing" in f.summary
+
+
+STATIC = [
+    ("vm-fits-numa-node", [vm_fact(num_cpu=24), host_fact()], [vm_fact(num_cpu=16), host_fact()]),
+    ("vm-fits-numa-node", [vm_fact(memory_mb=196608), host_fact()], [vm_fact(memory_mb=131072), host_fact()]),
+    ("vcpu-le-threads", [host_fact(vcpus_powered_on=96)], [host_fact(vcpus_powered_on=64)]),
+    ("cpu-limit-none", [vm_fact(cpu_limit_mhz=4000)], [vm_fact(cpu_limit_mhz=-1)]),
+    ("host-mem-headroom-10pct", [host_fact(vm_memory_mb_powered_on=240000)],
+     [host_fact(vm_memory_mb_powered_on=230000)]),
+    ("nic-vmxnet3", [vm_fact(nics=[{"type": "e1000"}])], [vm_fact()]),
+    ("scsi-pvscsi", [vm_fact(scsi_controllers=[{"type": "lsilogic"}])], [vm_fact()]),
+    ("vmtools-running", [vm_fact(tools_running_status="guestToolsNotRunning")], [vm_fact()]),
+    ("vmdk-eager-zeroed", [vm_fact(disks=[{"instance": "scsi0:1", "backing": "thin"}])], [vm_fact()]),
+    ("mpio-rr-alua", [host_fact(luns=[{"lun": "naa.1", "policy": "VMW_PSP_MRU"}])], [host_fact()]),
+    ("mpio-redundant-paths", [host_fact(luns=[{"lun": "naa.1", "paths_active": 1, "paths_total": 2}])], [host_fact()]),
+    ("hba-queue-depth", [host_fact(luns=[{"lun": "naa.1", "queue_depth": 32}])], [host_fact()]),
+    ("ht-enabled", [host_fact(hyperthreading_active=False)], [host_fact()]),
+    ("numa-enabled", [host_fact(numa_nodes=1)], [host_fact()]),
+    ("host-power-policy", [host_fact(power_policy="dynamic")], [host_fact()]),
+    ("jumbo-frames", [host_fact(vmknics=[{"device": "vmk1", "portgroup": "NFS", "mtu": 1500}])], [host_fact()]),
+]
+
+
+@pytest.mark.parametrize("rule, bad, good", STATIC)
+def test_static_vsphere_rules(rule, bad, good):
+    assert rule in judged(facts=bad), f"{rule} did not trip"
+    assert rule not in judged(facts=good), f"{rule} tripped on the near miss"
+
+
+def test_vcpu_overallocation_states_the_seed_penalty_within_what_it_measured():
+    (f,) = judged(facts=[host_fact(vcpus_powered_on=96)])["vcpu-le-threads"]
+    assert f.evidence["values"]["ratio"] == 1.5 and "~6.5% lower peak" in f.summary
+    (far,) = judged(facts=[host_fact(vcpus_powered_on=320)])["vcpu-le-threads"]
+    assert "beyond the 1.5:1" in far.summary and far.evidence["values"]["expected_loss_pct"] is None
+
+
+def test_vm_rules_judge_only_the_stacks_vms_when_stacks_exist():
+    other = Fact("vsphere_vm", {"vcenter": "vc1", "vm": "web17"}, {**vm_fact().data, "nics": [{"type": "e1000"}]}, T0)
+    assert "nic-vmxnet3" in judged(facts=[other])
+    assert "nic-vmxnet3" not in judged(facts=[other, vm_fact()], stacks=[StackConfig(name="p", vm="db2prod01")])
+
+
+def test_memory_reservation_against_db2_committed_memory():
+    stacks = [StackConfig(name="p", vm="db2prod01", db2="prod")]
+    mem = [Sample("db2_memory", {"db2": "prod", "database": "PROD", "member": "0", "set": s},
+                  {"committed_bytes": b}, T0 + i * 20 * 10**9)
+           for i in range(5) for s, b in (("DATABASE", 20 * 2**30), ("DBMS", 2 * 2**30))]
+    (f,) = judged(mem, [vm_fact(mem_reservation_mb=8192)], stacks=stacks)["mem-reservation-db2-shm"]
+    assert f.evidence["values"]["db2_committed_bytes"] == 22 * 2**30
+    assert "mem-reservation-db2-shm" not in judged(mem, [vm_fact(mem_reservation_mb=24576)], stacks=stacks)

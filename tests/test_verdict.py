@@ -1,0 +1,146 @@
+"""The cross-layer verdict on designed cases: each names the right layer from the same 20 s buckets."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.config import StackConfig
+from agent.model import Sample
+from agent.store import Store
+from checks.verdict import stack_verdict
+
+T0 = 1_700_000_000 * 10**9
+S = 10**9
+STACK = StackConfig(name="prod", db2="prod", vm="db2prod01", guest="db2prod01", storage=["netapp1"])
+LUN = "naa.600a098038303053"
+
+HEALTHY = {
+    "db2": {"log_disk_wait_pct": 5.0, "pool_read_wait_pct": 5.0, "direct_read_wait_pct": 0.0, "lock_wait_pct": 2.0},
+    "log": {"log_write_ms": 0.8},
+    "guest_disk": {"write_await_ms": 0.9, "read_await_ms": 1.0},
+    "guest_cpu": {"steal_pct": 0.0},
+    "guest_mem": {"swap_in_bytes_per_s": 0.0},
+    "vm": {"cpu_ready_pct": 0.5, "vcpus": 8, "cpu_costop_pct": 0.0, "mem_balloon_bytes": 0,
+           "mem_swapin_bytes_per_s": 0.0, "mem_swapped_bytes": 0},
+    "vmdk": {"write_latency_ms": 0.8, "read_latency_ms": 0.9},
+    "host_lun": {"kernel_latency_ms": 0.0, "queue_latency_ms": 0.0, "device_latency_ms": 0.7, "max_queue_depth": 32},
+    "host": {"mem_swapin_bytes_per_s": 0.0},
+    "array": {"avg_latency_ms": 0.5, "queue_full_per_s": 0.0},
+}
+WHERE = {
+    "db2": ("db2_database", {"db2": "prod", "database": "PROD", "member": "0"}),
+    "log": ("db2_log", {"db2": "prod", "database": "PROD", "member": "0"}),
+    "guest_disk": ("guest_disk", {"guest": "db2prod01", "device": "sdb", "type": "disk"}),
+    "guest_cpu": ("guest_cpu", {"guest": "db2prod01", "cpu": "total"}),
+    "guest_mem": ("guest_mem", {"guest": "db2prod01"}),
+    "vm": ("vsphere_vm", {"vcenter": "vc1", "vm": "db2prod01", "host": "esx01"}),
+    "vmdk": ("vsphere_vm_disk", {"vcenter": "vc1", "vm": "db2prod01", "host": "esx01", "instance": "scsi0:1",
+                                 "datastore": "ds_data", "lun": LUN}),
+    "host_lun": ("vsphere_host_lun", {"vcenter": "vc1", "host": "esx01", "lun": LUN}),
+    "host": ("vsphere_host", {"vcenter": "vc1", "host": "esx01"}),
+    "array": ("storage_lun", {"storage": "netapp1", "kind": "ontap", "vserver": "svm1", "lun": "/vol/db/l0",
+                              "naa": LUN}),
+}
+
+
+def judge(tmp_path, changes: dict[str, dict], buckets: int = 30, layers=tuple(WHERE)):
+    path = tmp_path / "v.db"
+    with Store(path, writer=True) as w:
+        rows = []
+        for i in range(buckets):
+            for layer in layers:
+                measurement, tags = WHERE[layer]
+                rows.append(Sample(measurement, tags, {**HEALTHY[layer], **changes.get(layer, {})}, T0 + i * 20 * S))
+        w.write(rows)
+    with Store(path) as r:
+        return stack_verdict(r, STACK, T0, T0 + buckets * 20 * S)
+
+
+def test_hypervisor_queueing(tmp_path):
+    v = judge(tmp_path, {"log": {"log_write_ms": 12.0}, "guest_disk": {"write_await_ms": 11.5},
+                         "vmdk": {"write_latency_ms": 11.0},
+                         "host_lun": {"kernel_latency_ms": 9.0, "queue_latency_ms": 8.5, "device_latency_ms": 1.5},
+                         "array": {"avg_latency_ms": 1.2}})
+    assert v.layer == "host" and "queueing in the hypervisor (LUN queue depth 32)" in v.summary
+    assert v.summary.startswith("log write 12.0 ms/IO ← guest await 11.5 ms ← VMDK latency 11.0 ms ← host KAVG 9.0 ms")
+    assert "array LUN 1.2 ms" in v.summary and v.confidence == "high" and v.buckets == 30
+
+
+def test_array_latency(tmp_path):
+    v = judge(tmp_path, {"log": {"log_write_ms": 15.0}, "guest_disk": {"write_await_ms": 14.0},
+                         "vmdk": {"write_latency_ms": 14.0}, "host_lun": {"device_latency_ms": 13.0},
+                         "array": {"avg_latency_ms": 12.0}})
+    assert v.layer == "storage" and v.summary.endswith("⇒ the array is slow")
+
+
+def test_fabric_between_host_and_array(tmp_path):
+    v = judge(tmp_path, {"log": {"log_write_ms": 14.0}, "vmdk": {"write_latency_ms": 13.0},
+                         "host_lun": {"device_latency_ms": 12.0}, "array": {"avg_latency_ms": 1.0}})
+    assert v.layer == "storage-network"
+
+
+def test_host_swap(tmp_path):
+    v = judge(tmp_path, {"vm": {"mem_swapin_bytes_per_s": 50 * 2**20, "mem_swapped_bytes": 2 * 2**30},
+                         "log": {"log_write_ms": 6.0}})
+    assert v.layer == "host" and "the host is swapping VM memory" in v.summary
+
+
+def test_cpu_ready(tmp_path):
+    v = judge(tmp_path, {"vm": {"cpu_ready_pct": 12.0}})  # % of the interval per vCPU
+    assert v.layer == "host" and v.chain[0] == "CPU ready 12.0% per vCPU" and "CPU contention" in v.summary
+
+
+def test_lock_contention(tmp_path):
+    v = judge(tmp_path, {"db2": {"lock_wait_pct": 60.0}})
+    assert v.layer == "db2" and "lock contention" in v.summary and "infrastructure is not the cause" in v.summary
+
+
+def test_healthy_stack_blames_nobody(tmp_path):
+    v = judge(tmp_path, {})
+    assert v.layer is None and "healthy" in v.summary
+
+
+def test_too_little_data_says_so(tmp_path):
+    v = judge(tmp_path, {"log": {"log_write_ms": 30.0}}, buckets=2)
+    assert v.layer is None and v.confidence == "none" and "not enough data" in v.summary
+
+
+def test_only_db2_known_gives_a_low_confidence_db2_verdict(tmp_path):
+    v = judge(tmp_path, {"log": {"log_write_ms": 9.0}}, layers=("db2", "log"))
+    assert v.layer == "db2" and v.confidence == "low" and "no layer below it is monitored" in v.summary
+
+
+@pytest.mark.parametrize("bad_buckets", [6, 12])
+def test_only_the_symptom_buckets_are_judged(tmp_path, bad_buckets):
+    """A short burst: the verdict looks at the buckets where DB2 suffered, not the healthy average."""
+    path = tmp_path / "burst.db"
+    with Store(path, writer=True) as w:
+        rows = []
+        for i in range(30):
+            bad = i >= 30 - bad_buckets
+            for layer, (measurement, tags) in WHERE.items():
+                fields = dict(HEALTHY[layer])
+                if bad and layer == "log":
+                    fields["log_write_ms"] = 12.0
+                if bad and layer == "host_lun":
+                    fields.update(kernel_latency_ms=9.0, queue_latency_ms=8.0)
+                rows.append(Sample(measurement, tags, fields, T0 + i * 20 * S))
+        w.write(rows)
+    with Store(path) as r:
+        v = stack_verdict(r, STACK, T0, T0 + 30 * 20 * S)
+    assert v.layer == "host" and v.buckets == bad_buckets and v.figures["kavg_ms"] == 9.0
+
+
+def test_the_row_index_answers_like_the_store(tmp_path):
+    from checks.verdict import RowIndex
+
+    path = tmp_path / "same.db"
+    rows = [Sample(m, t, {**HEALTHY[k], "log_write_ms": 12.0} if k == "log" else
+                   {**HEALTHY[k], "kernel_latency_ms": 9.0, "queue_latency_ms": 8.0} if k == "host_lun" else HEALTHY[k],
+                   T0 + i * 20 * S) for i in range(20) for k, (m, t) in WHERE.items()]
+    with Store(path, writer=True) as w:
+        w.write(rows)
+    with Store(path) as r:
+        from_store = stack_verdict(r, STACK, T0, T0 + 20 * 20 * S)
+    from_memory = stack_verdict(RowIndex(rows), STACK, T0, T0 + 20 * 20 * S)
+    assert from_memory.to_json() == from_store.to_json() and from_store.layer == "host"

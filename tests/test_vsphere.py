@@ -1,0 +1,505 @@
+"""The vSphere collector against the Go scenario simulator (tests/vsphere-sim, govmomi).
+
+Each condition of the scenario below is collected and compared with values worked out by
+hand from the scenario's raw vCenter units (KB, ms per 20 s sample, hundredths of a %).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import itertools
+import json
+import signal
+import ssl
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agent.config import VCenterConfig
+from agent.model import Annotation, Sample
+from agent.runtime import SELF_MEASUREMENT, Runtime
+from collectors.base import BaseCollector, CollectorError
+from collectors.vsphere.collector import VSphereCollector
+from collectors.vsphere.connection import soap_body
+from collectors.vsphere.inventory import parse_objects
+from collectors.vsphere.perf import Spec, chunk, parse_response
+from tests.conftest import run_cli
+from tests.vsphere_sim import Simulator
+
+GiB, MiB = 2**30, 2**20
+LUN_DATA = "naa.600a098038303053000000000000a001"
+LUN_LOG = "naa.600a098038303053000000000000a002"
+
+SCENARIO = {
+    "datacenter": "DC1",
+    "datastores": [{"name": "ds_data", "capacity_gb": 2048, "free_gb": 512, "luns": [LUN_DATA]},
+                   {"name": "ds_log", "capacity_gb": 256, "free_gb": 200, "luns": [LUN_LOG]}],
+    "hosts": [{
+        "name": "esx01", "cluster": "prod", "cpu_sockets": 2, "cpu_cores": 8, "cpu_threads": 16, "cpu_mhz": 2600,
+        "memory_mb": 131072, "numa_nodes": 2, "hyperthreading": True,
+        "quickstats": {"overallCpuUsage": 20000, "overallMemoryUsage": 120000},
+        "luns": [{"name": LUN_LOG, "policy": "VMW_PSP_MRU", "satp": "VMW_SATP_ALUA", "paths": 2, "dead_paths": 1,
+                  "queue_depth": 32}],
+        "perf": {
+            "mem.state.latest": 2,
+            "mem.swapused.average": 524288,                # KB -> 512 MiB
+            "mem.swapinRate.average": 1024,                # KBps -> 1 MiB/s
+            "disk.kernelLatency.average": {LUN_DATA: [1, 1, 8, 12, 15]},
+            "disk.queueLatency.average": {LUN_DATA: 9},
+            "disk.deviceLatency.average": {LUN_DATA: 4},
+            "datastore.totalWriteLatency.average": {"5f000001-1a2b0001-beef-005056000001": 7},
+        },
+        "vms": [
+            {"name": "db2prod01", "num_cpu": 12, "cores_per_socket": 12, "memory_mb": 98304,
+             "memory_reservation_mb": 0, "cpu_limit_mhz": 8000, "nic": "vmxnet3", "scsi": "pvscsi",
+             "tools": "guestToolsRunning", "guest_hostname": "db2prod01.example.com", "ips": ["10.0.0.11"],
+             "disks": [{"datastore": "ds_data", "size_gb": 500, "backing": "eager_zeroed"},
+                       {"datastore": "ds_log", "size_gb": 50, "backing": "thin"}],
+             "quickstats": {"balloonedMemory": 2048, "swappedMemory": 1024},
+             "perf": {
+                 "cpu.usage.average": 8765,                    # 87.65 %
+                 "cpu.ready.summation": {"": 24000, "0": 4000},  # 24000/20000/12 = 10 %; vCPU 0: 20 %
+                 "cpu.costop.summation": {"": 7200, "3": 1200},  # 3 %; vCPU 3: 6 %
+                 "cpu.maxlimited.summation": 2400,             # 1 %
+                 "cpu.swapwait.summation": 600,                # 0.25 %
+                 "mem.vmmemctl.average": 2097152,              # KB -> 2 GiB
+                 "mem.swapped.average": 1048576,               # KB -> 1 GiB
+                 "mem.swapinRate.average": 0,
+                 "virtualDisk.totalWriteLatency.average": {"scsi0:1": 25},
+             }},
+            {"name": "app01", "num_cpu": 8, "memory_mb": 16384, "nic": "e1000", "scsi": "lsilogic",
+             "tools": "guestToolsNotRunning"},
+            {"name": "off01", "num_cpu": 4, "power_state": "poweredOff"},
+        ]}],
+}
+
+
+def write_scenario(tmp: Path, scenario: dict) -> Path:
+    path = tmp / "scenario.json"
+    path.write_text(json.dumps(scenario))
+    return path
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory):
+    with Simulator(write_scenario(tmp_path_factory.mktemp("sim"), SCENARIO)) as s:
+        yield s
+
+
+@pytest.fixture(scope="module", autouse=True)
+def vc_password():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("VC_TEST_PASSWORD", "anything")
+        yield
+
+
+def vcenter(url: str, **kw) -> VCenterConfig:
+    kw.setdefault("verify_tls", False)
+    return VCenterConfig(name="vc1", url=url, user="monitor", password_env="VC_TEST_PASSWORD", **kw)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def using(url: str, body, **kw):
+    """`await body(collector)` with a fresh collector, closed afterwards."""
+    c = VSphereCollector(vcenter(url, **kw))
+    try:
+        return await body(c)
+    finally:
+        await c.close()
+
+
+async def one_cycle(c: VSphereCollector):
+    try:
+        facts = await c.describe()
+        records = await c.collect()
+    finally:
+        await c.close()
+    return facts, [r for r in records if isinstance(r, Sample)]
+
+
+@pytest.fixture(scope="module")
+def collected(sim):
+    return run(one_cycle(VSphereCollector(vcenter(sim.url))))
+
+
+def pick(samples, measurement, **tags):
+    return [s for s in samples if isinstance(s, Sample) and s.measurement == measurement
+            and all(s.tags.get(k) == v for k, v in tags.items())]
+
+
+def newest(samples, measurement, **tags) -> dict:
+    rows = pick(samples, measurement, **tags)
+    assert rows, f"no {measurement} {tags}"
+    return max(rows, key=lambda s: s.ts).fields
+
+
+def fact(facts, kind, **tags) -> dict:
+    (f,) = [f for f in facts if f.kind == kind and all(f.tags.get(k) == v for k, v in tags.items())]
+    return f.data
+
+
+def test_ballooning(collected):
+    _, samples = collected
+    vm = newest(samples, "vsphere_vm", vm="db2prod01", host="esx01", cluster="prod", vcenter="vc1")
+    assert vm["mem_balloon_bytes"] == 2 * GiB
+    assert newest(samples, "vsphere_vm_quickstats", vm="db2prod01")["balloon_bytes"] == 2 * GiB
+
+
+def test_host_swap(collected):
+    _, samples = collected
+    host = newest(samples, "vsphere_host", host="esx01", cluster="prod")
+    assert host["mem_swap_used_bytes"] == 512 * MiB
+    assert host["mem_swapin_bytes_per_s"] == 1 * MiB
+    assert host["mem_state"] == 2
+    vm = newest(samples, "vsphere_vm", vm="db2prod01")
+    assert vm["mem_swapped_bytes"] == GiB and vm["mem_swapin_bytes_per_s"] == 0
+    assert newest(samples, "vsphere_vm_quickstats", vm="db2prod01")["swapped_bytes"] == 1024 * MiB
+
+
+def test_cpu_ready_and_costop_per_vcpu(collected):
+    _, samples = collected
+    vm = newest(samples, "vsphere_vm", vm="db2prod01")
+    assert vm["vcpus"] == 12
+    assert vm["cpu_ready_pct"] == pytest.approx(10.0)
+    assert vm["cpu_costop_pct"] == pytest.approx(3.0)
+    assert vm["cpu_usage_pct"] == pytest.approx(87.65)
+    assert vm["cpu_swapwait_pct"] == pytest.approx(0.25)
+    assert newest(samples, "vsphere_vm_cpu", vm="db2prod01", instance="0")["ready_pct"] == pytest.approx(20.0)
+    assert newest(samples, "vsphere_vm_cpu", vm="db2prod01", instance="3")["costop_pct"] == pytest.approx(6.0)
+    assert {s.tags["instance"] for s in pick(samples, "vsphere_vm_cpu", vm="db2prod01")} == {str(i) for i in range(12)}
+
+
+def test_cpu_limit(collected):
+    facts, samples = collected
+    assert newest(samples, "vsphere_vm", vm="db2prod01")["cpu_maxlimited_pct"] == pytest.approx(1.0)
+    assert fact(facts, "vsphere_vm", vm="db2prod01")["cpu_limit_mhz"] == 8000
+    assert fact(facts, "vsphere_vm", vm="app01")["cpu_limit_mhz"] == -1
+
+
+def test_per_lun_kavg_and_queue_latency(collected):
+    _, samples = collected
+    lun = newest(samples, "vsphere_host_lun", host="esx01", lun=LUN_DATA, datastore="ds_data")
+    assert lun["kernel_latency_ms"] == 15 and lun["queue_latency_ms"] == 9 and lun["device_latency_ms"] == 4
+    other = newest(samples, "vsphere_host_lun", host="esx01", lun=LUN_LOG, datastore="ds_log")
+    assert other["kernel_latency_ms"] == 0
+    disk = newest(samples, "vsphere_vm_disk", vm="db2prod01", instance="scsi0:1")
+    assert disk["write_latency_ms"] == 25
+    assert pick(samples, "vsphere_vm_disk", vm="db2prod01", instance="scsi0:1")[0].tags["lun"] == LUN_LOG
+    assert newest(samples, "vsphere_datastore", host="esx01", datastore="ds_log")["write_latency_ms"] == 7
+
+
+def test_vm_wider_than_a_numa_node(collected):
+    facts, _ = collected
+    vm, host = fact(facts, "vsphere_vm", vm="db2prod01"), fact(facts, "vsphere_host", host="esx01")
+    assert host["numa_nodes"] == 2
+    assert host["numa"] == [{"node": n, "cpus": 8, "memory_bytes": 64 * GiB} for n in (0, 1)]
+    assert vm["num_cpu"] == 12 > host["numa"][0]["cpus"]
+    assert vm["memory_mb"] * MiB == 96 * GiB > host["numa"][0]["memory_bytes"]
+    assert (vm["cores_per_socket"], vm["sockets"]) == (12, 1)
+
+
+def test_total_vcpus_above_host_threads(collected):
+    facts, _ = collected
+    host = fact(facts, "vsphere_host", host="esx01")
+    assert (host["cpu_sockets"], host["cpu_cores"], host["cpu_threads"]) == (2, 8, 16)
+    assert host["hyperthreading_available"] and host["hyperthreading_active"]
+    assert host["vms_powered_on"] == 2 and host["vcpus_powered_on"] == 20 > host["cpu_threads"]
+    assert host["vm_memory_mb_powered_on"] == 98304 + 16384
+
+
+def test_vm_and_host_facts(collected):
+    facts, _ = collected
+    db2, app = fact(facts, "vsphere_vm", vm="db2prod01"), fact(facts, "vsphere_vm", vm="app01")
+    assert [n["type"] for n in db2["nics"]] == ["vmxnet3"] and [n["type"] for n in app["nics"]] == ["e1000"]
+    assert [c["type"] for c in db2["scsi_controllers"]] == ["pvscsi"]
+    assert [c["type"] for c in app["scsi_controllers"]] == ["lsilogic"]
+    assert (db2["tools_running_status"], app["tools_running_status"]) == ("guestToolsRunning", "guestToolsNotRunning")
+    disks = [(d["instance"], d["backing"], d["datastore"], d["luns"], d["capacity_bytes"]) for d in db2["disks"]]
+    assert disks == [("scsi0:0", "eager_zeroed", "ds_data", [LUN_DATA], 500 * GiB),
+                     ("scsi0:1", "thin", "ds_log", [LUN_LOG], 50 * GiB)]
+    assert db2["guest_hostname"] == "db2prod01.example.com" and db2["ip_addresses"] == ["10.0.0.11"]
+    assert (db2["host"], db2["cluster"], db2["power_state"]) == ("esx01", "prod", "poweredOn")
+    assert db2["mem_reservation_mb"] == 0 and db2["mem_reservation_locked_to_max"] is False
+    assert fact(facts, "vsphere_vm", vm="off01")["power_state"] == "poweredOff"
+    host = fact(facts, "vsphere_host", host="esx01")
+    luns = {lun["lun"]: lun for lun in host["luns"]}
+    assert luns[LUN_DATA]["policy"] == "VMW_PSP_RR" and luns[LUN_DATA]["paths_active"] == 4
+    log_lun = luns[LUN_LOG]
+    assert (log_lun["policy"], log_lun["queue_depth"], log_lun["paths_active"]) == ("VMW_PSP_MRU", 32, 1)
+    assert luns[LUN_DATA]["datastore"] == "ds_data" and host["vswitches"] == [{"name": "vSwitch0", "mtu": 9000}]
+    assert host["power_policy"] == "static" and host["memory_bytes"] == 128 * GiB
+    ds = fact(facts, "vsphere_datastore", datastore="ds_data")
+    assert (ds["type"], ds["capacity_bytes"], ds["free_bytes"]) == ("VMFS", 2048 * GiB, 512 * GiB)
+    assert ds["luns"] == [LUN_DATA]
+
+
+def test_samples_keep_their_own_20s_timestamps(collected):
+    _, samples = collected
+    perf = [s for s in samples if not s.measurement.endswith("quickstats")]
+    assert perf and all(s.ts % (20 * 10**9) == 0 for s in perf)
+    assert not pick(samples, "vsphere_vm", vm="off01")  # powered off: no realtime stats
+
+
+def test_lookback_returns_the_recent_hour_oldest_first(sim):
+    async def go(c):
+        return await c.lookback(600), await c.lookback(60, vms=["app01"])
+    everything, one_vm = run(using(sim.url, go))
+    assert {s.tags.get("vm") for s in one_vm} == {"app01", None}  # the VM and its host only
+    assert {s.tags["host"] for s in one_vm} == {"esx01"}
+    rows = sorted(pick(everything, "vsphere_host_lun", lun=LUN_DATA), key=lambda s: s.ts)
+    stamps = [s.ts for s in rows]
+    assert len(rows) >= 30 and all(b - a == 20 * 10**9 for a, b in itertools.pairwise(stamps))
+    kavg = [s.fields["kernel_latency_ms"] for s in rows]
+    i = kavg.index(8)  # the scenario's list ends at the simulator's start: 1, 1, 8, 12, 15, then 15 on
+    assert set(kavg[:i]) == {1} and kavg[i:i + 3] == [8, 12, 15] and set(kavg[i + 2:]) == {15}
+
+
+def test_tls_is_verified_by_default(sim, tmp_path):
+    with pytest.raises(CollectorError, match="not trusted"):
+        run(one_cycle(VSphereCollector(vcenter(sim.url, verify_tls=True))))
+    ca = tmp_path / "sim-ca.pem"
+    ca.write_text(ssl.get_server_certificate(("127.0.0.1", sim.port)))
+    _, samples = run(one_cycle(VSphereCollector(vcenter(sim.url, verify_tls=True, ca_file=ca))))
+    assert pick(samples, "vsphere_vm", vm="db2prod01")
+
+
+def test_batches_respect_vcenter_max_query_metrics(tmp_path):
+    """vCenter's config.vpxd.stats.maxQueryMetrics = 64: the simulator refuses bigger calls."""
+    scenario = {"max_query_metrics": 64, "hosts": [{"name": f"h{i}", "vms": [{"name": f"vm{i}{j}"} for j in range(3)]}
+                                                   for i in range(2)]}
+    with Simulator(write_scenario(tmp_path, scenario)) as s:
+        c = VSphereCollector(vcenter(s.url))
+        before = s.stats()["methods"].get("QueryPerf", 0)
+        _, samples = run(one_cycle(c))
+        calls = s.stats()["methods"]["QueryPerf"] - before
+    assert {x.tags["vm"] for x in pick(samples, "vsphere_vm")} == {f"vm{i}{j}" for i in range(2) for j in range(3)}
+    assert {x.tags["host"] for x in pick(samples, "vsphere_host")} == {"h0", "h1"}
+    # 6 VMs x 27 metric ids + 2 hosts x 24 = 210 ids, at most 64 a call
+    assert calls == 4
+
+
+def test_a_vanished_vm_costs_only_its_own_samples(sim, caplog):
+    """A VM deleted between the inventory read and QueryPerf faults the whole call in vCenter."""
+    async def go(c):
+        await c.describe()
+        c._inventory_at = time.monotonic() + 3600  # keep the doctored inventory for this cycle
+        app = next(v for v in c.inventory.vms.values() if v.name == "app01")
+        ghost = dataclasses.replace(app, moid="vm-999999", name="ghost")
+        c.inventory.vms[ghost.moid] = ghost
+        return await c.collect()
+    records = run(using(sim.url, go))
+    assert {s.tags["vm"] for s in pick(records, "vsphere_vm")} == {"db2prod01", "app01"}
+    assert "vm-999999" in caplog.text
+
+
+def test_an_outage_longer_than_vcenters_hour_is_annotated(sim):
+    async def go(c):
+        await c.describe()
+        await c.collect()
+        for moid in c.perf_state.entity_start:  # as if the last cycle had run two hours ago
+            c.perf_state.entity_start[moid] -= 7200
+        c.perf_state.marks = {k: v - 7200 for k, v in c.perf_state.marks.items()}
+        return await c.collect()
+    records = run(using(sim.url, go))
+    (gap,) = [r for r in records if isinstance(r, Annotation)]
+    assert gap.kind == "gap" and gap.tags == {"vcenter": "vc1"} and "expired" in gap.text
+    stamps = sorted({r.ts for r in pick(records, "vsphere_vm", vm="db2prod01")})
+    assert len(stamps) >= 178 and stamps[-1] - stamps[0] >= 3540 * 10**9  # the hour vCenter still had
+
+
+def test_simulator_perf_contract(sim):
+    """What other tools rely on: oldest first, zeros kept aligned (normal format too),
+    "*" = the instances QueryAvailablePerfMetric lists, startTime exclusive."""
+    from pyVim.connect import Disconnect, SmartConnect
+    from pyVmomi import vim
+
+    si = SmartConnect(host="127.0.0.1", port=sim.port, user="u", pwd="p", disableSslCertValidation=True)
+    try:
+        content = si.RetrieveContent()
+        pm = content.perfManager
+        key = {f"{c.groupInfo.key}.{c.nameInfo.key}.{c.rollupType}": c.key for c in pm.perfCounter}
+        view = content.viewManager.CreateContainerView(content.rootFolder, [vim.VirtualMachine], True)
+        vm = next(v for v in view.view if v.name == "db2prod01")
+        mid = vim.PerformanceManager.MetricId
+        spec = vim.PerformanceManager.QuerySpec(entity=vm, intervalId=20, maxSample=4, metricId=[
+            mid(counterId=key["cpu.costop.summation"], instance="*"), mid(counterId=key["mem.swapinRate.average"])])
+        (res,) = pm.QueryPerf([spec])
+        stamps = [s.timestamp for s in res.sampleInfo]
+        assert len(stamps) == 4 and stamps == sorted(stamps)
+        values = {(v.id.counterId, v.id.instance): list(v.value) for v in res.value}
+        assert values[(key["mem.swapinRate.average"], "")] == [0, 0, 0, 0]
+        assert values[(key["cpu.costop.summation"], "3")] == [1200] * 4
+        available = {(m.counterId, m.instance) for m in pm.QueryAvailablePerfMetric(entity=vm, intervalId=20)
+                     if m.counterId == key["cpu.costop.summation"]}
+        assert available == {k for k in values if k[0] == key["cpu.costop.summation"]}
+        spec.startTime, spec.maxSample = stamps[1], None
+        (later,) = pm.QueryPerf([spec])
+        assert [s.timestamp for s in later.sampleInfo][:2] == stamps[2:]  # (a newer one may have come)
+    finally:
+        Disconnect(si)
+
+
+def test_chunking_splits_by_entities_and_metrics():
+    ids = tuple((k, "") for k in range(10))
+    specs = [Spec("vm", f"vm-{i}", None, ids) for i in range(7)]
+    calls = chunk(specs, max_metrics=25, max_entities=3)
+    assert all(sum(len(s.metric_ids) for s in c) <= 25 and len(c) <= 3 for c in calls)
+    got = sorted((s.moid, k) for c in calls for s in c for k, _ in s.metric_ids)
+    assert got == sorted((f"vm-{i}", k) for i in range(7) for k in range(10))  # nothing lost, nothing twice
+    assert len(chunk(specs, 0, 250)) == 1
+
+
+def test_esx_standalone_host(tmp_path):
+    scenario = {"hosts": [{"name": "esx-solo", "perf": {"cpu.usage.average": 1234},
+                           "vms": [{"name": "db2solo", "num_cpu": 4, "perf": {"cpu.ready.summation": 1600}}]}]}
+    with Simulator(write_scenario(tmp_path, scenario), esx=True) as s:
+        facts, samples = run(one_cycle(VSphereCollector(vcenter(s.url))))
+    assert newest(samples, "vsphere_host", host="esx-solo")["cpu_usage_pct"] == pytest.approx(12.34)
+    assert newest(samples, "vsphere_vm", vm="db2solo")["cpu_ready_pct"] == pytest.approx(2.0)  # 1600/20000/4
+    assert fact(facts, "vsphere_vm", vm="db2solo")["host"] == "esx-solo"
+
+
+def test_session_invalidated_relogin_within_one_cycle(sim):
+    async def go(c):
+        await c.describe()
+        await c.collect()
+        logins = sim.stats()["methods"]["Login"]
+        sim.signal(signal.SIGUSR1)
+        time.sleep(0.5)
+        records = await c.collect()  # the very next cycle succeeds
+        return records, c.logins, sim.stats()["methods"]["Login"] - logins
+    records, logins, new_logins = run(using(sim.url, go))
+    assert (logins, new_logins) == (2, 1)
+    assert pick(records, "vsphere_vm_quickstats", vm="db2prod01")
+
+
+class Ticker(BaseCollector):
+    async def collect(self):
+        return [Sample("tick", {}, {"v": 1})]
+
+
+class Capture:
+    def __init__(self):
+        self.samples: list[Sample] = []
+
+    def submit(self, samples=(), facts=(), annotations=()):
+        self.samples += samples
+
+    def status(self, name: str) -> list[str]:
+        return [s.fields["status"] for s in self.samples
+                if s.measurement == SELF_MEASUREMENT and s.tags["collector"] == name]
+
+
+@pytest.mark.slow
+def test_vcenter_down_is_recorded_others_continue_and_it_recovers_without_gaps(tmp_path):
+    scenario = write_scenario(tmp_path, {"hosts": [{"name": "h1", "vms": [{"name": "vm1"}]}]})
+    sim = Simulator(scenario).start()
+    try:
+        vc = VSphereCollector(vcenter(sim.url, interval=1.0, timeout=5.0))
+        vc.connector.max_backoff_s = 2.0  # retry soon after the restart; the doubling itself is unchanged
+        tick = Ticker("tick", 0.2)
+        out = Capture()
+        runtime = Runtime([vc, tick], [out])
+
+        async def until(cond, limit: float):
+            deadline = time.monotonic() + limit
+            while not cond():
+                assert time.monotonic() < deadline, "condition not reached in time"
+                await asyncio.sleep(0.1)
+
+        async def scenario_run():
+            task = asyncio.create_task(runtime.run())
+            try:
+                await until(lambda: "ok" in out.status(vc.name), 30)
+                sim.kill()
+                killed = len(out.status(vc.name))
+                ticks_before = len(out.status("tick"))
+                await until(lambda: out.status(vc.name)[killed:].count("error") >= 2, 30)
+                assert len(out.status("tick")) > ticks_before + 5  # the other collector is unaffected
+                outage_end = (time.time() // 20 + 1) * 20 + 1  # let the outage span a new 20 s sample
+                await asyncio.sleep(max(0.0, outage_end - time.time()))
+                sim.listen = f"127.0.0.1:{sim.port}"
+                sim.start()
+                await until(lambda: out.status(vc.name)[-1:] == ["ok"], 60)
+            finally:
+                runtime.stop()
+                await task
+        run(scenario_run())
+    finally:
+        sim.stop()
+    errors = [s.fields["last_error"] for s in out.samples
+              if s.measurement == SELF_MEASUREMENT and s.tags["collector"] == vc.name and s.fields["status"] == "error"]
+    assert errors and "vc1" in errors[-1]
+    stamps = sorted(s.ts for s in out.samples if s.measurement == "vsphere_vm" and s.tags["vm"] == "vm1")
+    assert len(stamps) >= 2, "samples before and after the outage"
+    assert all(b - a == 20 * 10**9 for a, b in itertools.pairwise(stamps)), "a lost or repeated sample"
+
+
+@pytest.mark.slow
+def test_consecutive_cycles_neither_lose_nor_repeat_a_sample(sim):
+    async def go(c):
+        rows = []
+        await c.describe()
+        rows += await c.collect()
+        await asyncio.sleep((time.time() // 20 + 1) * 20 + 1 - time.time())  # a new sample
+        rows += await c.collect()
+        rows += await c.collect()  # nothing new yet: nothing repeated
+        return rows
+    quickstats = ("vsphere_vm_quickstats", "vsphere_host_quickstats")
+    rows = [r for r in run(using(sim.url, go)) if r.measurement not in quickstats]
+    series: dict[tuple, list[int]] = {}
+    for r in rows:
+        series.setdefault((r.measurement, tuple(sorted(r.tags.items()))), []).append(r.ts)
+    assert len(series) > 20
+    for key, stamps in series.items():
+        assert len(stamps) >= 2, key
+        assert sorted(stamps) == list(range(min(stamps), max(stamps) + 1, 20 * 10**9)), key
+
+
+def test_agent_once_fills_the_store(sim, tmp_path):
+    from agent.store import Store
+
+    ca = tmp_path / "ca.pem"
+    ca.write_text(ssl.get_server_certificate(("127.0.0.1", sim.port)))
+    cfg = tmp_path / "db2vtop.toml"
+    store = tmp_path / "m.db"
+    cfg.write_text(f'[store]\npath = "{store}"\n[guest]\nenabled = false\n[[vcenter]]\nname = "vc1"\n'
+                   f'url = "{sim.url}"\nuser = "monitor"\npassword_env = "VC_TEST_PASSWORD"\nca_file = "{ca}"\n')
+    done = run_cli("agent", "--once", "-c", str(cfg), env={"VC_TEST_PASSWORD": "x"})
+    assert done.returncode == 0, done.stderr
+    with Store(store) as s:
+        measurements = set(s.measurements())
+        assert {"vsphere_vm", "vsphere_vm_cpu", "vsphere_vm_disk", "vsphere_vm_net", "vsphere_host",
+                "vsphere_host_lun", "vsphere_datastore", "vsphere_vm_quickstats"} <= measurements
+        assert {f.tags["vm"] for f in s.facts("vsphere_vm")} == {"db2prod01", "app01", "off01"}
+        assert [f.tags["host"] for f in s.facts("vsphere_host")] == ["esx01"]
+        (row,) = [r for r in s.latest("vsphere_vm") if r.tags["vm"] == "db2prod01"]
+        assert row.fields["mem_balloon_bytes"] == 2 * GiB
+
+
+_XML_TEXT = st.text(alphabet=st.sampled_from(list("<>/=\"' abcxyz:0123456789,-TZ.\n")) , max_size=300)
+_ENVELOPE = ('<?xml version="1.0"?><s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/" '
+             'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><s:Body><R xmlns="urn:vim25">{}</R>'
+             '</s:Body></s:Envelope>')
+_PIECES = st.sampled_from([
+    "<returnval>", "</returnval>", '<entity type="VirtualMachine">vm-1</entity>', "<sampleInfoCSV>", "</sampleInfoCSV>",
+    "20,2026-11-22T02:56:20Z", "20,bad", ",", "<value>", "</value>", "<id>", "</id>", "<counterId>12</counterId>",
+    "<counterId>x</counterId>", "<instance>0</instance>", "1,2,-1", "999999999999999999999999", "<objects>",
+    "</objects>", '<obj type="HostSystem">host-1</obj>', "<obj>h</obj>", "<propSet>", "</propSet>", "<name>name</name>",
+    '<val xsi:type="xsd:int">x</val>', "<val>a</val>", "<token>t</token>", "<missingSet/>"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(_XML_TEXT, st.lists(_PIECES, max_size=30).map(lambda p: _ENVELOPE.format("".join(p)))))
+def test_fuzzed_responses_raise_only_collector_errors(text):
+    for parse in (lambda el: parse_response(el), lambda el: parse_objects(el)):
+        with contextlib.suppress(CollectorError):
+            parse(soap_body(text.encode()))

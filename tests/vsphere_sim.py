@@ -1,0 +1,105 @@
+"""Start and stop the Go vSphere scenario simulator (tests/vsphere-sim) for tests and benches."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+BINARY = ROOT / "build" / "vsphere-sim"
+
+
+def ensure_built() -> Path:
+    """`make vsphere-sim` (a no-op when the binary is newer than its sources)."""
+    subprocess.run(["make", "-s", "-C", str(ROOT), "vsphere-sim"], check=True)
+    return BINARY
+
+
+class Simulator:
+    """One simulator process on 127.0.0.1; `stop()` always ends it."""
+
+    def __init__(self, scenario: Path, listen: str = "127.0.0.1:0", esx: bool = False, start_timeout: float = 120):
+        self.scenario = scenario
+        self.listen = listen
+        self.esx = esx
+        self.start_timeout = start_timeout
+        self.proc: subprocess.Popen | None = None
+        self.url = ""
+        self._tmp = ""
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1].split("/", 1)[0])
+
+    def start(self) -> Simulator:
+        args = [str(ensure_built()), "--scenario", str(self.scenario), "--listen", self.listen]
+        if self.esx:
+            args.append("--esx")
+        # its datastore folders go in a TMPDIR of our own, removed even after a SIGKILL
+        self._tmp = tempfile.mkdtemp(prefix="vsphere-sim-")
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env={**os.environ, "TMPDIR": self._tmp})
+        deadline = time.monotonic() + self.start_timeout
+        line = ""
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            line = self.proc.stdout.readline()  # the first line is the URL
+            if line:
+                break
+        if not line.startswith("URL="):
+            err = self.proc.stderr.read() if self.proc.poll() is not None else ""
+            self.stop()
+            raise RuntimeError(f"vsphere-sim did not start: {line!r} {err[-2000:]}")
+        self.url = line.strip().removeprefix("URL=")
+        return self
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crashed vCenter: no goodbye to clients."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        for f in (self.proc.stdout, self.proc.stderr):
+            if f:
+                f.close()
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def stats(self) -> dict[str, Any]:
+        """SOAP calls served so far, by method (the simulator's own count)."""
+        ctx = ssl._create_unverified_context()
+        with urllib.request.urlopen(self.url.replace("/sdk", "/sim/stats"), context=ctx, timeout=10) as r:
+            return json.loads(r.read())
+
+    def cpu_seconds(self) -> float:
+        assert self.proc is not None
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def __enter__(self) -> Simulator:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
