@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from textual import events
 
 from agent.config import load_config
+from agent.store import Store, StoreError
 from tests.tui_fixture import STEP_S, T0, Fleet, build_store, write_config
 from tui.app import Db2vtopApp
 from tui.chart import Marks, braille, buckets, spark
@@ -58,7 +59,11 @@ def _summary(values: list[float]) -> dict:
 
 def build(path: Path, rebuild: bool) -> float | None:
     if path.exists() and not rebuild:
-        return None
+        try:
+            Store(path).close()
+            return None
+        except StoreError:  # an older store schema: build it again
+            pass
     for suffix in ("", "-wal", "-shm", "-writer.lock"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
     t = time.perf_counter()

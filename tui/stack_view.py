@@ -16,6 +16,7 @@ from rich.segment import Segment
 from textual.strip import Strip
 
 from agent.model import Annotation, Finding
+from checks.verdict import stack_verdicts
 from tui.chart import EVENT_STYLE, MARKER_STYLE, Marks, braille, nice_top, style, time_axis
 from tui.data import (
     Reader,
@@ -34,11 +35,6 @@ from tui.layers import LATENCY_FLOOR_MS, LAYERS, Layer
 from tui.panels import PANEL_LOADERS, cpu_panel
 from tui.stacks import Resolved, Target, resolve
 from tui.table import Run, TableModel
-
-try:  # the cross-layer verdict (checks/verdict.py) may not be installed yet
-    from checks.verdict import stack_verdicts
-except ImportError:  # pragma: no cover - depends on the checks package's progress
-    stack_verdicts = None
 
 GUTTER = 6
 
@@ -102,8 +98,6 @@ class StackView:
 
 
 def _verdict(rd: Reader, target: Target, since: int, until: int) -> list[Run]:
-    if stack_verdicts is None:
-        return [("verdict: not available", "dim"), (" (the cross-layer verdict is not part of this build)", "dim")]
     try:
         verdicts = stack_verdicts(rd, [target.stack], since, until)
     except Exception as e:  # the verdict is the checks' business: show its failure, keep the screen
