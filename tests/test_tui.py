@@ -16,7 +16,7 @@ from agent.store import Store, StoreWriter
 from collectors.guest.local import LocalGuestCollector
 from collectors.markers import MarkerInbox
 from collectors.selfmon import SelfCollector
-from tests.tui_fixture import T0, Fleet, build_store, write_config
+from tests.tui_fixture import T0, Fleet, build_store, utc, write_config  # noqa: F401 (utc: a fixture)
 from tui import stack_view
 from tui.app import Db2vtopApp
 from tui.data import Reader
@@ -70,15 +70,6 @@ def fleet_store(tmp_path_factory) -> tuple[Path, list[StackConfig]]:
     d = tmp_path_factory.mktemp("fleet")
     path = build_store(d / "fleet.db")
     return path, load_config(write_config(d / "stacks.toml")).stack
-
-
-@pytest.fixture
-def utc(monkeypatch):
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 def replay(path: Path, stacks=None, at: int = INCIDENT, **kw) -> Db2vtopApp:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.tui_fixture import utc  # noqa: F401 (utc: a fixture)
 from tui.chart import Marks, Thresholds, braille, buckets, merge_max, nice_top, short, spark, time_axis
 from tui.table import Column, Row, arrange, matcher, measure, row_strip
 
@@ -17,12 +17,8 @@ T0 = 1_714_564_800 * S
 
 
 @pytest.fixture(autouse=True)
-def utc(monkeypatch):
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
+def _utc(utc):
     yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 def test_a_sample_fills_the_interval_before_it_and_a_gap_stays_empty():

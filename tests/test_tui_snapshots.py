@@ -10,13 +10,12 @@ deliberate Textual upgrade, regenerate them with `make snapshots` and review the
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
 from agent.config import load_config
 from agent.store import Store
-from tests.tui_fixture import T0, build_store, write_config
+from tests.tui_fixture import T0, build_store, utc, write_config  # noqa: F401 (utc: a fixture)
 from tui import stack_view
 from tui.app import Db2vtopApp
 from tui.timecursor import TimeCursor
@@ -38,13 +37,8 @@ def recorded(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def frozen(monkeypatch):
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
+def frozen(utc, monkeypatch):
     monkeypatch.setattr(stack_view, "stack_verdicts", lambda *_a: [_Verdict()])
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 def app_at(recorded, theme: str | None = None) -> Db2vtopApp:
