@@ -16,7 +16,7 @@ from agent.store import Store, StoreWriter
 from collectors.guest.local import LocalGuestCollector
 from collectors.markers import MarkerInbox
 from collectors.selfmon import SelfCollector
-from tests.tui_fixture import T0, Fleet, build_store, utc, write_config  # noqa: F401 (utc: a fixture)
+from tests.tui_fixture import T0, Fleet, build_store, write_config
 from tui import stack_view
 from tui.app import Db2vtopApp
 from tui.data import Reader

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.tui_fixture import utc  # noqa: F401 (utc: a fixture)
 from tui.chart import Marks, Thresholds, braille, buckets, merge_max, nice_top, short, spark, time_axis
 from tui.table import Column, Row, arrange, matcher, measure, row_strip
 

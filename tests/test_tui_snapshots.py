@@ -15,7 +15,7 @@ import pytest
 
 from agent.config import load_config
 from agent.store import Store
-from tests.tui_fixture import T0, build_store, utc, write_config  # noqa: F401 (utc: a fixture)
+from tests.tui_fixture import T0, build_store, write_config
 from tui import stack_view
 from tui.app import Db2vtopApp
 from tui.timecursor import TimeCursor

@@ -10,11 +10,8 @@ stays at 1.5 ms, so log writes and VMDK latency rise and TPS falls.
 from __future__ import annotations
 
 import dataclasses
-import time
 from dataclasses import dataclass
 from pathlib import Path
-
-import pytest
 
 from agent.model import Annotation, Fact, Finding, Sample
 from agent.store import Store
@@ -47,16 +44,6 @@ class Fleet:
     @property
     def end_ns(self) -> int:
         return T0 + (self.steps - 1) * STEP_S * S
-
-
-@pytest.fixture
-def utc(monkeypatch: pytest.MonkeyPatch):
-    """Times shown in UTC, whatever the machine's zone (labels and snapshots are compared)."""
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 def _wave(k: int, i: int, period: int = 17) -> float:
