@@ -355,6 +355,14 @@ class Store:
                 out.append(Row(row[0], s.measurement, s.tags, self._decode(row[1], row[2])))
         return out
 
+    def newest(self, measurement: str, since_ns: int, until_ns: int) -> list[tuple[int, int]]:
+        """(series id, newest ts) of the series of a measurement with samples in [since, until]:
+        which series moved, without decoding a sample (readers refresh only those)."""
+        return self.db.execute(
+            "SELECT x.series_id, max(x.ts) FROM series s JOIN samples x ON x.series_id = s.id "
+            "WHERE s.measurement=? AND x.ts >= ? AND x.ts <= ? GROUP BY x.series_id",
+            (measurement, since_ns, until_ns)).fetchall()
+
     def series_version(self) -> int:
         """Changes whenever a series is added or removed: readers cache `series()` until it does."""
         row = self.db.execute("SELECT max(id), count(*) FROM series").fetchone()

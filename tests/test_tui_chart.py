@@ -109,3 +109,34 @@ def test_rows_are_cut_to_their_column_and_numbers_align_right():
 
 def test_environment_timezone_is_restored_after_the_chart_tests():
     assert os.environ["TZ"] == "UTC"
+
+
+def test_the_readers_latest_cache_follows_new_late_and_backfilled_samples(tmp_path):
+    from agent.model import Sample
+    from agent.store import Store
+    from tui.data import FULL_READ_S, Reader
+
+    path = tmp_path / "s.db"
+    clock = [0.0]
+    with Store(path, writer=True) as w:
+        w.write([Sample("vsphere_vm", {"vm": f"vm{i}"}, {"cpu_ready_pct": 1.0}, T0) for i in range(3)])
+        rd = Reader(Store(path), clock=lambda: clock[0])
+
+        def ready(until: int) -> dict[str, float]:
+            rd.begin()
+            return {r.tags["vm"]: r.fields["cpu_ready_pct"] for r in rd.latest("vsphere_vm", until)}
+
+        assert ready(T0 + 10 * S) == {"vm0": 1.0, "vm1": 1.0, "vm2": 1.0}
+        w.write([Sample("vsphere_vm", {"vm": "vm0"}, {"cpu_ready_pct": 2.0}, T0 + 20 * S)])
+        assert ready(T0 + 30 * S)["vm0"] == 2.0  # new
+        w.write([Sample("vsphere_vm", {"vm": "vm1"}, {"cpu_ready_pct": 3.0}, T0 + 25 * S)])  # stamped in the past
+        assert ready(T0 + 31 * S)["vm1"] == 3.0
+        w.write([Sample("vsphere_vm", {"vm": "vm3"}, {"cpu_ready_pct": 4.0}, T0 + 31 * S)])  # a new series
+        assert ready(T0 + 32 * S)["vm3"] == 4.0
+        assert ready(T0 + 15 * S) == {"vm0": 1.0, "vm1": 1.0, "vm2": 1.0}  # back in time: as it was then
+        ready(T0 + 400 * S)
+        w.write([Sample("vsphere_vm", {"vm": "vm2"}, {"cpu_ready_pct": 5.0}, T0 + 100 * S)])  # backfill after an outage
+        assert ready(T0 + 401 * S)["vm2"] == 1.0  # too far back for the quick look...
+        clock[0] += FULL_READ_S
+        assert ready(T0 + 402 * S)["vm2"] == 5.0  # ...the periodic full read has it
+        rd.store.close()

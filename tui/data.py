@@ -23,7 +23,12 @@ from tui.table import TableModel, arrange
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 STALE_INTERVALS = 3
-CATCH_UP_NS = 600 * 10**9  # a cached `latest` is brought forward by reading at most this much new data
+# A cached `latest` is brought forward by asking which series have newer samples (at most
+# CATCH_UP ahead), looking LATE back for samples stamped in the past (vCenter's arrive 20-60 s
+# after their time), and is read whole every FULL_READ_S (an outage's backfill reaches further).
+CATCH_UP_NS = 600 * 10**9
+LATE_NS = 180 * 10**9
+FULL_READ_S = 60.0
 
 
 def is_stale(age_s: float | None, interval_s: float | None) -> bool:
@@ -51,7 +56,8 @@ class Reader:
         self._version: int | None = None
         self._series: dict[str, list[Series]] = {}
         self._index: dict[tuple[str, str], dict[str, list[Series]]] = {}
-        self._latest: dict[str, tuple[int, dict[tuple, Row]]] = {}
+        self._ids: dict[str, dict[tuple, int]] = {}
+        self._latest: dict[str, tuple[int, float, dict[int, Row]]] = {}  # until, read at, rows by series id
         self._memo: dict[Any, tuple[float, Any]] = {}
 
     def begin(self) -> None:
@@ -61,6 +67,7 @@ class Reader:
             self._version = version
             self._series.clear()
             self._index.clear()
+            self._ids.clear()
             self._latest.clear()
 
     def series(self, measurement: str | None = None) -> list[Series]:
@@ -94,14 +101,26 @@ class Reader:
         if pred is not None:
             return self.store.latest_of(self.find(measurement, pred), since_ns, until_ns)
         cached = self._latest.get(measurement)
-        if cached is not None and cached[0] <= until_ns <= cached[0] + CATCH_UP_NS:
-            rows = cached[1]
-            for row in self.store.rows(measurement, cached[0] + 1, until_ns):
-                rows[tuple(sorted(row.tags.items()))] = row
+        now = self.clock()
+        if cached is not None and cached[0] <= until_ns <= cached[0] + CATCH_UP_NS and now - cached[1] < FULL_READ_S:
+            read_at, rows = cached[1], cached[2]
+            moved = [sid for sid, ts in self.store.newest(measurement, cached[0] - LATE_NS, until_ns)
+                     if sid not in rows or ts > rows[sid].ts]
+            if moved:
+                by_id = {s.id: s for s in self.series(measurement)}
+                for row in self.store.latest_of([by_id[sid] for sid in moved if sid in by_id], 0, until_ns):
+                    rows[self._series_id(measurement, row.tags)] = row
         else:
-            rows = {tuple(sorted(r.tags.items())): r for r in self.store.latest(measurement, 0, until_ns)}
-        self._latest[measurement] = (until_ns, rows)
+            read_at = now
+            rows = {self._series_id(measurement, r.tags): r for r in self.store.latest(measurement, 0, until_ns)}
+        self._latest[measurement] = (until_ns, read_at, rows)
         return [r for r in rows.values() if r.ts >= since_ns]
+
+    def _series_id(self, measurement: str, tags: dict[str, str]) -> int:
+        ids = self._ids.get(measurement)
+        if ids is None:
+            ids = self._ids[measurement] = {tuple(sorted(s.tags.items())): s.id for s in self.series(measurement)}
+        return ids.get(tuple(sorted(tags.items())), -1)
 
     def window(self, series_id: int, field_name: str, since_ns: int,
                until_ns: int | None = None) -> list[tuple[int, FieldValue]]:
