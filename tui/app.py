@@ -339,7 +339,7 @@ class Db2vtopApp(App):
         if name:
             add(name)
         else:
-            self.push_screen(MarkerPrompt(), add)
+            self.push_screen(MarkerPrompt("marker " + datetime.fromtimestamp(at / 1e9).strftime("%H:%M:%S")), add)
 
     def add_marker(self, marker: Annotation) -> None:
         """Through our own pipeline when collecting, else into the store or its writer's inbox."""

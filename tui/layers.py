@@ -32,7 +32,6 @@ LATENCY_FLOOR_MS = 5.0
 MEM_STATE = {0: "high", 1: "soft", 2: "hard", 3: "low"}
 
 
-
 @dataclass
 class Layer:
     """A layer before drawing: its figures and what its two charts plot."""

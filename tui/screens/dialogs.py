@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import ClassVar
 
 from textual.app import ComposeResult
@@ -35,9 +34,9 @@ class MarkerPrompt(ModalScreen[str | None]):
 
     BINDINGS: ClassVar = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, default: str | None = None):
+    def __init__(self, default: str):
         super().__init__()
-        self.default = default or "marker " + datetime.now().strftime("%H:%M:%S")
+        self.default = default
 
     def compose(self) -> ComposeResult:
         with Vertical(id="marker", classes="dialog"):
