@@ -168,10 +168,19 @@ async def in_process(store: Path, config: Path, seconds: float) -> dict:
 
         app._display = recorded
 
-        async def next_frame(after: float) -> float:
-            while not frames or frames[-1] < after:
+        async def frame_showing(changed: float, sent: float) -> float:
+            """The first frame drawn once the state had changed. When the screen needed no other frame,
+            the one that showed the change was drawn between the key and our noticing it (we poll)."""
+            deadline = time.perf_counter() + 0.5
+            while time.perf_counter() < deadline:
+                later = [f for f in frames if f >= changed]
+                if later:
+                    return later[0]
                 await asyncio.sleep(0.001)
-            return next(f for f in frames if f >= after)
+            drawn = [f for f in frames if f >= sent]
+            if not drawn:
+                raise TimeoutError("no frame drawn after the key")
+            return drawn[-1]
 
         async def key(name: str, *press: str, reflected, data=None) -> None:
             """Send the keys as the terminal would; reflected = the first frame after the state changed."""
@@ -182,11 +191,11 @@ async def in_process(store: Path, config: Path, seconds: float) -> dict:
                 event.set_sender(app)
                 app._driver.send_message(event)
             await _until(pilot, reflected)
-            r = (await next_frame(time.perf_counter()) - t) * 1000
+            r = (await frame_showing(time.perf_counter() - 0.001, t) - t) * 1000
             d = r
             if data is not None:
                 await _until(pilot, lambda: len(app.timings.show_ms) > before and data())
-                d = (await next_frame(time.perf_counter()) - t) * 1000
+                d = (await frame_showing(time.perf_counter() - 0.001, t) - t) * 1000
             keys[name] = {"reflected_ms": round(r, 1), "data_shown_ms": round(d, 1)}
 
         await key("fleet down (cursor)", "down", reflected=lambda: fleet.table.cursor == 1)

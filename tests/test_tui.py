@@ -394,7 +394,8 @@ async def test_commands_time_travel_and_the_palette(fleet_store, utc):
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         help_text = str(app.screen.query_one(Static).render())
-        for key in ("space", "← →", "+ -", "home end", "M", "1 2 3 4", "ctrl+p", "esc", "enter", "s S"):
+        for key in ("space", "← →", "+ -", "home end", "M", "1 2 3 4", "ctrl+p", "esc", "enter", "s S",
+                    "[FILTER]", "[GUEST]"):
             assert key in help_text
         await pilot.press("escape")
         with pytest.raises(ValueError, match="unknown command"):

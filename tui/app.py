@@ -25,6 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rich.text import Text
 from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
@@ -233,7 +234,7 @@ class Db2vtopApp(App):
     def _store_error(self, screen: Screen, message: str) -> None:
         if screen.is_attached:
             for status in screen.query(StatusLine):
-                status.update(f"store: {message}")
+                status.update(Text(f"store: {message}", style="bold red"))
 
     # --- navigation ---------------------------------------------------------------------------
 

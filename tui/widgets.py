@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from rich.style import Style
 from rich.text import Text
 from textual.events import Resize
+from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Input, Static
@@ -40,6 +42,8 @@ class StripView(Widget):
         super().__init__(id=id, classes=classes)
         self.strips: list[Strip] = []
         self.cells = (0, 0)
+        self._lines: dict[tuple, Strip] = {}
+        self._base = Style()
 
     def on_resize(self, event: Resize) -> None:
         cells = (event.size.width, event.size.height)
@@ -51,14 +55,22 @@ class StripView(Widget):
 
     def show(self, strips: list[Strip]) -> None:
         self.strips = strips
+        self._lines.clear()
         self.refresh()
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._base = self.rich_style  # a computed property: once per paint, not once per line
+        return super().render_lines(crop)
+
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        base = self.rich_style
-        if y < len(self.strips):
-            return self.strips[y].crop_extend(0, width, base).apply_style(base)
-        return Strip.blank(width, base)
+        width, base = self.size.width, self._base
+        key = (y, width, base)
+        line = self._lines.get(key)
+        if line is None:
+            line = self.strips[y].crop_extend(0, width, base).apply_style(base) if y < len(self.strips) \
+                else Strip.blank(width, base)
+            self._lines[key] = line
+        return line
 
 
 class TitleBar(Static):
@@ -75,6 +87,30 @@ class TitleBar(Static):
 
     def show(self, text: str) -> None:
         self.update(Text(f"{self.app.title} — {text}", no_wrap=True, overflow="ellipsis"), layout=False)
+
+
+class KeyBar(Static):
+    """The shown keys of the screen and the app on one line.
+
+    Textual's Footer is a widget per key, restyled and recomposed on every screen switch;
+    one line of text keeps a switch cheap. `?` lists every key.
+    """
+
+    DEFAULT_CSS = "KeyBar { dock: bottom; height: 1; background: $panel; padding: 0 1; }"
+
+    def on_mount(self) -> None:
+        t = Text(no_wrap=True, overflow="ellipsis")
+        seen = set()
+        for active in self.screen.active_bindings.values():
+            b = active.binding
+            if not b.show or b.action in seen:
+                continue
+            seen.add(b.action)
+            t.append(f" {self.app.get_key_display(b)} ", style="bold reverse")
+            t.append(f" {b.description}  ")
+        t.append(" ^p ", style="bold reverse")
+        t.append(" palette")
+        self.update(t, layout=False)
 
 
 class StatusLine(Static):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -20,13 +22,16 @@ class HelpScreen(ModalScreen[None]):
         self.sections = sections
 
     def compose(self) -> ComposeResult:
-        lines = ["db2vtop keys"]
+        t = Text("db2vtop keys\n", style="bold")
         for title, keys in self.sections:
             if keys:
-                lines += ["", title] + [f"  {key:<14} {what}" for key, what in keys]
-        lines += ["", "Press ? or Esc to close."]
+                t.append(f"\n{title}\n", style="bold")
+                for key, what in keys:
+                    t.append(f"  {key:<14} ", style="bold")
+                    t.append(textwrap.fill(what, 74, subsequent_indent=" " * 17) + "\n")
+        t.append("\nPress ? or Esc to close.", style="dim")
         with VerticalScroll(id="help", classes="dialog"):
-            yield Static("\n".join(lines))
+            yield Static(t)
 
 
 class MarkerPrompt(ModalScreen[str | None]):

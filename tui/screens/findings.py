@@ -13,7 +13,7 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from agent.model import Finding
 from tui.data import SEVERITY_RANK, FindingsView, Reader, load_findings
@@ -21,7 +21,7 @@ from tui.fleet_view import SEVERITY_CELL
 from tui.format import ago
 from tui.screens.base import ViewScreen
 from tui.table import Column, GridTable, Row, TableModel
-from tui.widgets import Breadcrumbs, FilterBar, StatusLine, TitleBar
+from tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, TitleBar
 
 COLUMNS = [Column("severity"), Column("rule", max_width=28), Column("layer"), Column("subject", max_width=40),
            Column("summary", max_width=60), Column("since", right=True)]
@@ -77,7 +77,7 @@ class FindingsScreen(ViewScreen):
         with VerticalScroll(id="finding-detail", classes="pane"):
             yield Static("no finding selected", id="detail")
         yield FilterBar(id="filter")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#finding-detail").border_title = "Detail"

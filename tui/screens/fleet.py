@@ -7,13 +7,13 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from tui.data import Reader, TableState
 from tui.fleet_view import COLUMNS, FINDING_COL, FleetView, load_fleet
 from tui.screens.base import ViewScreen
 from tui.table import GridTable
-from tui.widgets import Breadcrumbs, FilterBar, StatusLine, TitleBar
+from tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, TitleBar
 
 SPARK_COLS = COLUMNS[-1].width
 
@@ -41,7 +41,7 @@ class FleetScreen(ViewScreen):
         yield Static(id="fleet-summary")
         yield self.table
         yield FilterBar(id="filter")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.table.focus()

@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.strip import Strip
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from agent.units import format_bytes, format_duration
 from tui.chart import Marks, Thresholds, braille, buckets, nice_top, spark, time_axis
@@ -17,7 +17,7 @@ from tui.data import LocalView, Reader, load_local, pick_guest
 from tui.format import ago, bar, num, rate, value
 from tui.screens.base import ViewScreen
 from tui.table import Column, GridTable, Row, TableModel
-from tui.widgets import Breadcrumbs, FilterBar, StatusLine, StripView, TitleBar
+from tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, StripView, TitleBar
 
 SPARK = 20
 GUTTER = 5
@@ -113,7 +113,7 @@ class LocalScreen(ViewScreen):
         with Vertical(id="net", classes="pane"):
             yield GridTable(NET_COLUMNS, id="net-table", cursor=False)
         yield FilterBar(id="filter")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         for pane, title in (("#cpu", "CPU busy %"), ("#mem", "Memory used %"), ("#disk", "Disks"),

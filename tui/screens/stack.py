@@ -8,7 +8,7 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from tui.data import SEVERITY_RANK, Reader, TableState
 from tui.fleet_view import SEVERITY_CELL
@@ -17,7 +17,7 @@ from tui.screens.base import ViewScreen
 from tui.stack_view import Geometry, StackView, load_stack
 from tui.stacks import Target
 from tui.table import GridTable, TableModel
-from tui.widgets import Breadcrumbs, FilterBar, StatusLine, StripView, TitleBar, runs_text
+from tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, StripView, TitleBar, runs_text
 
 VMWARE_LETTERS = "cmduvn"
 DB2_LETTERS = "blwt"
@@ -57,7 +57,7 @@ class StackScreen(ViewScreen):
         yield Static(id="panel-summary")
         yield self.detail
         yield FilterBar(id="filter")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.detail.focus()
