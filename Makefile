@@ -8,7 +8,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-deps lint bench clean vsphere-sim
+.PHONY: run test test-deps lint bench snapshots clean vsphere-sim
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,12 @@ bench: $(STAMP) test-deps $(VSPHERE_SIM)
 	$(PY) bench/vsphere.py
 	$(PY) bench/triage.py
 	$(PY) bench/influx.py
+	$(PY) bench/tui.py
+
+# Regenerate the TUI's SVG snapshots after a deliberate change (Textual upgrade, new layout);
+# review them (open the SVGs in a browser) before committing.
+snapshots: $(STAMP)
+	$(PY) -m pytest -q tests/test_tui_snapshots.py --snapshot-update
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

@@ -67,8 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     w = sub.add_parser("watch", help="live terminal UI, collecting in-process (the default command)",
                        description="Live terminal UI. Collects in-process into the store; if an agent is already "
-                                   "writing the store, attaches to it and shows its data instead.")
+                                   "writing the store, attaches to it and shows its data instead. Opens on the "
+                                   "Fleet with more than one stack or host, on the stack with one, else on Local. "
+                                   "Press ? in the UI for every key.")
     common(w)
+    w.add_argument("--read-only", action="store_true", help="no benchmark markers from the UI")
 
     a = sub.add_parser("agent", help="headless collection into the store",
                        description="Collect on schedule into the embedded store (and InfluxDB when [influxdb] is "
@@ -95,8 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     rp = sub.add_parser("replay", help="the TUI over a recorded store, scrubbable",
                         description="Open a recorded store at its start with the watch controls: space plays/pauses, "
-                                    "←/→ scrub, +/- zoom, home/end jump to the start/end.")
+                                    "←/→ scrub, +/- zoom, home/end jump to the start/end, `:goto 14:05`. Read-only "
+                                    "unless --annotate. Stacks come from the config's [[stack]] sections; without "
+                                    "-c, one stack per DB2 database in the store, joined to the guest and VM of the "
+                                    "same name.")
     rp.add_argument("--store", type=Path, metavar="PATH", required=True)
+    rp.add_argument("-c", "--config", type=Path, metavar="FILE", help="config whose [[stack]] sections to show")
+    rp.add_argument("--annotate", action="store_true",
+                    help="allow benchmark markers (M, :mark) to be added to the recording")
 
     mk = sub.add_parser("mark", help="add a benchmark marker to the store and sinks",
                         description="Add a marker (e.g. \"run 2 start\") at the current time. If an agent or watch "
@@ -337,7 +346,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
             checks = CheckRunner(engine, [writer, *sinks])
             checks.resume(writer.store)
             runtime = Runtime(build_collectors(cfg, path, sinks), [writer, checks, *sinks])
-        Db2vtopApp(path, runtime).run()
+        Db2vtopApp(path, runtime, stacks=cfg.stack, read_only=args.read_only,
+                   prefer_fleet=len(cfg.stack) > 1 or bool(cfg.vcenter) or len(cfg.esxtop) > 1).run()
     finally:
         if checks:
             checks.close()
@@ -353,11 +363,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from tui.timecursor import TimeCursor
 
     path = Path(os.path.expanduser(str(args.store)))
+    stacks = load_config(args.config).stack if args.config else []
     with Store(path) as store:
         span = store.time_range()
     if span is None:
         raise CommandError(f"{path} holds no samples to replay")
-    Db2vtopApp(path, None, cursor=TimeCursor.replay(*span)).run()
+    Db2vtopApp(path, None, cursor=TimeCursor.replay(*span), stacks=stacks, read_only=not args.annotate).run()
     return EXIT_OK
 
 

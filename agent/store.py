@@ -343,6 +343,31 @@ class Store:
             (until_ns if until_ns is not None else 2**63 - 1, measurement, since_ns))
         return [Row(ts, measurement, json.loads(t), self._decode(fid, v)) for ts, t, fid, v in cur]
 
+    def latest_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None) -> list[Row]:
+        """`latest` for a few chosen series of a large measurement (one index probe each)."""
+        until = until_ns if until_ns is not None else 2**63 - 1
+        out = []
+        for s in series:
+            row = self.db.execute(
+                "SELECT ts, fieldset, vals FROM samples WHERE series_id=? AND ts <= ? ORDER BY ts DESC LIMIT 1",
+                (s.id, until)).fetchone()
+            if row is not None and row[0] >= since_ns:
+                out.append(Row(row[0], s.measurement, s.tags, self._decode(row[1], row[2])))
+        return out
+
+    def newest(self, measurement: str, since_ns: int, until_ns: int) -> list[tuple[int, int]]:
+        """(series id, newest ts) of the series of a measurement with samples in [since, until]:
+        which series moved, without decoding a sample (readers refresh only those)."""
+        return self.db.execute(
+            "SELECT x.series_id, max(x.ts) FROM series s JOIN samples x ON x.series_id = s.id "
+            "WHERE s.measurement=? AND x.ts >= ? AND x.ts <= ? GROUP BY x.series_id",
+            (measurement, since_ns, until_ns)).fetchall()
+
+    def series_version(self) -> int:
+        """Changes whenever a series is added or removed: readers cache `series()` until it does."""
+        row = self.db.execute("SELECT max(id), count(*) FROM series").fetchone()
+        return (row[0] or 0) * 1_000_003 + row[1]
+
     def window(self, series_id: int, field_name: str, since_ns: int,
                until_ns: int | None = None) -> list[tuple[int, FieldValue]]:
         """(ts, value) of one field of one series, oldest first; rows without it are skipped."""
@@ -360,7 +385,10 @@ class Store:
         return out
 
     def time_range(self) -> tuple[int, int] | None:
-        row = self.db.execute("SELECT min(ts), max(ts) FROM samples").fetchone()
+        """First and last sample time: two index probes per series, not a scan of every sample."""
+        row = self.db.execute(
+            "SELECT min((SELECT ts FROM samples WHERE series_id = s.id ORDER BY ts LIMIT 1)),"
+            " max((SELECT ts FROM samples WHERE series_id = s.id ORDER BY ts DESC LIMIT 1)) FROM series s").fetchone()
         return None if row[0] is None else (row[0], row[1])
 
     def facts(self, kind: str | None = None) -> list[Fact]:

@@ -4,35 +4,54 @@ from __future__ import annotations
 
 import socket
 import time
+from pathlib import Path
 
-from textual.widgets import DataTable, Input, Static
+import pytest
+from textual.widgets import Input, Static
 
-from agent.config import GuestConfig
+from agent.config import GuestConfig, StackConfig, load_config
 from agent.model import Annotation, Finding, Sample
 from agent.runtime import Runtime
 from agent.store import Store, StoreWriter
 from collectors.guest.local import LocalGuestCollector
 from collectors.markers import MarkerInbox
 from collectors.selfmon import SelfCollector
+from tests.tui_fixture import T0, Fleet, build_store, write_config
+from tui import stack_view
 from tui.app import Db2vtopApp
-from tui.screens.dialogs import HelpScreen, MarkerPrompt
+from tui.data import Reader
+from tui.screens.dialogs import CommandBar, HelpScreen, MarkerPrompt
 from tui.screens.findings import FindingsScreen
+from tui.screens.fleet import FleetScreen
 from tui.screens.local import LocalScreen
+from tui.screens.stack import StackScreen
+from tui.stacks import Target, infer_stacks, resolve
+from tui.table import GridTable, cell_text
 from tui.timecursor import TimeCursor
+from tui.widgets import FilterBar
 
 S = 10**9
+INCIDENT = T0 + 8 * 60 * S  # the fixture's stack prod01 is queueing in the host from 12:06 to 12:09
 
 
 async def wait_for(pilot, predicate, timeout=10.0):
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "condition not reached"
-        await pilot.pause(0.1)
+        await pilot.pause(0.05)
 
 
 def local(app) -> LocalScreen:
     assert isinstance(app.screen, LocalScreen)
     return app.screen
+
+
+def text(app, selector: str) -> str:
+    return str(app.screen.query_one(selector, Static).render())
+
+
+def rows(table: GridTable) -> list[list[str]]:
+    return [[cell_text(c) for c in r.cells] for r in table.shown]
 
 
 def history(path, now, minutes=10, guest="db2prod01", step_s=5):
@@ -45,6 +64,25 @@ def history(path, now, minutes=10, guest="db2prod01", step_s=5):
                           {"util_pct": 99.0, "write_await_ms": 12.5}, now - (n - i) * step_s * S) for i in range(n)])
 
 
+@pytest.fixture(scope="module")
+def fleet_store(tmp_path_factory) -> tuple[Path, list[StackConfig]]:
+    """The recorded fleet: 2 DB2 stacks, 6 VMs on 2 hosts, an array, 15 minutes from 12:00 UTC."""
+    d = tmp_path_factory.mktemp("fleet")
+    path = build_store(d / "fleet.db")
+    return path, load_config(write_config(d / "stacks.toml")).stack
+
+
+def replay(path: Path, stacks=None, at: int = INCIDENT, **kw) -> Db2vtopApp:
+    with Store(path) as s:
+        first, last = s.time_range()
+    cursor = TimeCursor(window_s=300.0, live=False, end_ns=at, first_ns=first, last_ns=last)
+    return Db2vtopApp(path, None, cursor=cursor, clock=lambda: last, stacks=stacks, refresh_s=0.2,
+                      store_label=path.name, **kw)
+
+
+# --- Local: this machine, live -------------------------------------------------------------
+
+
 async def test_collects_in_process_and_every_key_works(store_path):
     writer = StoreWriter(store_path, 86400)
     rt = Runtime([SelfCollector(1.0), LocalGuestCollector(GuestConfig(interval=0.5))], [writer])
@@ -53,28 +91,28 @@ async def test_collects_in_process_and_every_key_works(store_path):
         await wait_for(pilot, lambda: local(app).view is not None and local(app).view.cpu and local(app).view.nets)
         view = local(app).view
         assert view.guest == socket.gethostname()
-        assert "busy" in str(app.screen.query_one("#cpu-summary", Static).render())
-        assert app.screen.query_one("#net-table", DataTable).row_count == len(view.nets) > 0
-        status = str(app.screen.query_one("#status", Static).render())
+        assert "busy" in text(app, "#cpu-summary")
+        assert app.screen.query_one("#net-table", GridTable).model.rows
+        status = text(app, "#status")
         assert "guest ok" in status and "self ok" in status
-        assert "collecting" in app.sub_title and "live" in app.sub_title
+        assert "collecting" in app.status_title and "live" in app.status_title
 
         await pilot.press("space")
-        assert not app.cursor.live and "paused" in app.sub_title
+        assert not app.cursor.live and "paused" in app.status_title
         await pilot.press("left")
-        assert "paused" in app.sub_title and app.cursor.end_ns < time.time_ns() - 20 * S
+        assert "paused" in app.status_title and app.cursor.end_ns < time.time_ns() - 20 * S
         await pilot.press("end")
-        assert app.cursor.live and " live " in app.sub_title
+        assert app.cursor.live and " live " in app.status_title
         await pilot.press("minus")
-        assert app.cursor.window_s == 900.0 and "window 15m" in app.sub_title
+        assert app.cursor.window_s == 900.0 and "window 15m" in app.status_title
         await pilot.press("plus", "plus")
         assert app.cursor.window_s == 60.0
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("escape")
-        await pilot.press("f")
+        await pilot.press("3")
         assert isinstance(app.screen, FindingsScreen)
-        await pilot.press("l")
+        await pilot.press("4")
         assert isinstance(app.screen, LocalScreen)
         await pilot.press("M")
         assert isinstance(app.screen, MarkerPrompt)
@@ -82,7 +120,7 @@ async def test_collects_in_process_and_every_key_works(store_path):
         await pilot.press("enter")
         writer.flush()
         await wait_for(pilot, lambda: any(m.name == "run 1 start" for m in (local(app).view.markers or [])))
-        assert "▼ run 1 start" in str(app.screen.query_one("#status", Static).render())
+        assert "▼ run 1 start" in text(app, "#status")
         await pilot.press("q")
     assert rt.stats["guest"].cycles >= 1
     writer.close()
@@ -98,9 +136,9 @@ async def test_attached_to_an_agent_shows_its_data_and_queues_markers_for_it(sto
     app = Db2vtopApp(store_path, None, refresh_s=0.2)
     async with app.run_test(size=(140, 45)) as pilot:
         await wait_for(pilot, lambda: local(app).view is not None and local(app).view.disks)
-        assert local(app).view.guest == "db2prod01" and "attached" in app.sub_title
-        table = app.screen.query_one("#disk-table", DataTable)
-        assert table.get_row_at(0)[0] == "sdb" and str(table.get_row_at(0)[9]) == "99.0"
+        assert local(app).view.guest == "db2prod01" and "attached" in app.status_title
+        (row,) = rows(app.screen.query_one("#disk-table", GridTable))
+        assert row[0] == "sdb" and row[9] == "99.0"
         assert local(app).view.interval_s == 5.0 and not local(app).view.stale
         await pilot.press("M")
         app.screen.query_one(Input).value = "attached marker"
@@ -126,8 +164,11 @@ async def test_old_data_is_shown_as_stale(store_path):
 async def test_a_missing_store_is_reported_on_screen(tmp_path):
     app = Db2vtopApp(tmp_path / "nowhere.db", None, refresh_s=0.2)
     async with app.run_test() as pilot:
-        await wait_for(pilot, lambda: "no store at" in str(app.screen.query_one("#status", Static).render()))
+        await wait_for(pilot, lambda: "no store at" in text(app, "#status"))
         await pilot.press("q")
+
+
+# --- replay and time travel ----------------------------------------------------------------
 
 
 async def test_replay_opens_at_the_start_and_plays_scrubs_and_marks(store_path):
@@ -138,7 +179,7 @@ async def test_replay_opens_at_the_start_and_plays_scrubs_and_marks(store_path):
     app = Db2vtopApp(store_path, None, cursor=TimeCursor.replay(first, last), refresh_s=0.2)
     async with app.run_test(size=(140, 45)) as pilot:
         await wait_for(pilot, lambda: local(app).view is not None and local(app).view.cpu)
-        assert "replay" in app.sub_title and "paused" in app.sub_title
+        assert "replay" in app.status_title and "paused" in app.status_title
         assert app.cursor.end(now) == first + 300 * S
         assert len(local(app).view.cpu_history) == 61  # the first five minutes
         await pilot.press("right")
@@ -148,6 +189,8 @@ async def test_replay_opens_at_the_start_and_plays_scrubs_and_marks(store_path):
         await pilot.pause(0.5)
         assert app.cursor.end(now) > first + 330 * S
         await pilot.press("space")
+        await pilot.press("end")
+        assert app.cursor.end(now) == last and not app.cursor.live  # a replay's end, not the wall clock
         await pilot.press("home")
         assert app.cursor.end(now) == first + 300 * S
         await pilot.press("M")
@@ -159,7 +202,215 @@ async def test_replay_opens_at_the_start_and_plays_scrubs_and_marks(store_path):
     assert (m.name, m.ts) == ("replay note", first + 300 * S)
 
 
-async def test_findings_screen_shows_evidence_why_fix_and_reference(store_path):
+async def test_read_only_refuses_markers(store_path):
+    history(store_path, time.time_ns(), minutes=1)
+    app = replay(store_path, at=time.time_ns(), read_only=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("M")
+        assert not isinstance(app.screen, MarkerPrompt) and "read-only" in app.status_title
+        app.run_command("mark sneaky")
+        await pilot.press("q")
+    with Store(store_path) as s:
+        assert s.annotations() == []
+
+
+# --- Fleet, Stack, panels, navigation --------------------------------------------------------
+
+
+async def test_fleet_is_the_start_with_several_stacks_sorts_filters_and_drills_down(fleet_store, utc):
+    path, stacks = fleet_store
+    app = replay(path, stacks)
+    async with app.run_test(size=(170, 50)) as pilot:
+        fleet = app.screen
+        assert isinstance(fleet, FleetScreen)
+        await wait_for(pilot, lambda: fleet.view is not None)
+        table = fleet.table
+        assert len(table.shown) == 2 + 6 + 2  # stacks, VMs, hosts
+        first = rows(table)[0]  # worst first: the host with a critical finding or the noisy VM
+        assert first[3].startswith("CRIT")
+        prod01 = next(r for r in rows(table) if r[:2] == ["stack", "prod01"])
+        assert prod01[2] == "db2prod01/esx01.lab" and float(prod01[8]) > 10  # log write ms in the incident
+        assert "2 stacks · 6 vms · 2 hosts" in text(app, "#fleet-summary")
+        assert "Fleet" in text(app, "#crumbs")
+
+        await pilot.press("s")  # next column: TPS, highest first
+        assert table.sort_col == 4 and table.sort_reverse and table.shown[0].key.startswith("stack:")
+        await pilot.press("S")
+        assert not table.sort_reverse
+        await pilot.press("slash")
+        assert isinstance(app.focused, FilterBar)
+        await pilot.press(*"esx01")
+        assert {r.key for r in table.shown} == {"stack:prod01", "vm:db2prod01", "vm:app0003", "vm:app0005",
+                                                "host:esx01.lab"}
+        assert "filter /esx01" in text(app, "#crumbs")
+        await pilot.press("enter")  # keep the filter, back to the table
+        assert app.focused is table and table.filter_text == "esx01"
+        await pilot.press("escape")  # Esc on the Fleet: nothing to close, nowhere to go back to
+        await pilot.press("slash", "escape")  # Esc in the filter clears it
+        assert table.filter_text == "" and len(table.shown) == 10
+
+        table.move_cursor(next(i for i, r in enumerate(table.shown) if r.key == "stack:prod01"))
+        await pilot.press("enter")
+        stack = app.screen
+        assert isinstance(stack, StackScreen) and stack.target.name == "prod01"
+        await wait_for(pilot, lambda: stack.view is not None)
+        assert text(app, "#crumbs").startswith("Fleet › stack prod01 › c CPU")
+        await pilot.press("escape")
+        assert app.screen is fleet
+        await pilot.press("q")
+
+
+PANEL_EXPECTATIONS = {
+    "c": ("db2prod01", "app0003"),  # the VMs on the stack's host, this one marked
+    "m": ("db2prod01",),
+    "d": ("ds-data01",),
+    "u": ("naa.600a0980383030", "netapp1:/vol/db2v0/lun0"),  # host and array views of the LUN, joined on NAA
+    "v": ("scsi0:1", "sdb"),  # the VMDK and the guest's disk
+    "n": ("4000", "ens192"),
+    "b": ("IBMDEFAULTBP", "BP_DATA"),
+    "l": ("0",),
+    "w": ("log disk", "pool read"),
+    "t": ("DATA_TS", "/db2/data1/data_ts"),
+}
+
+
+async def test_stack_layers_panels_and_every_letter(fleet_store, utc):
+    path, stacks = fleet_store
+    app = replay(path, stacks)
+    async with app.run_test(size=(170, 50)) as pilot:
+        app.run_command("stack prod01")
+        await pilot.pause()
+        stack = app.screen
+        assert isinstance(stack, StackScreen)
+        await wait_for(pilot, lambda: stack.view is not None)
+        view = stack.view
+        assert view.resolved.host == "esx01.lab" and view.resolved.guest == "db2prod01"
+        assert list(view.resolved.luns) == ["naa.600a09803830300000000000"]
+        titles = [layer.title for layer in view.layers]
+        assert titles == ["DB2 prod01/PROD", "Guest db2prod01", "VM db2prod01 on esx01.lab", "Host esx01.lab (1 LUN)",
+                          "Storage netapp1 (1 lun)"]
+        figures = {layer.key: "".join(t for t, _ in layer.figures) for layer in view.layers}
+        assert "KAVG 9.05 ms" in figures["host"] and "QUED 14" in figures["host"]
+        assert "latency 1.50 ms" in figures["storage"] and "log write 12.28 ms" in figures["db2"]
+        block = "\n".join(s.text for s in view.block)
+        assert "log write ms (one scale for all layers)" in block and "└12:05" in block
+        verdict = text(app, "#verdict")  # the checks' verdict on the recording: the hypervisor queues
+        assert verdict.startswith("VERDICT  host: log write") and "host KAVG" in verdict
+        assert "array LUN 1.5 ms" in verdict
+        assert "CRIT disk-queue-saturation" in text(app, "#verdict")
+
+        for letter, expected in PANEL_EXPECTATIONS.items():
+            await pilot.press(letter)
+            assert stack.panel == letter and f"› {letter} " in text(app, "#crumbs")
+            await wait_for(pilot, lambda letter=letter: stack.view.panel == letter and stack.detail.model.rows)
+            shown = " ".join(" ".join(r) for r in rows(stack.detail))
+            for word in expected:
+                assert word in shown, (letter, word, shown)
+
+        await pilot.press("c")
+        await wait_for(pilot, lambda: stack.view.panel == "c")
+        stack.detail.move_cursor(next(i for i, r in enumerate(stack.detail.shown) if r.key == "app0003"))
+        await pilot.press("enter")  # a neighbour on the same host: its own stack screen
+        assert isinstance(app.screen, StackScreen) and app.screen.target == Target.of_vm("app0003")
+        assert "Fleet › vm app0003" in text(app, "#crumbs")
+        await pilot.press("escape", "escape")
+        assert isinstance(app.screen, FleetScreen)
+        await pilot.press("2")  # the last stack opened
+        assert isinstance(app.screen, StackScreen) and app.screen.target.name == "app0003"
+        await pilot.press("q")
+
+
+async def test_the_verdict_is_shown_and_its_failure_too(fleet_store, utc, monkeypatch):
+    path, stacks = fleet_store
+
+    class Verdict:
+        stack, layer, confidence, samples, chain = "prod01", "host", "high", 9, []
+        summary = "log write 12 ms/IO ← VMDK write 11 ms ← host KAVG 9 ms, QUED 14 ← array LUN 1.5 ms"
+
+    seen = []
+
+    def verdicts(store, stacks_, since, until):
+        seen.append((stacks_[0].name, since, until))
+        return [Verdict()]
+
+    monkeypatch.setattr(stack_view, "stack_verdicts", verdicts)
+    app = replay(path, stacks)
+    async with app.run_test(size=(170, 50)) as pilot:
+        app.run_command("stack prod01")
+        await wait_for(pilot, lambda: isinstance(app.screen, StackScreen) and app.screen.view is not None)
+        line = text(app, "#verdict")
+        assert "VERDICT" in line and "host: log write 12 ms/IO ← VMDK" in line
+        assert "[high confidence, 9 samples]" in line
+        assert seen[-1] == ("prod01", INCIDENT - 300 * S, INCIDENT)  # the cursor's window
+
+        def broken(*_a):
+            raise RuntimeError("no LUN map")
+
+        monkeypatch.setattr(stack_view, "stack_verdicts", broken)
+        await pilot.press("left")
+        await wait_for(pilot, lambda: "verdict failed: no LUN map" in text(app, "#verdict"))
+        await pilot.press("q")
+
+
+async def test_commands_time_travel_and_the_palette(fleet_store, utc):
+    path, stacks = fleet_store
+    app = replay(path, stacks, read_only=True)  # as `db2vtop replay` opens a recording
+    async with app.run_test(size=(170, 50)) as pilot:
+        await pilot.press("colon")
+        assert isinstance(app.screen, CommandBar)
+        await pilot.press(*"zoom 15m", "enter")
+        assert app.cursor.window_s == 900
+        app.run_command("goto 12:03:20")
+        assert app.cursor.end_ns == T0 + 200 * S and "12:03:20" in app.status_title
+        app.run_command("goto -1m")
+        assert app.cursor.end_ns == T0 + 140 * S
+        app.run_command("goto 2024-05-01 12:10")
+        assert app.cursor.end_ns == T0 + 600 * S
+        app.run_command("zoom 5m")
+        app.run_command("start")
+        assert app.cursor.end_ns == app.cursor.first_ns + 300 * S
+        app.run_command("live")  # in a replay: its end
+        assert app.cursor.end_ns == app.cursor.last_ns
+        app.run_command("sort rdy")
+        assert app.screen.table.sort_col == 6
+        app.run_command("filter app")
+        assert {r.key for r in app.screen.table.shown} == {f"vm:app{i:04d}" for i in range(3, 7)}
+        app.run_command("host esx02.lab")
+        await pilot.pause()
+        assert isinstance(app.screen, StackScreen) and app.screen.target == Target.of_host("esx02.lab")
+        app.run_command("vm app0004")
+        await pilot.pause()
+        assert app.screen.target == Target.of_vm("app0004")
+        app.run_command("guest db2prod02")
+        await pilot.pause()
+        assert isinstance(app.screen, LocalScreen) and app.screen.guest == "db2prod02"
+        app.run_command("findings cpu")
+        await pilot.pause()
+        assert isinstance(app.screen, FindingsScreen) and app.screen.table.filter_text == "cpu"
+        app.run_command("fleet")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
+        app.run_command("help")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        help_text = str(app.screen.query_one(Static).render())
+        for key in ("space", "← →", "+ -", "home end", "M", "1 2 3 4", "ctrl+p", "esc", "enter", "s S",
+                    "[FILTER]", "[GUEST]"):
+            assert key in help_text
+        await pilot.press("escape")
+        with pytest.raises(ValueError, match="unknown command"):
+            app.run_command("frobnicate")
+        with pytest.raises(ValueError, match="no stack 'nope'"):
+            app.run_command("stack nope")
+        with pytest.raises(ValueError, match="not a time"):
+            app.run_command("goto teatime")
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert {"Stack: prod01", "Stack: prod02", "Zoom: 1h", "Screen: findings", "Time: pause / play"} <= set(titles)
+        assert "Add a benchmark marker" not in titles  # read-only replay
+        await pilot.press("q")
+
+
+async def test_findings_screen_shows_evidence_why_fix_reference_and_opens_the_subject(store_path):
     now = time.time_ns()
     with Store(store_path, writer=True) as w:
         w.write([Sample("guest_cpu", {"guest": "g", "cpu": "total"}, {"busy_pct": 1.0}, now)], findings=[
@@ -172,14 +423,59 @@ async def test_findings_screen_shows_evidence_why_fix_and_reference(store_path):
                     now - 30 * S, now)])
     app = Db2vtopApp(store_path, None, refresh_s=0.2)
     async with app.run_test(size=(140, 45)) as pilot:
-        await pilot.press("f")
+        await pilot.press("3")
         screen = app.screen
         await wait_for(pilot, lambda: screen.view is not None)
-        table = screen.query_one("#findings-table", DataTable)
-        assert table.row_count == 2 and str(table.get_row_at(0)[0]) == "CRITICAL"
-        detail = str(screen.query_one("#detail", Static).render())
+        assert [r[0] for r in rows(screen.table)] == ["CRIT", "WARN"]
+        assert "guest 1 CRIT 1 WARN" in text(app, "#score")
+        detail = text(app, "#detail")
         assert "swap_in_bytes_per_s=8388608" in detail and "7 samples" in detail
         assert "why" in detail and "fix" in detail and "000_e991ec30bbd9209f.txt §5.4" in detail
         await pilot.press("down")
-        assert "sector 63" in str(screen.query_one("#detail", Static).render())
+        assert "sector 63" in text(app, "#detail")
+        await pilot.press("enter")  # the subject: guest g, its Local screen
+        assert isinstance(app.screen, LocalScreen) and app.screen.guest == "g"
         await pilot.press("q")
+
+
+# --- start screen and stack inference ---------------------------------------------------------
+
+
+async def test_one_stack_opens_on_it_and_an_empty_store_on_local(tmp_path, utc):
+    one = build_store(tmp_path / "one.db", Fleet(vms=1, hosts=1, stacks=1, minutes=3))
+    app = replay(one, at=T0 + 120 * S)
+    async with app.run_test(size=(170, 50)) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, StackScreen) and app.screen.target.name == "prod01"  # inferred from the data
+        await pilot.press("escape")
+        assert isinstance(app.screen, FleetScreen)
+        await pilot.press("q")
+    app = Db2vtopApp(tmp_path / "empty.db", None)
+    async with app.run_test() as pilot:
+        assert isinstance(app.screen, LocalScreen)
+        await pilot.press("2")  # no stack to open: said so, nothing breaks
+        assert isinstance(app.screen, LocalScreen)
+        await pilot.press("q")
+
+
+def test_stacks_are_inferred_per_db2_database_and_joined_by_name(fleet_store, tmp_path):
+    path, _ = fleet_store
+    with Store(path) as store:
+        inferred = infer_stacks(store)
+    assert [(s.name, s.db2, s.guest, s.vm) for s in inferred] == [("prod01", "prod01", None, None),
+                                                                 ("prod02", "prod02", None, None)]
+    named = tmp_path / "named.db"
+    with Store(named, writer=True) as w:  # the guest reports the DB2 name as its host name
+        w.write([Sample("db2_database", {"db2": "prod", "database": "PROD", "member": "0"}, {"commits_per_s": 1.0},
+                        T0),
+                 Sample("guest_cpu", {"guest": "db2host", "cpu": "total"}, {"busy_pct": 1.0}, T0),
+                 Sample("guest_cpu", {"guest": "other", "cpu": "total"}, {"busy_pct": 1.0}, T0),
+                 Sample("vsphere_vm", {"vcenter": "vc1", "vm": "DB2HOST.lab", "host": "esx1"}, {"cpu_ready_pct": 1.0},
+                        T0)],
+                facts=[__import__("agent.model", fromlist=["Fact"]).Fact("guest", {"guest": "db2host"},
+                                                                        {"hostname": "prod.example.com"}, T0)])
+    with Store(named) as store:
+        (st,) = infer_stacks(store)
+        assert (st.db2, st.guest, st.vm, st.vcenter) == ("prod", "db2host", "DB2HOST.lab", "vc1")
+        r = resolve(Reader(store), Target.of_stack(st), T0)
+        assert r.host == "esx1"

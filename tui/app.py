@@ -1,82 +1,171 @@
 """The db2vtop TUI: live (`watch`), attached to an agent's store, or replaying a recording.
 
-All screens read the store through one worker thread on a shared time cursor, so every
+All screens read the store through one loader thread on a shared time cursor, so every
 pane looks at the same window; the main thread only turns finished views into widget
-updates. With a runtime the app collects in-process; otherwise it only reads.
+updates. With a runtime the app collects in-process; otherwise it only reads. It never
+acts on what it watches: the only thing it writes is a benchmark marker, on request,
+and not even that when read-only (the default for `replay`).
+
+Keys: lowercase letters belong to the current screen (esxtop's and db2top's panel
+letters on the Stack screen); screens are reached with 1-4, k9s `:` commands, the
+command palette, Enter (drill down) and Esc (back).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
+import threading
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from rich.text import Text
 from textual import work
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.screen import Screen
+from textual.worker import get_current_worker
 
+from agent.config import StackConfig
 from agent.markers import deliver_marker
 from agent.model import Annotation
 from agent.runtime import Runtime
 from agent.store import Store, StoreError
-from agent.units import format_duration
-from tui.screens.dialogs import HelpScreen, MarkerPrompt
+from agent.units import format_duration, parse_duration
+from tui.data import Reader
+from tui.screens.base import ViewScreen
+from tui.screens.dialogs import CommandBar, HelpScreen, MarkerPrompt
 from tui.screens.findings import FindingsScreen
+from tui.screens.fleet import FleetScreen
 from tui.screens.local import LocalScreen
-from tui.timecursor import TimeCursor
-from tui.widgets import StatusLine
+from tui.screens.stack import StackScreen
+from tui.stacks import HOST_MEASUREMENTS, Target, infer_stacks
+from tui.timecursor import WINDOWS, TimeCursor
+from tui.widgets import StatusLine, TitleBar
+
+SCREENS = {"1": "fleet", "2": "stack", "3": "findings", "4": "local"}
+MAX_DEPTH = 8
+
+
+@dataclass
+class Timings:
+    """Where the time goes (bench/tui.py reads these): loader thread vs main thread, per load."""
+
+    load_ms: deque
+    show_ms: deque
+
+    @classmethod
+    def new(cls) -> Timings:
+        return cls(deque(maxlen=1000), deque(maxlen=1000))
 
 
 class Db2vtopApp(App):
     CSS_PATH = "app.tcss"
     TITLE = "db2vtop"
-    MODES: ClassVar = {"local": LocalScreen, "findings": FindingsScreen}
-    DEFAULT_MODE = "local"
+    MODES: ClassVar = {"fleet": FleetScreen, "findings": FindingsScreen, "local": LocalScreen}
     BINDINGS: ClassVar = [
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("space", "toggle", "Pause/play"),
-        Binding("left", "scrub(-1)", "Back", key_display="←"),
-        Binding("right", "scrub(1)", "Forward", key_display="→"),
+        Binding("left", "scrub(-1)", "Earlier", key_display="←"),
+        Binding("right", "scrub(1)", "Later", key_display="→"),
         Binding("plus,equals_sign", "zoom(-1)", "Zoom in", key_display="+"),
         Binding("minus", "zoom(1)", "Zoom out", key_display="-"),
         Binding("home", "start", "Start", show=False),
         Binding("end", "live", "Live", show=False),
         Binding("M", "mark", "Marker"),
-        Binding("l", "switch_mode('local')", "Local"),
-        Binding("f", "switch_mode('findings')", "Findings"),
+        Binding("colon", "command", "Command", key_display=":"),
+        Binding("1", "screen('fleet')", "Fleet", show=False),
+        Binding("2", "screen('stack')", "Stack", show=False),
+        Binding("3", "screen('findings')", "Findings", show=False),
+        Binding("4", "screen('local')", "Local", show=False),
     ]
-    HELP: ClassVar = [("q", "quit"), ("?", "this help"), ("space", "pause / resume live; play / pause a replay"),
-                      ("← →", "scrub back / forward a tenth of the window"),
-                      ("+ -", "zoom the window: 1m 5m 15m 1h 4h 24h"), ("home end", "start of the recording / live"),
-                      ("M", "add a benchmark marker at the cursor's time"), ("l", "Local: this guest's panes"),
-                      ("f", "Findings: evidence, why, fix, reference")]
+    HELP: ClassVar = [
+        ("q", "quit"), ("?", "this help"), ("space", "pause / resume live; play / pause a replay"),
+        ("← →", "scrub back / forward a tenth of the window"),
+        ("+ -", "zoom the window: 1m 5m 15m 1h 4h 24h"), ("home end", "start of the recording / back to live"),
+        ("M", "add a benchmark marker at the cursor's time (not when read-only)"),
+        ("1 2 3 4", "Fleet, Stack (the last one opened), Findings, Local"),
+        (":", "command: fleet, stack NAME, vm NAME, host NAME, guest NAME, findings [FILTER], local [GUEST], "
+              "zoom 1h, goto 14:05 | -10m | 2024-05-01 14:05, live, start, mark NAME, sort COLUMN, filter TEXT, "
+              "help, quit"),
+        ("ctrl+p", "command palette (the same commands, searchable)"), ("esc", "back one screen"),
+    ]
 
     def __init__(self, store_path: Path, runtime: Runtime | None = None, *, cursor: TimeCursor | None = None,
-                 clock: Callable[[], int] = time.time_ns, refresh_s: float = 1.0):
-        super().__init__()
-        self.store_path = store_path
+                 clock: Callable[[], int] = time.time_ns, refresh_s: float = 1.0,
+                 stacks: list[StackConfig] | None = None, read_only: bool = False, store_label: str | None = None,
+                 prefer_fleet: bool = False):
+        self.store_path = Path(store_path)
         self.runtime = runtime
         self.cursor = cursor or TimeCursor()
         self.clock = clock
         self.refresh_s = refresh_s
+        self.configured = list(stacks or [])
+        self.known_stacks = list(self.configured)  # for the main thread; the loader refreshes it
+        self.read_only = read_only
+        self.store_label = store_label or str(store_path)
         self.replaying = cursor is not None and not cursor.live
-        self._reader: Store | None = None
+        self.timings = Timings.new()
+        self.status_title = ""  # the title bar's text (not App.sub_title: that repaints every widget)
+        self.last_target: Target | None = None
+        self._reader: Reader | None = None
+        self._load_lock = threading.Lock()
         self._collecting = None
         self._last_tick = time.monotonic()
+        self._reload_timer = None
+        self._start_target: Target | None = None
+        self.DEFAULT_MODE = self._start_mode(prefer_fleet)  # read by App.__init__
+        super().__init__()
+
+    # --- start ----------------------------------------------------------------------------
+
+    def _start_mode(self, prefer_fleet: bool) -> str:
+        """Fleet when there is more than one stack or host, a stack's screen when there is one, else Local."""
+        try:
+            with Store(self.store_path) as store:
+                hosts = {s.tags.get("host") for m in (*HOST_MEASUREMENTS, "esxtop_vm") for s in store.series(m)}
+                hosts.discard(None)
+                stacks = self.configured or (infer_stacks(store) if store.series("db2_database") else [])
+        except StoreError:
+            hosts, stacks = set(), self.configured
+        self.known_stacks = stacks
+        if prefer_fleet or len(stacks) > 1 or len(hosts) > 1:
+            return "fleet"
+        if len(stacks) == 1:
+            self._start_target = Target.of_stack(stacks[0])
+            return "fleet"
+        return "local"
 
     def on_mount(self) -> None:
+        # The loader thread decodes rows in Python: let the event loop take the GIL back within
+        # 1 ms (the default is 5) so keys and frames are not held up behind a load.
+        sys.setswitchinterval(0.001)
         if self.console.color_system in ("standard", "windows"):
             self.theme = "ansi-dark"  # 16 colours: stay within the terminal's own palette
         if self.runtime is not None:
             self._collecting = self.run_worker(self.runtime.run(), group="runtime", exit_on_error=False)
         self._title()
         self.set_interval(self.refresh_s, self._tick)
-        self.call_after_refresh(self.reload)
+        if self._start_target is not None:
+            self.open_target(self._start_target)
+        else:
+            self.call_after_refresh(self.reload)
+
+    def stacks_for(self, reader: Reader) -> list[StackConfig]:
+        """The configured stacks, else those inferred from the data (looked at again every minute)."""
+        if self.configured:
+            return self.configured
+        self.known_stacks = reader.memo("inferred-stacks", 60, lambda: infer_stacks(reader.store))
+        return self.known_stacks
+
+    # --- the time cursor and the loader -------------------------------------------------------
 
     def _tick(self) -> None:
         now = time.monotonic()
@@ -84,6 +173,8 @@ class Db2vtopApp(App):
         self._last_tick = now
         if self.cursor.live or self.cursor.playing:
             self.reload()
+        else:
+            self._title()
 
     def _title(self) -> None:
         end = datetime.fromtimestamp(self.cursor.end(self.clock()) / 1e9).strftime("%Y-%m-%d %H:%M:%S")
@@ -93,36 +184,109 @@ class Db2vtopApp(App):
             mode = "collecting"
         else:
             mode = "attached to the agent writing this store"
-        self.sub_title = (f"{end} · {self.cursor.describe()} · window {format_duration(self.cursor.window_s)} · "
-                          f"{mode} · {self.store_path}")
+        ro = " · read-only" if self.read_only else ""
+        text = (f"{end} · {self.cursor.describe()} · window {format_duration(self.cursor.window_s)} · "
+                f"{mode}{ro} · {self.store_label}")
+        if text != self.status_title:
+            self.status_title = text
+            for bar in self.screen.query(TitleBar):
+                bar.show(text)
 
     def reload(self) -> None:
+        self._reload_timer = None
         self._title()
-        self._load(self.screen)
+        if isinstance(self.screen, ViewScreen):
+            self._load(self.screen)
+
+    def request_reload(self, now: bool = False) -> None:
+        """Coalesce reloads asked for by resizes, scrolling and typing into one, 50 ms later."""
+        if now:
+            self.reload()
+        elif self._reload_timer is None:
+            self._reload_timer = self.set_timer(0.05, self.reload)
 
     @work(thread=True, exclusive=True, group="load")
-    def _load(self, screen: object) -> None:
-        if not hasattr(screen, "load_view"):
-            return
+    def _load(self, screen: ViewScreen) -> None:
         now = self.clock()
         until, since = self.cursor.end(now), self.cursor.since(now)
-        try:
-            if self._reader is None:
-                self._reader = Store(self.store_path)
-            view = screen.load_view(self._reader, since, until)
-        except StoreError as e:
-            self.call_from_thread(self._store_error, screen, str(e))
+        with self._load_lock:  # one store connection, one reader at a time
+            if get_current_worker().is_cancelled:
+                return  # a newer load is queued behind this one
+            t0 = time.perf_counter()
+            try:
+                if self._reader is None:
+                    self._reader = Reader(Store(self.store_path))
+                self._reader.begin()
+                view = screen.load_view(self._reader, since, until)
+            except StoreError as e:
+                self.call_from_thread(self._store_error, screen, str(e))
+                return
+            self.timings.load_ms.append((time.perf_counter() - t0) * 1000)
+        self.call_from_thread(self._show, screen, view)
+
+    def _show(self, screen: ViewScreen, view: Any) -> None:
+        if not screen.is_attached:
             return
-        self.call_from_thread(screen.show_view, view)
+        t0 = time.perf_counter()
+        screen.show_view(view)
+        self.timings.show_ms.append((time.perf_counter() - t0) * 1000)
 
-    def _store_error(self, screen: object, message: str) -> None:
-        for status in screen.query(StatusLine):  # type: ignore[attr-defined]
-            status.update(f"store: {message}")
+    def _store_error(self, screen: Screen, message: str) -> None:
+        if screen.is_attached:
+            for status in screen.query(StatusLine):
+                status.update(Text(f"store: {message}", style="bold red"))
 
-    def on_screen_resume(self) -> None:
-        self.reload()
+    # --- navigation ---------------------------------------------------------------------------
 
-    # --- actions ----------------------------------------------------------------------
+    def open_target(self, target: Target) -> None:
+        """Drill down: a guest opens its Local screen, anything else a Stack screen, over the Fleet."""
+        if self.current_mode != "fleet":
+            self.switch_mode("fleet")
+        if len(self.screen_stack) > MAX_DEPTH:  # Esc walks back through the last few, not all of them
+            self.pop_screen()
+        if target.kind == "guest":
+            self.push_screen(LocalScreen(target.name))
+            return
+        self.last_target = target
+        self.push_screen(StackScreen(target))
+
+    def open_subject(self, subject: dict[str, str]) -> None:
+        """A finding's subject: the stack holding its DB2 or storage, else its VM, host or guest."""
+        for st in self.known_stacks:
+            if (subject.get("db2") and subject["db2"] == st.db2) or \
+                    (subject.get("storage") and subject["storage"] in st.storage):
+                self.open_target(Target.of_stack(st))
+                return
+        for key, make in (("vm", Target.of_vm), ("host", Target.of_host), ("guest", Target.of_guest)):
+            if subject.get(key):
+                self.open_target(make(subject[key]))
+                return
+        self.notify("this finding's subject has no screen of its own", severity="warning")
+
+    def back(self) -> None:
+        if len(self.screen_stack) > 1:
+            self.pop_screen()
+
+    def action_screen(self, name: str) -> None:
+        if name == "stack":
+            target = self.last_target or self._first_stack()
+            if target is None:
+                self.notify("no stack: configure [[stack]] sections, or record DB2 data", severity="warning")
+                return
+            if isinstance(self.screen, StackScreen) and self.screen.target == target:
+                return
+            self.open_target(target)
+            return
+        if self.current_mode != name:
+            self.switch_mode(name)
+        while len(self.screen_stack) > 1:  # a screen key goes to that screen's root, k9s's `:pod`
+            self.pop_screen()
+
+    def _first_stack(self) -> Target | None:
+        stacks = self.known_stacks
+        return Target.of_stack(stacks[0]) if stacks else None
+
+    # --- time ---------------------------------------------------------------------------------
 
     async def action_quit(self) -> None:
         if self.runtime is not None and self._collecting is not None:
@@ -132,7 +296,10 @@ class Db2vtopApp(App):
         self.exit()
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(self.HELP))
+        screen = self.screen
+        own = getattr(screen, "HELP", [])
+        name = type(screen).__name__.removesuffix("Screen")
+        self.push_screen(HelpScreen([("Everywhere", self.HELP), (f"On the {name} screen", own)]))
 
     def action_toggle(self) -> None:
         self.cursor.toggle(self.clock())
@@ -151,19 +318,29 @@ class Db2vtopApp(App):
         self.reload()
 
     def action_live(self) -> None:
-        if not self.replaying:
+        if self.replaying:
+            self.cursor.jump_end(self.clock())
+        else:
             self.cursor.go_live()
-            self.reload()
+        self.reload()
 
-    def action_mark(self) -> None:
+    # --- markers ------------------------------------------------------------------------------
+
+    def action_mark(self, name: str | None = None) -> None:
+        if self.read_only:
+            self.notify("read-only: markers are off (replay with --annotate to add them)", severity="warning")
+            return
         at = self.cursor.end(self.clock())
 
-        def add(name: str | None) -> None:
-            if name:
-                self.add_marker(Annotation("marker", name, {"by": "tui"}, "", at))
-                self.notify(f"marker “{name}” added")
+        def add(text: str | None) -> None:
+            if text:
+                self.add_marker(Annotation("marker", text, {"by": "tui"}, "", at))
+                self.notify(f"marker “{text}” added")
 
-        self.push_screen(MarkerPrompt(), add)
+        if name:
+            add(name)
+        else:
+            self.push_screen(MarkerPrompt("marker " + datetime.fromtimestamp(at / 1e9).strftime("%H:%M:%S")), add)
 
     def add_marker(self, marker: Annotation) -> None:
         """Through our own pipeline when collecting, else into the store or its writer's inbox."""
@@ -172,4 +349,116 @@ class Db2vtopApp(App):
                 out.submit(annotations=[marker])
         else:
             deliver_marker(self.store_path, marker)
-        self.reload()
+        self.request_reload()
+
+    # --- commands -------------------------------------------------------------------------------
+
+    def action_command(self) -> None:
+        self.push_screen(CommandBar(self._suggestions()), self._run_command)
+
+    def _suggestions(self) -> list[str]:
+        words = ["fleet", "findings", "local", "live", "start", "help", "quit", "mark ", "goto ", "sort ",
+                 "filter "] + [f"zoom {format_duration(w)}" for w in WINDOWS]
+        stacks = self.known_stacks
+        return words + [f"stack {s.name}" for s in stacks]
+
+    def _run_command(self, text: str | None) -> None:
+        if not text:
+            return
+        try:
+            self.run_command(text)
+        except ValueError as e:
+            self.notify(str(e), severity="error")
+
+    def run_command(self, text: str) -> None:
+        """k9s-style `:` commands (also what the command palette runs)."""
+        verb, _, arg = text.strip().partition(" ")
+        verb, arg = verb.lower(), arg.strip()
+        if verb in ("q", "quit", "exit"):
+            self.call_later(self.action_quit)
+        elif verb in ("fleet", "findings", "local") and not arg:
+            self.action_screen(verb)
+        elif verb == "findings":
+            self.switch_mode("findings")
+            self.call_after_refresh(self._filter_findings, arg)
+        elif verb in ("stack", "st"):
+            self._open_named_stack(arg)
+        elif verb in ("vm", "host", "guest", "local") and arg:
+            make = {"vm": Target.of_vm, "host": Target.of_host, "guest": Target.of_guest,
+                    "local": Target.of_guest}[verb]
+            self.open_target(make(arg))
+        elif verb == "zoom":
+            self.cursor.set_window(parse_duration(arg))
+            self.reload()
+        elif verb == "goto":
+            self.cursor.goto(self._parse_time(arg), self.clock())
+            self.reload()
+        elif verb == "live":
+            self.action_live()
+        elif verb == "start":
+            self.action_start()
+        elif verb == "mark":
+            self.action_mark(arg or None)
+        elif verb == "help":
+            self.action_help()
+        elif verb == "sort" and isinstance(self.screen, FleetScreen):
+            if not self.screen.sort_by(arg):
+                raise ValueError(f"no column starting with {arg!r}")
+        elif verb == "filter" and isinstance(self.screen, ViewScreen):
+            table = self.screen.filter_table()
+            if table is not None:
+                table.set_filter(arg)
+                self.screen.show_crumbs()
+                self.request_reload()
+        else:
+            raise ValueError(f"unknown command {text!r} (press ? for the list)")
+
+    def _filter_findings(self, text: str) -> None:
+        if isinstance(self.screen, FindingsScreen):
+            self.screen.table.set_filter(text)
+            self.screen.show_crumbs()
+
+    def _open_named_stack(self, name: str) -> None:
+        stacks = self.known_stacks
+        match = [s for s in stacks if s.name == name] or [s for s in stacks if s.name.startswith(name)]
+        if not match:
+            raise ValueError(f"no stack {name!r}; stacks: {', '.join(s.name for s in stacks) or 'none'}")
+        self.open_target(Target.of_stack(match[0]))
+
+    def _parse_time(self, text: str) -> int:
+        """`14:05`, `14:05:30`, `2024-05-01 14:05` (local time) or `-10m` (before the cursor)."""
+        if text.startswith("-"):
+            return self.cursor.end(self.clock()) - int(parse_duration(text[1:]) * 1e9)
+        base = datetime.fromtimestamp(self.cursor.end(self.clock()) / 1e9)
+        for fmt in ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%H:%M:%S", "%H:%M"):
+            try:
+                t = datetime.strptime(text, fmt)
+            except ValueError:
+                continue
+            if not fmt.startswith("%Y"):
+                t = base.replace(hour=t.hour, minute=t.minute, second=t.second, microsecond=0)
+            return int(t.timestamp() * 1e9)
+        raise ValueError(f"not a time: {text!r} (14:05, 14:05:30, 2024-05-01 14:05 or -10m)")
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for key, name in SCREENS.items():
+            yield SystemCommand(f"Screen: {name}", f"key {key}", lambda n=name: self.action_screen(n))
+        stacks = self.known_stacks
+        for st in stacks:
+            yield SystemCommand(f"Stack: {st.name}", f"DB2 {st.db2 or '—'}, VM {st.vm or '—'}",
+                                lambda s=st: self.open_target(Target.of_stack(s)))
+        for w in WINDOWS:
+            yield SystemCommand(f"Zoom: {format_duration(w)}", "the window every chart shows",
+                                lambda w=w: self.run_command(f"zoom {w}"))
+        yield SystemCommand("Time: pause / play", "key space", self.action_toggle)
+        yield SystemCommand("Time: live (or the end of a replay)", "key end", self.action_live)
+        yield SystemCommand("Time: start of the recording", "key home", self.action_start)
+        if not self.read_only:
+            yield SystemCommand("Add a benchmark marker", "key M", self.action_mark)
+        if isinstance(screen, StackScreen):
+            from tui.panels import PANELS
+
+            for k, name in PANELS.items():
+                yield SystemCommand(f"Panel: {name}", f"key {k}", lambda k=k: screen.action_panel(k))
+        yield SystemCommand("Keys: help", "key ?", self.action_help)

@@ -1,4 +1,4 @@
-"""What the screens show, read from the store in one pass (run in a worker thread).
+"""What the screens show, read from the store (always in the loader thread, never on the main one).
 
 Staleness is judged from the data itself: a series whose newest sample is older than
 three of its own sampling intervals is stale, and is shown as such, never as current.
@@ -6,14 +6,228 @@ three of its own sampling intervals is stale, and is shown as such, never as cur
 
 from __future__ import annotations
 
+import dataclasses
 import socket
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import pairwise
 from statistics import median
+from typing import Any
 
 from agent.model import Annotation, FieldValue, Finding
 from agent.runtime import SELF_MEASUREMENT
-from agent.store import Row, Store
+from agent.store import Row, Series, Store
+from tui.chart import NO_THRESHOLDS, Marks, Thresholds, buckets, merge_max, nice_top, short, spark
+from tui.table import TableModel, arrange
+
+SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
+STALE_INTERVALS = 3
+# A cached `latest` is brought forward by asking which series have newer samples (at most
+# CATCH_UP ahead), looking LATE back for samples stamped in the past (vCenter's arrive 20-60 s
+# after their time), and is read whole every FULL_READ_S (an outage's backfill reaches further).
+CATCH_UP_NS = 600 * 10**9
+LATE_NS = 180 * 10**9
+FULL_READ_S = 60.0
+
+
+def is_stale(age_s: float | None, interval_s: float | None) -> bool:
+    if age_s is None:
+        return False
+    return age_s > max(STALE_INTERVALS * (interval_s or 5.0), 10.0)
+
+
+def numbers(points: Iterable[tuple[int, FieldValue]]) -> list[tuple[int, float]]:
+    return [(t, float(v)) for t, v in points if isinstance(v, int | float) and not isinstance(v, bool)]
+
+
+def interval_of(points: list[tuple[int, Any]]) -> float | None:
+    gaps = [(b[0] - a[0]) / 1e9 for a, b in pairwise(points[-6:])]
+    return median(gaps) if gaps else None
+
+
+class Reader:
+    """The loader thread's view of the store: series lists are cached until the store adds a
+    series, slow-changing reads (facts, intervals) for a while; every read is timed."""
+
+    def __init__(self, store: Store, clock: Callable[[], float] = time.monotonic):
+        self.store = store
+        self.clock = clock
+        self._version: int | None = None
+        self._series: dict[str, list[Series]] = {}
+        self._index: dict[tuple[str, str], dict[str, list[Series]]] = {}
+        self._ids: dict[str, dict[tuple, int]] = {}
+        self._latest: dict[str, tuple[int, float, dict[int, Row]]] = {}  # until, read at, rows by series id
+        self._memo: dict[Any, tuple[float, Any]] = {}
+
+    def begin(self) -> None:
+        """Once per load: drop cached series lists if the store gained or lost series."""
+        version = self.store.series_version()
+        if version != self._version:
+            self._version = version
+            self._series.clear()
+            self._index.clear()
+            self._ids.clear()
+            self._latest.clear()
+
+    def series(self, measurement: str | None = None) -> list[Series]:
+        if measurement is None:
+            return self.store.series()
+        cached = self._series.get(measurement)
+        if cached is None:
+            cached = self._series[measurement] = self.store.series(measurement)
+        return cached
+
+    def by_tag(self, measurement: str, tag: str) -> dict[str, list[Series]]:
+        """A measurement's series grouped by one tag's value (a VM's series among 2,000 VMs, at once)."""
+        index = self._index.get((measurement, tag))
+        if index is None:
+            index = self._index[(measurement, tag)] = {}
+            for s in self.series(measurement):
+                if tag in s.tags:
+                    index.setdefault(s.tags[tag], []).append(s)
+        return index
+
+    def find(self, measurement: str, pred: Callable[[dict[str, str]], bool]) -> list[Series]:
+        return [s for s in self.series(measurement) if pred(s.tags)]
+
+    def latest(self, measurement: str, until_ns: int, pred: Callable[[dict[str, str]], bool] | None = None,
+               since_ns: int = 0) -> list[Row]:
+        """Newest sample per series at the cursor; with a predicate, only those series are read.
+
+        A whole measurement is cached (k9s's watch cache): while the cursor moves forward,
+        only the samples that arrived since the last read are fetched and decoded.
+        """
+        if pred is not None:
+            return self.store.latest_of(self.find(measurement, pred), since_ns, until_ns)
+        cached = self._latest.get(measurement)
+        now = self.clock()
+        if cached is not None and cached[0] <= until_ns <= cached[0] + CATCH_UP_NS and now - cached[1] < FULL_READ_S:
+            read_at, rows = cached[1], cached[2]
+            moved = [sid for sid, ts in self.store.newest(measurement, cached[0] - LATE_NS, until_ns)
+                     if sid not in rows or ts > rows[sid].ts]
+            if moved:
+                by_id = {s.id: s for s in self.series(measurement)}
+                for row in self.store.latest_of([by_id[sid] for sid in moved if sid in by_id], 0, until_ns):
+                    rows[self._series_id(measurement, row.tags)] = row
+        else:
+            read_at = now
+            rows = {self._series_id(measurement, r.tags): r for r in self.store.latest(measurement, 0, until_ns)}
+        self._latest[measurement] = (until_ns, read_at, rows)
+        return [r for r in rows.values() if r.ts >= since_ns]
+
+    def _series_id(self, measurement: str, tags: dict[str, str]) -> int:
+        ids = self._ids.get(measurement)
+        if ids is None:
+            ids = self._ids[measurement] = {tuple(sorted(s.tags.items())): s.id for s in self.series(measurement)}
+        return ids.get(tuple(sorted(tags.items())), -1)
+
+    def window(self, series_id: int, field_name: str, since_ns: int,
+               until_ns: int | None = None) -> list[tuple[int, FieldValue]]:
+        """The store's window read (with `series`, what the checks' verdict reads through)."""
+        return self.store.window(series_id, field_name, since_ns, until_ns)
+
+    def points(self, series: Series, field_name: str, since_ns: int, until_ns: int) -> list[tuple[int, float]]:
+        return numbers(self.store.window(series.id, field_name, since_ns, until_ns))
+
+    def findings(self, ttl_s: float = 5.0) -> list[Finding]:
+        """Every finding, open or resolved (time travel filters them); re-read every few seconds."""
+        return self.memo("findings", ttl_s, lambda: self.store.findings(open_only=False))
+
+    def memo(self, key: Any, ttl_s: float, fn: Callable[[], Any]) -> Any:
+        now = self.clock()
+        if len(self._memo) > 5000:  # long scrubbing sessions: start over rather than grow
+            self._memo.clear()
+        hit = self._memo.get(key)
+        if hit is not None and now - hit[0] < ttl_s:
+            return hit[1]
+        value = fn()
+        self._memo[key] = (now, value)
+        return value
+
+
+# --- trends ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Trend:
+    """One plotted quantity: fields of series (per measurement), combined per time bucket."""
+
+    parts: tuple[tuple[tuple[Series, ...], tuple[str, ...]], ...]
+    how: str = "max"  # across series and fields: "max" (the worst) or "sum" (a total)
+    floor: float = 1.0  # the y axis reaches at least this (keeps noise from looking like a crisis)
+    top: float | None = None  # a fixed top (percent of CPU)
+    thresholds: Thresholds = NO_THRESHOLDS
+
+    @classmethod
+    def of(cls, series: Iterable[Series], *fields: str, **kw: Any) -> Trend:
+        return cls(((tuple(series), fields),), **kw)
+
+    def __bool__(self) -> bool:
+        return any(series for series, _ in self.parts)
+
+
+def trend_values(reader: Reader, trend: Trend, since: int, until: int, n: int) -> list[float | None]:
+    lists = [buckets(reader.points(s, f, since, until), since, until, n)
+             for series, fields in trend.parts for s in series for f in fields]
+    if trend.how == "sum":
+        return _merge_sum(lists, n)
+    return merge_max(lists) if lists else [None] * n
+
+
+def _merge_sum(lists: list[list[float | None]], n: int) -> list[float | None]:
+    out: list[float | None] = [None] * n
+    for values in lists:
+        for i, v in enumerate(values):
+            if v is not None:
+                out[i] = v + (out[i] or 0.0)
+    return out
+
+
+def top_of(trend: Trend, values: list[float | None]) -> float:
+    if trend.top is not None:
+        return trend.top
+    return nice_top(max((v for v in values if v is not None), default=0.0), trend.floor)
+
+
+# --- tables with trends for their visible rows -----------------------------------------
+
+
+@dataclass(frozen=True)
+class TableState:
+    """What the table on screen shows, read by the loader so it draws trends for those rows only."""
+
+    filter_text: str = ""
+    sort_col: int | None = None
+    sort_reverse: bool = False
+    visible: tuple[int, int] = (0, 60)
+
+    @classmethod
+    def of(cls, table: Any) -> TableState:
+        if table is None:
+            return cls()
+        return cls(table.filter_text, table.sort_col, table.sort_reverse, table.visible_range())
+
+
+def fill_trends(reader: Reader, model: TableModel, trend_of: Callable[[str], Trend | None], column: int,
+                state: TableState, since: int, until: int, width: int, markers: list[int]) -> None:
+    """Draw the trend cell of the rows the table will show on screen, on one scale for the column
+    (rows are compared with each other; the header names the top)."""
+    shown = arrange(model.rows, state.filter_text, state.sort_col, state.sort_reverse)
+    lo, hi = state.visible
+    marks = Marks.at(since, until, width, markers)
+    drawn = [(row, t, trend_values(reader, t, since, until, width)) for row in shown[lo:hi]
+             if (t := trend_of(row.key))]
+    if not drawn:
+        return
+    top = max(top_of(t, values) for _, t, values in drawn)
+    for row, t, values in drawn:
+        row.cells[column] = spark(values, top, marks, thresholds=t.thresholds)
+    col = model.columns[column]
+    model.columns[column] = dataclasses.replace(col, name=f"{col.name.split(' ≤')[0]} ≤{short(top)}")
+
+
+# --- collectors ------------------------------------------------------------------------
 
 
 @dataclass
@@ -25,111 +239,46 @@ class Status:
     age_s: float
     errors: int
     skipped: int
-
-
-@dataclass
-class Item:
-    """One row of a table pane (a disk, an interface) with its history for a sparkline."""
-
-    tags: dict[str, str]
-    fields: dict[str, FieldValue]
-    history: list[float] = field(default_factory=list)
-
-
-@dataclass
-class LocalView:
-    guest: str | None
-    now_ns: int
-    window_s: float
-    markers: list[Annotation] = field(default_factory=list)
-    age_s: float | None = None
     interval_s: float | None = None
-    cpu: dict[str, FieldValue] = field(default_factory=dict)
-    cpu_history: list[float] = field(default_factory=list)
-    cpus: list[tuple[str, float]] = field(default_factory=list)
-    mem: dict[str, FieldValue] = field(default_factory=dict)
-    mem_history: list[float] = field(default_factory=list)
-    disks: list[Item] = field(default_factory=list)
-    nets: list[Item] = field(default_factory=list)
-    collectors: list[Status] = field(default_factory=list)
 
     @property
     def stale(self) -> bool:
-        if self.age_s is None:
-            return False
-        return self.age_s > max(3 * (self.interval_s or 5.0), 10.0)
+        return is_stale(self.age_s, self.interval_s)
 
 
-def _numbers(points: list[tuple[int, FieldValue]]) -> list[float]:
-    return [float(v) for _, v in points if isinstance(v, int | float)]
-
-
-def _interval(points: list[tuple[int, FieldValue]]) -> float | None:
-    tail = points[-6:]
-    gaps = [(b[0] - a[0]) / 1e9 for a, b in pairwise(tail)]
-    return median(gaps) if gaps else None
-
-
-def pick_guest(store: Store) -> str | None:
-    """This machine's guest if the store has it (watch), else the first one (replay, attach)."""
-    guests = sorted({s.tags.get("guest", "") for s in store.series("guest_cpu")} - {""})
-    if not guests:
-        return None
-    me = socket.gethostname()
-    return me if me in guests else guests[0]
-
-
-def load_status(store: Store, until_ns: int) -> list[Status]:
-    """Each collector's last cycle at the cursor's time (its self-metric sample)."""
+def load_status(reader: Reader, until_ns: int, names: set[str] | None = None) -> list[Status]:
+    """Each collector's last cycle at the cursor's time, and whether it has gone quiet."""
     out = []
-    for row in store.latest(SELF_MEASUREMENT, until_ns=until_ns):
+    for s in reader.series(SELF_MEASUREMENT):
+        name = s.tags.get("collector", "?")
+        if names is not None and name not in names and name != "self":
+            continue
+        rows = reader.store.latest_of([s], 0, until_ns)
+        if not rows:
+            continue
+        row = rows[0]
+        interval = reader.memo(("interval", s.id, until_ns // 60_000_000_000), 60, lambda s=s, row=row: interval_of(
+            reader.store.window(s.id, "duration_ms", row.ts - 3600 * 10**9, row.ts)))
         f = row.fields
-        out.append(Status(row.tags.get("collector", "?"), str(f.get("status", "?")), str(f.get("last_error", "")),
+        out.append(Status(name, str(f.get("status", "?")), str(f.get("last_error", "")),
                           float(f.get("duration_ms", 0.0)), (until_ns - row.ts) / 1e9, int(f.get("errors", 0)),
-                          int(f.get("skipped", 0))))
+                          int(f.get("skipped", 0)), interval))
     return out
 
 
-def load_local(store: Store, guest: str | None, since: int, now_ns: int) -> LocalView:
-    view = LocalView(guest=guest, now_ns=now_ns, window_s=(now_ns - since) / 1e9,
-                     markers=store.annotations(since, now_ns), collectors=load_status(store, now_ns))
-    if guest is None:
-        return view
+# --- findings --------------------------------------------------------------------------
 
-    def mine(rows: list[Row]) -> list[Row]:
-        return [r for r in rows if r.tags.get("guest") == guest]
 
-    series = {(s.measurement, tuple(sorted(s.tags.items()))): s.id
-              for m in ("guest_cpu", "guest_mem", "guest_disk", "guest_net") for s in store.series(m)
-              if s.tags.get("guest") == guest}
+def open_at(findings: Iterable[Finding], until_ns: int) -> list[Finding]:
+    return [f for f in findings if f.first_seen <= until_ns and (f.resolved_at is None or f.resolved_at > until_ns)]
 
-    def history(row: Row, name: str) -> list[tuple[int, FieldValue]]:
-        sid = series.get((row.measurement, tuple(sorted(row.tags.items()))))
-        return store.window(sid, name, since, now_ns) if sid is not None else []
 
-    for row in mine(store.latest("guest_cpu", until_ns=now_ns)):
-        cpu = row.tags.get("cpu")
-        if cpu == "total":
-            view.cpu = row.fields
-            points = history(row, "busy_pct")
-            view.cpu_history = _numbers(points)
-            view.interval_s = _interval(points)
-            view.age_s = (now_ns - row.ts) / 1e9
-        elif cpu is not None:
-            view.cpus.append((cpu, float(row.fields.get("busy_pct", 0.0))))
-    view.cpus.sort(key=lambda c: int(c[0]) if c[0].isdigit() else 0)
-    for row in mine(store.latest("guest_mem", until_ns=now_ns)):
-        view.mem = row.fields
-        view.mem_history = _numbers(history(row, "used_pct"))
-    for row in mine(store.latest("guest_disk", until_ns=now_ns)):
-        view.disks.append(Item(row.tags, row.fields, _numbers(history(row, "util_pct"))))
-    for row in mine(store.latest("guest_net", until_ns=now_ns)):
-        rx = _numbers(history(row, "rx_bytes_per_s"))
-        tx = _numbers(history(row, "tx_bytes_per_s"))
-        view.nets.append(Item(row.tags, row.fields, [a + b for a, b in zip(rx, tx, strict=False)]))
-    view.disks.sort(key=lambda i: (i.tags.get("type") != "disk", i.tags.get("device", "")))
-    view.nets.sort(key=lambda i: i.tags.get("interface", ""))
-    return view
+def worst(findings: Iterable[Finding]) -> Finding | None:
+    return min(findings, key=lambda f: (SEVERITY_RANK.get(f.severity, 9), -f.last_seen), default=None)
+
+
+def finding_order(f: Finding) -> tuple:
+    return SEVERITY_RANK.get(f.severity, 9), f.rule, sorted(f.subject.items())
 
 
 @dataclass
@@ -142,20 +291,98 @@ class FindingsView:
     markers: list[Annotation]
 
 
-SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
-
-
-def load_findings(store: Store, since: int, now_ns: int) -> FindingsView:
+def load_findings(reader: Reader, since: int, now_ns: int) -> FindingsView:
     """Findings open at the cursor's time, and those resolved within the window."""
-    open_, resolved = [], []
-    for f in store.findings(open_only=False):
-        if f.first_seen > now_ns:
-            continue
-        if f.resolved_at is None or f.resolved_at > now_ns:
-            open_.append(f)
-        elif f.resolved_at >= since:
-            resolved.append(f)
-    def order(f: Finding) -> tuple:
-        return SEVERITY_RANK.get(f.severity, 9), f.rule, sorted(f.subject.items())
-    return FindingsView(now_ns, (now_ns - since) / 1e9, sorted(open_, key=order), sorted(resolved, key=order),
-                        load_status(store, now_ns), store.annotations(since, now_ns))
+    every = reader.findings(ttl_s=0.0)
+    open_ = open_at(every, now_ns)
+    resolved = [f for f in every if f.resolved_at is not None and since <= f.resolved_at <= now_ns]
+    return FindingsView(now_ns, (now_ns - since) / 1e9, sorted(open_, key=finding_order),
+                        sorted(resolved, key=finding_order), load_status(reader, now_ns),
+                        reader.store.annotations(since, now_ns))
+
+
+# --- the local guest -------------------------------------------------------------------
+
+
+@dataclass
+class Item:
+    """One row of a table pane (a disk, an interface) with its history for a sparkline."""
+
+    tags: dict[str, str]
+    fields: dict[str, FieldValue]
+    history: list[float | None] = field(default_factory=list)
+
+
+@dataclass
+class LocalView:
+    guest: str | None
+    now_ns: int
+    since_ns: int
+    markers: list[Annotation] = field(default_factory=list)
+    age_s: float | None = None
+    interval_s: float | None = None
+    cpu: dict[str, FieldValue] = field(default_factory=dict)
+    cpu_history: list[tuple[int, float]] = field(default_factory=list)
+    cpus: list[tuple[str, float]] = field(default_factory=list)
+    mem: dict[str, FieldValue] = field(default_factory=dict)
+    mem_history: list[tuple[int, float]] = field(default_factory=list)
+    disks: list[Item] = field(default_factory=list)
+    nets: list[Item] = field(default_factory=list)
+    collectors: list[Status] = field(default_factory=list)
+
+    @property
+    def window_s(self) -> float:
+        return (self.now_ns - self.since_ns) / 1e9
+
+    @property
+    def stale(self) -> bool:
+        return is_stale(self.age_s, self.interval_s)
+
+
+def pick_guest(store: Store) -> str | None:
+    """This machine's guest if the store has it (watch), else the first one (replay, attach)."""
+    guests = sorted({s.tags.get("guest", "") for s in store.series("guest_cpu")} - {""})
+    if not guests:
+        return None
+    me = socket.gethostname()
+    return me if me in guests else guests[0]
+
+
+def load_local(reader: Reader, guest: str | None, since: int, now_ns: int, spark_width: int = 20) -> LocalView:
+    view = LocalView(guest=guest, now_ns=now_ns, since_ns=since, markers=reader.store.annotations(since, now_ns),
+                     collectors=load_status(reader, now_ns))
+    if guest is None:
+        return view
+
+    def mine(tags: dict[str, str]) -> bool:
+        return tags.get("guest") == guest
+
+    def history(row: Row, name: str) -> list[tuple[int, float]]:
+        series = next((s for s in reader.find(row.measurement, mine) if s.tags == row.tags), None)
+        return reader.points(series, name, since, now_ns) if series else []
+
+    def spark_of(row: Row, *names: str) -> list[float | None]:
+        lists = [buckets(history(row, n), since, now_ns, spark_width) for n in names]
+        return [sum(v for v in vs if v is not None) if any(v is not None for v in vs) else None
+                for vs in zip(*lists, strict=True)] if lists else []
+
+    for row in reader.latest("guest_cpu", now_ns, mine):
+        cpu = row.tags.get("cpu")
+        if cpu == "total":
+            view.cpu = row.fields
+            view.cpu_history = history(row, "busy_pct")
+            view.interval_s = interval_of(view.cpu_history)
+            view.age_s = (now_ns - row.ts) / 1e9
+        elif cpu is not None:
+            view.cpus.append((cpu, float(row.fields.get("busy_pct", 0.0))))
+    view.cpus.sort(key=lambda c: int(c[0]) if c[0].isdigit() else 0)
+    for row in reader.latest("guest_mem", now_ns, mine):
+        view.mem = row.fields
+        view.mem_history = history(row, "used_pct")
+    for row in reader.latest("guest_disk", now_ns, mine):
+        view.disks.append(Item(row.tags, row.fields, spark_of(row, "util_pct")))
+    for row in reader.latest("guest_net", now_ns, mine):
+        view.nets.append(Item(row.tags, row.fields, spark_of(row, "rx_bytes_per_s", "tx_bytes_per_s")))
+    view.disks.sort(key=lambda i: (i.tags.get("type") != "disk", i.tags.get("device", "")))
+    view.nets.sort(key=lambda i: i.tags.get("interface", ""))
+    return view

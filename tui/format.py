@@ -1,23 +1,16 @@
-"""Compact number formatting for panes: the units are in the column headers' spirit."""
+"""Compact number formatting for panes and tables; a missing value is "—", never 0."""
 
 from __future__ import annotations
 
-_BLOCKS = " ▁▂▃▄▅▆▇█"
+from agent.units import format_bytes
+
+NONE = "—"
 
 
-def spark(values: list[float], width: int = 20, top: float | None = None) -> str:
-    """A text sparkline for table cells (Textual's Sparkline widget is for panes)."""
-    values = values[-width:]
-    if not values:
-        return ""
-    high = top if top is not None else max(values)
-    if high <= 0:
-        return _BLOCKS[1] * len(values)
-    return "".join(_BLOCKS[max(1, min(8, round(v / high * 8)))] for v in values)
-
-
-def rate(v: float) -> str:
+def rate(v: float | None) -> str:
     """Bytes per second in binary units, e.g. 1.5M/s."""
+    if v is None:
+        return NONE
     for unit in ("", "K", "M", "G"):
         if abs(v) < 1024:
             return f"{v:.0f}{unit}/s" if unit == "" else f"{v:.1f}{unit}/s"
@@ -25,8 +18,12 @@ def rate(v: float) -> str:
     return f"{v:.1f}T/s"
 
 
-def num(v: float, digits: int = 1) -> str:
-    return f"{v:.{digits}f}"
+def num(v: float | None, digits: int = 1) -> str:
+    return NONE if v is None else f"{v:.{digits}f}"
+
+
+def size(v: float | None) -> str:
+    return NONE if v is None else format_bytes(v)
 
 
 def bar(pct: float, width: int = 10) -> str:
@@ -41,4 +38,12 @@ def ago(seconds: float) -> str:
         return f"{seconds:.0f}s ago"
     if seconds < 5400:
         return f"{seconds / 60:.0f}m ago"
-    return f"{seconds / 3600:.1f}h ago"
+    if seconds < 3 * 86400:
+        return f"{seconds / 3600:.1f}h ago"
+    return f"{seconds / 86400:.0f}d ago"
+
+
+def value(fields: dict, name: str) -> float | None:
+    """A numeric field, or None when the sample does not carry it (left out, not zero)."""
+    v = fields.get(name)
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None

@@ -55,6 +55,20 @@ class TimeCursor:
             self.live, self.playing = False, False
             self.end_ns = self._clamp(self.first_ns + int(self.window_s * 1e9), now_ns)
 
+    def jump_end(self, now_ns: int) -> None:
+        """End (of a replay): the last window of the recording."""
+        self.live, self.playing = False, False
+        self.end_ns = self._clamp(self.last_ns if self.last_ns is not None else now_ns, now_ns)
+
+    def goto(self, end_ns: int, now_ns: int) -> None:
+        """`:goto`: put the window's end at a moment (within the recording, never in the future)."""
+        self.live, self.playing = False, False
+        self.end_ns = self._clamp(end_ns, now_ns)
+
+    def set_window(self, seconds: float) -> None:
+        """`:zoom`: the nearest of the zoom steps."""
+        self.window_s = min(WINDOWS, key=lambda w: abs(w - seconds))
+
     def zoom(self, step: int) -> None:
         i = WINDOWS.index(self.window_s) if self.window_s in WINDOWS else 1
         self.window_s = WINDOWS[max(0, min(len(WINDOWS) - 1, i + step))]

@@ -1,28 +1,145 @@
-"""Widgets shared by the screens."""
+"""Widgets shared by the screens: pre-rendered strips, the collector status line, breadcrumbs, the filter."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from rich.style import Style
 from rich.text import Text
-from textual.widgets import Static
+from textual.events import Resize
+from textual.geometry import Region
+from textual.strip import Strip
+from textual.widget import Widget
+from textual.widgets import Input, Static
 
 from agent.model import Annotation
+from tui.chart import MARKER_STYLE
 from tui.data import Status
 from tui.format import ago
+from tui.table import Run
 
 STATUS_STYLE = {"ok": "green", "error": "bold red", "timeout": "bold red", "skipped": "yellow"}
+MAX_LISTED = 6
+
+
+def runs_text(runs: list[Run]) -> Text:
+    t = Text(no_wrap=False)
+    for text, st in runs:
+        t.append(text, style=st or "")
+    return t
+
+
+class StripView(Widget):
+    """Shows strips drawn by the loader thread (charts, axes): the main thread only copies them.
+
+    The loader reads `cells` (this widget's size, kept here on the main thread) to know
+    how wide to draw; a resize asks the app for a fresh load at the new size.
+    """
+
+    DEFAULT_CSS = "StripView { height: 4; }"
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None):
+        super().__init__(id=id, classes=classes)
+        self.strips: list[Strip] = []
+        self.cells = (0, 0)
+        self._lines: dict[tuple, Strip] = {}
+        self._base = Style()
+
+    def on_resize(self, event: Resize) -> None:
+        cells = (event.size.width, event.size.height)
+        if cells != self.cells:
+            self.cells = cells
+            request = getattr(self.app, "request_reload", None)
+            if request is not None:
+                request()
+
+    def show(self, strips: list[Strip]) -> None:
+        self.strips = strips
+        self._lines.clear()
+        self.refresh()
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._base = self.rich_style  # a computed property: once per paint, not once per line
+        return super().render_lines(crop)
+
+    def render_line(self, y: int) -> Strip:
+        width, base = self.size.width, self._base
+        key = (y, width, base)
+        line = self._lines.get(key)
+        if line is None:
+            line = self.strips[y].crop_extend(0, width, base).apply_style(base) if y < len(self.strips) \
+                else Strip.blank(width, base)
+            self._lines[key] = line
+        return line
+
+
+class TitleBar(Static):
+    """db2vtop — the cursor's time, live/paused/playing, the window, the mode, the store.
+
+    Textual's Header follows App.sub_title, and any change of an App reactive repaints the
+    whole screen (every second here); this bar of fixed height repaints only itself.
+    """
+
+    DEFAULT_CSS = "TitleBar { dock: top; height: 1; background: $panel; text-style: bold; padding: 0 1; }"
+
+    def on_mount(self) -> None:
+        self.show(getattr(self.app, "status_title", ""))
+
+    def show(self, text: str) -> None:
+        self.update(Text(f"{self.app.title} — {text}", no_wrap=True, overflow="ellipsis"), layout=False)
+
+
+class KeyBar(Static):
+    """The shown keys of the screen and the app on one line.
+
+    Textual's Footer is a widget per key, restyled and recomposed on every screen switch;
+    one line of text keeps a switch cheap. `?` lists every key.
+    """
+
+    DEFAULT_CSS = "KeyBar { dock: bottom; height: 1; background: $panel; padding: 0 1; }"
+
+    def on_mount(self) -> None:
+        t = Text(no_wrap=True, overflow="ellipsis")
+        seen = set()
+        for active in self.screen.active_bindings.values():
+            b = active.binding
+            if not b.show or b.action in seen:
+                continue
+            seen.add(b.action)
+            t.append(f" {self.app.get_key_display(b)} ", style="bold reverse")
+            t.append(f" {b.description}  ")
+        t.append(" ^p ", style="bold reverse")
+        t.append(" palette")
+        self.update(t, layout=False)
 
 
 class StatusLine(Static):
-    """One entry per collector (status, cycle time, age, error), then the markers in view."""
+    """Collectors (all of them when few, else a count and the ones in trouble), then markers.
 
-    def show(self, collectors: list[Status], markers: list[Annotation]) -> None:
-        t = Text()
-        for s in sorted(collectors, key=lambda s: s.collector):
-            t.append("● ", style=STATUS_STYLE.get(s.status, "yellow"))
-            t.append(f"{s.collector} {s.status} ", style="bold")
-            t.append(f"{s.duration_ms:.1f}ms {ago(s.age_s)}")
+    A collector whose last cycle is older than three of its intervals is STALE: its
+    data is not current, whatever its last status said.
+    """
+
+    def show(self, collectors: list[Status], markers: list[Annotation], note: str = "") -> None:
+        t = Text(no_wrap=True, overflow="ellipsis")
+        if note:
+            t.append(note + "  ", style="bold yellow")
+        trouble = [s for s in collectors if s.status != "ok" or s.stale]
+        listed = sorted(collectors, key=lambda s: s.collector) if len(collectors) <= MAX_LISTED else \
+            sorted(trouble, key=lambda s: (s.status == "ok", s.collector))
+        if len(collectors) > MAX_LISTED:
+            t.append(f"{len(collectors)} collectors: ", style="bold")
+            t.append(f"{len(collectors) - len(trouble)} ok", style="green")
+            t.append(f", {len(trouble)} in trouble: " if trouble else "   ", style="bold red")
+        for s in listed:
+            if s.stale:
+                t.append("● ", style="bold yellow")
+                t.append(f"{s.collector} STALE ", style="bold yellow")
+                t.append(f"last cycle {ago(s.age_s)}")
+            else:
+                t.append("● ", style=STATUS_STYLE.get(s.status, "yellow"))
+                t.append(f"{s.collector} {s.status} ", style="bold")
+                t.append(f"{s.duration_ms:.0f}ms {ago(s.age_s)}")
             if s.status != "ok" and s.last_error:
                 t.append(f" ({s.last_error[:80]})", style="red")
             if s.skipped:
@@ -32,5 +149,36 @@ class StatusLine(Static):
             t.append("no collector has reported yet", style="yellow")
         for m in markers[-3:]:
             when = datetime.fromtimestamp(m.ts / 1e9).strftime("%H:%M:%S")
-            t.append(f"▼ {m.name} {when}  ", style="bold magenta")
-        self.update(t)
+            t.append(f"▼ {m.name} {when}  ", style=MARKER_STYLE)
+        self.update(t, layout=False)
+
+
+class Breadcrumbs(Static):
+    """Where you are, k9s style: Fleet › stack prod › u LUNs (Esc goes back one step)."""
+
+    def show(self, parts: list[str], extra: str = "") -> None:
+        t = Text(no_wrap=True)
+        for i, p in enumerate(parts):
+            if i:
+                t.append(" › ", style="dim")
+            t.append(p, style="bold" if i == len(parts) - 1 else "")
+        if extra:
+            t.append("   " + extra, style="dim")
+        self.update(t, layout=False)
+
+
+class FilterBar(Input):
+    """k9s's `/`: a regex over the rows (`!` inverts); Enter keeps it, Esc clears it."""
+
+    DEFAULT_CSS = "FilterBar { dock: bottom; display: none; height: 3; }"
+
+    def __init__(self, *, id: str | None = None):
+        super().__init__(placeholder="filter: regex, !regex inverts; Enter keeps, Esc clears", id=id)
+
+    def open(self, text: str) -> None:
+        self.value = text
+        self.display = True
+        self.focus()
+
+    def close(self) -> None:
+        self.display = False

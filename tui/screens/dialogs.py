@@ -1,29 +1,37 @@
-"""Modal dialogs: the key help and the marker prompt."""
+"""Modal dialogs: the key help, the marker prompt and the k9s-style `:` command line."""
 
 from __future__ import annotations
 
-from datetime import datetime
+import textwrap
 from typing import ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
+from textual.suggester import SuggestFromList
 from textual.widgets import Input, Static
 
 
 class HelpScreen(ModalScreen[None]):
     BINDINGS: ClassVar = [Binding("escape,question_mark,q", "dismiss", "Close")]
 
-    def __init__(self, bindings: list[tuple[str, str]]):
+    def __init__(self, sections: list[tuple[str, list[tuple[str, str]]]]):
         super().__init__()
-        self.keys = bindings
+        self.sections = sections
 
     def compose(self) -> ComposeResult:
-        lines = [f"  {key:<12} {what}" for key, what in self.keys]
-        lines += ["", "  ctrl+p       command palette", "", "  Press ? or Esc to close."]
-        with Vertical(id="help", classes="dialog"):
-            yield Static("db2vtop keys\n\n" + "\n".join(lines))
+        t = Text("db2vtop keys\n", style="bold")
+        for title, keys in self.sections:
+            if keys:
+                t.append(f"\n{title}\n", style="bold")
+                for key, what in keys:
+                    t.append(f"  {key:<14} ", style="bold")
+                    t.append(textwrap.fill(what, 74, subsequent_indent=" " * 17) + "\n")
+        t.append("\nPress ? or Esc to close.", style="dim")
+        with VerticalScroll(id="help", classes="dialog"):
+            yield Static(t)
 
 
 class MarkerPrompt(ModalScreen[str | None]):
@@ -31,14 +39,41 @@ class MarkerPrompt(ModalScreen[str | None]):
 
     BINDINGS: ClassVar = [Binding("escape", "cancel", "Cancel")]
 
+    def __init__(self, default: str):
+        super().__init__()
+        self.default = default
+
     def compose(self) -> ComposeResult:
-        default = "marker " + datetime.now().strftime("%H:%M:%S")
         with Vertical(id="marker", classes="dialog"):
             yield Static("Add a benchmark marker (drawn on every chart, sent to the sinks):")
-            yield Input(value=default, id="marker-name")
+            yield Input(value=self.default, id="marker-name")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.dismiss(event.value.strip() or None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class CommandBar(ModalScreen[str | None]):
+    """`:` then a command (`:stack prod`, `:zoom 1h`, `:goto 14:05`); Tab completes, Esc cancels."""
+
+    BINDINGS: ClassVar = [Binding("escape", "cancel", "Cancel")]
+    DEFAULT_CSS = """
+    CommandBar { align: left bottom; background: transparent; }
+    CommandBar Input { dock: bottom; width: 100%; border: tall $accent; }
+    """
+
+    def __init__(self, suggestions: list[str]):
+        super().__init__()
+        self.suggestions = suggestions
+
+    def compose(self) -> ComposeResult:
+        yield Input(placeholder=":fleet  :stack NAME  :vm NAME  :findings  :zoom 1h  :goto 14:05  :help",
+                    suggester=SuggestFromList(self.suggestions, case_sensitive=False), id="command")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip().lstrip(":") or None)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

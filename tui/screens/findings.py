@@ -1,22 +1,30 @@
-"""The Findings screen: by severity, each with its evidence, why, fix and seed reference."""
+"""The Findings screen: by severity, each with its evidence, why, fix and seed reference.
+
+A popeye-style score line counts open findings per layer; Enter opens the finding's
+subject (its stack, VM, host or guest).
+"""
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime
+from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import Static
 
 from agent.model import Finding
-from agent.store import Store
-from tui.data import FindingsView, load_findings
+from tui.data import SEVERITY_RANK, FindingsView, Reader, load_findings
+from tui.fleet_view import SEVERITY_CELL
 from tui.format import ago
-from tui.widgets import StatusLine
+from tui.screens.base import ViewScreen
+from tui.table import Column, GridTable, Row, TableModel
+from tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, TitleBar
 
-SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "cyan"}
+COLUMNS = [Column("severity"), Column("rule", max_width=28), Column("layer"), Column("subject", max_width=40),
+           Column("summary", max_width=60), Column("since", right=True)]
 
 
 def _when(ns: int) -> str:
@@ -27,58 +35,102 @@ def subject_text(f: Finding) -> str:
     return " ".join(f"{k}={v}" for k, v in f.subject.items() if k != "layer")
 
 
-class FindingsScreen(Screen):
-    def __init__(self) -> None:
+def finding_key(f: Finding) -> str:
+    return f"{f.key} {f.first_seen}"
+
+
+def _model(view: FindingsView) -> TableModel:
+    rows = []
+    for f in view.open:
+        word, st = SEVERITY_CELL.get(f.severity, (f.severity, ""))
+        age = (view.now_ns - f.first_seen) / 1e9
+        rows.append(Row(finding_key(f), [(word, st), f.rule, f.subject.get("layer", ""), subject_text(f), f.summary,
+                                         ago(age)],
+                        (SEVERITY_RANK.get(f.severity, 9), f.rule, f.subject.get("layer", ""), subject_text(f),
+                         f.summary, age)))
+    for f in view.resolved:
+        age = (view.now_ns - (f.resolved_at or 0)) / 1e9
+        rows.append(Row(finding_key(f), ["resolved", f.rule, f.subject.get("layer", ""), subject_text(f), f.summary,
+                                         ago(age)],
+                        (9, f.rule, f.subject.get("layer", ""), subject_text(f), f.summary, age), style="dim"))
+    return TableModel(COLUMNS, rows)
+
+
+class FindingsScreen(ViewScreen):
+    HELP: ClassVar = [("↑ ↓", "select a finding: its evidence, why, fix and reference show below"),
+                      ("enter", "open the finding's subject (stack, VM, host or guest)"),
+                      ("/", "filter findings (regex over rule, layer, subject, summary)"), ("esc", "back")]
+
+    def __init__(self, filter_text: str = "") -> None:
         super().__init__()
         self.view: FindingsView | None = None
-        self._rows: list[Finding] = []
+        self.table = GridTable(COLUMNS, id="findings-table")
+        self.table.set_filter(filter_text)
+        self._by_key: dict[str, Finding] = {}
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield TitleBar()
+        yield Breadcrumbs(id="crumbs")
         yield StatusLine(id="status")
-        table = DataTable(id="findings-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns("severity", "rule", "layer", "subject", "summary", "since")
-        yield table
+        yield Static(id="score")
+        yield self.table
         with VerticalScroll(id="finding-detail", classes="pane"):
             yield Static("no finding selected", id="detail")
-        yield Footer()
+        yield FilterBar(id="filter")
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#finding-detail").border_title = "Detail"
+        self.table.focus()
+        self.show_crumbs()
 
-    def load_view(self, store: Store, since_ns: int, until_ns: int) -> FindingsView:
-        return load_findings(store, since_ns, until_ns)
+    def crumbs(self) -> list[str]:
+        return ["Findings"]
 
-    def show_view(self, view: FindingsView) -> None:
+    def load_view(self, reader: Reader, since_ns: int, until_ns: int) -> tuple[FindingsView, TableModel]:
+        view = load_findings(reader, since_ns, until_ns)
+        return view, _model(view)
+
+    def show_view(self, loaded: tuple[FindingsView, TableModel]) -> None:
+        view, model = loaded
         self.view = view
+        self._by_key = {finding_key(f): f for f in view.open + view.resolved}
         self.query_one(StatusLine).show(view.collectors, view.markers)
-        table = self.query_one("#findings-table", DataTable)
-        keep = table.cursor_row
-        table.clear()
-        self._rows = view.open + view.resolved
-        for f in view.open:
-            table.add_row(Text(f.severity.upper(), style=SEVERITY_STYLE.get(f.severity, "")), f.rule,
-                          f.subject.get("layer", ""), subject_text(f), f.summary,
-                          ago((view.now_ns - f.first_seen) / 1e9))
-        for f in view.resolved:
-            table.add_row(Text("resolved", style="dim"), f.rule, f.subject.get("layer", ""), subject_text(f),
-                          Text(f.summary, style="dim"), ago((view.now_ns - (f.resolved_at or 0)) / 1e9))
-        title = (f"Findings — {len(view.open)} open, {len(view.resolved)} resolved in the window"
-                 if self._rows else "Findings — none: no deviation from the documented practices")
-        table.border_title = title
-        if self._rows:
-            table.move_cursor(row=min(keep, len(self._rows) - 1))
-            self._detail(self._rows[table.cursor_row])
-        else:
-            self.query_one("#detail", Static).update("no finding in this window")
+        self.table.set_model(model)
+        self.table.empty_text = "no finding in this window: no deviation from the documented practices"
+        self.query_one("#score", Static).update(self._score(view), layout=False)
+        self._detail(self._by_key.get(self.table.cursor_key or ""))
+        self.show_crumbs()
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if 0 <= event.cursor_row < len(self._rows):
-            self._detail(self._rows[event.cursor_row])
+    def _score(self, view: FindingsView) -> Text:
+        """Open findings per layer and severity (k9s popeye's sanitizer report, per layer)."""
+        t = Text(no_wrap=True)
+        t.append(f"{len(view.open)} open, {len(view.resolved)} resolved in the window   ", style="bold")
+        per = Counter((f.subject.get("layer", "?"), f.severity) for f in view.open)
+        for layer in sorted({layer for layer, _ in per}):
+            t.append(f"{layer} ", style="bold")
+            for sev in ("critical", "warning", "info"):
+                if per[(layer, sev)]:
+                    word, st = SEVERITY_CELL[sev]
+                    t.append(f"{per[(layer, sev)]} {word} ", style=st)
+            t.append("  ")
+        return t
 
-    def _detail(self, f: Finding) -> None:
+    def on_grid_table_highlighted(self, event: GridTable.Highlighted) -> None:
+        self._detail(self._by_key.get(event.key or ""))
+
+    def on_grid_table_selected(self, event: GridTable.Selected) -> None:
+        f = self._by_key.get(event.key)
+        if f is not None:
+            self.app.open_subject(f.subject)
+
+    def _detail(self, f: Finding | None) -> None:
+        if f is None:
+            self.query_one("#detail", Static).update("no finding selected")
+            return
+        word, st = SEVERITY_CELL.get(f.severity, (f.severity, ""))
         t = Text()
-        t.append(f"{f.severity.upper()} ", style=SEVERITY_STYLE.get(f.severity, ""))
+        t.append(f"{word} ", style=st)
         t.append(f"{f.rule}  {f.subject.get('layer', '')}: {subject_text(f)}\n", style="bold")
         t.append(f"{f.summary}\n\n")
         ev = f.evidence
@@ -95,6 +147,8 @@ class FindingsScreen(Screen):
         t.append(f"{f.fix}\n")
         t.append("reference ", style="bold")
         t.append("; ".join(f.references) + "\n")
+        t.append(f"first seen {_when(f.first_seen)}, last seen {_when(f.last_seen)}\n", style="dim")
         if f.resolved_at:
             t.append(f"resolved  {_when(f.resolved_at)}\n", style="dim")
         self.query_one("#detail", Static).update(t)
+

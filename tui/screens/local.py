@@ -2,73 +2,153 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Sparkline, Static
+from textual.strip import Strip
+from textual.widgets import Static
 
-from agent.store import Store
 from agent.units import format_bytes, format_duration
-from tui.data import LocalView, load_local, pick_guest
-from tui.format import ago, bar, num, rate, spark
-from tui.widgets import StatusLine
+from tui.chart import Marks, Thresholds, braille, buckets, nice_top, spark, time_axis
+from tui.data import LocalView, Reader, load_local, pick_guest
+from tui.format import ago, bar, num, rate, value
+from tui.screens.base import ViewScreen
+from tui.table import Column, GridTable, Row, TableModel
+from tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, StripView, TitleBar
 
-DISK_COLUMNS = ("device", "type", "r/s", "w/s", "read", "write", "r_await ms", "w_await ms", "aqu-sz", "%util",
-                "util")
-NET_COLUMNS = ("interface", "rx", "tx", "rx pkt/s", "tx pkt/s", "drops/s", "errors/s", "rx+tx")
+SPARK = 20
+GUTTER = 5
+DISK_COLUMNS = [Column("device", max_width=24), Column("type"), Column("r/s", right=True), Column("w/s", right=True),
+                Column("read", right=True), Column("write", right=True), Column("r_await ms", right=True),
+                Column("w_await ms", right=True), Column("aqu-sz", right=True), Column("%util", right=True),
+                Column("%util trend", width=SPARK, sortable=False)]
+NET_COLUMNS = [Column("interface", max_width=24), Column("rx", right=True), Column("tx", right=True),
+               Column("rx pkt/s", right=True), Column("tx pkt/s", right=True), Column("drops/s", right=True),
+               Column("errors/s", right=True), Column("rx+tx trend", width=SPARK, sortable=False)]
+BUSY = Thresholds(90.0, None)
 
 
-def _display_table(id: str, columns: tuple[str, ...]) -> DataTable:
-    """A table that only shows: it never takes focus, so home/end/arrows stay the app's time keys."""
-    table = DataTable(id=id, cursor_type="none", zebra_stripes=True)
-    table.add_columns(*columns)
-    table.can_focus = False
-    return table
+@dataclass
+class LocalFrame:
+    """The data and everything drawn from it in the loader thread."""
+
+    view: LocalView
+    cpu_chart: list[Strip]
+    mem_chart: list[Strip]
+    cpu_axis: Strip
+    mem_axis: Strip
+    disks: TableModel
+    nets: TableModel
 
 
-class LocalScreen(Screen):
-    def __init__(self) -> None:
+def _chart(points: list[tuple[int, float]], since: int, until: int, cells: tuple[int, int],
+           marks: list[int]) -> tuple[list[Strip], Strip]:
+    cols = max(cells[0] - GUTTER, 4)
+    values = buckets(points, since, until, 2 * cols)
+    m = Marks.at(since, until, cols, marks)
+    return (braille(values, max(cells[1], 1), 100.0, m, thresholds=BUSY, gutter=GUTTER),
+            time_axis(since, until, cols, m, GUTTER))
+
+
+def _disks(view: LocalView, marks: Marks) -> TableModel:
+    rows = []
+    for d in view.disks:
+        f = d.fields
+        vals = [value(f, k) for k in ("read_iops", "write_iops", "read_bytes_per_s", "write_bytes_per_s",
+                                      "read_await_ms", "write_await_ms", "queue_size", "util_pct")]
+        dev = d.tags.get("device", "?")
+        util = vals[7]
+        rows.append(Row(dev, [dev, d.tags.get("type", ""), num(vals[0]), num(vals[1]), rate(vals[2]), rate(vals[3]),
+                              num(vals[4], 2), num(vals[5], 2), num(vals[6], 2),
+                              (num(util), BUSY.style_of(util, "")), spark(d.history, 100.0, marks, thresholds=BUSY)],
+                        (dev, d.tags.get("type", ""), *vals, None)))
+    return TableModel(DISK_COLUMNS, rows)
+
+
+def _nets(view: LocalView, marks: Marks) -> TableModel:
+    rows = []
+    for n in view.nets:
+        f = n.fields
+        drops = (value(f, "rx_drops_per_s") or 0.0) + (value(f, "tx_drops_per_s") or 0.0)
+        errors = (value(f, "rx_errors_per_s") or 0.0) + (value(f, "tx_errors_per_s") or 0.0)
+        vals = [value(f, k) for k in ("rx_bytes_per_s", "tx_bytes_per_s", "rx_packets_per_s", "tx_packets_per_s")]
+        nic = n.tags.get("interface", "?")
+        top = nice_top(max((v for v in n.history if v is not None), default=0.0), 1024.0)
+        rows.append(Row(nic, [nic, rate(vals[0]), rate(vals[1]), num(vals[2]), num(vals[3]),
+                              (num(drops), "bold red" if drops > 0 else ""),
+                              (num(errors), "bold red" if errors > 0 else ""), spark(n.history, top, marks)],
+                        (nic, *vals, drops, errors, None)))
+    return TableModel(NET_COLUMNS, rows)
+
+
+class LocalScreen(ViewScreen):
+    HELP: ClassVar = [("/", "filter the disk rows"), ("esc", "back (when opened from the Fleet)")]
+
+    def __init__(self, guest: str | None = None) -> None:
         super().__init__()
-        self.guest: str | None = None
+        self.guest = guest
         self.view: LocalView | None = None
+        self.cpu_chart = StripView(id="cpu-chart", classes="chart")
+        self.mem_chart = StripView(id="mem-chart", classes="chart")
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield TitleBar()
+        yield Breadcrumbs(id="crumbs")
         yield StatusLine(id="status")
         with Horizontal(id="top"):
             with Vertical(id="cpu", classes="pane"):
                 yield Static("waiting for the first samples…", id="cpu-summary")
-                yield Sparkline([], id="cpu-spark")
-                yield Static(id="cpu-range", classes="range")
+                yield self.cpu_chart
+                yield StripView(id="cpu-axis", classes="axis")
                 yield Static(id="cpu-bars")
             with Vertical(id="mem", classes="pane"):
                 yield Static(id="mem-summary")
-                yield Sparkline([], id="mem-spark")
-                yield Static(id="mem-range", classes="range")
+                yield self.mem_chart
+                yield StripView(id="mem-axis", classes="axis")
         with Vertical(id="disk", classes="pane"):
-            yield _display_table("disk-table", DISK_COLUMNS)
+            yield GridTable(DISK_COLUMNS, id="disk-table", cursor=False)
         with Vertical(id="net", classes="pane"):
-            yield _display_table("net-table", NET_COLUMNS)
-        yield Footer()
+            yield GridTable(NET_COLUMNS, id="net-table", cursor=False)
+        yield FilterBar(id="filter")
+        yield KeyBar()
 
     def on_mount(self) -> None:
-        for pane, title in (("#cpu", "CPU"), ("#mem", "Memory"), ("#disk", "Disks"), ("#net", "Network")):
+        for pane, title in (("#cpu", "CPU busy %"), ("#mem", "Memory used %"), ("#disk", "Disks"),
+                            ("#net", "Network")):
             self.query_one(pane).border_title = title
+        self.show_crumbs()
 
-    def load_view(self, store: Store, since_ns: int, until_ns: int) -> LocalView:
-        """Runs in a worker thread."""
+    def crumbs(self) -> list[str]:
+        return ["Local", f"guest {self.guest}" if self.guest else "this machine"]
+
+    def load_view(self, reader: Reader, since_ns: int, until_ns: int) -> LocalFrame:
         if self.guest is None:
-            self.guest = pick_guest(store)
-        return load_local(store, self.guest, since_ns, until_ns)
+            self.guest = pick_guest(reader.store)
+        view = load_local(reader, self.guest, since_ns, until_ns, SPARK)
+        marks = [m.ts for m in view.markers if m.kind == "marker"]
+        cpu, cpu_axis = _chart(view.cpu_history, since_ns, until_ns, self.cpu_chart.cells, marks)
+        mem, mem_axis = _chart(view.mem_history, since_ns, until_ns, self.mem_chart.cells, marks)
+        spark_marks = Marks.at(since_ns, until_ns, SPARK, marks)
+        return LocalFrame(view, cpu, mem, cpu_axis, mem_axis, _disks(view, spark_marks), _nets(view, spark_marks))
 
-    def show_view(self, view: LocalView) -> None:
-        self.view = view
-        self.query_one(StatusLine).show(view.collectors, view.markers)
+    def show_view(self, frame: LocalFrame) -> None:
+        view = self.view = frame.view
+        self.query_one(StatusLine).show(view.collectors, [m for m in view.markers if m.kind == "marker"])
+        self.cpu_chart.show(frame.cpu_chart)
+        self.mem_chart.show(frame.mem_chart)
+        self.query_one("#cpu-axis", StripView).show([frame.cpu_axis])
+        self.query_one("#mem-axis", StripView).show([frame.mem_axis])
         self._show_cpu(view)
         self._show_mem(view)
-        self._show_disks(view)
-        self._show_nets(view)
+        self.query_one("#disk-table", GridTable).set_model(frame.disks)
+        self.query_one("#net-table", GridTable).set_model(frame.nets)
+        for pane, title in (("#cpu", "CPU busy %"), ("#mem", "Memory used %"), ("#disk", "Disks"),
+                            ("#net", "Network")):
+            self._stale_title(pane, title, view)
+        self.show_crumbs()
 
     def _stale_title(self, pane: str, title: str, view: LocalView) -> None:
         widget = self.query_one(pane)
@@ -76,79 +156,43 @@ class LocalScreen(Screen):
             widget.border_title = f"{title} — STALE, last sample {ago(view.age_s)}"
             widget.add_class("stale")
         else:
-            widget.border_title = title
+            widget.border_title = f"{title} — {format_duration(view.window_s)}" if pane in ("#cpu", "#mem") else title
             widget.remove_class("stale")
 
-    def _chart(self, pane: str, what: str, history: list[float], view: LocalView) -> None:
-        """Sparklines scale to the window's own min..max, so the caption gives that range."""
-        self.query_one(f"#{pane}-spark", Sparkline).data = history or [0.0]
-        caption = (f"{what} % over {format_duration(view.window_s)}: min {min(history):.1f} · "
-                   f"max {max(history):.1f} · {len(history)} samples") if history else ""
-        self.query_one(f"#{pane}-range", Static).update(caption)
-
     def _show_cpu(self, view: LocalView) -> None:
-        self._stale_title("#cpu", "CPU", view)
         c = view.cpu
         if not c:
             return
         summary = Text()
-        summary.append(f"busy {num(c.get('busy_pct', 0))}%", style="bold")
-        summary.append(f"  usr {num(c.get('user_pct', 0))}  sys {num(c.get('system_pct', 0))}"
-                       f"  iowait {num(c.get('iowait_pct', 0))}  ")
-        summary.append(f"steal {num(c.get('steal_pct', 0))}", style="bold red" if c.get("steal_pct", 0) >= 5 else "")
-        summary.append(f"  idle {num(c.get('idle_pct', 0))}\n")
+        summary.append(f"busy {num(value(c, 'busy_pct'))}%", style="bold")
+        summary.append(f"  usr {num(value(c, 'user_pct'))}  sys {num(value(c, 'system_pct'))}"
+                       f"  iowait {num(value(c, 'iowait_pct'))}  ")
+        steal = value(c, "steal_pct") or 0.0
+        summary.append(f"steal {num(steal)}", style="bold red" if steal >= 5 else "")
+        summary.append(f"  idle {num(value(c, 'idle_pct'))}\n")
         summary.append(f"load {c.get('load1', 0):.2f} {c.get('load5', 0):.2f} {c.get('load15', 0):.2f}"
                        f"   runnable {c.get('procs_running', 0)}  blocked {c.get('procs_blocked', 0)}")
         self.query_one("#cpu-summary", Static).update(summary)
-        self._chart("cpu", "busy", view.cpu_history, view)
         per_line = 4 if len(view.cpus) > 4 else max(1, len(view.cpus))
         cells = [f"{name:>3} {bar(busy, 8)} {busy:5.1f}%" for name, busy in view.cpus]
         lines = ["  ".join(cells[i:i + per_line]) for i in range(0, len(cells), per_line)]
         self.query_one("#cpu-bars", Static).update("\n".join(lines))
 
     def _show_mem(self, view: LocalView) -> None:
-        self._stale_title("#mem", "Memory", view)
         m = view.mem
         if not m:
             return
         t = Text()
         t.append(f"used {format_bytes(m.get('used_bytes', 0))} of {format_bytes(m.get('total_bytes', 0))}"
-                 f" ({num(m.get('used_pct', 0))}%)", style="bold")
+                 f" ({num(value(m, 'used_pct'))}%)", style="bold")
         t.append(f"  available {format_bytes(m.get('available_bytes', 0))}"
                  f"  cache {format_bytes(m.get('page_cache_bytes', 0))}\n")
         swapping = (m.get("swap_in_bytes_per_s", 0) or 0) > 0 or (m.get("swap_out_bytes_per_s", 0) or 0) > 0
         t.append(f"swap used {format_bytes(m.get('swap_used_bytes', 0))}"
-                 f"  in {rate(m.get('swap_in_bytes_per_s', 0))}  out {rate(m.get('swap_out_bytes_per_s', 0))}",
+                 f"  in {rate(value(m, 'swap_in_bytes_per_s'))}  out {rate(value(m, 'swap_out_bytes_per_s'))}",
                  style="bold red" if swapping else "")
-        t.append(f"  major faults {num(m.get('major_faults_per_s', 0))}/s\n")
+        t.append(f"  major faults {num(value(m, 'major_faults_per_s'))}/s\n")
         t.append(f"huge pages {m.get('hugepages_total', 0)} total, {m.get('hugepages_free', 0)} free,"
                  f" {m.get('hugepages_rsvd', 0)} reserved  THP {m.get('thp_mode', '?')}")
         self.query_one("#mem-summary", Static).update(t)
-        self._chart("mem", "used", view.mem_history, view)
 
-    def _show_disks(self, view: LocalView) -> None:
-        self._stale_title("#disk", "Disks", view)
-        table = self.query_one("#disk-table", DataTable)
-        table.clear()
-        for d in view.disks:
-            f = d.fields
-            util = float(f.get("util_pct", 0))
-            table.add_row(
-                d.tags.get("device", "?"), d.tags.get("type", ""), num(f.get("read_iops", 0)),
-                num(f.get("write_iops", 0)), rate(f.get("read_bytes_per_s", 0)), rate(f.get("write_bytes_per_s", 0)),
-                num(f.get("read_await_ms", 0), 2), num(f.get("write_await_ms", 0), 2), num(f.get("queue_size", 0), 2),
-                Text(num(util), style="bold red" if util >= 90 else ""), spark(d.history, 20, 100.0))
-
-    def _show_nets(self, view: LocalView) -> None:
-        self._stale_title("#net", "Network", view)
-        table = self.query_one("#net-table", DataTable)
-        table.clear()
-        for n in view.nets:
-            f = n.fields
-            drops = float(f.get("rx_drops_per_s", 0)) + float(f.get("tx_drops_per_s", 0))
-            errors = float(f.get("rx_errors_per_s", 0)) + float(f.get("tx_errors_per_s", 0))
-            table.add_row(
-                n.tags.get("interface", "?"), rate(f.get("rx_bytes_per_s", 0)), rate(f.get("tx_bytes_per_s", 0)),
-                num(f.get("rx_packets_per_s", 0)), num(f.get("tx_packets_per_s", 0)),
-                Text(num(drops), style="bold red" if drops > 0 else ""),
-                Text(num(errors), style="bold red" if errors > 0 else ""), spark(n.history, 20))

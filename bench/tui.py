@@ -1,0 +1,283 @@
+"""TUI benchmark (issue 5). Prints JSON.
+
+Store: 2,000 VMs on 50 hosts, 100 DB2 stacks (guest, DB2, array LUN each), an hour at
+20 s (tests/tui_fixture.py builds it; kept in bench/results/, rebuilt with --rebuild).
+
+- first_frame: the real `db2vtop replay` started in tmux, capture-pane polled every
+  10 ms: time to the first drawn frame, and to the Fleet's rows (data read and shown).
+- tick: the app on Textual's pilot, live on the recording (its clock runs inside it),
+  refreshing every second; main-thread CPU time per refresh (time.thread_time of the
+  event loop's thread over the run, divided by the refreshes: everything the main
+  thread did, rendering included) and the loader thread's wall time per load.
+- keys: time from a key press to the screen reflecting it (the first frame drawn after the
+  key changed the app's state), and to the new data being on screen when the key needs a
+  load. A screen's first visit also parses its CSS and composes its widgets ("again": later
+  visits).
+- charts: one braille chart (bucketing plus rendering) and one table trend cell.
+Targets: first frame <= 1 s, tick <= 50 ms of main thread, keypress reflected <= 50 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from textual import events
+
+from agent.config import load_config
+from agent.store import Store, StoreError
+from tests.tui_fixture import STEP_S, T0, Fleet, build_store, write_config
+from tui.app import Db2vtopApp
+from tui.chart import Marks, braille, buckets, spark
+from tui.screens.fleet import FleetScreen
+from tui.screens.stack import StackScreen
+from tui.widgets import FilterBar
+
+S = 10**9
+FLEET = Fleet(vms=2000, hosts=50, stacks=100, minutes=60)
+SIZE = (200, 60)
+
+
+def _pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    return round(values[min(len(values) - 1, int(len(values) * p))], 2) if values else 0.0
+
+
+def _summary(values: list[float]) -> dict:
+    return {"n": len(values), "median": round(statistics.median(values), 2) if values else 0.0,
+            "p95": _pct(values, 0.95), "max": round(max(values), 2) if values else 0.0}
+
+
+def build(path: Path, rebuild: bool) -> float | None:
+    if path.exists() and not rebuild:
+        try:
+            Store(path).close()
+            return None
+        except StoreError:  # an older store schema: build it again
+            pass
+    for suffix in ("", "-wal", "-shm", "-writer.lock"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    t = time.perf_counter()
+    build_store(path, FLEET)
+    return round(time.perf_counter() - t, 1)
+
+
+# --- first frame of the real program ------------------------------------------------------
+
+
+def first_frame(store: Path, config: Path, runs: int) -> dict:
+    tmux = shutil.which("tmux")
+    if tmux is None:
+        return {"skipped": "tmux is not installed (make test-deps)"}
+    exe = Path(sys.executable).with_name("db2vtop")
+    frames, rows = [], []
+    for i in range(runs):
+        sock = f"db2vtop-bench-{os.getpid()}-{i}"
+        t0 = time.perf_counter()
+        subprocess.run([tmux, "-L", sock, "new-session", "-d", "-x", str(SIZE[0]), "-y", str(SIZE[1]),
+                        f"{exe} replay --store {store} -c {config}"], check=True)
+        frame = data = None
+        try:
+            while time.perf_counter() - t0 < 20:
+                screen = subprocess.run([tmux, "-L", sock, "capture-pane", "-p"], capture_output=True,
+                                        text=True).stdout
+                now = time.perf_counter() - t0
+                if frame is None and "db2vtop" in screen:
+                    frame = now
+                if "2000 vms" in screen:
+                    data = now
+                    break
+                time.sleep(0.01)
+        finally:
+            subprocess.run([tmux, "-L", sock, "kill-server"], capture_output=True)
+        frames.append((frame or 99) * 1000)
+        rows.append((data or 99) * 1000)
+    return {"runs": runs, "first_frame_ms": _summary(frames), "fleet_rows_shown_ms": _summary(rows),
+            "target_ms": 1000}
+
+
+# --- in-process: ticks and keys -------------------------------------------------------------
+
+
+async def _until(pilot, predicate, timeout: float = 10.0) -> float:
+    t0 = time.perf_counter()
+    while not predicate():
+        if time.perf_counter() - t0 > timeout:
+            raise TimeoutError("condition not reached")
+        await asyncio.sleep(0.001)
+    return time.perf_counter() - t0
+
+
+def _app(store: Path, stacks: list, start: float) -> Db2vtopApp:
+    """Live on the recording: the clock starts 15 minutes before its end and runs at wall speed."""
+    origin = FLEET.end_ns - 15 * 60 * S
+    return Db2vtopApp(store, None, clock=lambda: origin + int((time.monotonic() - start) * 1e9), stacks=stacks,
+                      refresh_s=1.0, store_label="bench")
+
+
+async def _tick_cost(app: Db2vtopApp, pilot, seconds: float) -> dict:
+    shown = len(app.timings.show_ms)
+    loads = len(app.timings.load_ms)
+    cpu0, wall0 = time.thread_time(), time.perf_counter()
+    await asyncio.sleep(seconds)
+    cpu = time.thread_time() - cpu0
+    wall = time.perf_counter() - wall0
+    ticks = len(app.timings.show_ms) - shown
+    show = list(app.timings.show_ms)[-ticks:] if ticks else []
+    load = list(app.timings.load_ms)[-(len(app.timings.load_ms) - loads):] if len(app.timings.load_ms) > loads \
+        else []
+    return {"seconds": round(wall, 1), "refreshes": ticks,
+            "main_thread_cpu_ms_per_refresh": round(cpu * 1000 / max(ticks, 1), 2),
+            "show_view_ms": _summary(show), "loader_thread_ms": _summary(load), "target_main_ms": 50}
+
+
+async def in_process(store: Path, config: Path, seconds: float) -> dict:
+    stacks = load_config(config).stack
+    out: dict = {}
+    keys: dict = {}
+    start = time.monotonic()
+    t0 = time.perf_counter()
+    app = _app(store, stacks, start)
+    async with app.run_test(size=SIZE) as pilot:
+        out["pilot_ready_ms"] = round((time.perf_counter() - t0) * 1000, 1)
+        fleet = app.screen
+        assert isinstance(fleet, FleetScreen)
+        await _until(pilot, lambda: fleet.view is not None)
+        out["fleet_data_shown_ms"] = round((time.perf_counter() - t0) * 1000, 1)
+        out["fleet_rows"] = len(fleet.table.model.rows)
+        out["tick_fleet"] = await _tick_cost(app, pilot, seconds)
+
+        frames: list[float] = []
+        display = app._display
+
+        def recorded(screen, renderable) -> None:  # every frame the compositor produces
+            display(screen, renderable)
+            if renderable is not None:
+                frames.append(time.perf_counter())
+
+        app._display = recorded
+
+        async def frame_showing(changed: float, sent: float) -> float:
+            """The first frame drawn once the state had changed. When the screen needed no other frame,
+            the one that showed the change was drawn between the key and our noticing it (we poll)."""
+            deadline = time.perf_counter() + 0.5
+            while time.perf_counter() < deadline:
+                later = [f for f in frames if f >= changed]
+                if later:
+                    return later[0]
+                await asyncio.sleep(0.001)
+            drawn = [f for f in frames if f >= sent]
+            if not drawn:
+                raise TimeoutError("no frame drawn after the key")
+            return drawn[-1]
+
+        async def key(name: str, *press: str, reflected, data=None) -> None:
+            """Send the keys as the terminal would; reflected = the first frame after the state changed."""
+            before = len(app.timings.show_ms)
+            t = time.perf_counter()
+            for k in press:
+                event = events.Key(k, k if len(k) == 1 else {"space": " ", "slash": "/"}.get(k))
+                event.set_sender(app)
+                app._driver.send_message(event)
+            await _until(pilot, reflected)
+            r = (await frame_showing(time.perf_counter() - 0.001, t) - t) * 1000
+            d = r
+            if data is not None:
+                await _until(pilot, lambda: len(app.timings.show_ms) > before and data())
+                d = (await frame_showing(time.perf_counter() - 0.001, t) - t) * 1000
+            keys[name] = {"reflected_ms": round(r, 1), "data_shown_ms": round(d, 1)}
+
+        await key("fleet down (cursor)", "down", reflected=lambda: fleet.table.cursor == 1)
+        await key("fleet s (sort)", "s", reflected=lambda: fleet.table.sort_col == 4, data=lambda: True)
+        await key("fleet / (filter bar)", "slash", reflected=lambda: isinstance(app.focused, FilterBar))
+        await key("type 'db2prod0' (8 keys, filter as you type)", *"db2prod0",
+                  reflected=lambda: fleet.table.filter_text == "db2prod0", data=lambda: True)
+        await key("fleet esc (clear filter)", "escape", reflected=lambda: fleet.table.filter_text == "")
+        await pilot.press("S")  # back to the stacks first
+        await _until(pilot, lambda: fleet.table.shown[0].key.startswith("stack:"))
+        fleet.table.move_cursor(0)
+        await key("fleet enter (open a stack)", "enter", reflected=lambda: isinstance(app.screen, StackScreen),
+                  data=lambda: isinstance(app.screen, StackScreen) and app.screen.view is not None)
+        stack = app.screen
+        assert isinstance(stack, StackScreen)
+        out["tick_stack_c"] = await _tick_cost(app, pilot, seconds)
+        await key("stack u (LUN panel)", "u", reflected=lambda: stack.panel == "u",
+                  data=lambda: stack.view is not None and stack.view.panel == "u")
+        out["tick_stack_u"] = await _tick_cost(app, pilot, seconds)
+        await key("stack t (tablespaces)", "t", reflected=lambda: stack.panel == "t",
+                  data=lambda: stack.view is not None and stack.view.panel == "t")
+        await key("space (pause)", "space", reflected=lambda: not app.cursor.live)
+        end = app.cursor.end_ns
+        await key("← (scrub)", "left", reflected=lambda: app.cursor.end_ns < end,
+                  data=lambda: stack.view is not None and stack.view.now_ns < end)
+        await key("- (zoom out to 15m)", "minus", reflected=lambda: app.cursor.window_s == 900,
+                  data=lambda: stack.view is not None and stack.view.now_ns - stack.view.since_ns == 900 * S)
+        await key("esc (back to Fleet)", "escape", reflected=lambda: app.screen is fleet,
+                  data=lambda: fleet.view is not None)
+        await key("3 (Findings)", "3", reflected=lambda: app.current_mode == "findings",
+                  data=lambda: getattr(app.screen, "view", None) is not None)
+        await key("4 (Local)", "4", reflected=lambda: app.current_mode == "local",
+                  data=lambda: getattr(app.screen, "view", None) is not None)
+        await key("1 (Fleet again)", "1", reflected=lambda: app.screen is fleet, data=lambda: True)
+        await key("3 (Findings again)", "3", reflected=lambda: app.current_mode == "findings", data=lambda: True)
+        await key("4 (Local again)", "4", reflected=lambda: app.current_mode == "local", data=lambda: True)
+        await pilot.press("q")
+    out["keys"] = keys
+    return out
+
+
+def charts(repeat: int = 200) -> dict:
+    since, until = T0, T0 + 3600 * S
+    points = [(T0 + k * STEP_S * S, float(k % 37)) for k in range(180)]
+    day = [(T0 + k * STEP_S * S, float(k % 37)) for k in range(4320)]
+    marks = Marks.at(since, until, 80, [T0 + 600 * S])
+    out = {}
+    for name, pts, end in (("1h_of_20s_samples", points, until), ("24h_of_20s_samples", day, T0 + 86400 * S)):
+        t = time.perf_counter()
+        for _ in range(repeat):
+            braille(buckets(pts, since, end, 160), 3, 40.0, marks, gutter=6)
+        out[f"braille_80x3_{name}_ms"] = round((time.perf_counter() - t) * 1000 / repeat, 3)
+    t = time.perf_counter()
+    for _ in range(repeat):
+        spark(buckets(points, since, until, 16), 40.0, marks)
+    out["trend_cell_16_ms"] = round((time.perf_counter() - t) * 1000 / repeat, 3)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rebuild", action="store_true", help="rebuild the 2,000-VM store")
+    ap.add_argument("--seconds", type=float, default=10.0, help="how long to measure each refresh loop")
+    ap.add_argument("--runs", type=int, default=5, help="program starts to time")
+    args = ap.parse_args()
+    os.environ.setdefault("TZ", "UTC")
+    results = Path(__file__).resolve().parent / "results"
+    results.mkdir(exist_ok=True)
+    store = results / "tui-fleet.db"
+    out: dict = {"benchmark": "tui", "store": {"vms": FLEET.vms, "hosts": FLEET.hosts, "stacks": FLEET.stacks,
+                                               "minutes": FLEET.minutes, "step_s": STEP_S}}
+    built = build(store, args.rebuild)
+    if built is not None:
+        out["store"]["build_seconds"] = built
+    out["store"]["bytes"] = store.stat().st_size
+    with tempfile.TemporaryDirectory() as d:
+        config = write_config(Path(d) / "stacks.toml", FLEET)
+        out["first_frame"] = first_frame(store, config, args.runs)
+        out["in_process"] = asyncio.run(in_process(store, config, args.seconds))
+    out["charts"] = charts()
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

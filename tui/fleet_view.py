@@ -1,0 +1,266 @@
+"""The Fleet screen's data: one row per stack, VM, host and lone guest.
+
+Everything comes from one `latest` read per measurement (2,000 VMs are one query, not
+2,000), joined in memory; trends are drawn only for the rows on screen.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from agent.config import StackConfig
+from agent.model import Annotation, Finding
+from agent.store import Row
+from tui.chart import Thresholds
+from tui.data import (
+    SEVERITY_RANK,
+    Reader,
+    Status,
+    TableState,
+    Trend,
+    fill_trends,
+    interval_of,
+    is_stale,
+    load_status,
+    open_at,
+    worst,
+)
+from tui.format import ago, num, size, value
+from tui.layers import AWAIT, GAVG, LATENCY_FLOOR_MS, LOG_WRITE, PCT_BUSY, READY
+from tui.stacks import Target, short_name
+from tui.table import Cell, Column, TableModel
+from tui.table import Row as TRow
+
+SEVERITY_CELL = {"critical": ("CRIT", "bold red"), "warning": ("WARN", "bold yellow"), "info": ("info", "cyan")}
+COLUMNS = [  # fixed widths but for the names: measuring 2,000 rows every second is not free
+    Column("kind", width=5), Column("name", max_width=30), Column("where", max_width=24),
+    Column("worst open finding", width=36), Column("TPS", width=7, right=True, descending=True),
+    Column("cpu%", width=5, right=True, descending=True), Column("rdy%", width=5, right=True, descending=True),
+    Column("balloon", width=8, right=True, descending=True), Column("log ms", width=6, right=True, descending=True),
+    Column("I/O ms", width=6, right=True, descending=True), Column("rdy% trend", width=16, sortable=False),
+    Column("I/O ms trend", width=16, sortable=False),
+]
+FINDING_COL, READY_TREND, IO_TREND = 3, 10, 11
+KIND_ORDER = {"stack": 0, "vm": 1, "host": 2, "guest": 3}
+
+
+@dataclass
+class FleetView:
+    now_ns: int
+    since_ns: int
+    model: TableModel
+    targets: dict[str, Target]
+    counts: dict[str, int]
+    collectors: list[Status]
+    markers: list[Annotation]
+    findings: int = 0
+    stale: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def _newest_by(rows: list[Row], tag: str) -> dict[str, Row]:
+    out: dict[str, Row] = {}
+    for r in rows:
+        key = r.tags.get(tag)
+        if key and (key not in out or r.ts > out[key].ts):
+            out[key] = r
+    return out
+
+
+def _worst_by(rows: list[Row], tag: str, *names: str, how: str = "max") -> dict[str, float]:
+    out: dict[str, float] = {}
+    for r in rows:
+        key = r.tags.get(tag)
+        if not key:
+            continue
+        for n in names:
+            v = value(r.fields, n)
+            if v is None:
+                continue
+            if how == "sum":
+                out[key] = out.get(key, 0.0) + v
+            elif key not in out or v > out[key]:
+                out[key] = v
+    return out
+
+
+class _FindingIndex:
+    def __init__(self, findings: list[Finding]):
+        self.by: dict[tuple[str, str], list[Finding]] = defaultdict(list)
+        for f in findings:
+            for k, v in f.subject.items():
+                if k != "layer" and v:
+                    self.by[(k, v)].append(f)
+
+    def of(self, *pairs: tuple[str, str | None], exclude: str | None = None) -> Finding | None:
+        found = [f for k, v in pairs if v for f in self.by.get((k, v), ()) if not (exclude and exclude in f.subject)]
+        return worst(found)
+
+
+def _finding_cell(f: Finding | None) -> tuple[Cell, tuple | None]:
+    if f is None:
+        return ("ok", "green"), None
+    word, st = SEVERITY_CELL.get(f.severity, (f.severity, ""))
+    return [(word + " ", st), (f"{f.rule}: {f.summary}", None)], (SEVERITY_RANK.get(f.severity, 9), f.rule)
+
+
+def _cell(v: float | None, th: Thresholds | None = None, digits: int = 1) -> Cell:
+    return (num(v, digits), th.style_of(v, "") if th else "")
+
+
+def _interval(rd: Reader, measurement: str) -> float | None:
+    """A measurement's sampling interval, from one of its series (every series shares the collector's)."""
+    def estimate() -> float | None:
+        series = rd.series(measurement)
+        if not series:
+            return None
+        newest = rd.store.latest_of(series[:1])
+        if not newest:
+            return None
+        ts = newest[0].ts
+        return interval_of(rd.store.window(series[0].id, next(iter(newest[0].fields)), ts - 3600 * 10**9, ts))
+    return rd.memo(("measurement-interval", measurement), 300, estimate)
+
+
+def _ready_trend(rd: Reader, source: tuple[str, str] | None) -> Trend | None:
+    if source is None or source[0] == "guest":
+        return None
+    kind, name = source
+    measurement = "vsphere_vm" if kind == "vm" else "vsphere_host"
+    return Trend.of(rd.by_tag(measurement, kind).get(name, ()), "cpu_ready_pct", floor=5.0, thresholds=READY)
+
+
+def _io_trend(rd: Reader, source: tuple[str, str] | None) -> Trend | None:
+    """What the VM sees (VMDK latency), the host's worst LUN (GAVG), or the guest's await."""
+    if source is None:
+        return None
+    kind, name = source
+    if kind == "vm":
+        return Trend.of(rd.by_tag("vsphere_vm_disk", "vm").get(name, ()), "read_latency_ms", "write_latency_ms",
+                        floor=LATENCY_FLOOR_MS, thresholds=GAVG)
+    if kind == "host":
+        return Trend.of(rd.by_tag("vsphere_host_lun", "host").get(name, ()), "total_latency_ms",
+                        floor=LATENCY_FLOOR_MS, thresholds=GAVG)
+    disks = [s for s in rd.by_tag("guest_disk", "guest").get(name, ()) if s.tags.get("type", "disk") == "disk"]
+    return Trend.of(disks, "read_await_ms", "write_await_ms", floor=LATENCY_FLOOR_MS, thresholds=AWAIT)
+
+
+def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, state: TableState,
+               spark_cols: int) -> FleetView:
+    vm_rows = _newest_by(rd.latest("vsphere_vm", until), "vm")
+    esx_vms = _newest_by(rd.latest("esxtop_vm", until), "vm")
+    disks = rd.latest("vsphere_vm_disk", until)
+    vmdk = _worst_by(disks, "vm", "read_latency_ms", "write_latency_ms")
+    hosts = _newest_by(rd.latest("vsphere_host", until), "host")
+    host_luns = rd.latest("vsphere_host_lun", until)
+    gavg = _worst_by(host_luns, "host", "total_latency_ms")
+    for host, v in _worst_by(rd.latest("esxtop_device", until), "host", "guest_latency_ms").items():
+        gavg.setdefault(host, v)
+    db = rd.latest("db2_database", until)
+    tps = _worst_by(db, "db2", "commits_per_s", how="sum")
+    log_ms = _worst_by(rd.latest("db2_log", until), "db2", "log_write_ms")
+    guest_cpu = _newest_by(rd.latest("guest_cpu", until, lambda t: t.get("cpu") == "total"), "guest")
+    guest_await = _worst_by(rd.latest("guest_disk", until, lambda t: t.get("type", "disk") == "disk"), "guest",
+                            "read_await_ms", "write_await_ms")
+    findings = open_at(rd.findings(), until)
+    fx = _FindingIndex(findings)
+    stale_after = {m: _interval(rd, m) for m in ("vsphere_vm", "vsphere_host", "guest_cpu", "db2_database")}
+
+    rows: list[TRow] = []
+    targets: dict[str, Target] = {}
+    sources: dict[str, tuple[str, str]] = {}  # row key -> whose trends: ("vm" | "host" | "guest", name)
+    stale_rows = 0
+
+    def age_note(row: Row | None, measurement: str) -> tuple[str, bool]:
+        if row is None:
+            return "", False
+        age = (until - row.ts) / 1e9
+        stale = is_stale(age, stale_after.get(measurement))
+        return (f" STALE {ago(age)}" if stale else ""), stale
+
+    def add(kind: str, name: str, where: str, finding: Finding | None, figures: tuple, target: Target,
+            stale: bool) -> None:
+        nonlocal stale_rows
+        key = f"{kind}:{name}"
+        cell, rank = _finding_cell(finding)
+        tps_v, cpu, ready, balloon, log, io = figures
+        cells = [kind, name, where, cell, _cell(tps_v), _cell(cpu, PCT_BUSY), _cell(ready, READY),
+                 (size(balloon), "bold red" if balloon else "") if balloon is not None else "—",
+                 _cell(log, LOG_WRITE, 2), _cell(io, GAVG), "", ""]
+        rows.append(TRow(key, cells, (KIND_ORDER[kind], name.lower(), where, rank, *figures, None, None),
+                         f"{kind} {name} {where} {finding.rule if finding else ''}", "dim" if stale else None))
+        targets[key] = target
+        stale_rows += stale
+
+    guests_in_use: set[str] = set()
+    guest_names = {short_name(g): g for g in guest_cpu}
+    for st in stacks:
+        vm = vm_rows.get(st.vm) if st.vm else None
+        guest = st.guest or (guest_names.get(short_name(st.vm)) if st.vm else None) or \
+            (guest_names.get(short_name(st.db2)) if st.db2 else None)
+        host = vm.tags.get("host") if vm else (esx_vms[st.vm].tags.get("host") if st.vm in esx_vms else None)
+        guests_in_use.add(guest or "")
+        f = vm.fields if vm else {}
+        cpu = value(guest_cpu[guest].fields, "busy_pct") if guest in guest_cpu else None
+        io = vmdk.get(st.vm or "") if st.vm else guest_await.get(guest or "")
+        db_row = next((r for r in db if r.tags.get("db2") == st.db2), None) if st.db2 else None
+        note, stale = age_note(vm, "vsphere_vm") if vm else age_note(db_row, "db2_database")
+        where = "/".join(x for x in (st.vm or guest, host) if x) + note
+        finding = fx.of(("db2", st.db2), ("vm", st.vm), ("guest", guest), ("host", host),
+                        *(("storage", s) for s in st.storage))
+        key = f"stack:{st.name}"
+        add("stack", st.name, where, finding, (tps.get(st.db2 or ""), cpu, value(f, "cpu_ready_pct"),
+                                               value(f, "mem_balloon_bytes"), log_ms.get(st.db2 or ""), io),
+            Target.of_stack(st), stale)
+        if st.vm or guest:
+            sources[key] = ("vm", st.vm) if st.vm else ("guest", guest or "")
+
+    for name in sorted(set(vm_rows) | set(esx_vms)):
+        row = vm_rows.get(name)
+        f = row.fields if row else {}
+        e = esx_vms[name].fields if name in esx_vms else {}
+        host = (row or esx_vms[name]).tags.get("host")
+        ready = value(f, "cpu_ready_pct")
+        note, stale = age_note(row or esx_vms.get(name), "vsphere_vm")
+        add("vm", name, (host or "") + note, fx.of(("vm", name)),
+            (None, value(f, "cpu_usage_pct") if f else value(e, "used_pct"), ready,
+             value(f, "mem_balloon_bytes") if f else value(e, "balloon_bytes"), None, vmdk.get(name)),
+            Target.of_vm(name, row.tags.get("vcenter") if row else None), stale)
+        sources[f"vm:{name}"] = ("vm", name)
+
+    vms_on: dict[str, int] = defaultdict(int)
+    for r in vm_rows.values():
+        vms_on[r.tags.get("host", "")] += 1
+    for name in sorted(set(hosts) | {r.tags.get("host", "") for r in esx_vms.values()} - {""}):
+        row = hosts.get(name)
+        f = row.fields if row else {}
+        note, stale = age_note(row, "vsphere_host")
+        where = (row.tags.get("cluster", "") if row else "") + f" {vms_on.get(name, 0)} VMs" + note
+        add("host", name, where.strip(), fx.of(("host", name), exclude="vm"),
+            (None, value(f, "cpu_usage_pct"), value(f, "cpu_ready_pct"), value(f, "mem_balloon_bytes"), None,
+             gavg.get(name)), Target.of_host(name), stale)
+        sources[f"host:{name}"] = ("host", name)
+
+    vmshort_name = {short_name(v) for v in set(vm_rows) | set(esx_vms)}
+    for name, row in sorted(guest_cpu.items()):
+        if name in guests_in_use or short_name(name) in vmshort_name:
+            continue
+        note, stale = age_note(row, "guest_cpu")
+        add("guest", name, ("guest OS" + note).strip(), fx.of(("guest", name)),
+            (None, value(row.fields, "busy_pct"), None, None, None, guest_await.get(name)), Target.of_guest(name),
+            stale)
+        sources[f"guest:{name}"] = ("guest", name)
+
+    model = TableModel(COLUMNS, rows)
+    markers = [a for a in rd.store.annotations(since, until) if a.kind == "marker"]
+    marker_ts = [m.ts for m in markers]
+    fill_trends(rd, model, lambda key: _ready_trend(rd, sources.get(key)), READY_TREND, state, since, until,
+                spark_cols, marker_ts)
+    fill_trends(rd, model, lambda key: _io_trend(rd, sources.get(key)), IO_TREND, state, since, until, spark_cols,
+                marker_ts)
+    counts: dict[str, int] = defaultdict(int)
+    for r in rows:
+        counts[r.cells[0]] += 1  # type: ignore[index]
+    return FleetView(until, since, model, targets, dict(counts), load_status(rd, until), markers,
+                     len(findings), stale_rows)

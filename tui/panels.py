@@ -1,0 +1,423 @@
+"""The Stack screen's detail panels, one per letter: esxtop's c m d u v n and db2top's b l w t.
+
+Each returns a one-line summary, a table model, and the trend of each row (drawn by the
+loader for the rows on screen only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from agent.store import Row
+from tui.chart import Thresholds
+from tui.data import Reader, Trend
+from tui.format import NONE, num, rate, size, value
+from tui.layers import (
+    ARRAY,
+    ARRAY_LATENCY,
+    AWAIT,
+    COSTOP,
+    GAVG,
+    KAVG,
+    LATENCY_FLOOR_MS,
+    LOG_WRITE,
+    MEM_STATE,
+    PCT_BUSY,
+    READY,
+    fig,
+    max_of,
+    sum_of,
+)
+from tui.stacks import Resolved
+from tui.table import Cell, Column, Run, TableModel
+from tui.table import Row as TRow
+
+PANELS = {
+    "c": "CPU", "m": "memory", "d": "disk adapters", "u": "LUNs", "v": "VM disks", "n": "network",
+    "b": "buffer pools", "l": "log", "w": "waits", "t": "tablespaces and containers",
+}
+
+PanelResult = tuple[list[Run], TableModel, dict[str, Trend], int]
+TREND = Column("trend", width=16)
+
+
+def _r(key: str, cells: list[Cell], sort: tuple, style: str | None = None) -> TRow:
+    return TRow(key, cells, sort, style=style)
+
+
+def _styled(v: float | None, th: Thresholds, digits: int = 1, suffix: str = "") -> Cell:
+    return (num(v, digits) + (suffix if v is not None else ""), th.style_of(v, ""))
+
+
+def _vms_on_host(rd: Reader, r: Resolved, until: int) -> list[Row]:
+    if not r.host:
+        return []
+    return rd.latest("vsphere_vm", until, lambda t: t.get("host") == r.host)
+
+
+def _esxtop_vms(rd: Reader, r: Resolved, until: int) -> dict[str, Row]:
+    if not r.host:
+        return {}
+    return {x.tags.get("vm", ""): x for x in rd.latest("esxtop_vm", until, lambda t: t.get("host") == r.host)}
+
+
+def cpu_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
+    vms, esx = _vms_on_host(rd, r, until), _esxtop_vms(rd, r, until)
+    if not vms and not esx:
+        return _guest_cpu_panel(rd, r, until)
+    cols = [Column("vm", max_width=32), Column("vCPU", right=True), Column("usage%", right=True),
+            Column("rdy%", right=True), Column("cstp%", right=True), Column("mlmtd%", right=True),
+            Column("swpwt%", right=True), Column("%RDY", right=True), Column("N%L", right=True), TREND]
+    rows, trends = [], {}
+    names = sorted({x.tags["vm"] for x in vms} | set(esx))
+    by_vm = {x.tags["vm"]: x for x in sorted(vms, key=lambda x: x.ts)}
+    for name in names:
+        f = by_vm[name].fields if name in by_vm else {}
+        e = esx[name].fields if name in esx else {}
+        ready = value(f, "cpu_ready_pct")
+        vals = (value(f, "vcpus"), value(f, "cpu_usage_pct"), ready, value(f, "cpu_costop_pct"),
+                value(f, "cpu_maxlimited_pct"), value(f, "cpu_swapwait_pct"), value(e, "ready_pct"),
+                value(e, "numa_local_pct"))
+        me = name == r.vm
+        rows.append(_r(name, [("▶ " if me else "  ") + name, num(vals[0], 0), _styled(vals[1], PCT_BUSY),
+                              _styled(ready, READY), _styled(vals[3], COSTOP), _styled(vals[4], Thresholds(0.1)),
+                              num(vals[5]), num(vals[6]), num(vals[7], 0), ""],
+                       (name, *vals, None), "bold" if me else None))
+        trends[name] = Trend.of(rd.find("vsphere_vm", lambda t, n=name: t.get("vm") == n and t.get("host") == r.host),
+                                "cpu_ready_pct", floor=5.0, thresholds=READY)
+    rows.sort(key=lambda x: -(x.sort[3] or 0.0))
+    host = rd.latest("vsphere_host", until, lambda t: t.get("host") == r.host)
+    hf = host[0].fields if host else {}
+    summary = [(f"VMs on {r.host}: {len(names)}   ", "bold"), *fig("host cpu", f"{num(value(hf, 'cpu_usage_pct'))}%"),
+               *fig("host rdy", f"{num(value(hf, 'cpu_ready_pct'))}%"),
+               ("rdy% is per vCPU (vCenter); %RDY is esxtop's sum over vCPUs", "dim")]
+    return summary, TableModel(cols, rows), trends, len(cols) - 1
+
+
+def _guest_cpu_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
+    cols = [Column("cpu"), Column("busy%", right=True), Column("user%", right=True), Column("sys%", right=True),
+            Column("iowait%", right=True), Column("steal%", right=True), Column("idle%", right=True), TREND]
+    rows, trends = [], {}
+    for x in rd.latest("guest_cpu", until, lambda t: t.get("guest") == r.guest):
+        f, cpu = x.fields, x.tags.get("cpu", "?")
+        vals = [value(f, k) for k in ("busy_pct", "user_pct", "system_pct", "iowait_pct", "steal_pct", "idle_pct")]
+        rank = -1 if cpu == "total" else int(cpu) if cpu.isdigit() else 10**6
+        rows.append(_r(cpu, [cpu, *[num(v) for v in vals], ""], (rank, *vals, None), "bold" if rank < 0 else None))
+        trends[cpu] = Trend.of(rd.find("guest_cpu", lambda t, c=cpu: t.get("guest") == r.guest and t.get("cpu") == c),
+                               "busy_pct", top=100.0)
+    rows.sort(key=lambda x: x.sort[0])
+    what = f"guest {r.guest}" if r.guest else "this stack"
+    return [(f"CPUs of {what} (no host data: VMs on the host need vSphere or esxtop)", "dim")], \
+        TableModel(cols, rows), trends, len(cols) - 1
+
+
+def _mem_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
+    vms, esx = _vms_on_host(rd, r, until), _esxtop_vms(rd, r, until)
+    cols = [Column("vm", max_width=32), Column("balloon", right=True), Column("target", right=True),
+            Column("swapped", right=True), Column("swapin", right=True), Column("compr", right=True),
+            Column("consumed", right=True), Column("active", right=True), Column("N%L", right=True), TREND]
+    rows, trends = [], {}
+    by_vm = {x.tags["vm"]: x for x in sorted(vms, key=lambda x: x.ts)}
+    for name in sorted(set(by_vm) | set(esx)):
+        f = by_vm[name].fields if name in by_vm else {}
+        e = esx[name].fields if name in esx else {}
+        balloon = value(f, "mem_balloon_bytes") if f else value(e, "balloon_bytes")
+        swapped = value(f, "mem_swapped_bytes") if f else value(e, "swapped_bytes")
+        vals = (balloon, value(f, "mem_balloon_target_bytes"), swapped, value(f, "mem_swapin_bytes_per_s"),
+                value(f, "mem_compressed_bytes"), value(f, "mem_consumed_bytes"), value(f, "mem_active_bytes"),
+                value(e, "numa_local_pct"))
+        me = name == r.vm
+        bad = Thresholds(1.0, None)
+        rows.append(_r(name, [("▶ " if me else "  ") + name, (size(balloon), bad.style_of(balloon, "")), size(vals[1]),
+                              (size(swapped), bad.style_of(swapped, "")), rate(vals[3]), size(vals[4]), size(vals[5]),
+                              size(vals[6]), num(vals[7], 0), ""], (name, *vals, None), "bold" if me else None))
+        trends[name] = Trend.of(rd.find("vsphere_vm", lambda t, n=name: t.get("vm") == n and t.get("host") == r.host),
+                                "mem_balloon_bytes", floor=2**20, thresholds=Thresholds(1.0, None))
+    rows.sort(key=lambda x: (-(x.sort[1] or 0.0), -(x.sort[3] or 0.0), x.key))
+    host = rd.latest("vsphere_host", until, lambda t: t.get("host") == r.host) if r.host else []
+    hf = host[0].fields if host else {}
+    gm = rd.latest("guest_mem", until, lambda t: t.get("guest") == r.guest) if r.guest else []
+    g = gm[0].fields if gm else {}
+    state = value(hf, "mem_state")
+    summary = (fig("host state", MEM_STATE.get(int(state), NONE) if state is not None else NONE)
+               + fig("host balloon", size(value(hf, "mem_balloon_bytes")))
+               + fig("host swap", size(value(hf, "mem_swap_used_bytes")))
+               + fig("guest used", f"{num(value(g, 'used_pct'))}%")
+               + fig("guest swap in/out", f"{rate(value(g, 'swap_in_bytes_per_s'))} "
+                                           f"{rate(value(g, 'swap_out_bytes_per_s'))}"))
+    if not rows:
+        summary.append(("  (no VM memory data: needs vSphere or esxtop)", "dim"))
+    return summary, TableModel(cols, rows), trends, len(cols) - 1
+
+
+def _adapter_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
+    """ESXi's per-HBA counters are not collected; the host's datastores are the nearest view."""
+    cols = [Column("datastore", max_width=36), Column("r/s", right=True), Column("w/s", right=True),
+            Column("read ms", right=True), Column("write ms", right=True), TREND]
+    rows, trends = [], {}
+    if r.host:
+        for x in rd.latest("vsphere_datastore", until, lambda t: t.get("host") == r.host):
+            f, ds = x.fields, x.tags.get("datastore", "?")
+            vals = [value(f, k) for k in ("read_iops", "write_iops", "read_latency_ms", "write_latency_ms")]
+            mine = ds in set(r.luns.values())
+            rows.append(_r(ds, [("▶ " if mine else "  ") + ds, num(vals[0]), num(vals[1]), _styled(vals[2], GAVG),
+                                _styled(vals[3], GAVG), ""], (ds, *vals, None), "bold" if mine else None))
+            trends[ds] = Trend.of(rd.find("vsphere_datastore", lambda t, d=ds: t.get("host") == r.host
+                                          and t.get("datastore") == d), "read_latency_ms", "write_latency_ms",
+                                  thresholds=GAVG, floor=LATENCY_FLOOR_MS)
+    note = f"datastores as seen by {r.host}" if r.host else "no host for this stack"
+    return [(note, "bold"), ("  (ESXi adapter counters are not collected; ▶ = this stack's)", "dim")], \
+        TableModel(cols, rows), trends, len(cols) - 1
+
+
+def _lun_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
+    """The per-I/O waterfall for each LUN: what the VM waits (GAVG) = VMkernel (KAVG) + device
+    (DAVG); DAVG minus the array's own latency is the fabric and HBA."""
+    cols = [Column("LUN", max_width=36), Column("datastore", max_width=20), Column("GAVG", right=True),
+            Column("KAVG", right=True), Column("DAVG", right=True), Column("QAVG", right=True),
+            Column("QUED", right=True), Column("ACTV", right=True), Column("DQLEN", right=True),
+            Column("%USD", right=True), Column("IOPS", right=True), Column("array ms", right=True),
+            Column("fabric ms", right=True), Column("array", max_width=24), TREND]
+    if not r.host:
+        return [("no host for this stack: LUNs need vSphere or esxtop", "dim")], TableModel(cols, []), {}, len(cols) - 1
+    host_luns = {x.tags.get("lun", ""): x for x in rd.latest("vsphere_host_lun", until,
+                                                             lambda t: t.get("host") == r.host)}
+    devs = {x.tags.get("device", ""): x for x in rd.latest("esxtop_device", until, lambda t: t.get("host") == r.host)}
+    naas = sorted(set(r.luns) or (set(host_luns) | set(devs)) - {""})
+    arrays: dict[str, Row] = {}
+    if naas:
+        for m in ("storage_lun", "storage_volume", "storage_disk"):
+            for x in rd.latest(m, until, lambda t: t.get("naa") in set(naas)):
+                arrays.setdefault(x.tags["naa"], x)
+    rows, trends = [], {}
+    for naa in naas:
+        v, e, a = host_luns.get(naa), devs.get(naa), arrays.get(naa)
+        vf, ef = (v.fields if v else {}), (e.fields if e else {})
+        gavg = value(vf, "total_latency_ms") if v else value(ef, "guest_latency_ms")
+        kavg = value(vf, "kernel_latency_ms") if v else value(ef, "kernel_latency_ms")
+        davg = value(vf, "device_latency_ms") if v else value(ef, "device_latency_ms")
+        qavg = value(vf, "queue_latency_ms") if v else value(ef, "queue_latency_ms")
+        iops = (sum_of([v], "read_iops", "write_iops") if v else value(ef, "commands_per_s"))
+        array_ms, where = None, ""
+        if a is not None:
+            array_ms, _ = max_of([a], *ARRAY_LATENCY.get(a.measurement, ("avg_latency_ms",)))
+            where = a.tags.get("storage", "") + ":" + (a.tags.get("lun") or a.tags.get("volume")
+                                                       or a.tags.get("device", ""))
+        fabric = davg - array_ms if davg is not None and array_ms is not None else None
+        vals = (gavg, kavg, davg, qavg, value(ef, "queued"), value(ef, "active"), value(ef, "queue_depth"),
+                value(ef, "used_pct"), iops, array_ms, fabric)
+        ds = r.luns.get(naa) or vf.get("datastore") or (v.tags.get("datastore", "") if v else "")
+        rows.append(_r(naa, [naa, str(ds), _styled(gavg, GAVG), _styled(kavg, KAVG, 2), _styled(davg, GAVG),
+                             num(qavg, 2), _styled(vals[4], Thresholds(1.0, None), 0), num(vals[5], 0),
+                             num(vals[6], 0), _styled(vals[7], Thresholds(90.0, 100.0), 0), num(iops, 0),
+                             _styled(array_ms, ARRAY, 2), num(fabric, 2), where, ""], (naa, ds, *vals, where, None)))
+        trends[naa] = (Trend.of(rd.find("vsphere_host_lun", lambda t, n=naa: t.get("host") == r.host
+                                        and t.get("lun") == n), "total_latency_ms", thresholds=GAVG,
+                                floor=LATENCY_FLOOR_MS) if v else
+                       Trend.of(rd.find("esxtop_device", lambda t, n=naa: t.get("host") == r.host
+                                        and t.get("device") == n), "guest_latency_ms", thresholds=GAVG,
+                                floor=LATENCY_FLOOR_MS))
+    rows.sort(key=lambda x: -(x.sort[2] or 0.0))
+    summary = [(f"LUNs of {r.target.label} on {r.host}: ", "bold"),
+               ("GAVG = KAVG (VMkernel queueing) + DAVG (device); fabric = DAVG − array latency", "dim")]
+    return summary, TableModel(cols, rows), trends, len(cols) - 1
+
+
+def _disk_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
+    """The same I/O seen by the hypervisor (VMDKs) and by the guest (block devices)."""
+    cols = [Column("layer"), Column("disk", max_width=28), Column("r/s", right=True), Column("w/s", right=True),
+            Column("read", right=True), Column("write", right=True), Column("read ms", right=True),
+            Column("write ms", right=True), Column("queue", right=True), Column("where", max_width=30), TREND]
+    rows, trends = [], {}
+    if r.vm:
+        for x in rd.latest("vsphere_vm_disk", until, lambda t: t.get("vm") == r.vm):
+            f, inst = x.fields, x.tags.get("instance", "?")
+            oio = sum_of([x], "read_oio", "write_oio")
+            vals = [value(f, k) for k in ("read_iops", "write_iops", "read_bytes_per_s", "write_bytes_per_s",
+                                          "read_latency_ms", "write_latency_ms")]
+            key = f"vmdk {inst} {x.tags.get('host', '')}"
+            rows.append(_r(key, ["VMDK", inst, num(vals[0]), num(vals[1]), rate(vals[2]), rate(vals[3]),
+                                 _styled(vals[4], GAVG), _styled(vals[5], GAVG), num(oio),
+                                 f"{x.tags.get('datastore', '')} {x.tags.get('lun', '')}".strip(), ""],
+                           ("VMDK", inst, *vals, oio, x.tags.get("datastore"), None)))
+            trends[key] = Trend.of(rd.find("vsphere_vm_disk", lambda t, tags=x.tags: t == tags),
+                                   "read_latency_ms", "write_latency_ms", thresholds=GAVG, floor=LATENCY_FLOOR_MS)
+    if r.guest:
+        for x in rd.latest("guest_disk", until, lambda t: t.get("guest") == r.guest and t.get("type") == "disk"):
+            f, dev = x.fields, x.tags.get("device", "?")
+            vals = [value(f, k) for k in ("read_iops", "write_iops", "read_bytes_per_s", "write_bytes_per_s",
+                                          "read_await_ms", "write_await_ms", "queue_size")]
+            key = f"guest {dev}"
+            rows.append(_r(key, ["guest", dev, num(vals[0]), num(vals[1]), rate(vals[2]), rate(vals[3]),
+                                 _styled(vals[4], AWAIT), _styled(vals[5], AWAIT), num(vals[6], 2),
+                                 f"util {num(value(f, 'util_pct'))}%", ""], ("guest", dev, *vals, None, None)))
+            trends[key] = Trend.of(rd.find("guest_disk", lambda t, tags=x.tags: t == tags),
+                                   "read_await_ms", "write_await_ms", thresholds=AWAIT, floor=LATENCY_FLOOR_MS)
+    summary = [("virtual disks (hypervisor view) and the guest's block devices: ", "bold"),
+               ("guest await above VMDK latency = queueing inside the guest", "dim")]
+    return summary, TableModel(cols, rows), trends, len(cols) - 1
+
+
+def _net_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
+    cols = [Column("layer"), Column("nic", max_width=24), Column("rx", right=True), Column("tx", right=True),
+            Column("rx pkt/s", right=True), Column("tx pkt/s", right=True), Column("drops/s", right=True),
+            Column("errors/s", right=True), TREND]
+    rows, trends = [], {}
+    if r.vm:
+        for x in rd.latest("vsphere_vm_net", until, lambda t: t.get("vm") == r.vm):
+            f, nic = x.fields, x.tags.get("instance", "?")
+            drops = sum_of([x], "rx_drops_per_s", "tx_drops_per_s")
+            key = f"vnic {nic} {x.tags.get('host', '')}"
+            rows.append(_r(key, ["vNIC", nic, rate(value(f, "rx_bytes_per_s")), rate(value(f, "tx_bytes_per_s")),
+                                 NONE, NONE, _styled(drops, Thresholds(0.001, None)), NONE, ""],
+                           ("vNIC", nic, value(f, "rx_bytes_per_s"), value(f, "tx_bytes_per_s"), None, None, drops,
+                            None, None)))
+            trends[key] = Trend.of(rd.find("vsphere_vm_net", lambda t, tags=x.tags: t == tags),
+                                   "rx_bytes_per_s", "tx_bytes_per_s", how="sum")
+    if r.guest:
+        for x in rd.latest("guest_net", until, lambda t: t.get("guest") == r.guest):
+            f, nic = x.fields, x.tags.get("interface", "?")
+            drops = sum_of([x], "rx_drops_per_s", "tx_drops_per_s")
+            errors = sum_of([x], "rx_errors_per_s", "tx_errors_per_s")
+            key = f"guest {nic}"
+            vals = (value(f, "rx_bytes_per_s"), value(f, "tx_bytes_per_s"), value(f, "rx_packets_per_s"),
+                    value(f, "tx_packets_per_s"))
+            rows.append(_r(key, ["guest", nic, rate(vals[0]), rate(vals[1]), num(vals[2]), num(vals[3]),
+                                 _styled(drops, Thresholds(0.001, None)), _styled(errors, Thresholds(0.001, None)),
+                                 ""], ("guest", nic, *vals, drops, errors, None)))
+            trends[key] = Trend.of(rd.find("guest_net", lambda t, tags=x.tags: t == tags),
+                                   "rx_bytes_per_s", "tx_bytes_per_s", how="sum")
+    return [("network: the VM's vNICs (hypervisor view) and the guest's interfaces", "bold")], \
+        TableModel(cols, rows), trends, len(cols) - 1
+
+
+def _db2_rows(rd: Reader, r: Resolved, measurement: str, until: int) -> list[Row]:
+    return rd.latest(measurement, until, lambda t: t.get("db2") == r.db2) if r.db2 else []
+
+
+def _no_db2(cols: list[Column]) -> PanelResult:
+    return [("no DB2 in this stack", "dim")], TableModel(cols, []), {}, len(cols) - 1
+
+
+def _bufferpool_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
+    cols = [Column("member"), Column("bufferpool", max_width=24), Column("hit%", right=True),
+            Column("data%", right=True), Column("index%", right=True), Column("logical/s", right=True),
+            Column("physical/s", right=True), Column("async%", right=True), Column("read ms/pg", right=True),
+            Column("writes/s", right=True), Column("write ms/pg", right=True), TREND]
+    if not r.db2:
+        return _no_db2(cols)
+    rows, trends = [], {}
+    hit_th = Thresholds(None, None)
+    for x in _db2_rows(rd, r, "db2_bufferpool", until):
+        f, bp, member = x.fields, x.tags.get("bufferpool", "?"), x.tags.get("member", "")
+        vals = [value(f, k) for k in ("hit_pct", "data_hit_pct", "index_hit_pct", "logical_reads_per_s",
+                                      "physical_reads_per_s", "async_read_pct", "read_ms_per_page", "writes_per_s",
+                                      "write_ms_per_page")]
+        key = f"{member} {bp}"
+        low = vals[0] is not None and vals[0] < 95
+        rows.append(_r(key, [member, bp, (num(vals[0]), "yellow" if low else ""), num(vals[1]), num(vals[2]),
+                             num(vals[3]), num(vals[4]), num(vals[5]), num(vals[6], 2), num(vals[7]),
+                             num(vals[8], 2), ""], (member, bp, *vals, None)))
+        trends[key] = Trend.of(rd.find("db2_bufferpool", lambda t, tags=x.tags: t == tags), "hit_pct", top=100.0,
+                               thresholds=hit_th)
+    rows.sort(key=lambda x: (x.sort[0], x.sort[1]))
+    return [("buffer pools: hit % = (1 − physical/logical) × 100 over the cycle", "bold")], \
+        TableModel(cols, rows), trends, len(cols) - 1
+
+
+def _log_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
+    cols = [Column("member"), Column("write ms", right=True), Column("writes/s", right=True),
+            Column("written", right=True), Column("buffer full/s", right=True), Column("used%", right=True),
+            Column("secondary", right=True), Column("read ms", right=True), Column("reads/s", right=True), TREND]
+    if not r.db2:
+        return _no_db2(cols)
+    rows, trends = [], {}
+    for x in _db2_rows(rd, r, "db2_log", until):
+        f, member = x.fields, x.tags.get("member", "")
+        vals = [value(f, k) for k in ("log_write_ms", "log_writes_per_s", "log_write_bytes_per_s",
+                                      "log_buffer_full_per_s", "log_used_pct", "secondary_logs", "log_read_ms",
+                                      "log_reads_per_s")]
+        rows.append(_r(member, [member, _styled(vals[0], LOG_WRITE, 2), num(vals[1]), rate(vals[2]),
+                                _styled(vals[3], Thresholds(0.001, None), 2), _styled(vals[4], Thresholds(80.0, 95.0)),
+                                num(vals[5], 0), num(vals[6], 2), num(vals[7]), ""], (member, *vals, None)))
+        trends[member] = Trend.of(rd.find("db2_log", lambda t, tags=x.tags: t == tags), "log_write_ms",
+                                  thresholds=LOG_WRITE, floor=LATENCY_FLOOR_MS)
+    rows.sort(key=lambda x: x.sort[0])
+    fact = next((f for f in rd.memo(("facts", "db2_database"), 60, lambda: rd.store.facts("db2_database"))
+                 if f.tags.get("db2") == r.db2), None)
+    path = fact.data.get("log_path") if fact else None
+    summary = [("transaction log", "bold")] + ([("  path ", "dim"), (str(path), None)] if path else [])
+    return summary, TableModel(cols, rows), trends, len(cols) - 1
+
+
+WAITS = (("pool read", "pool_read_wait_pct"), ("pool write", "pool_write_wait_pct"),
+         ("direct read", "direct_read_wait_pct"), ("direct write", "direct_write_wait_pct"),
+         ("log disk", "log_disk_wait_pct"), ("log buffer", "log_buffer_wait_pct"), ("lock", "lock_wait_pct"),
+         ("prefetch", "prefetch_wait_pct"), ("CPU", "cpu_pct"))
+
+
+def _wait_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
+    """dmctop's "Time spent": shares of request time, biggest first."""
+    cols = [Column("member"), Column("time spent in", max_width=20), Column("% of request time", right=True),
+            Column("", width=20), TREND]
+    if not r.db2:
+        return _no_db2(cols)
+    rows, trends = [], {}
+    db = _db2_rows(rd, r, "db2_database", until)
+    for x in db:
+        member = x.tags.get("member", "")
+        for label, name in WAITS:
+            v = value(x.fields, name)
+            key = f"{member} {name}"
+            bar = "█" * round((v or 0) / 5)
+            rows.append(_r(key, [member, label, num(v), (bar, "yellow" if (v or 0) >= 20 else "cyan"), ""],
+                           (member, label, v, v, None)))
+            trends[key] = Trend.of(rd.find("db2_database", lambda t, tags=x.tags: t == tags), name, top=100.0)
+    rows.sort(key=lambda x: (x.sort[0], -(x.sort[2] or 0.0)))
+    f = db[0].fields if db else {}
+    summary = (fig("request ms/s", num(value(f, "request_ms_per_s"), 0)) + fig("wait", f"{num(value(f, 'wait_pct'))}%")
+               + fig("lock waits", f"{num(value(f, 'lock_waits_per_s'))}/s")
+               + fig("lock wait", f"{num(value(f, 'lock_wait_ms'))} ms")
+               + fig("deadlocks", f"{num(value(f, 'deadlocks_per_s'), 2)}/s")
+               + fig("timeouts", f"{num(value(f, 'lock_timeouts_per_s'), 2)}/s")
+               + fig("sort overflow", f"{num(value(f, 'sort_overflow_pct'))}%"))
+    return summary, TableModel(cols, rows), trends, len(cols) - 1
+
+
+def _tablespace_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
+    """Tablespaces, each followed by its containers: compare read ms/page across containers."""
+    cols = [Column("member"), Column("tablespace / container", max_width=44), Column("read pg/s", right=True),
+            Column("write pg/s", right=True), Column("read ms/pg", right=True), Column("write ms/pg", right=True),
+            Column("async%", right=True), Column("direct r/s", right=True), Column("used%", right=True), TREND]
+    if not r.db2:
+        return _no_db2(cols)
+    rows, trends = [], {}
+    fields = ("pages_read_per_s", "pages_written_per_s", "read_ms_per_page", "write_ms_per_page")
+    for x in _db2_rows(rd, r, "db2_tablespace", until):
+        f, tbsp, member = x.fields, x.tags.get("tablespace", "?"), x.tags.get("member", "")
+        vals = [value(f, k) for k in (*fields, "async_read_pct", "direct_reads_per_s", "used_pct")]
+        key = f"{member} {tbsp}"
+        rows.append(_r(key, [member, tbsp, num(vals[0]), num(vals[1]), num(vals[2], 2), num(vals[3], 2),
+                             num(vals[4]), num(vals[5]), _styled(vals[6], Thresholds(90.0, 98.0)), ""],
+                       ((member, tbsp, ""), *vals, None), "bold"))
+        trends[key] = Trend.of(rd.find("db2_tablespace", lambda t, tags=x.tags: t == tags), "read_ms_per_page",
+                               floor=LATENCY_FLOOR_MS)
+    for x in _db2_rows(rd, r, "db2_container", until):
+        f, tbsp, member = x.fields, x.tags.get("tablespace", "?"), x.tags.get("member", "")
+        path = x.tags.get("container", "?")
+        vals = [value(f, k) for k in (*fields, "direct_reads_per_s", "fs_used_pct")]
+        key = f"{member} {tbsp} {path}"
+        rows.append(_r(key, [member, "  " + path, num(vals[0]), num(vals[1]), num(vals[2], 2), num(vals[3], 2),
+                             NONE, num(vals[4]), _styled(vals[5], Thresholds(90.0, 98.0)), ""],
+                       ((member, tbsp, path), vals[0], vals[1], vals[2], vals[3], None, vals[4], vals[5], None)))
+        trends[key] = Trend.of(rd.find("db2_container", lambda t, tags=x.tags: t == tags), "read_ms_per_page",
+                               floor=LATENCY_FLOOR_MS)
+    rows.sort(key=lambda x: x.sort[0])
+    return [("tablespaces (bold) and their containers; container used% is its file system's", "bold")], \
+        TableModel(cols, rows), trends, len(cols) - 1
+
+
+PANEL_LOADERS: dict[str, Callable[[Reader, Resolved, int], PanelResult]] = {
+    "c": cpu_panel, "m": _mem_panel, "d": _adapter_panel, "u": _lun_panel, "v": _disk_panel, "n": _net_panel,
+    "b": _bufferpool_panel, "l": _log_panel, "w": _wait_panel, "t": _tablespace_panel,
+}

@@ -1,0 +1,92 @@
+"""What every db2vtop screen shares: a loader-thread read, a main-thread show, breadcrumbs, `/`."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Input
+
+from tui.data import Reader
+from tui.table import GridTable
+from tui.widgets import Breadcrumbs, FilterBar
+
+
+class ViewScreen(Screen):
+    """`load_view` runs in the loader thread (store reads only); `show_view` on the main thread
+    (widget updates only). HELP lists the screen's own keys for `?`."""
+
+    HELP: ClassVar[list[tuple[str, str]]] = []
+    BINDINGS: ClassVar = [Binding("slash", "filter", "Filter", key_display="/"),
+                          Binding("escape", "back", "Back", show=False)]
+
+    def load_view(self, reader: Reader, since_ns: int, until_ns: int) -> Any:
+        raise NotImplementedError
+
+    def show_view(self, view: Any) -> None:
+        raise NotImplementedError
+
+    def crumbs(self) -> list[str]:
+        return []
+
+    def on_screen_resume(self) -> None:
+        """Shown (again): load right after the first frame, whatever the time cursor is doing
+        (started before, the loader thread would compete with that frame for the GIL)."""
+        self.app.call_after_refresh(self.app.request_reload, True)
+
+    def show_crumbs(self) -> None:
+        extra = []
+        table = self.filter_table()
+        if table is not None and table.filter_text:
+            extra.append(f"filter /{table.filter_text}")
+        for crumbs in self.query(Breadcrumbs):
+            crumbs.show(self.crumbs(), "  ".join(extra))
+
+    # --- k9s `/` ------------------------------------------------------------------------
+
+    def filter_table(self) -> GridTable | None:
+        """The table `/` filters (the screen's main one)."""
+        tables = self.query(GridTable)
+        return tables.first() if tables else None
+
+    def action_filter(self) -> None:
+        table = self.filter_table()
+        if table is not None:
+            self.query_one(FilterBar).open(table.filter_text)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if isinstance(event.input, FilterBar) and event.input.display:
+            table = self.filter_table()
+            if table is not None:
+                table.set_filter(event.value)
+                self.show_crumbs()
+                self.app.request_reload()  # trends are drawn for the rows now on screen
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if isinstance(event.input, FilterBar):
+            self.close_filter(keep=True)
+
+    def close_filter(self, keep: bool) -> bool:
+        """Esc: clear and close an open filter (True), or say there was none (False)."""
+        bars = self.query(FilterBar)
+        if not bars or not bars.first().display:
+            return False
+        bar = bars.first()
+        bar.close()
+        table = self.filter_table()
+        if table is not None:
+            if not keep:
+                table.set_filter("")
+                self.app.request_reload()
+            table.focus()
+        self.show_crumbs()
+        return True
+
+    def action_back(self) -> None:
+        """Esc: close an open filter first, then go back one screen (k9s)."""
+        if not self.close_filter(keep=False):
+            self.app.back()
+
+    def on_grid_table_scrolled(self, _event: GridTable.Scrolled) -> None:
+        self.app.request_reload()

@@ -1,0 +1,247 @@
+"""The Stack screen's data: five layers on one time axis, the verdict, and one detail panel.
+
+Layers, top to bottom, follow the verdict's chain: DB2 → guest → VM → host → array.
+Each has a load/contention chart (left) and a latency chart (right); the latency charts
+share one y scale, so "log write 12 ms ← VMDK 11 ms ← host 9 ms ← array 1.5 ms" reads
+as areas shrinking down the column. The detail panel is chosen with esxtop's letters
+(c m d u v n) and db2top's (b l w t).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from rich.segment import Segment
+from textual.strip import Strip
+
+from agent.model import Annotation, Finding
+from checks.verdict import stack_verdicts
+from tui.chart import EVENT_STYLE, MARKER_STYLE, Marks, braille, nice_top, style, time_axis
+from tui.data import (
+    Reader,
+    Status,
+    TableState,
+    fill_trends,
+    interval_of,
+    is_stale,
+    load_status,
+    open_at,
+    top_of,
+    trend_values,
+)
+from tui.format import ago
+from tui.layers import LATENCY_FLOOR_MS, LAYERS, Layer
+from tui.panels import PANEL_LOADERS, cpu_panel
+from tui.stacks import Resolved, Target, resolve
+from tui.table import Run, TableModel
+
+GUTTER = 6
+
+
+FIGURES = 46  # the figures column left of the charts
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """The layer block's size on screen, read by the loader (kept by the main thread on resize)."""
+
+    width: int = 166
+    height: int = 21  # five layers of (1 label + chart) lines, and the time axis
+    spark_cols: int = 16
+
+    @property
+    def a_cols(self) -> int:
+        return max((self.width - FIGURES) // 2, GUTTER + 4)
+
+    @property
+    def b_cols(self) -> int:
+        return max(self.width - FIGURES - self.a_cols, GUTTER + 4)
+
+    @property
+    def chart_rows(self) -> int:
+        return max(1, (self.height - 1) // len(LAYERS) - 1)
+
+
+@dataclass
+class LayerView:
+    key: str
+    title: str
+    figures: list[Run]
+    a_label: str = ""
+    b_label: str = ""
+    a: list[Strip] = field(default_factory=list)
+    b: list[Strip] = field(default_factory=list)
+    age_s: float | None = None
+    stale: bool = False
+    present: bool = True
+
+
+@dataclass
+class StackView:
+    target: Target
+    resolved: Resolved
+    now_ns: int
+    since_ns: int
+    verdict: list[Run]
+    layers: list[LayerView]
+    block: list[Strip]  # the layers and the time axis, drawn here so the main thread only copies lines
+    panel: str
+    panel_summary: list[Run]
+    detail: TableModel
+    collectors: list[Status]
+    markers: list[Annotation]
+    findings: list[Finding]
+
+
+# --- verdict -------------------------------------------------------------------------------
+
+
+def _verdict(rd: Reader, target: Target, since: int, until: int) -> list[Run]:
+    try:
+        verdicts = stack_verdicts(rd, [target.stack], since, until)
+    except Exception as e:  # the verdict is the checks' business: show its failure, keep the screen
+        return [("verdict failed: ", "bold red"), (str(e)[:200], "red")]
+    if not verdicts:
+        return [("verdict: none for this stack", "dim")]
+    v = verdicts[0]
+    if v.confidence == "none":
+        return [("verdict: too little data ", "dim"), (f"({v.samples} samples in the window)", "dim")]
+    st = {"high": "bold red", "medium": "bold yellow", "low": "yellow"}.get(v.confidence, "bold")
+    blame = f"{v.layer}: " if v.layer else ""
+    return [("VERDICT ", "bold reverse"), (" ", None), (blame, st), (v.summary, "bold"),
+            (f"  [{v.confidence} confidence, {v.samples} samples]", "dim")]
+
+
+# --- the whole screen ------------------------------------------------------------------------
+
+
+def _draw_layers(rd: Reader, layers: list[Layer], since: int, until: int, geo: Geometry,
+                 marks_a: Callable[[str], Marks], marks_b: Callable[[str], Marks]) -> list[LayerView]:
+    a_n, b_n = 2 * max(geo.a_cols - GUTTER, 1), 2 * max(geo.b_cols - GUTTER, 1)
+    a_vals = [trend_values(rd, x.a, since, until, a_n) if x.a else None for x in layers]
+    b_vals = [trend_values(rd, x.b, since, until, b_n) if x.b else None for x in layers]
+    shared = nice_top(max((v for vals in b_vals if vals for v in vals if v is not None), default=0.0),
+                      LATENCY_FLOOR_MS)
+    out = []
+    for x, av, bv in zip(layers, a_vals, b_vals, strict=True):
+        view = LayerView(x.key, x.title, x.figures, x.a_label, x.b_label, present=x.present)
+        if x.a and av is not None:
+            view.a = [_label(x.a_label, av), *braille(av, geo.chart_rows, top_of(x.a, av), marks_a(x.key),
+                                                      thresholds=x.a.thresholds, gutter=GUTTER)]
+        if x.b and bv is not None:
+            view.b = [_label(x.b_label + " (one scale for all layers)", bv), *braille(
+                bv, geo.chart_rows, shared, marks_b(x.key), color="cyan", thresholds=x.b.thresholds,
+                gutter=GUTTER)]
+        ages = [(s, row) for s, row in x.newest if s is not None]
+        if ages:
+            s, row = max(ages, key=lambda p: p[1].ts)
+            view.age_s = (until - row.ts) / 1e9
+            interval = rd.memo(("interval", s.id), 300, lambda s=s, row=row: interval_of(
+                rd.store.window(s.id, next(iter(row.fields)), row.ts - 3600 * 10**9, row.ts)))
+            view.stale = is_stale(view.age_s, interval)
+        out.append(view)
+    return out
+
+
+_LEGEND = [("▼", MARKER_STYLE), (" marker  ", "dim"), ("┊", EVENT_STYLE), (" reset/gap  blank = no data", "dim")]
+SEPARATOR = ("  ", None)
+
+
+def _line(runs: list[Run]) -> Strip:
+    return Strip([Segment(text, style(st)) for text, st in runs if text])
+
+
+def _figure_lines(layer: LayerView, rows: int) -> list[Strip]:
+    """The title, then the figures packed into the column: a figure never breaks across lines."""
+    title: list[Run] = [(layer.title, "bold" if layer.present else "dim")]
+    if layer.stale and layer.age_s is not None:
+        title.append((f"  STALE {ago(layer.age_s)}", "bold yellow"))
+    lines, line, used, chunk = [title], [], 0, []
+    for run in [*layer.figures, SEPARATOR]:
+        chunk.append(run)
+        if run != SEPARATOR:
+            continue
+        width = sum(len(t) for t, _ in chunk[:-1])
+        if line and used + width > FIGURES - 2:
+            lines.append(line)
+            line, used = [], 0
+        line += chunk
+        used += width + 2
+        chunk = []
+    if line:
+        lines.append(line)
+    return [_line([(" ", None), *runs]) for runs in lines[:rows]]
+
+
+def _block(layers: list[LayerView], axis_a: Strip, axis_b: Strip, geo: Geometry) -> list[Strip]:
+    rows = geo.chart_rows + 1
+
+    def cell(strips: list[Strip], i: int, width: int) -> Strip:
+        return (strips[i] if i < len(strips) else Strip.blank(width)).crop_extend(0, width, None)
+
+    out = []
+    for layer in layers:
+        figures = _figure_lines(layer, rows)
+        out += [Strip.join([cell(figures, i, FIGURES), cell(layer.a, i, geo.a_cols), cell(layer.b, i, geo.b_cols)])
+                for i in range(rows)]
+    legend = _line([(" ", None), *_LEGEND])
+    out.append(Strip.join([cell([legend], 0, FIGURES), cell([axis_a], 0, geo.a_cols), cell([axis_b], 0, geo.b_cols)]))
+    return out
+
+
+def _label(text: str, values: list[float | None]) -> Strip:
+    segments = [Segment(" " * GUTTER), Segment(text, style("italic"))]
+    if all(v is None for v in values):
+        segments.append(Segment("  no data in the window", style("yellow")))
+    return Strip(segments)
+
+
+def _layer_of_annotation(a: Annotation) -> str | None:
+    t = a.tags
+    if "db2" in t:
+        return "db2"
+    if "storage" in t:
+        return "storage"
+    if "vcenter" in t:
+        return "vm"
+    if "host" in t:
+        return "host"
+    if "guest" in t:
+        return "guest"
+    return None
+
+
+def load_stack(rd: Reader, target: Target, since: int, until: int, panel: str, geo: Geometry,
+               table: TableState) -> StackView:
+    r = resolve(rd, target, until)
+    annotations = rd.store.annotations(since, until)
+    markers = [a for a in annotations if a.kind == "marker"]
+    events = [a for a in annotations if a.kind != "marker"]
+    a_cols, b_cols = max(geo.a_cols - GUTTER, 1), max(geo.b_cols - GUTTER, 1)
+
+    def marks(cols: int) -> Callable[[str], Marks]:
+        return lambda key: Marks.at(since, until, cols, [m.ts for m in markers],
+                                    [e.ts for e in events if _layer_of_annotation(e) == key])
+
+    layers = _draw_layers(rd, [f(rd, r, until) for f in LAYERS], since, until, geo, marks(a_cols), marks(b_cols))
+    all_marks = Marks.at(since, until, a_cols, [m.ts for m in markers], [e.ts for e in events])
+    summary, model, trends, column = PANEL_LOADERS.get(panel, cpu_panel)(rd, r, until)
+    if trends:
+        fill_trends(rd, model, trends.get, column, table, since, until, geo.spark_cols, [m.ts for m in markers])
+    findings = _stack_findings(rd, r, until)
+    axis_a = time_axis(since, until, a_cols, all_marks, GUTTER)
+    axis_b = time_axis(since, until, b_cols, Marks.at(since, until, b_cols, [m.ts for m in markers],
+                                                      [e.ts for e in events]), GUTTER)
+    return StackView(target, r, until, since, _verdict(rd, target, since, until), layers,
+                     _block(layers, axis_a, axis_b, geo), panel, summary, model,
+                     load_status(rd, until, r.collectors()), markers, findings)
+
+
+def _stack_findings(rd: Reader, r: Resolved, until: int) -> list[Finding]:
+    mine = {("db2", r.db2), ("vm", r.vm), ("guest", r.guest), ("host", r.host), *(("storage", s) for s in r.storage)}
+    mine |= {("lun", n) for n in r.luns} | {("naa", n) for n in r.luns}
+    return [f for f in open_at(rd.findings(), until)
+            if any((k, v) in mine for k, v in f.subject.items() if v)]
+
+

@@ -1,0 +1,286 @@
+"""A virtual table: rows are formatted off the main thread, only visible lines are drawn.
+
+DataTable re-measures every cell on each update; a fleet of 2,000 VMs refreshed every
+second would spend the whole frame budget there. Here the worker hands over formatted
+cells and the column widths, and the main thread only filters (k9s `/`: a regex,
+`!` inverts), sorts on precomputed keys and turns the ~40 visible rows into strips.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from rich.segment import Segment
+from rich.style import Style
+from textual.binding import Binding
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from tui.chart import style
+
+Run = tuple[str, str | None]
+Cell = str | Run | list[Run]  # plain text, one styled run, or several (a sparkline)
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    width: int = 0  # 0: as wide as the widest value (up to max_width)
+    right: bool = False
+    max_width: int = 40
+    descending: bool = False  # the natural first sort order (numbers: highest first)
+    sortable: bool = True
+
+
+@dataclass
+class Row:
+    key: str
+    cells: list[Cell]
+    sort: tuple = ()  # one comparable (or None) per column
+    search: str = ""  # what `/` matches; the text cells when empty
+    style: str | None = None
+
+
+@dataclass
+class TableModel:
+    columns: list[Column]
+    rows: list[Row] = field(default_factory=list)
+    widths: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.columns = list(self.columns)  # headers may be rewritten (a trend's scale): never the caller's list
+        if not self.widths:
+            self.widths = measure(self.columns, self.rows)
+
+
+def cell_text(cell: Cell) -> str:
+    if isinstance(cell, str):
+        return cell
+    if isinstance(cell, tuple):
+        return cell[0]
+    return "".join(t for t, _ in cell)
+
+
+def measure(columns: Sequence[Column], rows: Sequence[Row]) -> list[int]:
+    widths = [c.width or len(c.name) for c in columns]
+    for i, c in enumerate(columns):
+        if c.width:
+            continue
+        longest = max((len(cell_text(r.cells[i])) for r in rows if i < len(r.cells)), default=0)
+        widths[i] = min(max(widths[i], longest), c.max_width)
+    return widths
+
+
+def matcher(text: str):
+    """k9s filter semantics: a case-insensitive regex (plain text if it is not one), `!` inverts."""
+    inverse = text.startswith("!")
+    body = text[1:] if inverse else text
+    try:
+        rx = re.compile(body, re.IGNORECASE)
+        found = rx.search
+    except re.error:
+        low = body.lower()
+        found = lambda s: low in s.lower()  # noqa: E731
+    return (lambda s: not found(s)) if inverse else (lambda s: bool(found(s)))
+
+
+def arrange(rows: list[Row], filter_text: str, sort_col: int | None, reverse: bool) -> list[Row]:
+    """The rows the table shows: filtered, then sorted (missing values last in either order)."""
+    if filter_text:
+        keep = matcher(filter_text)
+        rows = [r for r in rows if keep(r.search or " ".join(cell_text(c) for c in r.cells))]
+    if sort_col is not None:
+        present = [r for r in rows if sort_col < len(r.sort) and r.sort[sort_col] is not None]
+        missing = [r for r in rows if not (sort_col < len(r.sort) and r.sort[sort_col] is not None)]
+        present.sort(key=lambda r: r.sort[sort_col], reverse=reverse)
+        rows = present + missing
+    return rows
+
+
+def row_strip(row: Row, widths: Sequence[int], columns: Sequence[Column]) -> Strip:
+    segments: list[Segment] = []
+    base = row.style
+    for i, w in enumerate(widths):
+        cell = row.cells[i] if i < len(row.cells) else ""
+        runs = [(cell, base)] if isinstance(cell, str) else [cell] if isinstance(cell, tuple) else cell
+        length, parts = 0, []
+        for text, st in runs:
+            if length + len(text) > w:
+                text = text[: max(0, w - length - 1)] + "…" if w - length > 0 else ""
+            if text:
+                parts.append(Segment(text, style(st or base)))
+                length += len(text)
+        pad = Segment(" " * (w - length))
+        segments += [pad, *parts] if columns[i].right else [*parts, pad]
+        segments.append(Segment(" "))
+    return Strip(segments)
+
+
+class GridTable(ScrollView, can_focus=True, inherit_bindings=False):
+    """A sortable, filterable table; ←/→ home/end stay with the app (time travel)."""
+
+    BINDINGS: ClassVar = [
+        Binding("up,k", "cursor(-1)", "Up", show=False),
+        Binding("down,j", "cursor(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("enter", "select", "Open", show=False),
+    ]
+    DEFAULT_CSS = """
+    GridTable { height: 1fr; overflow-x: hidden; }
+    """
+
+    class Highlighted(Message):
+        def __init__(self, table: GridTable, key: str | None):
+            super().__init__()
+            self.table, self.key = table, key
+
+    class Selected(Message):
+        def __init__(self, table: GridTable, key: str):
+            super().__init__()
+            self.table, self.key = table, key
+
+    class Scrolled(Message):
+        """The visible rows changed: a screen that fills cells for visible rows only reloads."""
+
+    def __init__(self, columns: Sequence[Column] = (), *, id: str | None = None, cursor: bool = True):
+        super().__init__(id=id)
+        self.model = TableModel(list(columns))
+        self.shown: list[Row] = []
+        self.filter_text = ""
+        self.sort_col: int | None = None
+        self.sort_reverse = False
+        self.cursor = 0
+        self.show_cursor = cursor
+        self.empty_text = ""
+        self._strips: dict[tuple, Strip] = {}
+        self._base: Style | None = None
+        self._header: Strip | None = None
+
+    # --- data -------------------------------------------------------------------------
+
+    def set_model(self, model: TableModel) -> None:
+        key = self.cursor_key
+        self.model = model
+        self._header = None
+        self._rearrange(key)
+
+    def set_filter(self, text: str) -> None:
+        self.filter_text = text
+        self._rearrange(self.cursor_key)
+
+    def set_sort(self, col: int | None, reverse: bool) -> None:
+        self.sort_col, self.sort_reverse = col, reverse
+        self._header = None
+        self._rearrange(self.cursor_key)
+
+    def _rearrange(self, key: str | None) -> None:
+        self.shown = arrange(self.model.rows, self.filter_text, self.sort_col, self.sort_reverse)
+        self._strips.clear()
+        if key is not None:
+            self.cursor = next((i for i, r in enumerate(self.shown) if r.key == key), self.cursor)
+        self.cursor = max(0, min(self.cursor, len(self.shown) - 1))
+        width = sum(self.model.widths) + len(self.model.widths)
+        self.virtual_size = Size(width, len(self.shown) + 1)
+        self.refresh()
+
+    @property
+    def cursor_key(self) -> str | None:
+        return self.shown[self.cursor].key if 0 <= self.cursor < len(self.shown) else None
+
+    def visible_range(self) -> tuple[int, int]:
+        """Indices into `shown` of the rows on screen (plus one screen either side)."""
+        first = int(self.scroll_y)
+        height = max(self.size.height - 1, 1)
+        return max(0, first - height), first + 2 * height
+
+    # --- rendering ----------------------------------------------------------------------
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._base = self.rich_style  # a computed property: once per paint, not once per line
+        return super().render_lines(crop)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        base = self._base or self.rich_style
+        if y == 0:
+            if self._header is None:
+                self._header = self._header_strip()
+            return self._header.crop_extend(0, width, base)
+        index = int(self.scroll_y) + y - 1
+        if index >= len(self.shown):
+            if index == 0 and self.empty_text:
+                return Strip([Segment(self.empty_text, style("italic"))]).crop_extend(0, width, base)
+            return Strip.blank(width, base)
+        key = (index, width, self.show_cursor and index == self.cursor, self.has_focus)
+        strip = self._strips.get(key)
+        if strip is None:
+            strip = row_strip(self.shown[index], self.model.widths, self.model.columns)
+            if key[2]:
+                strip = strip.apply_style(_CURSOR_FOCUSED if self.has_focus else _CURSOR)
+            strip = self._strips[key] = strip.crop_extend(0, width, base).apply_style(base)
+        return strip
+
+    def _header_strip(self) -> Strip:
+        segments = []
+        for i, (c, w) in enumerate(zip(self.model.columns, self.model.widths, strict=False)):
+            name = c.name
+            if i == self.sort_col:
+                name = name + ("▼" if self.sort_reverse else "▲")
+            name = name[:w].rjust(w) if c.right else name[:w].ljust(w)
+            segments += [Segment(name, _HEADER), Segment(" ", _HEADER)]
+        return Strip(segments)
+
+    # --- navigation ---------------------------------------------------------------------
+
+    def action_cursor(self, step: int) -> None:
+        self.move_cursor(self.cursor + step)
+
+    def action_page(self, step: int) -> None:
+        self.move_cursor(self.cursor + step * max(1, self.size.height - 2))
+
+    def move_cursor(self, index: int) -> None:
+        if not self.shown:
+            return
+        before = int(self.scroll_y)
+        self.cursor = max(0, min(index, len(self.shown) - 1))
+        rows = max(self.size.height - 1, 1)
+        if self.cursor < self.scroll_y:
+            self.scroll_to(y=self.cursor, animate=False, immediate=True)
+        elif self.cursor >= self.scroll_y + rows:
+            self.scroll_to(y=self.cursor - rows + 1, animate=False, immediate=True)
+        self.refresh()
+        self.post_message(self.Highlighted(self, self.cursor_key))
+        if int(self.scroll_y) != before:
+            self.post_message(self.Scrolled())
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        if round(old) != round(new):
+            self.post_message(self.Scrolled())
+
+    def action_select(self) -> None:
+        key = self.cursor_key
+        if key is not None:
+            self.post_message(self.Selected(self, key))
+
+    def on_click(self, event) -> None:  # a header click sorts by that column, a row click moves the cursor
+        if event.y == 0:
+            x = event.x
+            for i, w in enumerate(self.model.widths):
+                if x < w + 1:
+                    self.set_sort(i, not self.sort_reverse if self.sort_col == i else True)
+                    return
+                x -= w + 1
+        else:
+            self.move_cursor(int(self.scroll_y) + event.y - 1)
+
+
+_HEADER = Style(bold=True, underline=True)
+_CURSOR = Style(reverse=True, dim=True)
+_CURSOR_FOCUSED = Style(reverse=True)
