@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import socket
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ from collectors.markers import MarkerInbox
 from collectors.selfmon import SelfCollector
 from tests.tui_fixture import T0, Fleet, build_store, write_config
 from tui import stack_view
-from tui.app import Db2vtopApp
+from tui.app import SCREENS, Db2vtopApp
 from tui.data import Reader
 from tui.screens.dialogs import CommandBar, HelpScreen, MarkerPrompt
 from tui.screens.findings import FindingsScreen
@@ -258,6 +259,23 @@ async def test_fleet_is_the_start_with_several_stacks_sorts_filters_and_drills_d
         await pilot.press("escape")
         assert app.screen is fleet
         await pilot.press("q")
+
+
+async def test_other_screens_are_composed_ahead_and_switched_to_without_holding_frames(fleet_store, utc):
+    """Once the first view is up the app composes the other screens; a switch then shows the screen
+    at once (Textual would hold every frame for 50 ms), and it loads only once it is shown."""
+    path, stacks = fleet_store
+    app = replay(path, stacks)
+    async with app.run_test(size=(170, 50)) as pilot:
+        await wait_for(pilot, lambda: app.screen.view is not None)
+        await wait_for(pilot, lambda: gc.get_freeze_count() > 0)  # settled: everything composed, then frozen
+        for key, screen in (("4", LocalScreen), ("3", FindingsScreen), ("1", FleetScreen)):
+            app.action_screen(SCREENS[key])
+            assert isinstance(app.screen, screen) and app.screen.is_mounted
+            assert app._batch_count == 0  # the next frame goes to the terminal
+            await wait_for(pilot, lambda: app.screen.view is not None)
+        await pilot.press("q")
+    assert gc.get_freeze_count() == 0  # handed back to the collector on exit
 
 
 PANEL_EXPECTATIONS = {

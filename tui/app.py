@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import sys
 import threading
 import time
@@ -30,6 +31,7 @@ from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.widget import AwaitMount
 from textual.worker import get_current_worker
 
 from agent.config import StackConfig
@@ -121,6 +123,8 @@ class Db2vtopApp(App):
         self._last_tick = time.monotonic()
         self._reload_timer = None
         self._start_target: Target | None = None
+        self._switching = False
+        self._settled = False
         self.DEFAULT_MODE = self._start_mode(prefer_fleet)  # read by App.__init__
         super().__init__()
 
@@ -230,6 +234,24 @@ class Db2vtopApp(App):
         t0 = time.perf_counter()
         screen.show_view(view)
         self.timings.show_ms.append((time.perf_counter() - t0) * 1000)
+        if not self._settled:
+            self._settled = True
+            self.set_timer(0.1, self._settle)
+
+    def _settle(self) -> None:
+        """Once the first view is up: compose the other screens, one per idle moment, so that a first
+        visit costs no more than any later one; then take everything built so far (modules, widgets,
+        the loader's series lists) out of the garbage collector's full passes, which otherwise
+        stop both threads for ~100 ms every few seconds, typically in the middle of a keypress."""
+        waiting = [m for m in self.MODES if m not in self._screen_stacks]
+        if waiting:
+            self._init_mode(waiting[0])  # Textual's own first step of switch_mode, without the switch
+            self.set_timer(0.1, self._settle)
+        else:
+            gc.freeze()
+
+    def on_unmount(self) -> None:
+        gc.unfreeze()  # hand what _settle froze back to the collector
 
     def _store_error(self, screen: Screen, message: str) -> None:
         if screen.is_attached:
@@ -262,6 +284,36 @@ class Db2vtopApp(App):
                 self.open_target(make(subject[key]))
                 return
         self.notify("this finding's subject has no screen of its own", severity="warning")
+
+    def switch_mode(self, mode: str) -> AwaitMount:
+        """Show the other screen at once. Textual holds every frame for a fixed 50 ms on a mode
+        switch (`delay_update`) to hide a screen still composing its widgets; hold them only until
+        the screen is mounted instead, which a screen seen before already is."""
+        self._begin_batch()
+        self._switching = True
+        try:
+            mounted = super().switch_mode(mode)
+        except BaseException:
+            self._end_batch()
+            raise
+        finally:
+            self._switching = False
+        if self.screen.is_mounted:
+            self._end_batch()
+        else:
+            self.run_worker(self._show_when(mounted), group="switch")
+        return mounted
+
+    async def _show_when(self, mounted: AwaitMount) -> None:
+        try:
+            await mounted
+        finally:
+            self._end_batch()
+            self.screen.refresh()
+
+    def delay_update(self, delay: float = 0.05) -> None:
+        if not self._switching:  # switch_mode holds the frames itself
+            super().delay_update(delay)
 
     def back(self) -> None:
         if len(self.screen_stack) > 1:

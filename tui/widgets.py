@@ -50,7 +50,7 @@ class StripView(Widget):
         if cells != self.cells:
             self.cells = cells
             request = getattr(self.app, "request_reload", None)
-            if request is not None:
+            if request is not None and self.screen.is_current:  # a screen composed ahead loads when shown
                 request()
 
     def show(self, strips: list[Strip]) -> None:

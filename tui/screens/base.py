@@ -21,6 +21,14 @@ class ViewScreen(Screen):
     BINDINGS: ClassVar = [Binding("slash", "filter", "Filter", key_display="/"),
                           Binding("escape", "back", "Back", show=False)]
 
+    def __init__(self) -> None:
+        super().__init__()
+        # Textual restyles a screen from scratch (a full CSS reparse, ~20 ms of main thread) each
+        # time it is shown while its CSS generation is behind the app's, and a mode's screen only
+        # catches up if it happens to be mounted during such a restyle. Ours are styled as their
+        # widgets mount, with the stylesheet as it is now: behind only after a theme change.
+        self._css_update_count = self.app._css_update_count
+
     def load_view(self, reader: Reader, since_ns: int, until_ns: int) -> Any:
         raise NotImplementedError
 
@@ -33,7 +41,8 @@ class ViewScreen(Screen):
     def on_screen_resume(self) -> None:
         """Shown (again): load right after the first frame, whatever the time cursor is doing
         (started before, the loader thread would compete with that frame for the GIL)."""
-        self.app.call_after_refresh(self.app.request_reload, True)
+        if self.is_current:  # not when the app composes it ahead of its first visit
+            self.app.call_after_refresh(self.app.request_reload, True)
 
     def show_crumbs(self) -> None:
         extra = []
