@@ -154,10 +154,17 @@ def test_a_wrong_token_then_sighup_with_the_right_one_delivers_everything(tmp_pa
             wait_for(lambda: sink_states(store)[-1:] == ["ok"], 60, "the sink state ok")
         finally:
             stop_agent(agent, log)
-        assert influx_keys(srv, "auth") == store_keys(store)
+        in_influx, in_store = influx_keys(srv, "auth"), store_keys(store)
+        assert in_influx == in_store, (f"only in InfluxDB: {sorted(in_influx - in_store)[:5]}; only in the store: "
+                                       f"{sorted(in_store - in_influx)[:5]}\n{log.read_text()[-3000:]}")
     finally:
         srv.stop()
-    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    lines = []
+    for x in log.read_text().splitlines():
+        try:
+            lines.append(json.loads(x))
+        except json.JSONDecodeError:
+            pytest.fail(f"a log line that is not JSON: {x!r}")
     assert all(set(x) >= {"ts", "level", "logger", "msg"} for x in lines)
     assert any(x["level"] == "error" and "auth_error: 401 authorization failed" in x["msg"] for x in lines)
     assert any(x["msg"].startswith("reload: configuration read again") for x in lines)
