@@ -8,7 +8,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-deps lint bench snapshots clean vsphere-sim
+.PHONY: run test test-deps lint bench snapshots clean vsphere-sim wheelhouse
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +31,18 @@ $(VSPHERE_SIM): tests/vsphere-sim/go.mod tests/vsphere-sim/go.sum $(wildcard tes
 
 vsphere-sim: $(VSPHERE_SIM)
 
-test: $(STAMP) test-deps $(VSPHERE_SIM)
+# The wheels of every runtime dependency and of setuptools: tests/test_packaging.py builds
+# db2vtop's wheel and installs it into a clean venv from here, offline, as a user would.
+WHEELHOUSE := build/wheelhouse/.complete
+$(WHEELHOUSE): pyproject.toml $(STAMP)
+	rm -rf build/wheelhouse
+	$(PY) -m pip wheel --quiet --disable-pip-version-check -w build/wheelhouse . 'setuptools>=77'
+	rm -rf build/wheelhouse/db2vtop-*.whl build/lib build/bdist.*
+	touch $@
+
+wheelhouse: $(WHEELHOUSE)
+
+test: $(STAMP) test-deps $(VSPHERE_SIM) $(WHEELHOUSE)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
 

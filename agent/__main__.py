@@ -1,3 +1,3 @@
-from agent.cli import main
+from db2vtop.agent.cli import main
 
 raise SystemExit(main())

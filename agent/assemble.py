@@ -10,14 +10,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.config import Config, DB2Config, RemoteGuestConfig, StorageConfig
-from collectors.base import BaseCollector
-from collectors.guest.local import LocalGuestCollector
-from collectors.markers import MarkerInbox
-from collectors.selfmon import SelfCollector
+from db2vtop.agent.config import Config, DB2Config, RemoteGuestConfig, StorageConfig
+from db2vtop.collectors.base import BaseCollector
+from db2vtop.collectors.guest.local import LocalGuestCollector
+from db2vtop.collectors.markers import MarkerInbox
+from db2vtop.collectors.selfmon import SelfCollector
 
 if TYPE_CHECKING:
-    from agent.sinks.influx import InfluxSink
+    from db2vtop.agent.sinks.influx import InfluxSink
 
 
 class SSHTargets:
@@ -31,7 +31,7 @@ class SSHTargets:
         if name is None:
             return None
         if name not in self.made:
-            from collectors.ssh import SSHTarget  # paramiko only when something is remote
+            from db2vtop.collectors.ssh import SSHTarget  # paramiko only when something is remote
 
             self.made[name] = SSHTarget(self.sections[name])
         return self.made[name]
@@ -50,11 +50,11 @@ def build_collectors(cfg: Config, store_path: Path | None = None,
     collectors += [_storage_collector(s, targets) for s in cfg.storage]
     collectors += [_db2_collector(d, cfg, targets) for d in cfg.db2]
     if cfg.vcenter:
-        from collectors.vsphere.collector import VSphereCollector  # pyvmomi only when configured
+        from db2vtop.collectors.vsphere.collector import VSphereCollector  # pyvmomi only when configured
 
         collectors.extend(VSphereCollector(v) for v in cfg.vcenter)
     if sinks:
-        from agent.sinks.monitor import SinkMonitor
+        from db2vtop.agent.sinks.monitor import SinkMonitor
 
         collectors += [SinkMonitor(s) for s in sinks]
     return collectors
@@ -70,11 +70,11 @@ def remote_collectors(cfg: Config, targets: SSHTargets) -> list[BaseCollector]:
             guests.append(RemoteGuestConfig(ssh=st.guest))
             named.add(st.guest)
     if guests:
-        from collectors.guest.remote import RemoteGuestCollector
+        from db2vtop.collectors.guest.remote import RemoteGuestCollector
 
         out += [RemoteGuestCollector(g, targets(g.ssh)) for g in guests]
     if cfg.esxtop:
-        from collectors.esxtop.collector import EsxtopCollector
+        from db2vtop.collectors.esxtop.collector import EsxtopCollector
 
         out += [EsxtopCollector(e, targets(e.ssh)) for e in cfg.esxtop]
     return out
@@ -83,25 +83,25 @@ def remote_collectors(cfg: Config, targets: SSHTargets) -> list[BaseCollector]:
 def _storage_collector(s: StorageConfig, targets: SSHTargets) -> BaseCollector:
     ssh = targets(s.ssh) if s.effective_transport == "ssh" else None
     if s.kind == "linux":
-        from collectors.storage.linux import LinuxStorageCollector
+        from db2vtop.collectors.storage.linux import LinuxStorageCollector
 
         return LinuxStorageCollector(s, ssh)
     if s.kind == "ontap":
-        from collectors.storage.ontap.collector import OntapCollector
+        from db2vtop.collectors.storage.ontap.collector import OntapCollector
 
         return OntapCollector(s, ssh)
     if s.kind == "xtremio":
-        from collectors.storage.xtremio.collector import XtremioCollector
+        from db2vtop.collectors.storage.xtremio.collector import XtremioCollector
 
         return XtremioCollector(s)
-    from collectors.storage.powermax.collector import PowermaxCollector
+    from db2vtop.collectors.storage.powermax.collector import PowermaxCollector
 
     return PowermaxCollector(s, ssh)
 
 
 def _db2_collector(d: DB2Config, cfg: Config, targets: SSHTargets) -> BaseCollector:
-    from collectors.db2.collector import Db2Collector
-    from collectors.db2.transport import ClpTransport, DriverTransport
+    from db2vtop.collectors.db2.collector import Db2Collector
+    from db2vtop.collectors.db2.transport import ClpTransport, DriverTransport
 
     if d.transport == "clp":
         return Db2Collector(d, ClpTransport(d, targets(d.ssh)))
@@ -113,6 +113,6 @@ def build_sink(cfg: Config) -> InfluxSink | None:
     """The InfluxDB sink when [influxdb] is configured; it resumes its spool from disk."""
     if cfg.influxdb is None:
         return None
-    from agent.sinks.influx import InfluxSink
+    from db2vtop.agent.sinks.influx import InfluxSink
 
     return InfluxSink(cfg.influxdb)

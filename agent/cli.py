@@ -17,20 +17,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent import __version__
-from agent.config import Config, ConfigError, load_config, resolve_config
-from agent.logs import LOG_FORMATS, TEXT_FORMAT, setup_logging
-from agent.paths import default_config_path, state_dir
-from agent.secrets import SecretError
-from agent.sinks.spool import SpoolError
-from agent.store import Store, StoreError, StoreLockedError, StoreWriter
-from agent.units import format_duration, parse_duration
+from db2vtop.agent import __version__
+from db2vtop.agent.config import Config, ConfigError, load_config, resolve_config
+from db2vtop.agent.logs import LOG_FORMATS, TEXT_FORMAT, setup_logging
+from db2vtop.agent.paths import default_config_path, state_dir
+from db2vtop.agent.secrets import SecretError
+from db2vtop.agent.sinks.spool import SpoolError
+from db2vtop.agent.store import Store, StoreError, StoreLockedError, StoreWriter
+from db2vtop.agent.units import format_duration, parse_duration
 
 if TYPE_CHECKING:
-    from agent.runtime import Runtime
-    from agent.sinks.influx import InfluxSink
-    from checks.engine import Engine
-    from checks.runner import CheckRunner
+    from db2vtop.agent.runtime import Runtime
+    from db2vtop.agent.sinks.influx import InfluxSink
+    from db2vtop.checks.engine import Engine
+    from db2vtop.checks.runner import CheckRunner
 
 log = logging.getLogger("db2vtop")
 
@@ -186,9 +186,9 @@ def _store_path(args: argparse.Namespace, cfg: Config) -> Path:
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
-    from agent.assemble import build_collectors, build_sink
-    from agent.runtime import Runtime
-    from checks.runner import build_engine
+    from db2vtop.agent.assemble import build_collectors, build_sink
+    from db2vtop.agent.runtime import Runtime
+    from db2vtop.checks.runner import build_engine
 
     setup_logging(args.log_level, args.log_format)
     cfg = resolve_config(args.config)
@@ -234,7 +234,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
 def _start_checks(engine: Engine, writer: StoreWriter, sink: InfluxSink | None) -> CheckRunner:
     """The check engine's runner, resumed from the store on the writer's thread (after queued batches)."""
-    from checks.runner import CheckRunner
+    from db2vtop.checks.runner import CheckRunner
 
     checks = CheckRunner(engine, [writer, *([sink] if sink else [])])
     writer.call(checks.resume)
@@ -292,7 +292,7 @@ class _Signals:
 
 def _reread_config(args: argparse.Namespace) -> tuple[Config, Engine] | None:
     """The config file and its check engine again, or None (logged) if the file is now invalid."""
-    from checks.runner import build_engine
+    from db2vtop.checks.runner import build_engine
 
     try:
         new = resolve_config(args.config)
@@ -304,7 +304,7 @@ def _reread_config(args: argparse.Namespace) -> tuple[Config, Engine] | None:
 
 def _reload_sink(cfg: Config, new: Config, sink: InfluxSink | None) -> tuple[Config, InfluxSink | None]:
     """Rebuild the sink only if [influxdb] changed; its spool stays on disk."""
-    from agent.assemble import build_sink
+    from db2vtop.agent.assemble import build_sink
 
     if new.store != cfg.store:
         log.warning("reload: [store] changes take effect at the next restart")
@@ -323,10 +323,10 @@ def _reload_sink(cfg: Config, new: Config, sink: InfluxSink | None) -> tuple[Con
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    from agent.assemble import build_collectors, build_sink
-    from agent.runtime import Runtime
-    from checks.runner import CheckRunner, build_engine
-    from tui.app import Db2vtopApp
+    from db2vtop.agent.assemble import build_collectors, build_sink
+    from db2vtop.agent.runtime import Runtime
+    from db2vtop.checks.runner import CheckRunner, build_engine
+    from db2vtop.tui.app import Db2vtopApp
 
     cfg = resolve_config(args.config)
     log_file = state_dir() / "watch.log"
@@ -359,8 +359,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from tui.app import Db2vtopApp
-    from tui.timecursor import TimeCursor
+    from db2vtop.tui.app import Db2vtopApp
+    from db2vtop.tui.timecursor import TimeCursor
 
     path = Path(os.path.expanduser(str(args.store)))
     stacks = load_config(args.config).stack if args.config else []
@@ -373,8 +373,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_mark(args: argparse.Namespace) -> int:
-    from agent.markers import deliver_marker
-    from agent.model import Annotation
+    from db2vtop.agent.markers import deliver_marker
+    from db2vtop.agent.model import Annotation
 
     cfg = resolve_config(args.config)
     print(deliver_marker(_store_path(args, cfg), Annotation("marker", args.name, {"by": "cli"}, args.text)))
@@ -382,7 +382,7 @@ def cmd_mark(args: argparse.Namespace) -> int:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from agent.query import write_csv, write_json
+    from db2vtop.agent.query import write_csv, write_json
 
     cfg = resolve_config(args.config)
     with Store(_store_path(args, cfg)) as store:
@@ -399,7 +399,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 def cmd_triage(args: argparse.Namespace) -> int:
     import json
 
-    from checks.triage import could_not_run, run_triage, to_json, to_text
+    from db2vtop.checks.triage import could_not_run, run_triage, to_json, to_text
 
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
     cfg = resolve_config(args.config)
@@ -417,8 +417,8 @@ def cmd_triage(args: argparse.Namespace) -> int:
 
 
 def cmd_rules(args: argparse.Namespace) -> int:
-    from checks.listing import rule_rows, write_rules
-    from checks.runner import build_engine
+    from db2vtop.checks.listing import rule_rows, write_rules
+    from db2vtop.checks.runner import build_engine
 
     cfg = resolve_config(args.config)
     write_rules(rule_rows(cfg, build_engine(cfg)), args.format, sys.stdout)
@@ -448,7 +448,7 @@ def cmd_config_check(args: argparse.Namespace) -> int:
 def cmd_config_init(args: argparse.Namespace) -> int:
     from importlib.resources import files
 
-    text = files("agent").joinpath("config_template.toml").read_text(encoding="utf-8")
+    text = files("db2vtop.agent").joinpath("config_template.toml").read_text(encoding="utf-8")
     if args.output is None:
         sys.stdout.write(text)
         return EXIT_OK

@@ -12,8 +12,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from agent.model import Annotation
-from agent.store import Store, StoreLockedError
+from db2vtop.agent.model import Annotation
+from db2vtop.agent.store import Store, StoreLockedError
 
 
 def inbox_of(store_path: Path) -> Path:

@@ -18,8 +18,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from agent.model import Annotation, Fact, Finding, Record, Sample, clean_fields
-from collectors.base import BaseCollector, CollectorError
+from db2vtop.agent.model import Annotation, Fact, Finding, Record, Sample, clean_fields
+from db2vtop.collectors.base import BaseCollector, CollectorError
 
 log = logging.getLogger(__name__)
 

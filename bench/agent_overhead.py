@@ -21,8 +21,8 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent.store import Store  # noqa: E402
-from agent.units import parse_duration  # noqa: E402
+from db2vtop.agent.store import Store  # noqa: E402
+from db2vtop.agent.units import parse_duration  # noqa: E402
 
 
 def main() -> None:
@@ -35,7 +35,7 @@ def main() -> None:
         cfg = Path(d) / "agent.toml"
         cfg.write_text(f'[guest]\ninterval = "{args.interval}"\n')
         store = Path(d) / "metrics.db"
-        proc = subprocess.Popen([sys.executable, "-m", "agent", "agent", "-c", str(cfg), "--store", str(store),
+        proc = subprocess.Popen([sys.executable, "-m", "db2vtop.agent", "agent", "-c", str(cfg), "--store", str(store),
                                  "--duration", str(args.warmup + args.window + 2)], cwd=ROOT,
                                 stderr=subprocess.DEVNULL)
         p = psutil.Process(proc.pid)

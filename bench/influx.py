@@ -36,11 +36,11 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent.config import InfluxConfig  # noqa: E402
-from agent.model import Sample  # noqa: E402
-from agent.sinks.influx import InfluxSink  # noqa: E402
-from agent.sinks.lineproto import LineEncoder  # noqa: E402
-from agent.sinks.spool import Spool  # noqa: E402
+from db2vtop.agent.config import InfluxConfig  # noqa: E402
+from db2vtop.agent.model import Sample  # noqa: E402
+from db2vtop.agent.sinks.influx import InfluxSink  # noqa: E402
+from db2vtop.agent.sinks.lineproto import LineEncoder  # noqa: E402
+from db2vtop.agent.sinks.spool import Spool  # noqa: E402
 from tests.infra.influxd import InfluxServer, influx_keys, store_keys, wait_for, write_agent_config  # noqa: E402
 
 T0 = 1_700_000_000_000_000_000
@@ -176,7 +176,7 @@ def bench_agent_outage(srv: InfluxServer, tmp: Path, before: float, outage: floa
     store.parent.mkdir()
     cfg = write_agent_config(tmp / "agent" / "config.toml", srv, bucket, store)
     with open(tmp / "agent" / "agent.log", "wb") as log:
-        agent = subprocess.Popen([sys.executable, "-m", "agent", "agent", "-c", str(cfg)], cwd=ROOT,
+        agent = subprocess.Popen([sys.executable, "-m", "db2vtop.agent", "agent", "-c", str(cfg)], cwd=ROOT,
                                  stdout=subprocess.DEVNULL, stderr=log)
     try:
         time.sleep(before)

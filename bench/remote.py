@@ -22,12 +22,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent.config import RemoteGuestConfig, SSHConfig, StorageConfig
-from collectors.esxtop.batch import parse_batch
-from collectors.guest.remote import LinuxPlatform, RemoteGuestCollector
-from collectors.ssh import SSHTarget
-from collectors.ssh.bundle import Bundle, parse
-from collectors.storage.linux import LinuxStorageCollector
+from db2vtop.agent.config import RemoteGuestConfig, SSHConfig, StorageConfig
+from db2vtop.collectors.esxtop.batch import parse_batch
+from db2vtop.collectors.guest.remote import LinuxPlatform, RemoteGuestCollector
+from db2vtop.collectors.ssh import SSHTarget
+from db2vtop.collectors.ssh.bundle import Bundle, parse
+from db2vtop.collectors.storage.linux import LinuxStorageCollector
 from tests.esxtop_fixture import batch_csv, fleet
 from tests.sshd import SSHServer
 

@@ -22,13 +22,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent.config import SSHConfig, StorageConfig  # noqa: E402
-from collectors.ssh import SSHTarget  # noqa: E402
-from collectors.storage.ontap.cli import parse_fields  # noqa: E402
-from collectors.storage.ontap.collector import OntapCollector  # noqa: E402
-from collectors.storage.ontap.metrics import rows, snapshot  # noqa: E402
-from collectors.storage.powermax import symstat  # noqa: E402
-from collectors.storage.xtremio.api import VOLUME, objects, perf_fields  # noqa: E402
+from db2vtop.agent.config import SSHConfig, StorageConfig  # noqa: E402
+from db2vtop.collectors.ssh import SSHTarget  # noqa: E402
+from db2vtop.collectors.storage.ontap.cli import parse_fields  # noqa: E402
+from db2vtop.collectors.storage.ontap.collector import OntapCollector  # noqa: E402
+from db2vtop.collectors.storage.ontap.metrics import rows, snapshot  # noqa: E402
+from db2vtop.collectors.storage.powermax import symstat  # noqa: E402
+from db2vtop.collectors.storage.xtremio.api import VOLUME, objects, perf_fields  # noqa: E402
 from tests.storage.clustershell import render_raw  # noqa: E402
 
 VOLUMES, LUNS, NODES, DISKS = 2000, 4000, 4, 96

@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent.model import Sample
-from agent.store import Store
+from db2vtop.agent.model import Sample
+from db2vtop.agent.store import Store
 
 SERIES, FIELDS, STEP_S = 1000, 20, 20
 FIELD_NAMES = [f"{name}_{i}" for i, name in enumerate(

@@ -26,7 +26,7 @@ from tests.vsphere_sim import Simulator  # noqa: E402
 
 def run(cfg: Path, lookback: str) -> tuple[float, dict, int]:
     t = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "agent", "triage", "-c", str(cfg), "--store", "/nonexistent.db",
+    r = subprocess.run([sys.executable, "-m", "db2vtop.agent", "triage", "-c", str(cfg), "--store", "/nonexistent.db",
                         "--format", "json", "--lookback", lookback], cwd=ROOT, capture_output=True, text=True,
                        env={**os.environ, "VC1_PASSWORD": "bench"}, timeout=600)
     return time.perf_counter() - t, json.loads(r.stdout) if r.stdout else {"error": r.stderr}, r.returncode

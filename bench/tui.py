@@ -40,14 +40,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from textual import events
 
-from agent.config import load_config
-from agent.store import Store, StoreError
+from db2vtop.agent.config import load_config
+from db2vtop.agent.store import Store, StoreError
+from db2vtop.tui.app import Db2vtopApp
+from db2vtop.tui.chart import Marks, braille, buckets, spark
+from db2vtop.tui.screens.fleet import FleetScreen
+from db2vtop.tui.screens.stack import StackScreen
+from db2vtop.tui.widgets import FilterBar
 from tests.tui_fixture import STEP_S, T0, Fleet, build_store, write_config
-from tui.app import Db2vtopApp
-from tui.chart import Marks, braille, buckets, spark
-from tui.screens.fleet import FleetScreen
-from tui.screens.stack import StackScreen
-from tui.widgets import FilterBar
 
 S = 10**9
 FLEET = Fleet(vms=2000, hosts=50, stacks=100, minutes=60)

@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent.config import VCenterConfig
-from collectors.vsphere.collector import VSphereCollector
+from db2vtop.agent.config import VCenterConfig
+from db2vtop.collectors.vsphere.collector import VSphereCollector
 from tests.vsphere_sim import Simulator
 
 

@@ -42,7 +42,7 @@ class Baseline:
 
 @cache
 def _doc() -> dict:
-    return json.loads(files("checks").joinpath("catalog.json").read_text(encoding="utf-8"))
+    return json.loads(files("db2vtop.checks").joinpath("catalog.json").read_text(encoding="utf-8"))
 
 
 @cache

@@ -13,10 +13,10 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from agent.config import ConfigError, StackConfig
-from agent.model import Fact, Finding, Sample, canonical_tags
-from agent.store import Row
-from checks.rule import FactIndex, LiveRule, Rule, StaticRule, Thresholds, Verdict, worse
+from db2vtop.agent.config import ConfigError, StackConfig
+from db2vtop.agent.model import Fact, Finding, Sample, canonical_tags
+from db2vtop.agent.store import Row
+from db2vtop.checks.rule import FactIndex, LiveRule, Rule, StaticRule, Thresholds, Verdict, worse
 
 
 @dataclass

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any, TextIO
 
-from agent.config import Config
-from checks.catalog import practices
-from checks.engine import Engine
-from checks.rule import Rule
+from db2vtop.agent.config import Config
+from db2vtop.checks.catalog import practices
+from db2vtop.checks.engine import Engine
+from db2vtop.checks.rule import Rule
 
 SECTION_ENABLED = {
     "guest": lambda c: c.guest.enabled, "vcenter": lambda c: bool(c.vcenter), "db2": lambda c: bool(c.db2),

@@ -12,10 +12,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.config import StackConfig
-from agent.model import Fact, FieldValue
-from agent.store import Row
-from checks.catalog import Practice, practices
+from db2vtop.agent.config import StackConfig
+from db2vtop.agent.model import Fact, FieldValue
+from db2vtop.agent.store import Row
+from db2vtop.checks.catalog import Practice, practices
 
 SEVERITIES = ("info", "warning", "critical")
 Thresholds = dict[str, float | int | str | bool]

@@ -7,12 +7,12 @@ import queue
 import threading
 from collections.abc import Iterable, Sequence
 
-from agent.config import Config
-from agent.model import Annotation, Fact, Finding, Sample
-from agent.runtime import Output
-from agent.store import Store
-from checks.engine import Engine, validate_overrides
-from checks.rules import all_rules
+from db2vtop.agent.config import Config
+from db2vtop.agent.model import Annotation, Fact, Finding, Sample
+from db2vtop.agent.runtime import Output
+from db2vtop.agent.store import Store
+from db2vtop.checks.engine import Engine, validate_overrides
+from db2vtop.checks.rules import all_rules
 
 log = logging.getLogger(__name__)
 

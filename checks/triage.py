@@ -17,12 +17,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agent.config import Config
-from agent.model import Fact, Finding, Sample
-from agent.store import Store, StoreError
-from checks.runner import build_engine
-from checks.verdict import RowIndex, stack_verdicts
-from collectors.base import BaseCollector
+from db2vtop.agent.config import Config
+from db2vtop.agent.model import Fact, Finding, Sample
+from db2vtop.agent.store import Store, StoreError
+from db2vtop.checks.runner import build_engine
+from db2vtop.checks.verdict import RowIndex, stack_verdicts
+from db2vtop.collectors.base import BaseCollector
 
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 EXIT_OK, EXIT_WARNING, EXIT_CRITICAL, EXIT_UNKNOWN = 0, 1, 2, 3
@@ -72,7 +72,7 @@ async def _fresh(c: BaseCollector, lookback_s: float,
 
 def run_triage(cfg: Config, store_path: Path, lookback_s: float,
                progress: Callable[[str], None] = lambda _m: None, now_ns: int | None = None) -> TriageResult:
-    from agent.assemble import build_collectors  # collectors are only built when triage runs
+    from db2vtop.agent.assemble import build_collectors  # collectors are only built when triage runs
 
     engine = build_engine(cfg)
     now = now_ns if now_ns is not None else time.time_ns()

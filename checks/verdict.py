@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Any, Protocol
 
-from agent.config import StackConfig
-from agent.model import FieldValue, Sample
-from agent.store import Row, Series
+from db2vtop.agent.config import StackConfig
+from db2vtop.agent.model import FieldValue, Sample
+from db2vtop.agent.store import Row, Series
 
 BUCKET_NS = 20 * 10**9
 MIN_BUCKETS = 3

@@ -10,9 +10,9 @@ import json
 import logging
 from pathlib import Path
 
-from agent.markers import inbox_of
-from agent.model import Annotation, Record
-from collectors.base import BaseCollector
+from db2vtop.agent.markers import inbox_of
+from db2vtop.agent.model import Annotation, Record
+from db2vtop.collectors.base import BaseCollector
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ import time
 
 import psutil
 
-from agent.model import Record, Sample
-from collectors.base import BaseCollector
+from db2vtop.agent.model import Record, Sample
+from db2vtop.collectors.base import BaseCollector
 
 
 class SelfCollector(BaseCollector):

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.sshd import SSHServer
+from tests.tmux import Tmux
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -42,7 +43,7 @@ def store_path(tmp_path: Path) -> Path:
 def run_cli(*args: str, timeout: float = 60, env: dict[str, str] | None = None,
             input: str | None = None) -> subprocess.CompletedProcess:
     """The real `db2vtop` entry point in a child process."""
-    return subprocess.run([sys.executable, "-m", "agent", *args], cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "db2vtop.agent", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})}, input=input)
 
 
@@ -54,3 +55,11 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> SSHServer:
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def tmux(tmp_path: Path) -> Tmux:
+    """A tmux server of this test's own, killed at the end whatever happens."""
+    t = Tmux(tmp_path)
+    yield t
+    t.kill()

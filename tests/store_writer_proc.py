@@ -8,8 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from agent.model import Sample
-from agent.store import Store
+from db2vtop.agent.model import Sample
+from db2vtop.agent.store import Store
 
 path, batches, per_batch, pause = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 with Store(path, writer=True) as store:

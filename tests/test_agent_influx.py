@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.sinks.spool import Spool
-from agent.store import Store
+from db2vtop.agent.sinks.spool import Spool
+from db2vtop.agent.store import Store
 from tests.conftest import ROOT, run_cli
 from tests.infra.influxd import InfluxServer, influx_keys, store_keys, wait_for, write_agent_config
 
@@ -27,7 +27,7 @@ UNIT = ROOT / "contrib" / "systemd" / "db2vtop-agent.service"
 
 def start_agent(cfg: Path, log: Path, *extra: str) -> subprocess.Popen:
     with open(log, "ab") as f:
-        return subprocess.Popen([sys.executable, "-m", "agent", "agent", "-c", str(cfg), *extra], cwd=ROOT,
+        return subprocess.Popen([sys.executable, "-m", "db2vtop.agent", "agent", "-c", str(cfg), *extra], cwd=ROOT,
                                 stdout=subprocess.DEVNULL, stderr=f)
 
 

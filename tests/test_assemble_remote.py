@@ -6,12 +6,12 @@ import logging
 
 import pytest
 
-from agent.assemble import build_collectors
-from agent.config import ConfigError, load_config
-from collectors.esxtop.collector import EsxtopCollector
-from collectors.guest.remote import RemoteGuestCollector
-from collectors.storage.linux import LinuxStorageCollector
-from collectors.storage.ontap.collector import OntapCollector
+from db2vtop.agent.assemble import build_collectors
+from db2vtop.agent.config import ConfigError, load_config
+from db2vtop.collectors.esxtop.collector import EsxtopCollector
+from db2vtop.collectors.guest.remote import RemoteGuestCollector
+from db2vtop.collectors.storage.linux import LinuxStorageCollector
+from db2vtop.collectors.storage.ontap.collector import OntapCollector
 
 SSH = """
 [[ssh]]

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.config import SSHConfig
-from collectors.ssh import SSHTarget
-from collectors.ssh.bundle import Bundle, BundleError, parse
+from db2vtop.agent.config import SSHConfig
+from db2vtop.collectors.ssh import SSHTarget
+from db2vtop.collectors.ssh.bundle import Bundle, BundleError, parse
 from tests.sshd import SSHServer
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from agent.config import ConfigError, StackConfig
-from agent.model import Fact, Sample
-from checks.catalog import baselines, practices
-from checks.engine import Engine, validate_overrides
-from checks.rules import all_rules
-from checks.rules.guest import GuestIOLatency, GuestSwapZero, PartitionAlignment
+from db2vtop.agent.config import ConfigError, StackConfig
+from db2vtop.agent.model import Fact, Sample
+from db2vtop.checks.catalog import baselines, practices
+from db2vtop.checks.engine import Engine, validate_overrides
+from db2vtop.checks.rules import all_rules
+from db2vtop.checks.rules.guest import GuestIOLatency, GuestSwapZero, PartitionAlignment
 
 S = 20 * 10**9
 T0 = 1_700_000_000 * 10**9
@@ -148,8 +148,8 @@ def test_a_restart_continues_open_findings_instead_of_duplicating_them():
 
 
 def test_the_runner_stores_findings_and_a_restart_resumes_them(store_path):
-    from agent.store import Store, StoreWriter
-    from checks.runner import CheckRunner
+    from db2vtop.agent.store import Store, StoreWriter
+    from db2vtop.checks.runner import CheckRunner
 
     def settle(runner, writer):
         runner.close()  # drains its queue

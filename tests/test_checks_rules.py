@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agent.config import StackConfig
-from agent.model import Fact, Sample
-from checks.engine import Engine
-from checks.rules import all_rules
+from db2vtop.agent.config import StackConfig
+from db2vtop.agent.model import Fact, Sample
+from db2vtop.checks.engine import Engine
+from db2vtop.checks.rules import all_rules
 
 T0 = 1_700_000_000 * 10**9
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from agent.store import Store
+from db2vtop.agent.store import Store
 from tests.conftest import ROOT, run_cli
 
 
@@ -61,13 +61,13 @@ def test_help_on_every_command(args):
 
 
 def test_version():
-    from agent import __version__
+    from db2vtop.agent import __version__
     r = run_cli("--version")
     assert r.returncode == 0 and r.stdout.strip() == f"db2vtop {__version__}"
 
 
 def test_agent_stops_cleanly_on_sigterm_and_keeps_its_samples(store_path):
-    p = subprocess.Popen([sys.executable, "-m", "agent", "agent", "--store", str(store_path)], cwd=ROOT,
+    p = subprocess.Popen([sys.executable, "-m", "db2vtop.agent", "agent", "--store", str(store_path)], cwd=ROOT,
                          stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -98,7 +98,7 @@ def test_mark_goes_straight_into_an_idle_store(store_path):
 
 
 def test_mark_is_queued_for_a_running_agent_which_records_it(store_path):
-    p = subprocess.Popen([sys.executable, "-m", "agent", "agent", "--store", str(store_path)], cwd=ROOT,
+    p = subprocess.Popen([sys.executable, "-m", "db2vtop.agent", "agent", "--store", str(store_path)], cwd=ROOT,
                          stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30

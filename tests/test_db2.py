@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import DB2Config, SSHConfig
-from agent.model import Annotation, Sample
-from agent.runtime import SELF_MEASUREMENT, Runtime
-from collectors.base import BaseCollector, CollectorError
-from collectors.db2.collector import Db2Collector
-from collectors.db2.queries import QUERIES, Db2Error
-from collectors.db2.transport import ClpTransport, DriverTransport, load_driver
-from collectors.ssh import SSHTarget, SSHTimeoutError
+from db2vtop.agent.config import DB2Config, SSHConfig
+from db2vtop.agent.model import Annotation, Sample
+from db2vtop.agent.runtime import SELF_MEASUREMENT, Runtime
+from db2vtop.collectors.base import BaseCollector, CollectorError
+from db2vtop.collectors.db2.collector import Db2Collector
+from db2vtop.collectors.db2.queries import QUERIES, Db2Error
+from db2vtop.collectors.db2.transport import ClpTransport, DriverTransport, load_driver
+from db2vtop.collectors.ssh import SSHTarget, SSHTimeoutError
 from tests.db2clp import DbApi, Table, calls, install
 from tests.sshd import SSHServer, free_port
 
@@ -461,12 +461,18 @@ async def test_a_healthy_collector_fills_measurements_and_facts_through_the_runt
 # --- the ibm_db transport -------------------------------------------------------------------------------------
 
 
-def test_a_missing_driver_is_one_line_of_advice():
-    """`python -S`: no site-packages, so no ibm_db, exactly as on a machine without the extra."""
-    code = ("from collectors.db2.transport import load_driver\ntry:\n    load_driver()\n"
+def test_a_missing_driver_is_one_line_of_advice(tmp_path):
+    """`python -S`: no site-packages, so no ibm_db, exactly as on a machine without the extra.
+
+    The db2vtop namespace is laid out from the source folders by symlinks, as the wheel lays it out.
+    """
+    root = Path(__file__).resolve().parent.parent
+    (tmp_path / "db2vtop").mkdir()
+    for folder in ("agent", "collectors"):
+        (tmp_path / "db2vtop" / folder).symlink_to(root / folder)
+    code = ("from db2vtop.collectors.db2.transport import load_driver\ntry:\n    load_driver()\n"
             "except Exception as e:\n    print(type(e).__name__, e)")
-    r = subprocess.run([sys.executable, "-S", "-c", code], cwd=Path(__file__).resolve().parent.parent,
-                       capture_output=True, text=True, timeout=30)
+    r = subprocess.run([sys.executable, "-S", "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=30)
     assert r.stdout == ("Db2Error transport = \"ibm_db\" needs IBM's Python driver, which is not installed: "
                         "pip install 'db2vtop[ibm_db]' (or pip install ibm_db)\n"), r.stderr
 
@@ -532,7 +538,7 @@ SSH_SECTION = '[[ssh]]\nname = "h"\nhost = "db2prod01"\nuser = "db2inst1"\n'
     ('database = "PROD"\nssh = "h"\nmember = -3', "db2[0].member", "-2 (all members)"),
 ])
 def test_db2_config_errors_name_the_key(tmp_path, section, key, problem):
-    from agent.config import ConfigError, load_config
+    from db2vtop.agent.config import ConfigError, load_config
 
     path = tmp_path / "c.toml"
     path.write_text(f'{SSH_SECTION}[[db2]]\nname = "prod"\n{section}\n')
@@ -542,8 +548,8 @@ def test_db2_config_errors_name_the_key(tmp_path, section, key, problem):
 
 
 def test_db2_sections_become_collectors_sharing_one_ssh_connection(tmp_path):
-    from agent.assemble import build_collectors
-    from agent.config import load_config
+    from db2vtop.agent.assemble import build_collectors
+    from db2vtop.agent.config import load_config
 
     path = tmp_path / "c.toml"
     path.write_text(SSH_SECTION + '[[db2]]\nname = "a"\nssh = "h"\ndatabase = "PROD"\n'
@@ -558,7 +564,7 @@ def test_db2_sections_become_collectors_sharing_one_ssh_connection(tmp_path):
 
 
 def test_the_agent_stores_db2_measurements_and_facts(db2, tmp_path):
-    from agent.store import Store
+    from db2vtop.agent.store import Store
     from tests.conftest import run_cli
 
     db2.set(clock=None)

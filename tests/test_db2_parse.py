@@ -14,13 +14,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.config import DB2Config
-from collectors.base import CollectorError
-from collectors.db2.clp import MARK, clp_input, connect_statement, parse_output, profile_word, session_script
-from collectors.db2.collector import Db2Collector, server_clock
-from collectors.db2.queries import QUERIES, Db2Error, check_statement
-from collectors.db2.session import Outcome, Session, parse_messages, split_row
-from collectors.db2.transport import DriverTransport
+from db2vtop.agent.config import DB2Config
+from db2vtop.collectors.base import CollectorError
+from db2vtop.collectors.db2.clp import MARK, clp_input, connect_statement, parse_output, profile_word, session_script
+from db2vtop.collectors.db2.collector import Db2Collector, server_clock
+from db2vtop.collectors.db2.queries import QUERIES, Db2Error, check_statement
+from db2vtop.collectors.db2.session import Outcome, Session, parse_messages, split_row
+from db2vtop.collectors.db2.transport import DriverTransport
 from tests.db2clp import Clp, DbApi, install
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "db2"

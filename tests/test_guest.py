@@ -17,12 +17,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.config import GuestConfig
-from collectors.base import CollectorError
-from collectors.guest import procfs
-from collectors.guest.local import LocalGuestCollector, read_files
-from collectors.guest.metrics import cpu_fields, disk_fields, guest_facts, guest_samples
-from collectors.guest.procfs import DiskCounters, ProcFormatError, snapshot
+from db2vtop.agent.config import GuestConfig
+from db2vtop.collectors.base import CollectorError
+from db2vtop.collectors.guest import procfs
+from db2vtop.collectors.guest.local import LocalGuestCollector, read_files
+from db2vtop.collectors.guest.metrics import cpu_fields, disk_fields, guest_facts, guest_samples
+from db2vtop.collectors.guest.procfs import DiskCounters, ProcFormatError, snapshot
 
 
 def real_snapshot():
@@ -157,7 +157,7 @@ async def test_local_collector_cycle_and_facts():
 
 async def test_unreadable_proc_is_a_collector_error(monkeypatch):
     c = LocalGuestCollector(GuestConfig())
-    monkeypatch.setattr("collectors.guest.local.read_files", lambda *a: {"/proc/stat": "garbage"})
+    monkeypatch.setattr("db2vtop.collectors.guest.local.read_files", lambda *a: {"/proc/stat": "garbage"})
     with pytest.raises(CollectorError, match="/proc/"):
         await c.start()
     await c.close()

@@ -9,13 +9,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.config import RemoteGuestConfig
-from agent.runtime import Runtime
-from collectors.base import CollectorError
-from collectors.guest.aix import AIXFormatError, AIXPlatform, number, parse_iostat_disks, parse_pairs, parse_tunables
-from collectors.guest.remote import RemoteGuestCollector
-from collectors.selfmon import SelfCollector
-from collectors.ssh.bundle import Fetched, Output
+from db2vtop.agent.config import RemoteGuestConfig
+from db2vtop.agent.runtime import Runtime
+from db2vtop.collectors.base import CollectorError
+from db2vtop.collectors.guest.aix import (
+    AIXFormatError,
+    AIXPlatform,
+    number,
+    parse_iostat_disks,
+    parse_pairs,
+    parse_tunables,
+)
+from db2vtop.collectors.guest.remote import RemoteGuestCollector
+from db2vtop.collectors.selfmon import SelfCollector
+from db2vtop.collectors.ssh.bundle import Fetched, Output
 from tests import aix_shims
 from tests.test_guest_remote import Capture, target
 

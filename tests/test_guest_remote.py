@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import RemoteGuestConfig, SSHConfig
-from agent.model import Sample
-from agent.runtime import Runtime
-from collectors.guest import procfs
-from collectors.guest.local import read_files
-from collectors.guest.metrics import guest_facts
-from collectors.guest.remote import LinuxPlatform, RemoteGuestCollector
-from collectors.selfmon import SelfCollector
-from collectors.ssh import SSHTarget
+from db2vtop.agent.config import RemoteGuestConfig, SSHConfig
+from db2vtop.agent.model import Sample
+from db2vtop.agent.runtime import Runtime
+from db2vtop.collectors.guest import procfs
+from db2vtop.collectors.guest.local import read_files
+from db2vtop.collectors.guest.metrics import guest_facts
+from db2vtop.collectors.guest.remote import LinuxPlatform, RemoteGuestCollector
+from db2vtop.collectors.selfmon import SelfCollector
+from db2vtop.collectors.ssh import SSHTarget
 from tests.sshd import SSHServer
 from tests.test_guest import dd, loop_device  # noqa: F401 - the fixture
 

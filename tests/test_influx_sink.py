@@ -18,10 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.config import InfluxConfig
-from agent.model import Annotation, Finding, Sample
-from agent.sinks.influx import InfluxSink
-from agent.sinks.monitor import MEASUREMENT, SinkMonitor
+from db2vtop.agent.config import InfluxConfig
+from db2vtop.agent.model import Annotation, Finding, Sample
+from db2vtop.agent.sinks.influx import InfluxSink
+from db2vtop.agent.sinks.monitor import MEASUREMENT, SinkMonitor
 from tests.infra.influxd import InfluxServer, free_port, wait_for
 
 T0 = 1_700_000_000_123_456_789

@@ -6,9 +6,9 @@ import asyncio
 import threading
 import time
 
-from agent.model import Annotation, Fact, Sample
-from agent.runtime import SELF_MEASUREMENT, Runtime
-from collectors.base import BaseCollector, CollectorError
+from db2vtop.agent.model import Annotation, Fact, Sample
+from db2vtop.agent.runtime import SELF_MEASUREMENT, Runtime
+from db2vtop.collectors.base import BaseCollector, CollectorError
 
 
 class Capture:

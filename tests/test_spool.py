@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.sinks.spool import MAGIC, Spool, SpoolError
+from db2vtop.agent.sinks.spool import MAGIC, Spool, SpoolError
 
 
 def record(i: int, points: int = 1) -> bytes:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import SSHConfig
-from collectors.ssh import SSHAuthError, SSHConnectError, SSHError, SSHHostKeyError, SSHTarget, SSHTimeoutError
+from db2vtop.agent.config import SSHConfig
+from db2vtop.collectors.ssh import SSHAuthError, SSHConnectError, SSHError, SSHHostKeyError, SSHTarget, SSHTimeoutError
 from tests.sshd import SSHServer, free_port
 
 

@@ -12,12 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.config import StorageConfig
-from agent.runtime import Runtime
-from collectors.base import CollectorError
-from collectors.selfmon import SelfCollector
-from collectors.ssh.bundle import Fetched
-from collectors.storage.linux import Identity, LinuxStorageCollector, identities, queue_limit, vpd_serial
+from db2vtop.agent.config import StorageConfig
+from db2vtop.agent.runtime import Runtime
+from db2vtop.collectors.base import CollectorError
+from db2vtop.collectors.selfmon import SelfCollector
+from db2vtop.collectors.ssh.bundle import Fetched
+from db2vtop.collectors.storage.linux import Identity, LinuxStorageCollector, identities, queue_limit, vpd_serial
 from tests.test_guest import dd, loop_device  # noqa: F401 - the fixture
 from tests.test_guest_remote import Capture, broken_sh, target  # noqa: F401 - broken_sh is a fixture
 

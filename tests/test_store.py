@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from agent.model import Annotation, Fact, Finding, Sample
-from agent.store import Store, StoreError, StoreLockedError, StoreWriter
+from db2vtop.agent.model import Annotation, Fact, Finding, Sample
+from db2vtop.agent.store import Store, StoreError, StoreLockedError, StoreWriter
 from tests.conftest import ROOT
 
 T0 = 1_700_000_000_000_000_000
@@ -136,7 +136,7 @@ def test_one_writer_at_a_time(store_path):
     with Store(store_path, writer=True):
         with pytest.raises(StoreLockedError, match=r"pid \d+"):
             Store(store_path, writer=True)
-        r = subprocess.run([sys.executable, "-m", "agent", "agent", "--once", "--store", str(store_path)],
+        r = subprocess.run([sys.executable, "-m", "db2vtop.agent", "agent", "--once", "--store", str(store_path)],
                            cwd=ROOT, capture_output=True, text=True, timeout=60)
         assert r.returncode == 2 and "being written by another db2vtop process" in r.stderr
     with Store(store_path, writer=True):

@@ -1,4 +1,4 @@
-from tui.timecursor import TimeCursor
+from db2vtop.tui.timecursor import TimeCursor
 
 NOW = 1_700_000_000 * 10**9
 S = 10**9

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import time
 
-from agent.model import Sample
-from agent.store import Store
+from db2vtop.agent.model import Sample
+from db2vtop.agent.store import Store
 from tests.conftest import run_cli
 
 

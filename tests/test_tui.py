@@ -10,26 +10,26 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input, Static
 
-from agent.config import GuestConfig, StackConfig, load_config
-from agent.model import Annotation, Finding, Sample
-from agent.runtime import Runtime
-from agent.store import Store, StoreWriter
-from collectors.guest.local import LocalGuestCollector
-from collectors.markers import MarkerInbox
-from collectors.selfmon import SelfCollector
+from db2vtop.agent.config import GuestConfig, StackConfig, load_config
+from db2vtop.agent.model import Annotation, Finding, Sample
+from db2vtop.agent.runtime import Runtime
+from db2vtop.agent.store import Store, StoreWriter
+from db2vtop.collectors.guest.local import LocalGuestCollector
+from db2vtop.collectors.markers import MarkerInbox
+from db2vtop.collectors.selfmon import SelfCollector
+from db2vtop.tui import stack_view
+from db2vtop.tui.app import SCREENS, Db2vtopApp
+from db2vtop.tui.data import Reader
+from db2vtop.tui.screens.dialogs import CommandBar, HelpScreen, MarkerPrompt
+from db2vtop.tui.screens.findings import FindingsScreen
+from db2vtop.tui.screens.fleet import FleetScreen
+from db2vtop.tui.screens.local import LocalScreen
+from db2vtop.tui.screens.stack import StackScreen
+from db2vtop.tui.stacks import Target, infer_stacks, resolve
+from db2vtop.tui.table import GridTable, cell_text
+from db2vtop.tui.timecursor import TimeCursor
+from db2vtop.tui.widgets import FilterBar
 from tests.tui_fixture import T0, Fleet, build_store, write_config
-from tui import stack_view
-from tui.app import SCREENS, Db2vtopApp
-from tui.data import Reader
-from tui.screens.dialogs import CommandBar, HelpScreen, MarkerPrompt
-from tui.screens.findings import FindingsScreen
-from tui.screens.fleet import FleetScreen
-from tui.screens.local import LocalScreen
-from tui.screens.stack import StackScreen
-from tui.stacks import Target, infer_stacks, resolve
-from tui.table import GridTable, cell_text
-from tui.timecursor import TimeCursor
-from tui.widgets import FilterBar
 
 S = 10**9
 INCIDENT = T0 + 8 * 60 * S  # the fixture's stack prod01 is queueing in the host from 12:06 to 12:09
@@ -490,7 +490,7 @@ def test_stacks_are_inferred_per_db2_database_and_joined_by_name(fleet_store, tm
                  Sample("guest_cpu", {"guest": "other", "cpu": "total"}, {"busy_pct": 1.0}, T0),
                  Sample("vsphere_vm", {"vcenter": "vc1", "vm": "DB2HOST.lab", "host": "esx1"}, {"cpu_ready_pct": 1.0},
                         T0)],
-                facts=[__import__("agent.model", fromlist=["Fact"]).Fact("guest", {"guest": "db2host"},
+                facts=[__import__("db2vtop.agent.model", fromlist=["Fact"]).Fact("guest", {"guest": "db2host"},
                                                                         {"hostname": "prod.example.com"}, T0)])
     with Store(named) as store:
         (st,) = infer_stacks(store)

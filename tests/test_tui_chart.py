@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tui.chart import Marks, Thresholds, braille, buckets, merge_max, nice_top, short, spark, time_axis
-from tui.table import Column, Row, arrange, matcher, measure, row_strip
+from db2vtop.tui.chart import Marks, Thresholds, braille, buckets, merge_max, nice_top, short, spark, time_axis
+from db2vtop.tui.table import Column, Row, arrange, matcher, measure, row_strip
 
 S = 10**9
 T0 = 1_714_564_800 * S
@@ -112,9 +112,9 @@ def test_environment_timezone_is_restored_after_the_chart_tests():
 
 
 def test_the_readers_latest_cache_follows_new_late_and_backfilled_samples(tmp_path):
-    from agent.model import Sample
-    from agent.store import Store
-    from tui.data import FULL_READ_S, Reader
+    from db2vtop.agent.model import Sample
+    from db2vtop.agent.store import Store
+    from db2vtop.tui.data import FULL_READ_S, Reader
 
     path = tmp_path / "s.db"
     clock = [0.0]

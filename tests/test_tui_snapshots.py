@@ -13,12 +13,12 @@ import asyncio
 
 import pytest
 
-from agent.config import load_config
-from agent.store import Store
+from db2vtop.agent.config import load_config
+from db2vtop.agent.store import Store
+from db2vtop.tui import stack_view
+from db2vtop.tui.app import Db2vtopApp
+from db2vtop.tui.timecursor import TimeCursor
 from tests.tui_fixture import T0, build_store, write_config
-from tui import stack_view
-from tui.app import Db2vtopApp
-from tui.timecursor import TimeCursor
 
 S = 10**9
 SIZE = (170, 50)

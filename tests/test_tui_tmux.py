@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,49 +15,10 @@ pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is in
 ROOT = Path(__file__).resolve().parent.parent
 
 
-class Tmux:
-    """One tmux server of our own (its own socket), killed at the end whatever happens."""
-
-    def __init__(self, tmp: Path):
-        self.socket = str(tmp / "tmux.sock")
-
-    def run(self, *args: str) -> str:
-        return subprocess.run(["tmux", "-S", self.socket, *args], capture_output=True, text=True, check=True,
-                              timeout=10).stdout
-
-    def screen(self) -> str:
-        return self.run("capture-pane", "-p", "-t", "tui")
-
-    def keys(self, *keys: str) -> None:
-        self.run("send-keys", "-t", "tui", *keys)
-
-    def wait_for(self, text: str, timeout: float = 15.0) -> str:
-        """The screen once it shows `text` and has stopped changing (a capture can catch a frame half drawn)."""
-        deadline = time.monotonic() + timeout
-        last = None
-        while True:
-            screen = self.screen()
-            if text in screen and screen == last:
-                return screen
-            assert time.monotonic() < deadline, f"{text!r} never appeared; the screen:\n{screen}"
-            last = screen
-            time.sleep(0.1)
-
-    def kill(self) -> None:
-        subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True, timeout=10)
-
-
-@pytest.fixture
-def tmux(tmp_path):
-    t = Tmux(tmp_path)
-    yield t
-    t.kill()
-
-
 def test_replay_in_a_terminal(tmux, tmp_path):
     store = build_store(tmp_path / "fleet.db")
     config = write_config(tmp_path / "stacks.toml")
-    command = (f"cd {ROOT} && env -u COLUMNS -u LINES TZ=UTC {sys.executable} -m agent replay --store {store} "
+    command = (f"cd {ROOT} && env -u COLUMNS -u LINES TZ=UTC {sys.executable} -m db2vtop.agent replay --store {store} "
                f"-c {config}; echo EXITED $?; sleep 30")  # COLUMNS/LINES from pytest would fix the size at 80x24
     tmux.run("new-session", "-d", "-s", "tui", "-x", "170", "-y", "50", "-e", f"HOME={os.environ['HOME']}", command)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agent.config import StackConfig
-from agent.model import Sample
-from agent.store import Store
-from checks.verdict import stack_verdict
+from db2vtop.agent.config import StackConfig
+from db2vtop.agent.model import Sample
+from db2vtop.agent.store import Store
+from db2vtop.checks.verdict import stack_verdict
 
 T0 = 1_700_000_000 * 10**9
 S = 10**9
@@ -132,7 +132,7 @@ def test_only_the_symptom_buckets_are_judged(tmp_path, bad_buckets):
 
 
 def test_the_row_index_answers_like_the_store(tmp_path):
-    from checks.verdict import RowIndex
+    from db2vtop.checks.verdict import RowIndex
 
     path = tmp_path / "same.db"
     rows = [Sample(m, t, {**HEALTHY[k], "log_write_ms": 12.0} if k == "log" else

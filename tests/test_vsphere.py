@@ -20,14 +20,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.config import VCenterConfig
-from agent.model import Annotation, Sample
-from agent.runtime import SELF_MEASUREMENT, Runtime
-from collectors.base import BaseCollector, CollectorError
-from collectors.vsphere.collector import VSphereCollector
-from collectors.vsphere.connection import soap_body
-from collectors.vsphere.inventory import parse_objects
-from collectors.vsphere.perf import Spec, chunk, parse_response
+from db2vtop.agent.config import VCenterConfig
+from db2vtop.agent.model import Annotation, Sample
+from db2vtop.agent.runtime import SELF_MEASUREMENT, Runtime
+from db2vtop.collectors.base import BaseCollector, CollectorError
+from db2vtop.collectors.vsphere.collector import VSphereCollector
+from db2vtop.collectors.vsphere.connection import soap_body
+from db2vtop.collectors.vsphere.inventory import parse_objects
+from db2vtop.collectors.vsphere.perf import Spec, chunk, parse_response
 from tests.conftest import run_cli
 from tests.vsphere_sim import Simulator
 
@@ -465,7 +465,7 @@ def test_consecutive_cycles_neither_lose_nor_repeat_a_sample(sim):
 
 
 def test_agent_once_fills_the_store(sim, tmp_path):
-    from agent.store import Store
+    from db2vtop.agent.store import Store
 
     ca = tmp_path / "ca.pem"
     ca.write_text(ssl.get_server_certificate(("127.0.0.1", sim.port)))

@@ -13,8 +13,8 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.model import Annotation, Fact, Finding, Sample
-from agent.store import Store
+from db2vtop.agent.model import Annotation, Fact, Finding, Sample
+from db2vtop.agent.store import Store
 
 T0 = 1_714_564_800 * 10**9  # 2024-05-01 12:00:00 UTC
 S = 10**9

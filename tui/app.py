@@ -34,22 +34,22 @@ from textual.screen import Screen
 from textual.widget import AwaitMount
 from textual.worker import get_current_worker
 
-from agent.config import StackConfig
-from agent.markers import deliver_marker
-from agent.model import Annotation
-from agent.runtime import Runtime
-from agent.store import Store, StoreError
-from agent.units import format_duration, parse_duration
-from tui.data import Reader
-from tui.screens.base import ViewScreen
-from tui.screens.dialogs import CommandBar, HelpScreen, MarkerPrompt
-from tui.screens.findings import FindingsScreen
-from tui.screens.fleet import FleetScreen
-from tui.screens.local import LocalScreen
-from tui.screens.stack import StackScreen
-from tui.stacks import HOST_MEASUREMENTS, Target, infer_stacks
-from tui.timecursor import WINDOWS, TimeCursor
-from tui.widgets import StatusLine, TitleBar
+from db2vtop.agent.config import StackConfig
+from db2vtop.agent.markers import deliver_marker
+from db2vtop.agent.model import Annotation
+from db2vtop.agent.runtime import Runtime
+from db2vtop.agent.store import Store, StoreError
+from db2vtop.agent.units import format_duration, parse_duration
+from db2vtop.tui.data import Reader
+from db2vtop.tui.screens.base import ViewScreen
+from db2vtop.tui.screens.dialogs import CommandBar, HelpScreen, MarkerPrompt
+from db2vtop.tui.screens.findings import FindingsScreen
+from db2vtop.tui.screens.fleet import FleetScreen
+from db2vtop.tui.screens.local import LocalScreen
+from db2vtop.tui.screens.stack import StackScreen
+from db2vtop.tui.stacks import HOST_MEASUREMENTS, Target, infer_stacks
+from db2vtop.tui.timecursor import WINDOWS, TimeCursor
+from db2vtop.tui.widgets import StatusLine, TitleBar
 
 SCREENS = {"1": "fleet", "2": "stack", "3": "findings", "4": "local"}
 MAX_DEPTH = 8
@@ -509,7 +509,7 @@ class Db2vtopApp(App):
         if not self.read_only:
             yield SystemCommand("Add a benchmark marker", "key M", self.action_mark)
         if isinstance(screen, StackScreen):
-            from tui.panels import PANELS
+            from db2vtop.tui.panels import PANELS
 
             for k, name in PANELS.items():
                 yield SystemCommand(f"Panel: {name}", f"key {k}", lambda k=k: screen.action_panel(k))

@@ -15,11 +15,11 @@ from itertools import pairwise
 from statistics import median
 from typing import Any
 
-from agent.model import Annotation, FieldValue, Finding
-from agent.runtime import SELF_MEASUREMENT
-from agent.store import Row, Series, Store
-from tui.chart import NO_THRESHOLDS, Marks, Thresholds, buckets, merge_max, nice_top, short, spark
-from tui.table import TableModel, arrange
+from db2vtop.agent.model import Annotation, FieldValue, Finding
+from db2vtop.agent.runtime import SELF_MEASUREMENT
+from db2vtop.agent.store import Row, Series, Store
+from db2vtop.tui.chart import NO_THRESHOLDS, Marks, Thresholds, buckets, merge_max, nice_top, short, spark
+from db2vtop.tui.table import TableModel, arrange
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 STALE_INTERVALS = 3

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from agent.config import StackConfig
-from agent.model import Annotation, Finding
-from agent.store import Row
-from tui.chart import Thresholds
-from tui.data import (
+from db2vtop.agent.config import StackConfig
+from db2vtop.agent.model import Annotation, Finding
+from db2vtop.agent.store import Row
+from db2vtop.tui.chart import Thresholds
+from db2vtop.tui.data import (
     SEVERITY_RANK,
     Reader,
     Status,
@@ -26,11 +26,11 @@ from tui.data import (
     open_at,
     worst,
 )
-from tui.format import ago, num, size, value
-from tui.layers import AWAIT, GAVG, LATENCY_FLOOR_MS, LOG_WRITE, PCT_BUSY, READY
-from tui.stacks import Target, short_name
-from tui.table import Cell, Column, TableModel
-from tui.table import Row as TRow
+from db2vtop.tui.format import ago, num, size, value
+from db2vtop.tui.layers import AWAIT, GAVG, LATENCY_FLOOR_MS, LOG_WRITE, PCT_BUSY, READY
+from db2vtop.tui.stacks import Target, short_name
+from db2vtop.tui.table import Cell, Column, TableModel
+from db2vtop.tui.table import Row as TRow
 
 SEVERITY_CELL = {"critical": ("CRIT", "bold red"), "warning": ("WARN", "bold yellow"), "info": ("info", "cyan")}
 COLUMNS = [  # fixed widths but for the names: measuring 2,000 rows every second is not free

@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from agent.store import Row, Series
-from tui.chart import Thresholds
-from tui.data import Reader, Trend
-from tui.format import NONE, num, rate, size, value
-from tui.stacks import Resolved
-from tui.table import Run
+from db2vtop.agent.store import Row, Series
+from db2vtop.tui.chart import Thresholds
+from db2vtop.tui.data import Reader, Trend
+from db2vtop.tui.format import NONE, num, rate, size, value
+from db2vtop.tui.stacks import Resolved
+from db2vtop.tui.table import Run
 
 # Display colours only (findings come from the rules): the published rules of thumb of
 # shared/reference/practices.md — ready 5/10 % per vCPU, GAVG/DAVG 20/25 ms, guest await

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agent.store import Row
-from tui.chart import Thresholds
-from tui.data import Reader, Trend
-from tui.format import NONE, num, rate, size, value
-from tui.layers import (
+from db2vtop.agent.store import Row
+from db2vtop.tui.chart import Thresholds
+from db2vtop.tui.data import Reader, Trend
+from db2vtop.tui.format import NONE, num, rate, size, value
+from db2vtop.tui.layers import (
     ARRAY,
     ARRAY_LATENCY,
     AWAIT,
@@ -28,9 +28,9 @@ from tui.layers import (
     max_of,
     sum_of,
 )
-from tui.stacks import Resolved
-from tui.table import Cell, Column, Run, TableModel
-from tui.table import Row as TRow
+from db2vtop.tui.stacks import Resolved
+from db2vtop.tui.table import Cell, Column, Run, TableModel
+from db2vtop.tui.table import Row as TRow
 
 PANELS = {
     "c": "CPU", "m": "memory", "d": "disk adapters", "u": "LUNs", "v": "VM disks", "n": "network",

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from rich.segment import Segment
 from textual.strip import Strip
 
-from agent.model import Annotation, Finding
-from checks.verdict import stack_verdicts
-from tui.chart import EVENT_STYLE, MARKER_STYLE, Marks, braille, nice_top, style, time_axis
-from tui.data import (
+from db2vtop.agent.model import Annotation, Finding
+from db2vtop.checks.verdict import stack_verdicts
+from db2vtop.tui.chart import EVENT_STYLE, MARKER_STYLE, Marks, braille, nice_top, style, time_axis
+from db2vtop.tui.data import (
     Reader,
     Status,
     TableState,
@@ -30,11 +30,11 @@ from tui.data import (
     top_of,
     trend_values,
 )
-from tui.format import ago
-from tui.layers import LATENCY_FLOOR_MS, LAYERS, Layer
-from tui.panels import PANEL_LOADERS, cpu_panel
-from tui.stacks import Resolved, Target, resolve
-from tui.table import Run, TableModel
+from db2vtop.tui.format import ago
+from db2vtop.tui.layers import LATENCY_FLOOR_MS, LAYERS, Layer
+from db2vtop.tui.panels import PANEL_LOADERS, cpu_panel
+from db2vtop.tui.stacks import Resolved, Target, resolve
+from db2vtop.tui.table import Run, TableModel
 
 GUTTER = 6
 

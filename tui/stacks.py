@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agent.config import StackConfig
-from agent.store import Row, Store
-from tui.data import Reader
+from db2vtop.agent.config import StackConfig
+from db2vtop.agent.store import Row, Store
+from db2vtop.tui.data import Reader
 
 VM_MEASUREMENTS = ("vsphere_vm", "esxtop_vm")
 HOST_MEASUREMENTS = ("vsphere_host", "esxtop_device", "vsphere_host_lun")

@@ -21,7 +21,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from tui.chart import style
+from db2vtop.tui.chart import style
 
 Run = tuple[str, str | None]
 Cell = str | Run | list[Run]  # plain text, one styled run, or several (a sparkline)

@@ -12,11 +12,11 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Input, Static
 
-from agent.model import Annotation
-from tui.chart import MARKER_STYLE
-from tui.data import Status
-from tui.format import ago
-from tui.table import Run
+from db2vtop.agent.model import Annotation
+from db2vtop.tui.chart import MARKER_STYLE
+from db2vtop.tui.data import Status
+from db2vtop.tui.format import ago
+from db2vtop.tui.table import Run
 
 STATUS_STYLE = {"ok": "green", "error": "bold red", "timeout": "bold red", "skipped": "yellow"}
 MAX_LISTED = 6

@@ -34,11 +34,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agent.config import InfluxConfig
-from agent.model import Annotation, Fact, Finding, Sample
-from agent.secrets import SecretError
-from agent.sinks.lineproto import FieldTypes, LineEncoder
-from agent.sinks.spool import Batch, Spool, SpoolError
+from db2vtop.agent.config import InfluxConfig
+from db2vtop.agent.model import Annotation, Fact, Finding, Sample
+from db2vtop.agent.secrets import SecretError
+from db2vtop.agent.sinks.lineproto import FieldTypes, LineEncoder
+from db2vtop.agent.sinks.spool import Batch, Spool, SpoolError
 
 log = logging.getLogger(__name__)
 

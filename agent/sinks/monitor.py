@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import socket
 
-from agent.model import Record, Sample
-from agent.sinks.influx import InfluxSink
-from collectors.base import BaseCollector
+from db2vtop.agent.model import Record, Sample
+from db2vtop.agent.sinks.influx import InfluxSink
+from db2vtop.collectors.base import BaseCollector
 
 MEASUREMENT = "db2vtop_sink"
 

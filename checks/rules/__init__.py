@@ -1,7 +1,7 @@
 """Every implemented rule, one module per layer."""
 
-from checks.rule import Rule
-from checks.rules import db2, guest, storage, vsphere
+from db2vtop.checks.rule import Rule
+from db2vtop.checks.rules import db2, guest, storage, vsphere
 
 
 def all_rules() -> list[Rule]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from agent.store import Row
-from checks.rule import FactIndex, LiveRule, Thresholds, Verdict, as_float
+from db2vtop.agent.store import Row
+from db2vtop.checks.rule import FactIndex, LiveRule, Thresholds, Verdict, as_float
 
 
 class ThresholdRule(LiveRule):

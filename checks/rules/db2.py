@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from agent.model import Fact
-from agent.store import Row
-from checks.catalog import Practice, baselines
-from checks.rule import FactIndex, LiveRule, PerFactRule, StaticRule, Thresholds, Verdict, as_float
-from checks.rules.common import ThresholdRule
+from db2vtop.agent.model import Fact
+from db2vtop.agent.store import Row
+from db2vtop.checks.catalog import Practice, baselines
+from db2vtop.checks.rule import FactIndex, LiveRule, PerFactRule, StaticRule, Thresholds, Verdict, as_float
+from db2vtop.checks.rules.common import ThresholdRule
 
 
 class MonitoringOn(StaticRule):

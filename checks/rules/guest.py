@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from agent.model import Fact
-from agent.store import Row
-from agent.units import format_bytes
-from checks.rule import FactIndex, LiveRule, PerFactRule, StaticRule, Thresholds, Verdict, as_float, pct
+from db2vtop.agent.model import Fact
+from db2vtop.agent.store import Row
+from db2vtop.agent.units import format_bytes
+from db2vtop.checks.rule import FactIndex, LiveRule, PerFactRule, StaticRule, Thresholds, Verdict, as_float, pct
 
 
 class GuestSwapZero(LiveRule):

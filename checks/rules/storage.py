@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from agent.model import Fact
-from agent.store import Row
-from checks.rule import FactIndex, PerFactRule, Thresholds, as_float
-from checks.rules.common import ThresholdRule
+from db2vtop.agent.model import Fact
+from db2vtop.agent.store import Row
+from db2vtop.checks.rule import FactIndex, PerFactRule, Thresholds, as_float
+from db2vtop.checks.rules.common import ThresholdRule
 
 QUEUE_FIX = ("Find where I/O queues: KAVG/QAVG > 0 means the VMkernel holds I/O back (raise the HBA LUN queue depth "
              "from 32 to 64 and keep Disk.SchedNumReqOutstanding consistent, spread LUNs); queue full at the array "

@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 import shlex
 
-from collectors.db2.queries import Db2Error, check_statement
-from collectors.db2.session import Outcome, Session, parse_messages, split_row
+from db2vtop.collectors.db2.queries import Db2Error, check_statement
+from db2vtop.collectors.db2.session import Outcome, Session, parse_messages, split_row
 
 MARK = "@@db2vtop:"
 END = "@@DB2VTOP_END@@"

@@ -13,13 +13,13 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from agent.config import DB2Config
-from agent.model import Annotation, Fact, Record, Sample
-from collectors.base import BaseCollector
-from collectors.db2.facts import build_facts
-from collectors.db2.metrics import RATE_FIELDS, Baselines, Row, memory_fields, system_fields
-from collectors.db2.queries import BY_TAG, MEMORY, QUERIES, SYSTEM, Db2Error, Query, Variant
-from collectors.db2.session import Message, Session
+from db2vtop.agent.config import DB2Config
+from db2vtop.agent.model import Annotation, Fact, Record, Sample
+from db2vtop.collectors.base import BaseCollector
+from db2vtop.collectors.db2.facts import build_facts
+from db2vtop.collectors.db2.metrics import RATE_FIELDS, Baselines, Row, memory_fields, system_fields
+from db2vtop.collectors.db2.queries import BY_TAG, MEMORY, QUERIES, SYSTEM, Db2Error, Query, Variant
+from db2vtop.collectors.db2.session import Message, Session
 
 log = logging.getLogger(__name__)
 

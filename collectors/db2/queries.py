@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from collectors.base import CollectorError
+from db2vtop.collectors.base import CollectorError
 
 
 class Db2Error(CollectorError):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from collectors.db2.queries import Db2Error
+from db2vtop.collectors.db2.queries import Db2Error
 
 MESSAGE_START = re.compile(r"^(SQL\d{4,5}[NWCI]|DB2?\d{4,5}[IWEN])\s")
 _SQLSTATE = re.compile(r"SQLSTATE=(\w{5})")

@@ -13,14 +13,14 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.config import DB2Config
-from agent.secrets import SecretError
-from collectors.db2.clp import connect_statement, parse_output, session_script
-from collectors.db2.queries import Db2Error, check_statement
-from collectors.db2.session import Message, Outcome, Session, split_row
+from db2vtop.agent.config import DB2Config
+from db2vtop.agent.secrets import SecretError
+from db2vtop.collectors.db2.clp import connect_statement, parse_output, session_script
+from db2vtop.collectors.db2.queries import Db2Error, check_statement
+from db2vtop.collectors.db2.session import Message, Outcome, Session, split_row
 
 if TYPE_CHECKING:  # paramiko stays unimported for the ibm_db transport
-    from collectors.ssh import SSHTarget
+    from db2vtop.collectors.ssh import SSHTarget
 
 _SQLCODE = re.compile(r"\b(SQL\d{4,5}[NWC])\b")
 _LOST = ("SQL30081", "SQL30108", "SQL1224", "SQL1776", "SQL0900")  # the connection is gone

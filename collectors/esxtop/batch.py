@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from collectors.base import CollectorError
+from db2vtop.collectors.base import CollectorError
 
 MIB = 2**20
 

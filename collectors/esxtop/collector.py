@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import time
 
-from agent.config import EsxtopConfig
-from agent.model import Fact, Record, Sample
-from collectors.base import BaseCollector, CollectorError
-from collectors.esxtop.batch import BatchSample, parse_batch
-from collectors.ssh import SSHTarget
+from db2vtop.agent.config import EsxtopConfig
+from db2vtop.agent.model import Fact, Record, Sample
+from db2vtop.collectors.base import BaseCollector, CollectorError
+from db2vtop.collectors.esxtop.batch import BatchSample, parse_batch
+from db2vtop.collectors.ssh import SSHTarget
 
 
 class EsxtopCollector(BaseCollector):

@@ -21,10 +21,10 @@ import re
 from fnmatch import fnmatch
 from typing import Any
 
-from agent.config import RemoteGuestConfig
-from agent.model import Fact, Record, Sample
-from collectors.base import CollectorError
-from collectors.ssh.bundle import Bundle, Fetched
+from db2vtop.agent.config import RemoteGuestConfig
+from db2vtop.agent.model import Fact, Record, Sample
+from db2vtop.collectors.base import CollectorError
+from db2vtop.collectors.ssh.bundle import Bundle, Fetched
 
 PAGE = 4096  # vmstat reports memory and paging in 4 KiB pages
 

@@ -7,11 +7,11 @@ import os
 import socket
 import time
 
-from agent.config import GuestConfig
-from agent.model import Fact, Record
-from collectors.base import BaseCollector, CollectorError
-from collectors.guest.metrics import guest_facts, guest_samples
-from collectors.guest.procfs import (
+from db2vtop.agent.config import GuestConfig
+from db2vtop.agent.model import Fact, Record
+from db2vtop.collectors.base import BaseCollector, CollectorError
+from db2vtop.collectors.guest.metrics import guest_facts, guest_samples
+from db2vtop.collectors.guest.procfs import (
     FACT_GLOBS,
     FACT_LINK_GLOBS,
     SNAPSHOT_FILES,

@@ -10,8 +10,8 @@ from __future__ import annotations
 from fnmatch import fnmatch
 from typing import Any
 
-from agent.model import Fact, Sample
-from collectors.guest.procfs import (
+from db2vtop.agent.model import Fact, Sample
+from db2vtop.collectors.guest.procfs import (
     CPU_FIELDS,
     DiskCounters,
     Snapshot,

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from agent.config import RemoteGuestConfig
-from agent.model import Fact, Record
-from collectors.base import CollectorError
-from collectors.guest import aix
-from collectors.guest.metrics import guest_facts, guest_samples
-from collectors.guest.procfs import (
+from db2vtop.agent.config import RemoteGuestConfig
+from db2vtop.agent.model import Fact, Record
+from db2vtop.collectors.base import CollectorError
+from db2vtop.collectors.guest import aix
+from db2vtop.collectors.guest.metrics import guest_facts, guest_samples
+from db2vtop.collectors.guest.procfs import (
     FACT_GLOBS,
     FACT_LINK_GLOBS,
     SNAPSHOT_FILES,
@@ -26,8 +26,8 @@ from collectors.guest.procfs import (
     Snapshot,
     snapshot,
 )
-from collectors.ssh import SSHTarget
-from collectors.ssh.bundle import Bundle, BundleCollector, Fetched
+from db2vtop.collectors.ssh import SSHTarget
+from db2vtop.collectors.ssh.bundle import Bundle, BundleCollector, Fetched
 
 
 class Platform(Protocol):

@@ -1,6 +1,6 @@
 """The SSH layer shared by the DB2, storage, esxtop and remote guest collectors."""
 
-from collectors.ssh.target import (
+from db2vtop.collectors.ssh.target import (
     Result,
     SSHAuthError,
     SSHConnectError,

@@ -22,9 +22,9 @@ import secrets
 import time
 from dataclasses import dataclass, field
 
-from agent.model import Fact, Record
-from collectors.base import BaseCollector, CollectorError
-from collectors.ssh.target import SSHTarget, command
+from db2vtop.agent.model import Fact, Record
+from db2vtop.collectors.base import BaseCollector, CollectorError
+from db2vtop.collectors.ssh.target import SSHTarget, command
 
 _PRELUDE = r"""N=%s
 _h() { printf '\n%%s %%s %%s\n' "$N" "$1" "$2"; }

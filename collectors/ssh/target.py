@@ -20,10 +20,10 @@ from pathlib import Path
 
 import paramiko
 
-from agent.config import SSHConfig
-from agent.paths import state_dir
-from agent.secrets import SecretError
-from collectors.base import CollectorError
+from db2vtop.agent.config import SSHConfig
+from db2vtop.agent.paths import state_dir
+from db2vtop.agent.secrets import SecretError
+from db2vtop.collectors.base import CollectorError
 
 log = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agent.config import StorageConfig
-from agent.model import Fact, FieldValue, Sample
-from collectors.base import BaseCollector, CollectorError
+from db2vtop.agent.config import StorageConfig
+from db2vtop.agent.model import Fact, FieldValue, Sample
+from db2vtop.collectors.base import BaseCollector, CollectorError
 
 
 class StorageFormatError(CollectorError):

@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from fnmatch import fnmatch
 from typing import Any
 
-from agent.config import StorageConfig
-from agent.model import Fact, Record, Sample
-from collectors.base import CollectorError
-from collectors.guest.metrics import disk_fields
-from collectors.guest.procfs import DiskCounters, ProcFormatError, bracketed, parse_diskstats, parse_uptime
-from collectors.ssh import SSHTarget
-from collectors.ssh.bundle import Bundle, BundleCollector, Fetched
+from db2vtop.agent.config import StorageConfig
+from db2vtop.agent.model import Fact, Record, Sample
+from db2vtop.collectors.base import CollectorError
+from db2vtop.collectors.guest.metrics import disk_fields
+from db2vtop.collectors.guest.procfs import DiskCounters, ProcFormatError, bracketed, parse_diskstats, parse_uptime
+from db2vtop.collectors.ssh import SSHTarget
+from db2vtop.collectors.ssh.bundle import Bundle, BundleCollector, Fetched
 
 CYCLE_FILES = ("/proc/uptime", "/proc/diskstats", "/sys/block/*/device/queue_depth", "/sys/block/*/queue/nr_requests",
                "/sys/class/block/*/partition")

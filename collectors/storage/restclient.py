@@ -17,10 +17,10 @@ import ssl
 from typing import Any
 from urllib.parse import urlparse
 
-from agent.config import StorageConfig
-from agent.secrets import SecretError
-from collectors.base import CollectorError
-from collectors.storage.common import StorageFormatError
+from db2vtop.agent.config import StorageConfig
+from db2vtop.agent.secrets import SecretError
+from db2vtop.collectors.base import CollectorError
+from db2vtop.collectors.storage.common import StorageFormatError
 
 log = logging.getLogger(__name__)
 

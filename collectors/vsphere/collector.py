@@ -19,14 +19,14 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from agent.config import VCenterConfig
-from agent.model import Annotation, Fact, Record, Sample
-from collectors.base import BaseCollector, CollectorError
-from collectors.vsphere import inventory as inv_mod
-from collectors.vsphere.connection import Connector, Session, SoapFaultError, is_session_lost, is_unreachable
-from collectors.vsphere.facts import TagMaps, build_facts
-from collectors.vsphere.inventory import FullRead, Inventory, Rows
-from collectors.vsphere.perf import (
+from db2vtop.agent.config import VCenterConfig
+from db2vtop.agent.model import Annotation, Fact, Record, Sample
+from db2vtop.collectors.base import BaseCollector, CollectorError
+from db2vtop.collectors.vsphere import inventory as inv_mod
+from db2vtop.collectors.vsphere.connection import Connector, Session, SoapFaultError, is_session_lost, is_unreachable
+from db2vtop.collectors.vsphere.facts import TagMaps, build_facts
+from db2vtop.collectors.vsphere.inventory import FullRead, Inventory, Rows
+from db2vtop.collectors.vsphere.perf import (
     REALTIME_KEEP_S,
     CounterIds,
     EntityResult,

@@ -23,9 +23,9 @@ from xml.etree import ElementTree as ET
 from pyVim.connect import Disconnect, SmartConnect
 from pyVmomi import vim, vmodl
 
-from agent.config import VCenterConfig
-from agent.secrets import SecretError
-from collectors.base import CollectorError
+from db2vtop.agent.config import VCenterConfig
+from db2vtop.agent.secrets import SecretError
+from db2vtop.collectors.base import CollectorError
 
 log = logging.getLogger(__name__)
 

@@ -7,9 +7,9 @@ from typing import Any
 
 from pyVmomi import vim
 
-from agent.model import Fact
-from collectors.vsphere.inventory import FullRead, Host
-from collectors.vsphere.soapxml import Node, Ref, as_list, is_a, to_bool, to_int
+from db2vtop.agent.model import Fact
+from db2vtop.collectors.vsphere.inventory import FullRead, Host
+from db2vtop.collectors.vsphere.soapxml import Node, Ref, as_list, is_a, to_bool, to_int
 
 NIC_TYPES = {"VirtualVmxnet3": "vmxnet3", "VirtualVmxnet3Vrdma": "vmxnet3-vrdma", "VirtualVmxnet2": "vmxnet2",
              "VirtualVmxnet": "vmxnet", "VirtualE1000e": "e1000e", "VirtualE1000": "e1000",

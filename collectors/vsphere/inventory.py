@@ -14,8 +14,8 @@ from xml.sax.saxutils import escape
 
 from pyVmomi import vim
 
-from collectors.base import CollectorError
-from collectors.vsphere.soapxml import NS, Ref, envelope, this, to_int, value
+from db2vtop.collectors.base import CollectorError
+from db2vtop.collectors.vsphere.soapxml import NS, Ref, envelope, this, to_int, value
 
 VM_QUICKSTATS = ("balloonedMemory", "swappedMemory", "compressedMemory", "overallCpuUsage", "guestMemoryUsage",
                  "hostMemoryUsage", "consumedOverheadMemory")

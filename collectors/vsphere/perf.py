@@ -15,13 +15,13 @@ from datetime import UTC, datetime
 from xml.etree import ElementTree as ET
 from xml.sax.saxutils import escape
 
-from agent.model import Sample
-from collectors.base import CollectorError
-from collectors.vsphere.counters import HOST_COUNTERS, MEASUREMENTS, MS_PCT, VM_COUNTERS, Counter, convert
-from collectors.vsphere.facts import TagMaps
-from collectors.vsphere.inventory import Inventory
-from collectors.vsphere.soapxml import NS as _NS
-from collectors.vsphere.soapxml import envelope, this
+from db2vtop.agent.model import Sample
+from db2vtop.collectors.base import CollectorError
+from db2vtop.collectors.vsphere.counters import HOST_COUNTERS, MEASUREMENTS, MS_PCT, VM_COUNTERS, Counter, convert
+from db2vtop.collectors.vsphere.facts import TagMaps
+from db2vtop.collectors.vsphere.inventory import Inventory
+from db2vtop.collectors.vsphere.soapxml import NS as _NS
+from db2vtop.collectors.vsphere.soapxml import envelope, this
 
 REALTIME_S = 20
 REALTIME_KEEP_S = 3600   # vCenter keeps an hour of realtime samples

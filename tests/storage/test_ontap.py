@@ -11,17 +11,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.config import SSHConfig, StorageConfig
-from agent.model import Sample
-from agent.runtime import Runtime
-from agent.store import Store
-from collectors.base import CollectorError
-from collectors.ssh import SSHTarget
-from collectors.storage.common import StorageFormatError
-from collectors.storage.ontap.cli import OntapCommandError, fact_line, parse_fields, parse_raw, perf_line, size_bytes
-from collectors.storage.ontap.collector import OntapCollector
-from collectors.storage.ontap.metrics import Snapshot, instance_key, naa_for_serial, rows, snapshot
-from collectors.storage.ontap.rest import perf_fields
+from db2vtop.agent.config import SSHConfig, StorageConfig
+from db2vtop.agent.model import Sample
+from db2vtop.agent.runtime import Runtime
+from db2vtop.agent.store import Store
+from db2vtop.collectors.base import CollectorError
+from db2vtop.collectors.ssh import SSHTarget
+from db2vtop.collectors.storage.common import StorageFormatError
+from db2vtop.collectors.storage.ontap.cli import (
+    OntapCommandError,
+    fact_line,
+    parse_fields,
+    parse_raw,
+    perf_line,
+    size_bytes,
+)
+from db2vtop.collectors.storage.ontap.collector import OntapCollector
+from db2vtop.collectors.storage.ontap.metrics import Snapshot, instance_key, naa_for_serial, rows, snapshot
+from db2vtop.collectors.storage.ontap.rest import perf_fields
 from tests.conftest import run_cli
 from tests.storage.ontap_data import LONG_LUN, T0, t1
 from tests.storage.rest_server import Memory

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from agent.config import StorageConfig
-from agent.runtime import Runtime
-from collectors.storage.ontap.collector import OntapCollector
-from collectors.storage.ontap.rest import duration_s
+from db2vtop.agent.config import StorageConfig
+from db2vtop.agent.runtime import Runtime
+from db2vtop.collectors.storage.ontap.collector import OntapCollector
+from db2vtop.collectors.storage.ontap.rest import duration_s
 from tests.storage.rest_server import FakeREST, Memory
 
 

@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.config import SSHConfig, StorageConfig
-from agent.runtime import Runtime
-from collectors.base import CollectorError
-from collectors.ssh import SSHTarget
-from collectors.storage.common import StorageFormatError
-from collectors.storage.powermax import symstat, unisphere
-from collectors.storage.powermax.collector import PowermaxCollector
+from db2vtop.agent.config import SSHConfig, StorageConfig
+from db2vtop.agent.runtime import Runtime
+from db2vtop.collectors.base import CollectorError
+from db2vtop.collectors.ssh import SSHTarget
+from db2vtop.collectors.storage.common import StorageFormatError
+from db2vtop.collectors.storage.powermax import symstat, unisphere
+from db2vtop.collectors.storage.powermax.collector import PowermaxCollector
 from tests.storage.rest_server import FakeREST, Memory
 
 SID = "000197900123"

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.config import StorageConfig
-from agent.runtime import Runtime
-from collectors.base import CollectorError
-from collectors.storage.xtremio.api import CLUSTER, naa, name_of, objects, perf_fields
-from collectors.storage.xtremio.collector import XtremioCollector
+from db2vtop.agent.config import StorageConfig
+from db2vtop.agent.runtime import Runtime
+from db2vtop.collectors.base import CollectorError
+from db2vtop.collectors.storage.xtremio.api import CLUSTER, naa, name_of, objects, perf_fields
+from db2vtop.collectors.storage.xtremio.collector import XtremioCollector
 from tests.storage.rest_server import FakeREST, Memory
 
 CLUSTERS = {"clusters": [{

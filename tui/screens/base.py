@@ -8,9 +8,9 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Input
 
-from tui.data import Reader
-from tui.table import GridTable
-from tui.widgets import Breadcrumbs, FilterBar
+from db2vtop.tui.data import Reader
+from db2vtop.tui.table import GridTable
+from db2vtop.tui.widgets import Breadcrumbs, FilterBar
 
 
 class ViewScreen(Screen):

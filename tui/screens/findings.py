@@ -15,13 +15,13 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from agent.model import Finding
-from tui.data import SEVERITY_RANK, FindingsView, Reader, load_findings
-from tui.fleet_view import SEVERITY_CELL
-from tui.format import ago
-from tui.screens.base import ViewScreen
-from tui.table import Column, GridTable, Row, TableModel
-from tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, TitleBar
+from db2vtop.agent.model import Finding
+from db2vtop.tui.data import SEVERITY_RANK, FindingsView, Reader, load_findings
+from db2vtop.tui.fleet_view import SEVERITY_CELL
+from db2vtop.tui.format import ago
+from db2vtop.tui.screens.base import ViewScreen
+from db2vtop.tui.table import Column, GridTable, Row, TableModel
+from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, TitleBar
 
 COLUMNS = [Column("severity"), Column("rule", max_width=28), Column("layer"), Column("subject", max_width=40),
            Column("summary", max_width=60), Column("since", right=True)]

@@ -9,11 +9,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
-from tui.data import Reader, TableState
-from tui.fleet_view import COLUMNS, FINDING_COL, FleetView, load_fleet
-from tui.screens.base import ViewScreen
-from tui.table import GridTable
-from tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, TitleBar
+from db2vtop.tui.data import Reader, TableState
+from db2vtop.tui.fleet_view import COLUMNS, FINDING_COL, FleetView, load_fleet
+from db2vtop.tui.screens.base import ViewScreen
+from db2vtop.tui.table import GridTable
+from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, TitleBar
 
 SPARK_COLS = COLUMNS[-1].width
 

@@ -11,13 +11,13 @@ from textual.containers import Horizontal, Vertical
 from textual.strip import Strip
 from textual.widgets import Static
 
-from agent.units import format_bytes, format_duration
-from tui.chart import Marks, Thresholds, braille, buckets, nice_top, spark, time_axis
-from tui.data import LocalView, Reader, load_local, pick_guest
-from tui.format import ago, bar, num, rate, value
-from tui.screens.base import ViewScreen
-from tui.table import Column, GridTable, Row, TableModel
-from tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, StripView, TitleBar
+from db2vtop.agent.units import format_bytes, format_duration
+from db2vtop.tui.chart import Marks, Thresholds, braille, buckets, nice_top, spark, time_axis
+from db2vtop.tui.data import LocalView, Reader, load_local, pick_guest
+from db2vtop.tui.format import ago, bar, num, rate, value
+from db2vtop.tui.screens.base import ViewScreen
+from db2vtop.tui.table import Column, GridTable, Row, TableModel
+from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, StripView, TitleBar
 
 SPARK = 20
 GUTTER = 5

@@ -10,14 +10,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
-from tui.data import SEVERITY_RANK, Reader, TableState
-from tui.fleet_view import SEVERITY_CELL
-from tui.panels import PANELS
-from tui.screens.base import ViewScreen
-from tui.stack_view import Geometry, StackView, load_stack
-from tui.stacks import Target
-from tui.table import GridTable, TableModel
-from tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, StripView, TitleBar, runs_text
+from db2vtop.tui.data import SEVERITY_RANK, Reader, TableState
+from db2vtop.tui.fleet_view import SEVERITY_CELL
+from db2vtop.tui.panels import PANELS
+from db2vtop.tui.screens.base import ViewScreen
+from db2vtop.tui.stack_view import Geometry, StackView, load_stack
+from db2vtop.tui.stacks import Target
+from db2vtop.tui.table import GridTable, TableModel
+from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, StripView, TitleBar, runs_text
 
 VMWARE_LETTERS = "cmduvn"
 DB2_LETTERS = "blwt"

@@ -22,8 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from collectors.base import CollectorError
-from collectors.storage.common import StorageFormatError
+from db2vtop.collectors.base import CollectorError
+from db2vtop.collectors.storage.common import StorageFormatError
 
 SEPARATOR = "|"
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import time
 
-from agent.config import StorageConfig
-from agent.model import Annotation, Fact, Record
-from collectors.ssh import SSHTarget
-from collectors.storage.common import StorageCollector, StorageFormatError, now_ns
-from collectors.storage.ontap.cli import (
+from db2vtop.agent.config import StorageConfig
+from db2vtop.agent.model import Annotation, Fact, Record
+from db2vtop.collectors.ssh import SSHTarget
+from db2vtop.collectors.storage.common import StorageCollector, StorageFormatError, now_ns
+from db2vtop.collectors.storage.ontap.cli import (
     FACT_COMMANDS,
     OntapCommandError,
     check_errors,
@@ -16,8 +16,8 @@ from collectors.storage.ontap.cli import (
     parse_fields,
     perf_line,
 )
-from collectors.storage.ontap.metrics import FactRow, Key, Row, Snapshot, facts, rows, snapshot
-from collectors.storage.ontap.rest import OntapRest
+from db2vtop.collectors.storage.ontap.metrics import FactRow, Key, Row, Snapshot, facts, rows, snapshot
+from db2vtop.collectors.storage.ontap.rest import OntapRest
 
 
 class OntapSSH:

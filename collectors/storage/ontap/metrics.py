@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from agent.model import Annotation, FieldValue
-from collectors.storage.ontap.cli import RawInstance, flag, parse_raw, size_bytes
+from db2vtop.agent.model import Annotation, FieldValue
+from db2vtop.collectors.storage.ontap.cli import RawInstance, flag, parse_raw, size_bytes
 
 #: NetApp's NAA prefix for clustered ONTAP LUNs; the rest of the id is the LUN serial in hex
 #: (NetApp KB "How to match a LUN's NAA number to its serial number"; 7-Mode used 60a98000)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import time
 
-from agent.config import StorageConfig
-from agent.model import Record
-from collectors.ssh import SSHTarget
-from collectors.storage.common import StorageCollector, StorageFormatError, now_ns
-from collectors.storage.powermax import symstat, unisphere
-from collectors.storage.restclient import RestClient
+from db2vtop.agent.config import StorageConfig
+from db2vtop.agent.model import Record
+from db2vtop.collectors.ssh import SSHTarget
+from db2vtop.collectors.storage.common import StorageCollector, StorageFormatError, now_ns
+from db2vtop.collectors.storage.powermax import symstat, unisphere
+from db2vtop.collectors.storage.restclient import RestClient
 
 
 class PowermaxCollector(StorageCollector):

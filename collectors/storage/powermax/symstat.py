@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from agent.model import FieldValue
-from collectors.storage.common import StorageFormatError, optional_number
+from db2vtop.agent.model import FieldValue
+from db2vtop.collectors.storage.common import StorageFormatError, optional_number
 
 FIELDS = {"r_per_second": ("read_iops", 1.0), "w_per_second": ("write_iops", 1.0),
           "kb_r_per_second": ("read_bytes_per_s", 1024.0), "kb_w_per_second": ("write_bytes_per_s", 1024.0),

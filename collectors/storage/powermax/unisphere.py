@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.model import FieldValue
-from collectors.storage.common import StorageFormatError, number, rate_fields
+from db2vtop.agent.model import FieldValue
+from db2vtop.collectors.storage.common import StorageFormatError, number, rate_fields
 
 METRICS = {"HostIOs": ("total_iops", 1.0), "HostReads": ("read_iops", 1.0), "HostWrites": ("write_iops", 1.0),
            "HostMBReads": ("read_bytes_per_s", 2.0**20), "HostMBWritten": ("write_bytes_per_s", 2.0**20)}

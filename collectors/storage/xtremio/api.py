@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.model import FieldValue
-from collectors.storage.common import StorageFormatError, rate_fields
+from db2vtop.agent.model import FieldValue
+from db2vtop.collectors.storage.common import StorageFormatError, rate_fields
 
 PERF = {  # property -> (field, factor)
     "iops": ("total_iops", 1.0), "rd-iops": ("read_iops", 1.0), "wr-iops": ("write_iops", 1.0),

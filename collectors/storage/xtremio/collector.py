@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from agent.config import StorageConfig
-from agent.model import Fact, Record
-from collectors.storage.common import StorageCollector, now_ns, optional_number
-from collectors.storage.restclient import RestClient
-from collectors.storage.xtremio.api import (
+from db2vtop.agent.config import StorageConfig
+from db2vtop.agent.model import Fact, Record
+from db2vtop.collectors.storage.common import StorageCollector, now_ns, optional_number
+from db2vtop.collectors.storage.restclient import RestClient
+from db2vtop.collectors.storage.xtremio.api import (
     CLUSTER,
     CLUSTER_PROPS,
     VOLUME,

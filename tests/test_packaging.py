@@ -1,0 +1,97 @@
+"""db2vtop installed the way users install it: a wheel, `pip install` into a clean venv, offline.
+
+`make test` fills build/wheelhouse with the wheels of every dependency (and setuptools, for
+the build), so the wheel is built and installed here from the current sources without a network.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+WHEELHOUSE = ROOT / "build" / "wheelhouse"
+FOLDERS = ("agent", "collectors", "checks", "tui")
+
+pytestmark = pytest.mark.skipif(not WHEELHOUSE.is_dir(), reason="make test builds build/wheelhouse")
+
+
+def test_every_package_folder_is_in_the_wheel_list():
+    """pyproject names the packages one by one (package-dir mapping): a new folder must be added there."""
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {"db2vtop." + str(p.parent.relative_to(ROOT)).replace("/", ".")
+               for top in FOLDERS for p in (ROOT / top).rglob("__init__.py")}
+    assert listed == on_disk
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with db2vtop installed from a wheel of the current sources; its bin/ directory."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    # a copy without build/: setuptools would reuse files an earlier build left in build/lib
+    src = tmp / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__",
+                                                              ".*_cache", ".hypothesis"))
+    offline = ["--no-index", "--find-links", str(WHEELHOUSE), "--quiet", "--disable-pip-version-check"]
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp / "dist"), *offline, str(src)],
+                   check=True, timeout=300, cwd=tmp)
+    wheel = next((tmp / "dist").glob("db2vtop-*.whl"))
+    subprocess.run([sys.executable, "-m", "venv", str(tmp / "venv")], check=True, timeout=120)
+    subprocess.run([str(tmp / "venv" / "bin" / "python"), "-m", "pip", "install", *offline, str(wheel)],
+                   check=True, timeout=600, cwd=tmp)
+    return tmp / "venv" / "bin"
+
+
+def db2vtop(bin_dir: Path, cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """The installed entry point, run away from the repository so nothing of the source tree is importable."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return subprocess.run([str(bin_dir / "db2vtop"), *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def test_site_packages_holds_one_namespace(installed: Path):
+    site = next((installed.parent / "lib").glob("python3*/site-packages"))
+    ours = {p.name for p in site.iterdir()} & {*FOLDERS, "db2vtop"}
+    assert ours == {"db2vtop"}
+    assert {p.name for p in (site / "db2vtop").iterdir() if not p.name.startswith("__")} == set(FOLDERS)
+
+
+def test_the_installed_command_runs_from_its_package_data(installed: Path, tmp_path: Path):
+    assert db2vtop(installed, tmp_path, "--version").stdout.startswith("db2vtop ")
+
+    rules = db2vtop(installed, tmp_path, "rules", "--format", "json")
+    assert rules.returncode == 0, rules.stderr
+    assert len(json.loads(rules.stdout)) > 100
+
+    config = tmp_path / "db2vtop.toml"
+    init = db2vtop(installed, tmp_path, "config", "init", "-o", str(config))
+    assert init.returncode == 0, init.stderr
+    check = db2vtop(installed, tmp_path, "config", "check", "-c", str(config))
+    assert check.returncode == 0 and ": OK (" in check.stdout, check.stderr
+
+    store = tmp_path / "metrics.db"
+    triage = db2vtop(installed, tmp_path, "triage", "--store", str(store), "--format", "json")
+    assert triage.returncode in (0, 1, 2), triage.stderr
+    assert {"generated_at", "findings", "verdicts"} <= json.loads(triage.stdout).keys()
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is installed by make test-deps")
+def test_the_installed_tui_replays_a_store(installed: Path, tmp_path: Path, tmux):
+    store = tmp_path / "metrics.db"
+    once = db2vtop(installed, tmp_path, "agent", "--once", "--store", str(store))
+    assert once.returncode == 0, once.stderr
+    command = (f"cd {tmp_path} && env -u COLUMNS -u LINES {installed / 'db2vtop'} replay --store {store}; "
+               "echo EXITED $?; sleep 30")
+    tmux.run("new-session", "-d", "-s", "tui", "-x", "160", "-y", "45", "-e", f"HOME={os.environ['HOME']}", command)
+    screen = tmux.wait_for("replay · read-only")
+    assert "Traceback" not in screen
+    tmux.keys("q")
+    tmux.wait_for("EXITED 0")
