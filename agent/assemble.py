@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from db2vtop.agent.config import Config, DB2Config, RemoteGuestConfig, StorageConfig
+from db2vtop.agent.core.config import Config, DB2Config, RemoteGuestConfig, StorageConfig
 from db2vtop.collectors.base import BaseCollector
 from db2vtop.collectors.guest.local import LocalGuestCollector
 from db2vtop.collectors.markers import MarkerInbox

@@ -12,7 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from db2vtop.agent.model import Annotation
+from db2vtop.agent.core.model import Annotation
 from db2vtop.agent.store import Store, StoreLockedError
 
 

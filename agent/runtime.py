@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from db2vtop.agent.model import Annotation, Fact, Finding, Record, Sample, clean_fields
+from db2vtop.agent.core.model import Annotation, Fact, Finding, Record, Sample, clean_fields
 from db2vtop.collectors.base import BaseCollector, CollectorError
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from db2vtop.agent.model import Annotation, Fact, FieldValue, Finding, Sample, canonical_tags, clean_fields
+from db2vtop.agent.core.model import Annotation, Fact, FieldValue, Finding, Sample, canonical_tags, clean_fields
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from db2vtop.agent.config import DB2Config, SSHConfig  # noqa: E402
+from db2vtop.agent.core.config import DB2Config, SSHConfig  # noqa: E402
 from db2vtop.collectors.db2.clp import connect_statement, parse_output, session_script  # noqa: E402
 from db2vtop.collectors.db2.collector import Db2Collector  # noqa: E402
 from db2vtop.collectors.db2.transport import ClpTransport  # noqa: E402

@@ -36,8 +36,8 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from db2vtop.agent.config import InfluxConfig  # noqa: E402
-from db2vtop.agent.model import Sample  # noqa: E402
+from db2vtop.agent.core.config import InfluxConfig  # noqa: E402
+from db2vtop.agent.core.model import Sample  # noqa: E402
 from db2vtop.agent.sinks.influx import InfluxSink  # noqa: E402
 from db2vtop.agent.sinks.lineproto import LineEncoder  # noqa: E402
 from db2vtop.agent.sinks.spool import Spool  # noqa: E402

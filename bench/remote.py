@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from db2vtop.agent.config import RemoteGuestConfig, SSHConfig, StorageConfig
+from db2vtop.agent.core.config import RemoteGuestConfig, SSHConfig, StorageConfig
 from db2vtop.collectors.esxtop.batch import parse_batch
 from db2vtop.collectors.guest.remote import LinuxPlatform, RemoteGuestCollector
 from db2vtop.collectors.ssh import SSHTarget

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from db2vtop.agent.config import SSHConfig, StorageConfig  # noqa: E402
+from db2vtop.agent.core.config import SSHConfig, StorageConfig  # noqa: E402
 from db2vtop.collectors.ssh import SSHTarget  # noqa: E402
 from db2vtop.collectors.storage.ontap.cli import parse_fields  # noqa: E402
 from db2vtop.collectors.storage.ontap.collector import OntapCollector  # noqa: E402

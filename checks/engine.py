@@ -13,8 +13,8 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from db2vtop.agent.config import ConfigError, StackConfig
-from db2vtop.agent.model import Fact, Finding, Sample, canonical_tags
+from db2vtop.agent.core.config import ConfigError, StackConfig
+from db2vtop.agent.core.model import Fact, Finding, Sample, canonical_tags
 from db2vtop.agent.store import Row
 from db2vtop.checks.rule import FactIndex, LiveRule, Rule, StaticRule, Thresholds, Verdict, worse
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, TextIO
 
-from db2vtop.agent.config import Config
+from db2vtop.agent.core.config import Config
 from db2vtop.checks.catalog import practices
 from db2vtop.checks.engine import Engine
 from db2vtop.checks.rule import Rule

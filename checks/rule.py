@@ -12,8 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from db2vtop.agent.config import StackConfig
-from db2vtop.agent.model import Fact, FieldValue
+from db2vtop.agent.core.config import StackConfig
+from db2vtop.agent.core.model import Fact, FieldValue
 from db2vtop.agent.store import Row
 from db2vtop.checks.catalog import Practice, practices
 

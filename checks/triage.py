@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from db2vtop.agent.config import Config
-from db2vtop.agent.model import Fact, Finding, Sample
+from db2vtop.agent.core.config import Config
+from db2vtop.agent.core.model import Fact, Finding, Sample
 from db2vtop.agent.store import Store, StoreError
 from db2vtop.checks.runner import build_engine
 from db2vtop.checks.verdict import RowIndex, stack_verdicts

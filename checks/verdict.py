@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Any, Protocol
 
-from db2vtop.agent.config import StackConfig
-from db2vtop.agent.model import FieldValue, Sample
+from db2vtop.agent.core.config import StackConfig
+from db2vtop.agent.core.model import FieldValue, Sample
 from db2vtop.agent.store import Row, Series
 
 BUCKET_NS = 20 * 10**9

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from db2vtop.agent.model import Fact, Record
+from db2vtop.agent.core.model import Fact, Record
 
 T = TypeVar("T")
 

@@ -7,7 +7,7 @@ import time
 
 import psutil
 
-from db2vtop.agent.model import Record, Sample
+from db2vtop.agent.core.model import Record, Sample
 from db2vtop.collectors.base import BaseCollector
 
 

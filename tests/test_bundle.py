@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from db2vtop.agent.config import SSHConfig
+from db2vtop.agent.core.config import SSHConfig
 from db2vtop.collectors.ssh import SSHTarget
 from db2vtop.collectors.ssh.bundle import Bundle, BundleError, parse
 from tests.sshd import SSHServer

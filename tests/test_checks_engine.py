@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from db2vtop.agent.config import ConfigError, StackConfig
-from db2vtop.agent.model import Fact, Sample
+from db2vtop.agent.core.config import ConfigError, StackConfig
+from db2vtop.agent.core.model import Fact, Sample
 from db2vtop.checks.catalog import baselines, practices
 from db2vtop.checks.engine import Engine, validate_overrides
 from db2vtop.checks.rules import all_rules

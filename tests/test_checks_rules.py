@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from db2vtop.agent.config import StackConfig
-from db2vtop.agent.model import Fact, Sample
+from db2vtop.agent.core.config import StackConfig
+from db2vtop.agent.core.model import Fact, Sample
 from db2vtop.checks.engine import Engine
 from db2vtop.checks.rules import all_rules
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from db2vtop.agent.config import StackConfig
-from db2vtop.agent.model import Fact, Sample
+from db2vtop.agent.core.config import StackConfig
+from db2vtop.agent.core.model import Fact, Sample
 from tests.test_checks_rules import judged, live
 
 T0 = 1_700_000_000 * 10**9

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from db2vtop.agent import cli
-from db2vtop.agent.config import Config, ConfigError, load_config, resolve_config
+from db2vtop.agent.core.config import Config, ConfigError, load_config, resolve_config
 from tests.conftest import run_cli
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "agent" / "config_template.toml"

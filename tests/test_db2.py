@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from db2vtop.agent.config import DB2Config, SSHConfig
-from db2vtop.agent.model import Annotation, Sample
+from db2vtop.agent.core.config import DB2Config, SSHConfig
+from db2vtop.agent.core.model import Annotation, Sample
 from db2vtop.agent.runtime import SELF_MEASUREMENT, Runtime
 from db2vtop.collectors.base import BaseCollector, CollectorError
 from db2vtop.collectors.db2.collector import Db2Collector
@@ -538,7 +538,7 @@ SSH_SECTION = '[[ssh]]\nname = "h"\nhost = "db2prod01"\nuser = "db2inst1"\n'
     ('database = "PROD"\nssh = "h"\nmember = -3', "db2[0].member", "-2 (all members)"),
 ])
 def test_db2_config_errors_name_the_key(tmp_path, section, key, problem):
-    from db2vtop.agent.config import ConfigError, load_config
+    from db2vtop.agent.core.config import ConfigError, load_config
 
     path = tmp_path / "c.toml"
     path.write_text(f'{SSH_SECTION}[[db2]]\nname = "prod"\n{section}\n')
@@ -549,7 +549,7 @@ def test_db2_config_errors_name_the_key(tmp_path, section, key, problem):
 
 def test_db2_sections_become_collectors_sharing_one_ssh_connection(tmp_path):
     from db2vtop.agent.assemble import build_collectors
-    from db2vtop.agent.config import load_config
+    from db2vtop.agent.core.config import load_config
 
     path = tmp_path / "c.toml"
     path.write_text(SSH_SECTION + '[[db2]]\nname = "a"\nssh = "h"\ndatabase = "PROD"\n'

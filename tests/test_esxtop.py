@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from db2vtop.agent.config import EsxtopConfig
+from db2vtop.agent.core.config import EsxtopConfig
 from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.esxtop.batch import EsxtopFormatError, parse_batch
 from db2vtop.collectors.esxtop.collector import EsxtopCollector

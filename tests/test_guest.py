@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from db2vtop.agent.config import GuestConfig
+from db2vtop.agent.core.config import GuestConfig
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.guest import procfs
 from db2vtop.collectors.guest.local import LocalGuestCollector, read_files

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from db2vtop.agent.config import RemoteGuestConfig
+from db2vtop.agent.core.config import RemoteGuestConfig
 from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.guest.aix import (

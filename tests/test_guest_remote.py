@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from db2vtop.agent.config import RemoteGuestConfig, SSHConfig
-from db2vtop.agent.model import Sample
+from db2vtop.agent.core.config import RemoteGuestConfig, SSHConfig
+from db2vtop.agent.core.model import Sample
 from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.guest import procfs
 from db2vtop.collectors.guest.local import read_files

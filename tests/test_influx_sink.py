@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from db2vtop.agent.config import InfluxConfig
-from db2vtop.agent.model import Annotation, Finding, Sample
+from db2vtop.agent.core.config import InfluxConfig
+from db2vtop.agent.core.model import Annotation, Finding, Sample
 from db2vtop.agent.sinks.influx import InfluxSink
 from db2vtop.agent.sinks.monitor import MEASUREMENT, SinkMonitor
 from tests.infra.influxd import InfluxServer, free_port, wait_for

@@ -6,7 +6,7 @@ import asyncio
 import threading
 import time
 
-from db2vtop.agent.model import Annotation, Fact, Sample
+from db2vtop.agent.core.model import Annotation, Fact, Sample
 from db2vtop.agent.runtime import SELF_MEASUREMENT, Runtime
 from db2vtop.collectors.base import BaseCollector, CollectorError
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from db2vtop.agent.config import SSHConfig
+from db2vtop.agent.core.config import SSHConfig
 from db2vtop.collectors.ssh import SSHAuthError, SSHConnectError, SSHError, SSHHostKeyError, SSHTarget, SSHTimeoutError
 from tests.sshd import SSHServer, free_port
 

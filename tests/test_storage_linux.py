@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from db2vtop.agent.config import StorageConfig
+from db2vtop.agent.core.config import StorageConfig
 from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.selfmon import SelfCollector

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from db2vtop.agent.model import Annotation, Fact, Finding, Sample
+from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample
 from db2vtop.agent.store import Store, StoreError, StoreLockedError, StoreWriter
 from tests.conftest import ROOT
 

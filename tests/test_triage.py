@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 
-from db2vtop.agent.model import Sample
+from db2vtop.agent.core.model import Sample
 from db2vtop.agent.store import Store
 from tests.conftest import run_cli
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input, Static
 
-from db2vtop.agent.config import GuestConfig, StackConfig, load_config
-from db2vtop.agent.model import Annotation, Finding, Sample
+from db2vtop.agent.core.config import GuestConfig, StackConfig, load_config
+from db2vtop.agent.core.model import Annotation, Finding, Sample
 from db2vtop.agent.runtime import Runtime
 from db2vtop.agent.store import Store, StoreWriter
 from db2vtop.collectors.guest.local import LocalGuestCollector
@@ -490,7 +490,7 @@ def test_stacks_are_inferred_per_db2_database_and_joined_by_name(fleet_store, tm
                  Sample("guest_cpu", {"guest": "other", "cpu": "total"}, {"busy_pct": 1.0}, T0),
                  Sample("vsphere_vm", {"vcenter": "vc1", "vm": "DB2HOST.lab", "host": "esx1"}, {"cpu_ready_pct": 1.0},
                         T0)],
-                facts=[__import__("db2vtop.agent.model", fromlist=["Fact"]).Fact("guest", {"guest": "db2host"},
+                facts=[__import__("db2vtop.agent.core.model", fromlist=["Fact"]).Fact("guest", {"guest": "db2host"},
                                                                         {"hostname": "prod.example.com"}, T0)])
     with Store(named) as store:
         (st,) = infer_stacks(store)

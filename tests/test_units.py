@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from db2vtop.agent.units import format_bytes, format_duration, parse_duration, parse_size
+from db2vtop.agent.core.units import format_bytes, format_duration, parse_duration, parse_size
 
 
 @pytest.mark.parametrize("text, seconds", [

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from db2vtop.agent.config import StackConfig
-from db2vtop.agent.model import Sample
+from db2vtop.agent.core.config import StackConfig
+from db2vtop.agent.core.model import Sample
 from db2vtop.agent.store import Store
 from db2vtop.checks.verdict import stack_verdict
 

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from db2vtop.agent.config import VCenterConfig
-from db2vtop.agent.model import Annotation, Sample
+from db2vtop.agent.core.config import VCenterConfig
+from db2vtop.agent.core.model import Annotation, Sample
 from db2vtop.agent.runtime import SELF_MEASUREMENT, Runtime
 from db2vtop.collectors.base import BaseCollector, CollectorError
 from db2vtop.collectors.vsphere.collector import VSphereCollector

@@ -34,12 +34,12 @@ from textual.screen import Screen
 from textual.widget import AwaitMount
 from textual.worker import get_current_worker
 
-from db2vtop.agent.config import StackConfig
+from db2vtop.agent.core.config import StackConfig
+from db2vtop.agent.core.model import Annotation
+from db2vtop.agent.core.units import format_duration, parse_duration
 from db2vtop.agent.markers import deliver_marker
-from db2vtop.agent.model import Annotation
 from db2vtop.agent.runtime import Runtime
 from db2vtop.agent.store import Store, StoreError
-from db2vtop.agent.units import format_duration, parse_duration
 from db2vtop.tui.data import Reader
 from db2vtop.tui.screens.base import ViewScreen
 from db2vtop.tui.screens.dialogs import CommandBar, HelpScreen, MarkerPrompt

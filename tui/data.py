@@ -15,7 +15,7 @@ from itertools import pairwise
 from statistics import median
 from typing import Any
 
-from db2vtop.agent.model import Annotation, FieldValue, Finding
+from db2vtop.agent.core.model import Annotation, FieldValue, Finding
 from db2vtop.agent.runtime import SELF_MEASUREMENT
 from db2vtop.agent.store import Row, Series, Store
 from db2vtop.tui.chart import NO_THRESHOLDS, Marks, Thresholds, buckets, merge_max, nice_top, short, spark

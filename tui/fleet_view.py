@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from db2vtop.agent.config import StackConfig
-from db2vtop.agent.model import Annotation, Finding
+from db2vtop.agent.core.config import StackConfig
+from db2vtop.agent.core.model import Annotation, Finding
 from db2vtop.agent.store import Row
 from db2vtop.tui.chart import Thresholds
 from db2vtop.tui.data import (

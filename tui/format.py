@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from db2vtop.agent.units import format_bytes
+from db2vtop.agent.core.units import format_bytes
 
 NONE = "—"
 

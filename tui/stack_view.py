@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from rich.segment import Segment
 from textual.strip import Strip
 
-from db2vtop.agent.model import Annotation, Finding
+from db2vtop.agent.core.model import Annotation, Finding
 from db2vtop.checks.verdict import stack_verdicts
 from db2vtop.tui.chart import EVENT_STYLE, MARKER_STYLE, Marks, braille, nice_top, style, time_axis
 from db2vtop.tui.data import (

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from db2vtop.agent.config import StackConfig
+from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.store import Row, Store
 from db2vtop.tui.data import Reader
 

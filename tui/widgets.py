@@ -12,7 +12,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Input, Static
 
-from db2vtop.agent.model import Annotation
+from db2vtop.agent.core.model import Annotation
 from db2vtop.tui.chart import MARKER_STYLE
 from db2vtop.tui.data import Status
 from db2vtop.tui.format import ago

@@ -34,9 +34,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from db2vtop.agent.config import InfluxConfig
-from db2vtop.agent.model import Annotation, Fact, Finding, Sample
-from db2vtop.agent.secrets import SecretError
+from db2vtop.agent.core.config import InfluxConfig
+from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample
+from db2vtop.agent.core.secrets import SecretError
 from db2vtop.agent.sinks.lineproto import FieldTypes, LineEncoder
 from db2vtop.agent.sinks.spool import Batch, Spool, SpoolError
 

@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from db2vtop.agent.model import Annotation, Finding, Sample
+from db2vtop.agent.core.model import Annotation, Finding, Sample
 
 log = logging.getLogger(__name__)
 

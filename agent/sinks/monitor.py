@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import socket
 
-from db2vtop.agent.model import Record, Sample
+from db2vtop.agent.core.model import Record, Sample
 from db2vtop.agent.sinks.influx import InfluxSink
 from db2vtop.collectors.base import BaseCollector
 

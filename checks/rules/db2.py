@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from db2vtop.agent.model import Fact
+from db2vtop.agent.core.model import Fact
 from db2vtop.agent.store import Row
 from db2vtop.checks.catalog import Practice, baselines
 from db2vtop.checks.rule import FactIndex, LiveRule, PerFactRule, StaticRule, Thresholds, Verdict, as_float

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from db2vtop.agent.model import Fact
+from db2vtop.agent.core.model import Fact
 
 Row = dict[str, object]
 MONITORING = ("mon_req_metrics", "mon_act_metrics", "mon_obj_metrics")

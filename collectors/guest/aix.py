@@ -21,8 +21,8 @@ import re
 from fnmatch import fnmatch
 from typing import Any
 
-from db2vtop.agent.config import RemoteGuestConfig
-from db2vtop.agent.model import Fact, Record, Sample
+from db2vtop.agent.core.config import RemoteGuestConfig
+from db2vtop.agent.core.model import Fact, Record, Sample
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.ssh.bundle import Bundle, Fetched
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from fnmatch import fnmatch
 from typing import Any
 
-from db2vtop.agent.model import Fact, Sample
+from db2vtop.agent.core.model import Fact, Sample
 from db2vtop.collectors.guest.procfs import (
     CPU_FIELDS,
     DiskCounters,

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from db2vtop.agent.config import RemoteGuestConfig
-from db2vtop.agent.model import Fact, Record
+from db2vtop.agent.core.config import RemoteGuestConfig
+from db2vtop.agent.core.model import Fact, Record
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.guest import aix
 from db2vtop.collectors.guest.metrics import guest_facts, guest_samples

@@ -22,7 +22,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 
-from db2vtop.agent.model import Fact, Record
+from db2vtop.agent.core.model import Fact, Record
 from db2vtop.collectors.base import BaseCollector, CollectorError
 from db2vtop.collectors.ssh.target import SSHTarget, command
 

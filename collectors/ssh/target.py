@@ -20,9 +20,9 @@ from pathlib import Path
 
 import paramiko
 
-from db2vtop.agent.config import SSHConfig
-from db2vtop.agent.paths import state_dir
-from db2vtop.agent.secrets import SecretError
+from db2vtop.agent.core.config import SSHConfig
+from db2vtop.agent.core.paths import state_dir
+from db2vtop.agent.core.secrets import SecretError
 from db2vtop.collectors.base import CollectorError
 
 log = logging.getLogger(__name__)

@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from db2vtop.agent.config import StorageConfig
-from db2vtop.agent.model import Fact, FieldValue, Sample
+from db2vtop.agent.core.config import StorageConfig
+from db2vtop.agent.core.model import Fact, FieldValue, Sample
 from db2vtop.collectors.base import BaseCollector, CollectorError
 
 

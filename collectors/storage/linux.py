@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatch
 from typing import Any
 
-from db2vtop.agent.config import StorageConfig
-from db2vtop.agent.model import Fact, Record, Sample
+from db2vtop.agent.core.config import StorageConfig
+from db2vtop.agent.core.model import Fact, Record, Sample
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.guest.metrics import disk_fields
 from db2vtop.collectors.guest.procfs import DiskCounters, ProcFormatError, bracketed, parse_diskstats, parse_uptime

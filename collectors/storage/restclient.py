@@ -17,8 +17,8 @@ import ssl
 from typing import Any
 from urllib.parse import urlparse
 
-from db2vtop.agent.config import StorageConfig
-from db2vtop.agent.secrets import SecretError
+from db2vtop.agent.core.config import StorageConfig
+from db2vtop.agent.core.secrets import SecretError
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.storage.common import StorageFormatError
 

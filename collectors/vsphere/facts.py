@@ -7,7 +7,7 @@ from typing import Any
 
 from pyVmomi import vim
 
-from db2vtop.agent.model import Fact
+from db2vtop.agent.core.model import Fact
 from db2vtop.collectors.vsphere.inventory import FullRead, Host
 from db2vtop.collectors.vsphere.soapxml import Node, Ref, as_list, is_a, to_bool, to_int
 

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from xml.etree import ElementTree as ET
 from xml.sax.saxutils import escape
 
-from db2vtop.agent.model import Sample
+from db2vtop.agent.core.model import Sample
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.vsphere.counters import HOST_COUNTERS, MEASUREMENTS, MS_PCT, VM_COUNTERS, Counter, convert
 from db2vtop.collectors.vsphere.facts import TagMaps

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from db2vtop.agent.config import SSHConfig, StorageConfig
-from db2vtop.agent.model import Sample
+from db2vtop.agent.core.config import SSHConfig, StorageConfig
+from db2vtop.agent.core.model import Sample
 from db2vtop.agent.runtime import Runtime
 from db2vtop.agent.store import Store
 from db2vtop.collectors.base import CollectorError

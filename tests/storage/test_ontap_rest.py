@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from db2vtop.agent.config import StorageConfig
+from db2vtop.agent.core.config import StorageConfig
 from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.storage.ontap.collector import OntapCollector
 from db2vtop.collectors.storage.ontap.rest import duration_s

@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from db2vtop.agent.model import Finding
+from db2vtop.agent.core.model import Finding
 from db2vtop.tui.data import SEVERITY_RANK, FindingsView, Reader, load_findings
 from db2vtop.tui.fleet_view import SEVERITY_CELL
 from db2vtop.tui.format import ago

@@ -11,7 +11,7 @@ from textual.containers import Horizontal, Vertical
 from textual.strip import Strip
 from textual.widgets import Static
 
-from db2vtop.agent.units import format_bytes, format_duration
+from db2vtop.agent.core.units import format_bytes, format_duration
 from db2vtop.tui.chart import Marks, Thresholds, braille, buckets, nice_top, spark, time_axis
 from db2vtop.tui.data import LocalView, Reader, load_local, pick_guest
 from db2vtop.tui.format import ago, bar, num, rate, value

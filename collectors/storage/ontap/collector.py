@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from db2vtop.agent.config import StorageConfig
-from db2vtop.agent.model import Annotation, Fact, Record
+from db2vtop.agent.core.config import StorageConfig
+from db2vtop.agent.core.model import Annotation, Fact, Record
 from db2vtop.collectors.ssh import SSHTarget
 from db2vtop.collectors.storage.common import StorageCollector, StorageFormatError, now_ns
 from db2vtop.collectors.storage.ontap.cli import (

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from db2vtop.agent.model import Annotation, FieldValue
+from db2vtop.agent.core.model import Annotation, FieldValue
 from db2vtop.collectors.storage.ontap.cli import RawInstance, flag, parse_raw, size_bytes
 
 #: NetApp's NAA prefix for clustered ONTAP LUNs; the rest of the id is the LUN serial in hex

@@ -14,9 +14,9 @@ import re
 from typing import Any
 from urllib.parse import urlparse
 
-from db2vtop.agent.config import StorageConfig
-from db2vtop.agent.model import Annotation, FieldValue
-from db2vtop.agent.secrets import SecretError
+from db2vtop.agent.core.config import StorageConfig
+from db2vtop.agent.core.model import Annotation, FieldValue
+from db2vtop.agent.core.secrets import SecretError
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.storage.common import StorageFormatError, optional_number, rate_fields
 from db2vtop.collectors.storage.ontap.metrics import FactRow, Key, Row, naa_for_serial, volume_of

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from db2vtop.agent.model import FieldValue
+from db2vtop.agent.core.model import FieldValue
 from db2vtop.collectors.storage.common import StorageFormatError, optional_number
 
 FIELDS = {"r_per_second": ("read_iops", 1.0), "w_per_second": ("write_iops", 1.0),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from db2vtop.agent.model import FieldValue
+from db2vtop.agent.core.model import FieldValue
 from db2vtop.collectors.storage.common import StorageFormatError, number, rate_fields
 
 METRICS = {"HostIOs": ("total_iops", 1.0), "HostReads": ("read_iops", 1.0), "HostWrites": ("write_iops", 1.0),

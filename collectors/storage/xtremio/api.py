@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from db2vtop.agent.model import FieldValue
+from db2vtop.agent.core.model import FieldValue
 from db2vtop.collectors.storage.common import StorageFormatError, rate_fields
 
 PERF = {  # property -> (field, factor)

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlparse
 
-from db2vtop.agent.paths import default_config_path, default_store_path, state_dir
-from db2vtop.agent.secrets import SecretRef
-from db2vtop.agent.units import parse_duration, parse_size
+from db2vtop.agent.core.paths import default_config_path, default_store_path, state_dir
+from db2vtop.agent.core.secrets import SecretRef
+from db2vtop.agent.core.units import parse_duration, parse_size
 
 SECRET_KEYS = frozenset({"password", "token", "secret", "passwd", "api_key"})
 
