@@ -35,7 +35,7 @@ def test_triage_reports_a_critical_finding_as_json_and_exits_2(store_path, tmp_p
     assert set(f) >= {"rule", "severity", "subject", "summary", "evidence", "why", "fix", "references"}
     assert (f["rule"], f["severity"], f["subject"]) == ("guest-swap-zero", "critical",
                                                        {"layer": "guest", "guest": "db2prod01"})
-    assert f["evidence"]["samples"] >= 3 and f["references"][0].startswith("000_e991ec30bbd9209f.txt")
+    assert f["evidence"]["samples"] >= 3 and f["references"][0].startswith("NetApp WP-7109")
     text = run_cli("triage", "-c", str(no_guest(tmp_path)), "--store", str(store_path))
     assert text.returncode == 2 and "[CRITICAL] guest-swap-zero" in text.stdout and "fix:" in text.stdout
     md = run_cli("triage", "-c", str(no_guest(tmp_path)), "--store", str(store_path), "--format", "markdown")
@@ -135,3 +135,14 @@ def test_triage_of_an_unopenable_store_is_unknown(tmp_path):
     r = run_cli("triage", "--store", str(store))
     assert r.returncode == 3, r.stdout + r.stderr
     assert r.stdout.splitlines()[4].startswith("UNKNOWN: source store") and "No deviation" not in r.stdout
+
+
+def test_every_rule_reference_names_a_document_a_person_can_find(tmp_path):
+    import re
+
+    rules = json.loads(run_cli("rules", "-c", str(no_guest(tmp_path)), "--format", "json").stdout)
+    assert rules
+    for r in rules:
+        assert r["references"], r["id"]
+        for ref in r["references"]:
+            assert not re.search(r"\d{3}_[0-9a-f]{16}\.txt", ref) and "no seed figure" not in ref, (r["id"], ref)
