@@ -45,9 +45,17 @@ def _doc() -> dict:
     return json.loads(files("db2vtop.checks").joinpath("catalog.json").read_text(encoding="utf-8"))
 
 
+def cite(ref: str) -> str:
+    """A reference as a reader can find it: a seed's file name becomes the document's published title."""
+    name, _, rest = ref.partition(" ")
+    title = _doc()["seed_titles"].get(name)
+    return f"{title}, {rest}" if title and rest else title or ref
+
+
 @cache
 def practices() -> dict[str, Practice]:
-    return {r["id"]: Practice(**{**r, "references": tuple(r["references"])}) for r in _doc()["rules"]}
+    return {r["id"]: Practice(**{**r, "references": tuple(cite(x) for x in r["references"])})
+            for r in _doc()["rules"]}
 
 
 @cache

@@ -38,10 +38,22 @@ class TriageResult:
     samples: int = 0
 
     @property
+    def failed_sources(self) -> dict[str, str]:
+        """Sources that could not be read: what they would have judged is unknown."""
+        return {k: v for k, v in self.sources.items() if not v.startswith("ok")}
+
+    @property
     def exit_status(self) -> int:
+        """Monitoring-plugin order: a known critical outranks a blind spot, which outranks warning/OK.
+
+        An unreadable store hides every subject's history and a failed collector its own subjects, which
+        no other source judges (sources do not overlap), so "no deviation" cannot be claimed: UNKNOWN.
+        """
         open_ = [f.severity for f in self.findings if f.resolved_at is None]
         if "critical" in open_:
             return EXIT_CRITICAL
+        if self.failed_sources:
+            return EXIT_UNKNOWN
         if "warning" in open_:
             return EXIT_WARNING
         return EXIT_OK
@@ -135,7 +147,9 @@ def finding_json(f: Finding) -> dict[str, Any]:
 
 def to_json(r: TriageResult) -> dict[str, Any]:
     return {"generated_at": _iso(r.generated_at), "lookback_s": r.lookback_s,
-            "findings": [finding_json(f) for f in r.findings], "verdicts": r.verdicts, "sources": r.sources}
+            "status": ("OK", "WARNING", "CRITICAL", "UNKNOWN")[r.exit_status],
+            "failed_sources": r.failed_sources, "findings": [finding_json(f) for f in r.findings],
+            "verdicts": r.verdicts, "sources": r.sources}
 
 
 def _subject(f: Finding) -> str:
@@ -149,6 +163,9 @@ def to_text(r: TriageResult, markdown: bool = False) -> str:
     head = "# db2vtop triage" if markdown else "db2vtop triage"
     lines = [head, "", f"generated {_iso(r.generated_at)}, lookback {r.lookback_s:g}s, {r.samples} samples judged; "
              f"open: {counts['critical']} critical, {counts['warning']} warning, {counts['info']} info", ""]
+    for k, v in r.failed_sources.items():
+        lines += [("**UNKNOWN**" if markdown else "UNKNOWN") + f": source {k} could not be read ({v}); "
+                  "what it would show is not judged", ""]
     for v in r.verdicts:
         blame = f"blame: {v['layer']}" if v["layer"] else "no layer to blame"
         lines += [("## " if markdown else "") + f"Verdict for stack {v['stack']} ({blame}, confidence "
@@ -169,7 +186,7 @@ def to_text(r: TriageResult, markdown: bool = False) -> str:
                 lines.append(f"{pad}fix: {f.fix}")
             lines.append(f"{pad}ref: {'; '.join(f.references)}")
         lines.append("")
-    if not r.findings:
+    if not r.findings and not r.failed_sources:
         lines += ["No deviation from the documented practices in the lookback window.", ""]
     lines += [("## " if markdown else "") + "Sources", ""]
     lines += [f"- {k}: {v}" for k, v in r.sources.items()] or ["- none"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from db2vtop.agent.core.model import Fact
 from db2vtop.agent.store import Row
-from db2vtop.checks.catalog import Practice, baselines
+from db2vtop.checks.catalog import Practice, baselines, cite
 from db2vtop.checks.rule import FactIndex, LiveRule, PerFactRule, StaticRule, Thresholds, Verdict, as_float
 from db2vtop.checks.rules.common import ThresholdRule
 
@@ -196,7 +196,7 @@ class ConfigDrift(StaticRule):
         return Practice(self.id, "1.11", "DB2 configuration baseline from the S0 appendixes", "db2",
                         "Keep the benchmark-validated value for the workload profile; show drift",
                         "the appendix value of the chosen profile", "SYSIBMADM.DBCFG, DBMCFG, registry", "S",
-                        tuple(f"000_e991ec30bbd9209f.txt {table}" for table in PROFILE_TABLE.values()), False)
+                        tuple(cite(f"000_e991ec30bbd9209f.txt {table}") for table in PROFILE_TABLE.values()), False)
 
     def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
         profile = str(t.get("profile", "oltp"))
