@@ -1,7 +1,8 @@
 """What the screens show, read from the store (always in the loader thread, never on the main one).
 
-Staleness is judged from the data itself: a series whose newest sample is older than
-three of its own sampling intervals is stale, and is shown as such, never as current.
+Staleness is judged from the data itself: a series is stale once its source has missed three
+of its own sampling periods (the period measured over several of the source's series), and is
+shown as such, never as current.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from db2vtop.tui.table import TableModel, arrange
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 STALE_INTERVALS = 3
+PERIOD_SERIES = 8  # series a measurement's sampling period is measured over
 # A cached `latest` is brought forward by asking which series have newer samples (at most
 # CATCH_UP ahead), looking LATE back for samples stamped in the past (vCenter's arrive 20-60 s
 # after their time), and is read whole every FULL_READ_S (an outage's backfill reaches further).
@@ -32,9 +34,12 @@ FULL_READ_S = 60.0
 
 
 def is_stale(age_s: float | None, interval_s: float | None) -> bool:
-    if age_s is None:
+    """Missed cycles: three periods, plus one for samples stamped a period before they arrive
+    (vCenter's realtime samples do). A period not known yet (one sample so far) is not judged:
+    any fixed guess would be wrong for some source."""
+    if age_s is None or not interval_s:
         return False
-    return age_s > max(STALE_INTERVALS * (interval_s or 5.0), 10.0)
+    return age_s > max((STALE_INTERVALS + 1) * interval_s, 10.0)
 
 
 def numbers(points: Iterable[tuple[int, FieldValue]]) -> list[tuple[int, float]]:
@@ -121,6 +126,21 @@ class Reader:
         if ids is None:
             ids = self._ids[measurement] = {tuple(sorted(s.tags.items())): s.id for s in self.series(measurement)}
         return ids.get(tuple(sorted(tags.items())), -1)
+
+    def period(self, measurement: str, rows: list[Row], key: Any = None) -> float | None:
+        """The sampling period these rows' source keeps, as the median over its freshest series:
+        any one series may be new (a single sample) or have gaps. An unknown period is asked
+        again at the next load, a known one is kept for a while."""
+        def estimate() -> float | None:
+            freshest = sorted(rows, key=lambda r: r.ts, reverse=True)[:PERIOD_SERIES]
+            periods = [p for r in freshest if r.fields and (p := interval_of(self.store.window(
+                self._series_id(measurement, r.tags), next(iter(r.fields)), r.ts - 3600 * 10**9, r.ts)))]
+            return median(periods) if periods else None
+        key = ("period", measurement, key)
+        value = self.memo(key, 300, estimate)
+        if value is None:
+            del self._memo[key]
+        return value
 
     def window(self, series_id: int, field_name: str, since_ns: int,
                until_ns: int | None = None) -> list[tuple[int, FieldValue]]:

@@ -20,7 +20,6 @@ from db2vtop.tui.data import (
     TableState,
     Trend,
     fill_trends,
-    interval_of,
     is_stale,
     load_status,
     open_at,
@@ -109,20 +108,6 @@ def _cell(v: float | None, th: Thresholds | None = None, digits: int = 1) -> Cel
     return (num(v, digits), th.style_of(v, "") if th else "")
 
 
-def _interval(rd: Reader, measurement: str) -> float | None:
-    """A measurement's sampling interval, from one of its series (every series shares the collector's)."""
-    def estimate() -> float | None:
-        series = rd.series(measurement)
-        if not series:
-            return None
-        newest = rd.store.latest_of(series[:1])
-        if not newest:
-            return None
-        ts = newest[0].ts
-        return interval_of(rd.store.window(series[0].id, next(iter(newest[0].fields)), ts - 3600 * 10**9, ts))
-    return rd.memo(("measurement-interval", measurement), 300, estimate)
-
-
 def _ready_trend(rd: Reader, source: tuple[str, str] | None) -> Trend | None:
     if source is None or source[0] == "guest":
         return None
@@ -165,7 +150,9 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
                             "read_await_ms", "write_await_ms")
     findings = open_at(rd.findings(), until)
     fx = _FindingIndex(findings)
-    stale_after = {m: _interval(rd, m) for m in ("vsphere_vm", "vsphere_host", "guest_cpu", "db2_database")}
+    stale_after = {m: rd.period(m, list(by.values())) for m, by in  # one period per source
+                   (("vsphere_vm", vm_rows), ("vsphere_host", hosts), ("guest_cpu", guest_cpu))}
+    stale_after["db2_database"] = rd.period("db2_database", db)
 
     rows: list[TRow] = []
     targets: dict[str, Target] = {}

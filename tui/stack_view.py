@@ -23,7 +23,6 @@ from db2vtop.tui.data import (
     Status,
     TableState,
     fill_trends,
-    interval_of,
     is_stale,
     load_status,
     open_at,
@@ -137,9 +136,7 @@ def _draw_layers(rd: Reader, layers: list[Layer], since: int, until: int, geo: G
         if ages:
             s, row = max(ages, key=lambda p: p[1].ts)
             view.age_s = (until - row.ts) / 1e9
-            interval = rd.memo(("interval", s.id), 300, lambda s=s, row=row: interval_of(
-                rd.store.window(s.id, next(iter(row.fields)), row.ts - 3600 * 10**9, row.ts)))
-            view.stale = is_stale(view.age_s, interval)
+            view.stale = is_stale(view.age_s, rd.period(s.measurement, [row], key=s.id))
         out.append(view)
     return out
 
