@@ -1,4 +1,5 @@
-"""`make docs-check`: the docs name every config key and CLI option the code has, and nothing else.
+"""`make docs-check`: the docs name every config key and CLI option the code has, and nothing else;
+every TOML example in them is a valid config.
 
 The code is the single source: the config dataclasses (agent/core/config.py) and the argparse
 parser (agent/cli.py) are read, and the documentation tables are parsed and compared with them,
@@ -12,6 +13,7 @@ import argparse
 import dataclasses
 import re
 import sys
+import tempfile
 import typing
 from pathlib import Path
 
@@ -57,7 +59,7 @@ def documented_keys(text: str) -> dict[str, set[str]]:
     section = None
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if not line.startswith("|") or len(cells) < 2 or set(cells[0]) <= {"-"} and cells[0]:
+        if not line.startswith("|") or len(cells) < 2 or (set(cells[0]) <= {"-"} and cells[0]):
             continue
         if cells[0]:
             first = CODE.findall(cells[0])
@@ -70,8 +72,8 @@ def documented_keys(text: str) -> dict[str, set[str]]:
     return out
 
 
-def check_config(problems: list[str]) -> None:
-    doc = documented_keys(CONFIG_DOC.read_text())
+def check_config(problems: list[str], text: str | None = None) -> None:
+    doc = documented_keys(CONFIG_DOC.read_text() if text is None else text)
     for section, keys in config_keys().items():
         if section not in doc:
             problems.append(f"{CONFIG_DOC.relative_to(ROOT)}: section {section} is not documented")
@@ -101,9 +103,9 @@ def commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> dic
     return out
 
 
-def check_cli(problems: list[str]) -> None:
+def check_cli(problems: list[str], text: str | None = None) -> None:
     rows = {}
-    for line in README.read_text().splitlines():
+    for line in (README.read_text() if text is None else text).splitlines():
         m = re.match(r"\| `db2vtop ([a-z]+(?: [a-z]+)?)\b([^|]*)\|", line)
         if m:
             rows[tuple(m.group(1).split())] = m.group(0)
@@ -120,10 +122,23 @@ def check_cli(problems: list[str]) -> None:
         problems.append(f"README.md: command `db2vtop {' '.join(path)}` is documented but does not exist")
 
 
+def check_examples(problems: list[str]) -> None:
+    for doc in (README, *sorted((ROOT / "docs").glob("*.md"))):
+        for i, block in enumerate(re.findall(r"```toml\n(.*?)```", doc.read_text(), re.S), 1):
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / "config.toml"
+                path.write_text(block)
+                try:
+                    config.load_config(path)
+                except config.ConfigError as e:
+                    problems.append(f"{doc.relative_to(ROOT)}: TOML example {i} is not a valid config: {e}")
+
+
 def main() -> int:
     problems: list[str] = []
     check_config(problems)
     check_cli(problems)
+    check_examples(problems)
     for p in problems:
         print(p)
     return 1 if problems else 0
