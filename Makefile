@@ -8,7 +8,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-deps lint bench snapshots clean vsphere-sim wheelhouse
+.PHONY: run test test-deps lint docs-check bench snapshots clean vsphere-sim wheelhouse
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,10 +44,15 @@ wheelhouse: $(WHEELHOUSE)
 
 test: $(STAMP) test-deps $(VSPHERE_SIM) $(WHEELHOUSE)
 	$(VENV)/bin/ruff check .
+	$(PY) -m tests.docs_check
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+
+# The docs name every config key and CLI option of the code (and no other); TOML examples load.
+docs-check: $(STAMP)
+	$(PY) -m tests.docs_check
 
 bench: $(STAMP) test-deps $(VSPHERE_SIM)
 	$(PY) bench/store.py

@@ -1,0 +1,148 @@
+"""`make docs-check`: the docs name every config key and CLI option the code has, and nothing else;
+every TOML example in them is a valid config.
+
+The code is the single source: the config dataclasses (agent/core/config.py) and the argparse
+parser (agent/cli.py) are read, and the documentation tables are parsed and compared with them,
+so a key or flag added, renamed or removed without its documentation fails `make test`.
+Run: `python -m tests.docs_check` (exit 1 with one line per problem).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import sys
+import tempfile
+import typing
+from pathlib import Path
+
+from db2vtop.agent.cli import build_parser
+from db2vtop.agent.core import config
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+CONFIG_DOC = ROOT / "docs" / "configuration.md"
+CODE = re.compile(r"`([^`]+)`")
+
+
+def _section_class(hint: typing.Any) -> type | None:
+    """The dataclass behind a Config field: `X`, `X | None` or `list[X]`."""
+    for arg in (hint, *typing.get_args(hint)):
+        if dataclasses.is_dataclass(arg):
+            return arg
+        inner = typing.get_args(arg)
+        if inner and dataclasses.is_dataclass(inner[0]):
+            return inner[0]
+    return None
+
+
+def config_keys() -> dict[str, set[str]]:
+    """Section as written in TOML (`[store]`, `[[vcenter]]`) -> its keys, from the dataclasses."""
+    out: dict[str, set[str]] = {}
+    hints = typing.get_type_hints(config.Config, include_extras=True)
+    for f in dataclasses.fields(config.Config):
+        if f.metadata.get("toml", True) is False:
+            continue
+        cls = _section_class(hints[f.name])
+        if cls is None:  # [checks.RULE]: its keys are the rules' thresholds, listed by `db2vtop rules`
+            out[f"[{f.name}.RULE]"] = set()
+            continue
+        many = typing.get_origin(hints[f.name]) is list
+        out[f"[[{f.name}]]" if many else f"[{f.name}]"] = {k.name for k in dataclasses.fields(cls)}
+    return out
+
+
+def documented_keys(text: str) -> dict[str, set[str]]:
+    """The configuration table's rows: a section cell carries over to the rows below it."""
+    out: dict[str, set[str]] = {}
+    section = None
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not line.startswith("|") or len(cells) < 2 or (set(cells[0]) <= {"-"} and cells[0]):
+            continue
+        if cells[0]:
+            first = CODE.findall(cells[0])
+            if not first or not first[0].startswith("["):
+                continue
+            section = first[0]
+            out.setdefault(section, set())
+        if section is not None:
+            out[section].update(k for k in CODE.findall(cells[1]) if re.fullmatch(r"[a-z0-9_*.]+", k))
+    return out
+
+
+def check_config(problems: list[str], text: str | None = None) -> None:
+    doc = documented_keys(CONFIG_DOC.read_text() if text is None else text)
+    for section, keys in config_keys().items():
+        if section not in doc:
+            problems.append(f"{CONFIG_DOC.relative_to(ROOT)}: section {section} is not documented")
+            continue
+        wild = [k[:-1] for k in doc[section] if k.endswith("*")]
+        for key in sorted(keys):
+            if key not in doc[section] and not any(key.startswith(w) for w in wild):
+                problems.append(f"{CONFIG_DOC.relative_to(ROOT)}: {section} {key} is not documented")
+        for key in sorted(doc[section] - keys):
+            if not key.endswith("*") and section != "[checks.RULE]":
+                problems.append(f"{CONFIG_DOC.relative_to(ROOT)}: {section} {key} is documented but not a key")
+    for section in sorted(set(doc) - set(config_keys())):
+        problems.append(f"{CONFIG_DOC.relative_to(ROOT)}: section {section} is documented but not in the code")
+
+
+def commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], list]:
+    """Every (sub)command path -> its options (each a list of option strings)."""
+    out: dict[tuple[str, ...], list] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                out.update(commands(sub, (*path, name)))
+    opts = [a.option_strings for a in parser._actions
+            if a.option_strings and not isinstance(a, argparse._HelpAction)]
+    if path and not any(isinstance(a, argparse._SubParsersAction) for a in parser._actions):
+        out[path] = opts
+    return out
+
+
+def check_cli(problems: list[str], text: str | None = None) -> None:
+    rows = {}
+    for line in (README.read_text() if text is None else text).splitlines():
+        m = re.match(r"\| `db2vtop ([a-z]+(?: [a-z]+)?)\b([^|]*)\|", line)
+        if m:
+            rows[tuple(m.group(1).split())] = m.group(0)
+    for path, opts in commands(build_parser()).items():
+        name = " ".join(path)
+        row = rows.get(path) or rows.get(path[:1])
+        if row is None:
+            problems.append(f"README.md: command `db2vtop {name}` is not in the command table")
+            continue
+        for strings in opts:
+            if not any(re.search(re.escape(s) + r"\b", row) for s in strings):
+                problems.append(f"README.md: `db2vtop {name}` option {'/'.join(strings)} is not in its row")
+    for path in sorted(set(rows) - set(commands(build_parser())) - {p[:1] for p in commands(build_parser())}):
+        problems.append(f"README.md: command `db2vtop {' '.join(path)}` is documented but does not exist")
+
+
+def check_examples(problems: list[str]) -> None:
+    for doc in (README, *sorted((ROOT / "docs").glob("*.md"))):
+        for i, block in enumerate(re.findall(r"```toml\n(.*?)```", doc.read_text(), re.S), 1):
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / "config.toml"
+                path.write_text(block)
+                try:
+                    config.load_config(path)
+                except config.ConfigError as e:
+                    problems.append(f"{doc.relative_to(ROOT)}: TOML example {i} is not a valid config: {e}")
+
+
+def main() -> int:
+    problems: list[str] = []
+    check_config(problems)
+    check_cli(problems)
+    check_examples(problems)
+    for p in problems:
+        print(p)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,16 @@
+"""`make docs-check` (tests/docs_check.py) finds what the docs miss, in the real docs against the real code."""
+
+from tests import docs_check
+
+
+def test_a_renamed_key_or_a_dropped_flag_is_reported():
+    problems: list[str] = []
+    config = docs_check.CONFIG_DOC.read_text()
+    assert "| | `keepalive` |" in config
+    docs_check.check_config(problems, config.replace("| | `keepalive` |", "| | `keep_alive` |"))
+    assert problems == ["docs/configuration.md: [[ssh]] keepalive is not documented",
+                        "docs/configuration.md: [[ssh]] keep_alive is documented but not a key"]
+    problems.clear()
+    readme = docs_check.README.read_text()
+    docs_check.check_cli(problems, readme.replace(" [--annotate]", ""))
+    assert problems == ["README.md: `db2vtop replay` option --annotate is not in its row"]
