@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, TextIO
 
 from db2vtop.agent.core.config import Config
@@ -23,6 +24,14 @@ def _unobservable_reason(kind: str, observe_via: str) -> str:
         return "needs events (vMotion, power-on, path changes), which no collector records yet"
     first = observe_via.split(";")[0].strip()
     return f"no collector provides its data yet ({first})"
+
+
+_KIND_WORDS = {"L": "live", "S": "static", "D": "derived", "E": "event"}
+
+
+def _kind_words(code: str) -> str:
+    """practices.md's kind column ("S/L", "S (info)") in the words implemented rules use."""
+    return re.sub(r"\b[LSDE]\b", lambda m: _KIND_WORDS[m.group(0)], code)
 
 
 def rule_rows(cfg: Config, engine: Engine) -> list[dict[str, Any]]:
@@ -47,7 +56,7 @@ def rule_rows(cfg: Config, engine: Engine) -> list[dict[str, Any]]:
             thresholds.update(engine.thresholds(r, {}))
         rows.append({
             "id": p.id, "section": p.section, "layer": impl[0].layer if impl else p.layer,
-            "kind": " + ".join(sorted({r.kind for r in impl})) if impl else p.kind,
+            "kind": " + ".join(sorted({r.kind for r in impl})) if impl else _kind_words(p.kind),
             "practice": p.practice, "figure": p.figure, "observe_via": p.observe_via,
             "thresholds": thresholds, "not_in_seeds": p.not_in_seeds, "references": list(p.references),
             "implemented": bool(impl), "observable": observable, "status": status,

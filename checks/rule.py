@@ -114,13 +114,13 @@ class StaticRule(Rule):
 
 
 class PerFactRule(StaticRule):
-    """One verdict per fact of `kind`: `problem` says what departs from the practice.
+    """One verdict per fact of `fact_kind`: `problem` says what departs from the practice.
 
     It returns a sentence (the practice is not met), None (met) or False (these facts
     cannot tell); `evidence` names the fact fields shown with the finding.
     """
 
-    kind: str
+    fact_kind: str
     severity: str = "warning"
     evidence: tuple[str, ...] = ()
 
@@ -128,7 +128,7 @@ class PerFactRule(StaticRule):
         raise NotImplementedError
 
     def entities(self, facts: FactIndex) -> list[Fact]:
-        return facts.of(self.kind)
+        return facts.of(self.fact_kind)
 
     def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
         out = []

@@ -78,6 +78,10 @@ def test_rules_lists_the_whole_catalog_with_observability(tmp_path):
     assert drift["section"] == "1.11" and drift["thresholds"]["enabled"] is False
     swap = next(x for x in rows if x["id"] == "guest-swap-zero")
     assert swap["observable"] and swap["status"] == "observable" and swap["thresholds"]["crit_bytes_per_s"] == 1048576
+    kinds = {x["id"]: x["kind"] for x in rows}  # what the rule does, never the fact kind it reads
+    assert kinds["na-snap-reserve-0"] == "static" and kinds["cpu-ready"] == "live"
+    assert set(" + ".join(kinds.values()).replace("/", " + ").replace(" (", " + (").split(" + ")) <= {
+        "live", "static", "derived", "event", "(info)", "(manual)"}, kinds
     bios = next(x for x in rows if x["id"] == "bios-prefetchers-default")
     assert not bios["observable"] and "manual" in bios["status"]
     r = run_cli("rules", "-c", str(no_guest(tmp_path)), "--format", "json")

@@ -67,7 +67,7 @@ def _param(f: Fact, name: str) -> str:
 
 
 class IoCleaners(PerFactRule):
-    id, layer, kind = "db2-iocleaners-nonzero", "db2", "db2_dbcfg"
+    id, layer, fact_kind = "db2-iocleaners-nonzero", "db2", "db2_dbcfg"
     needs = {"db2_dbcfg": "db2"}
     fix = "UPDATE DB CFG USING NUM_IOCLEANERS AUTOMATIC (seed 000 DSS) or a fixed count such as 20 (OLTP)."
 
@@ -126,7 +126,7 @@ class BufferPoolWarm(ThresholdRule):
 
 
 class SelfTuningMemory(PerFactRule):
-    id, layer, kind, severity = "db2-automatic-stmm", "db2", "db2_dbcfg", "info"
+    id, layer, fact_kind, severity = "db2-automatic-stmm", "db2", "db2_dbcfg", "info"
     needs = {"db2_dbcfg": "db2"}
     fix = "UPDATE DB CFG USING SELF_TUNING_MEM ON, and DATABASE_MEMORY / buffer pool sizes AUTOMATIC."
 

@@ -137,14 +137,14 @@ class _GuestDriver(PerFactRule):
 
 
 class GuestNicVmxnet3(_GuestDriver):
-    id, kind, device, paravirtual = "nic-vmxnet3", "guest_net_interface", "vNIC driver", "vmxnet3"
+    id, fact_kind, device, paravirtual = "nic-vmxnet3", "guest_net_interface", "vNIC driver", "vmxnet3"
     needs = {"guest_net_interface": "guest"}
     emulated = {"e1000": "E1000", "e1000e": "E1000E", "pcnet32": "PCnet32"}
     fix = "Replace the emulated vNIC with VMXNET3 (VMware Tools provides the driver)."
 
 
 class GuestScsiPvscsi(_GuestDriver):
-    id, kind, device, paravirtual = "scsi-pvscsi", "guest_block_device", "SCSI controller", "vmw_pvscsi"
+    id, fact_kind, device, paravirtual = "scsi-pvscsi", "guest_block_device", "SCSI controller", "vmw_pvscsi"
     needs = {"guest_block_device": "guest"}
     emulated = {"mptspi": "LSI Logic Parallel", "mptsas": "LSI Logic SAS", "BusLogic": "BusLogic",
                 "ata_piix": "IDE"}

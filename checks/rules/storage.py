@@ -111,7 +111,7 @@ class ArrayVolumeLatency(ArrayLatency):
 
 
 class SnapReserve(PerFactRule):
-    id, layer, kind = "na-snap-reserve-0", "storage", "storage_volume"
+    id, layer, fact_kind = "na-snap-reserve-0", "storage", "storage_volume"
     needs, evidence = {"storage_volume": "storage"}, ("snapshot_reserve_pct",)
     fix = "volume modify -vserver V -volume X -percent-snapshot-space 0"
 
@@ -121,7 +121,7 @@ class SnapReserve(PerFactRule):
 
 
 class NoSnapSchedule(PerFactRule):
-    id, layer, kind = "na-nosnap", "storage", "storage_volume"
+    id, layer, fact_kind = "na-nosnap", "storage", "storage_volume"
     needs, evidence = {"storage_volume": "storage"}, ("snapshot_policy",)
     fix = "volume modify -vserver V -volume X -snapshot-policy none (take database-consistent snapshots instead)"
 
@@ -131,7 +131,7 @@ class NoSnapSchedule(PerFactRule):
 
 
 class NoAtime(PerFactRule):
-    id, layer, kind = "na-no-atime", "storage", "storage_volume"
+    id, layer, fact_kind = "na-no-atime", "storage", "storage_volume"
     needs, evidence = {"storage_volume": "storage"}, ("atime_update",)
     fix = "volume modify -vserver V -volume X -atime-update false"
 
@@ -140,7 +140,7 @@ class NoAtime(PerFactRule):
 
 
 class NoSnapDir(PerFactRule):
-    id, layer, kind, severity = "na-nosnapdir", "storage", "storage_volume", "info"
+    id, layer, fact_kind, severity = "na-nosnapdir", "storage", "storage_volume", "info"
     needs, evidence = {"storage_volume": "storage"}, ("snapdir_access",)
     fix = "volume modify -vserver V -volume X -snapdir-access false"
 
@@ -149,7 +149,7 @@ class NoSnapDir(PerFactRule):
 
 
 class NvFail(PerFactRule):
-    id, layer, kind = "na-nvfail", "storage", "storage_volume"
+    id, layer, fact_kind = "na-nvfail", "storage", "storage_volume"
     needs, evidence = {"storage_volume": "storage"}, ("nvfail",)
     fix = "volume modify -vserver V -volume X -nvfail on"
 
@@ -159,7 +159,7 @@ class NvFail(PerFactRule):
 
 
 class RaidDp(PerFactRule):
-    id, layer, kind = "na-raid-dp", "storage", "storage_aggregate"
+    id, layer, fact_kind = "na-raid-dp", "storage", "storage_aggregate"
     needs, evidence = {"storage_aggregate": "storage"}, ("raid_type",)
     fix = "Use RAID-DP (or RAID-TEC) aggregates for database volumes."
 
@@ -169,7 +169,7 @@ class RaidDp(PerFactRule):
 
 
 class ThinLunVolume(PerFactRule):
-    id, layer, kind = "na-thin-lun-2x-vol", "storage", "storage_lun"
+    id, layer, fact_kind = "na-thin-lun-2x-vol", "storage", "storage_lun"
     needs, evidence = {"storage_lun": "storage"}, ("volume_to_luns_ratio", "space_reserve")
     defaults = {"min_ratio": 2.0}
     fix = "Size the FlexVol holding thin LUNs at twice their size (it then acts as the LUNs' quota)."
@@ -182,7 +182,7 @@ class ThinLunVolume(PerFactRule):
 
 
 class PortJumboFrames(PerFactRule):
-    id, layer, kind, severity = "jumbo-frames", "storage", "storage_port", "info"
+    id, layer, fact_kind, severity = "jumbo-frames", "storage", "storage_port", "info"
     needs, evidence = {"storage_port": "storage"}, ("mtu",)
     defaults = {"mtu": 9000}
     fix = "Use MTU 9000 end to end (array port, switch, ESXi vmknic/vSwitch) on the storage network."
@@ -193,11 +193,11 @@ class PortJumboFrames(PerFactRule):
 
     def entities(self, facts: FactIndex) -> list[Fact]:
         # only ports that carry data: ONTAP's e0M/e0P are management and cluster-internal
-        return [f for f in facts.of(self.kind) if not f.tags.get("port", "").startswith(("e0M", "e0P"))]
+        return [f for f in facts.of(self.fact_kind) if not f.tags.get("port", "").startswith(("e0M", "e0P"))]
 
 
 class FlowControl(PerFactRule):
-    id, layer, kind, severity = "flowcontrol-full", "storage", "storage_port", "info"
+    id, layer, fact_kind, severity = "flowcontrol-full", "storage", "storage_port", "info"
     needs, evidence = {"storage_port": "storage"}, ("flowcontrol_admin",)
     fix = "network port modify -node N -port P -flowcontrol-admin full (current NetApp guidance for 10 GbE+ differs)"
 
@@ -207,7 +207,7 @@ class FlowControl(PerFactRule):
 
 
 class IscsiMaxIos(PerFactRule):
-    id, layer, kind, severity = "na-iscsi-max-ios", "storage", "storage_iscsi", "info"
+    id, layer, fact_kind, severity = "na-iscsi-max-ios", "storage", "storage_iscsi", "info"
     needs, evidence = {"storage_iscsi": "storage"}, ("cmd_window_size_min",)
     defaults = {"min_commands": 256}
     fix = "Raise the iSCSI command window (seed 000: from 128 to 256 outstanding commands per session)."

@@ -264,7 +264,7 @@ class VcpuLeThreads(StaticRule):
 class _StackVmRule(PerFactRule):
     """Judges the VMs of the configured stacks (every VM when no stack is configured)."""
 
-    layer, kind = "vm", "vsphere_vm"
+    layer, fact_kind = "vm", "vsphere_vm"
     needs = {"vsphere_vm": "vcenter"}
 
     def entities(self, facts: FactIndex) -> list[Fact]:
@@ -313,7 +313,7 @@ class MemReservation(LiveRule):
 
 
 class HostMemHeadroom(PerFactRule):
-    id, layer, kind = "host-mem-headroom-10pct", "host", "vsphere_host"
+    id, layer, fact_kind = "host-mem-headroom-10pct", "host", "vsphere_host"
     needs, evidence = {"vsphere_host": "vcenter"}, ("memory_bytes", "vm_memory_mb_powered_on")
     defaults = {"headroom_pct": 10.0}
     fix = "Leave about 10 % of the host's memory unallocated to VMs for overhead and the hypervisor (seed 000 §5.4)."
@@ -437,7 +437,7 @@ class HbaQueueDepth(_HostLunRule):
 class HostSettings(PerFactRule):
     """Host platform facts: hyper-threading on, NUMA not interleaved, power policy."""
 
-    layer, kind = "host", "vsphere_host"
+    layer, fact_kind = "host", "vsphere_host"
     needs = {"vsphere_host": "vcenter"}
 
 
