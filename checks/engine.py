@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from db2vtop.agent.core.config import ConfigError, StackConfig
 from db2vtop.agent.core.model import Fact, Finding, Sample, canonical_tags
-from db2vtop.agent.store import Row
+from db2vtop.agent.core.store import Row
 from db2vtop.checks.rule import FactIndex, LiveRule, Rule, StaticRule, Thresholds, Verdict, worse
 
 

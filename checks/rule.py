@@ -14,7 +14,7 @@ from typing import Any
 
 from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.model import Fact, FieldValue
-from db2vtop.agent.store import Row
+from db2vtop.agent.core.store import Row
 from db2vtop.checks.catalog import Practice, practices
 
 SEVERITIES = ("info", "warning", "critical")

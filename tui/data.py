@@ -16,9 +16,8 @@ from itertools import pairwise
 from statistics import median
 from typing import Any
 
-from db2vtop.agent.core.model import Annotation, FieldValue, Finding
-from db2vtop.agent.runtime import SELF_MEASUREMENT
-from db2vtop.agent.store import Row, Series, Store
+from db2vtop.agent.core.model import SELF_MEASUREMENT, Annotation, FieldValue, Finding
+from db2vtop.agent.core.store import Row, Series, Store
 from db2vtop.tui.chart import NO_THRESHOLDS, Marks, Thresholds, buckets, merge_max, nice_top, short, spark
 from db2vtop.tui.table import TableModel, arrange
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.model import Annotation, Finding
-from db2vtop.agent.store import Row
+from db2vtop.agent.core.store import Row
 from db2vtop.tui.chart import Thresholds
 from db2vtop.tui.data import (
     SEVERITY_RANK,

@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 FieldValue = int | float | str | bool
+SELF_MEASUREMENT = "db2vtop_collector"  # the runtime's sample of each collector cycle
 
 
 def now_ns() -> int:
@@ -85,17 +87,14 @@ class Finding:
         return self.rule + " " + canonical_tags(self.subject)
 
 
-@runtime_checkable
-class Collector(Protocol):
-    """What the runtime schedules. Implementations live under `collectors/`."""
+class Output(Protocol):
+    """Where results go: the store writer, sinks such as InfluxDB, the check runner.
 
-    name: str
-    interval: float
-    timeout: float
+    submit() must not block: each output queues and works on its own thread.
+    """
 
-    async def collect(self) -> list[Record]: ...
-
-    async def describe(self) -> list[Fact]: ...
+    def submit(self, samples: Iterable[Sample] = (), facts: Iterable[Fact] = (),
+               annotations: Iterable[Annotation] = (), findings: Iterable[Finding] = ()) -> None: ...
 
 
 def clean_fields(fields: dict[str, FieldValue]) -> dict[str, FieldValue]:
