@@ -14,9 +14,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from db2vtop.agent.core.config import ConfigError, StackConfig
-from db2vtop.agent.core.model import Fact, Finding, Sample, canonical_tags
+from db2vtop.agent.core.model import Fact, Finding, Sample, canonical_tags, worse
 from db2vtop.agent.core.store import Row
-from db2vtop.checks.rule import FactIndex, LiveRule, Rule, StaticRule, Thresholds, Verdict, worse
+from db2vtop.checks.rule import FactIndex, LiveRule, Rule, StaticRule, Thresholds, Verdict
 
 
 @dataclass

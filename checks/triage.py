@@ -8,11 +8,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from db2vtop.agent.core.config import Config
-from db2vtop.agent.core.model import Fact, Finding
+from db2vtop.agent.core.model import Fact, Finding, Severity, severity_rank
 from db2vtop.checks.runner import build_engine
 from db2vtop.checks.verdict import RowIndex, stack_verdicts
 
-SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 EXIT_OK, EXIT_WARNING, EXIT_CRITICAL, EXIT_UNKNOWN = 0, 1, 2, 3
 
 
@@ -38,11 +37,11 @@ class TriageResult:
         no other source judges (sources do not overlap), so "no deviation" cannot be claimed: UNKNOWN.
         """
         open_ = [f.severity for f in self.findings if f.resolved_at is None]
-        if "critical" in open_:
+        if Severity.CRITICAL in open_:
             return EXIT_CRITICAL
         if self.failed_sources:
             return EXIT_UNKNOWN
-        if "warning" in open_:
+        if Severity.WARNING in open_:
             return EXIT_WARNING
         return EXIT_OK
 
@@ -58,7 +57,7 @@ def judge(cfg: Config, samples: list[Any], facts: list[Fact], sources: dict[str,
     changed = {f.key: f for f in engine.changes()}
     for f in engine.open_findings():
         changed[f.key] = f
-    findings = sorted(changed.values(), key=lambda f: (f.resolved_at is not None, SEVERITY_ORDER[f.severity],
+    findings = sorted(changed.values(), key=lambda f: (f.resolved_at is not None, severity_rank(f.severity),
                                                        f.rule, sorted(f.subject.items())))
     verdicts = [v.to_json() for v in stack_verdicts(RowIndex(samples), cfg.stack, since, now)]
     return TriageResult(now, lookback_s, findings, verdicts, sources=sources, samples=len(samples))
@@ -96,7 +95,7 @@ def _subject(f: Finding) -> str:
 def to_text(r: TriageResult, markdown: bool = False) -> str:
     open_ = [f for f in r.findings if f.resolved_at is None]
     past = [f for f in r.findings if f.resolved_at is not None]
-    counts = {s: sum(1 for f in open_ if f.severity == s) for s in SEVERITY_ORDER}
+    counts = {s: sum(1 for f in open_ if f.severity == s) for s in Severity}
     head = "# db2vtop triage" if markdown else "db2vtop triage"
     lines = [head, "", f"generated {_iso(r.generated_at)}, lookback {r.lookback_s:g}s, {r.samples} samples judged; "
              f"open: {counts['critical']} critical, {counts['warning']} warning, {counts['info']} info", ""]

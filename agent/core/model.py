@@ -12,6 +12,7 @@ import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Protocol
 
 FieldValue = int | float | str | bool
@@ -62,7 +63,32 @@ class Annotation:
 
 Record = Sample | Annotation
 
-Severity = str  # "info" | "warning" | "critical"
+class Severity(StrEnum):
+    """A finding's severity, worst first. A StrEnum: stored, sent and compared as its plain word."""
+
+    CRITICAL = "critical"
+    WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        """0 for the worst: sort keys put critical first."""
+        return _RANK[self]
+
+
+_RANK = {s: i for i, s in enumerate(Severity)}
+
+
+def severity_rank(severity: str | None) -> int:
+    """Sort key of a stored severity word; anything unknown sorts after info."""
+    return _RANK.get(severity, len(_RANK)) if severity else len(_RANK)  # type: ignore[call-overload]
+
+
+def worse(a: str | None, b: str | None) -> str | None:
+    """The more severe of two severities (None = fine)."""
+    if a is None or b is None:
+        return a if b is None else b
+    return a if severity_rank(a) <= severity_rank(b) else b
 
 
 @dataclass(slots=True)
