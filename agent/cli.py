@@ -22,7 +22,7 @@ from db2vtop.agent.core.paths import default_config_path, state_dir
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.agent.core.store import Store, StoreError, StoreLockedError
 from db2vtop.agent.core.units import format_duration, parse_duration
-from db2vtop.agent.logs import LOG_FORMATS, TEXT_FORMAT, setup_logging
+from db2vtop.agent.logs import LOG_FORMATS, setup_logging
 from db2vtop.agent.sinks.spool import SpoolError
 
 if TYPE_CHECKING:
@@ -281,7 +281,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     cfg = resolve_config(args.config)
     log_file = state_dir() / "watch.log"
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    logging.basicConfig(level=logging.INFO, filename=log_file, format=TEXT_FORMAT)
+    setup_logging("info", stream=log_file.open("a", encoding="utf-8"))
     path = _store_path(args, cfg)
     try:
         pipeline: Pipeline | None = Pipeline(cfg, path)
