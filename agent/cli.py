@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,10 +24,11 @@ from db2vtop.agent.core.paths import default_config_path, state_dir
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.agent.core.store import Store, StoreError, StoreLockedError
 from db2vtop.agent.core.units import format_duration, parse_duration
-from db2vtop.agent.logs import LOG_FORMATS, TEXT_FORMAT, setup_logging
+from db2vtop.agent.logs import LOG_FORMATS, setup_logging
 from db2vtop.agent.sinks.spool import SpoolError
 
 if TYPE_CHECKING:
+    from db2vtop.agent.pipeline import Pipeline
     from db2vtop.agent.runtime import Runtime
     from db2vtop.checks.engine import Engine
 
@@ -188,8 +191,8 @@ def cmd_agent(args: argparse.Namespace) -> int:
     setup_logging(args.log_level, args.log_format)
     cfg = resolve_config(args.config)
     pipeline = Pipeline(cfg, _store_path(args, cfg))
-    signals = _Signals()
     deadline = None if args.duration is None else time.monotonic() + args.duration
+    signals = _Signals(pipeline, deadline)
     try:
         while True:
             runtime = pipeline.runtime
@@ -214,30 +217,65 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
 
 class _Signals:
-    """SIGTERM/SIGINT stop the agent, SIGHUP asks for a reload.
+    """SIGTERM/SIGINT stop the agent, SIGHUP asks for a reload; `--duration` stops it too.
 
-    Between two runs (while a reload rebuilds things) asyncio's handlers are gone, so
-    plain handlers note the signal then: a SIGTERM during a reload still stops gracefully.
+    The handlers are plain Python ones, not the event loop's: they run in the main thread even
+    while a collector keeps the loop from turning, and ask the loop to stop from outside. A stop
+    arms a watchdog: if the process has not ended `grace` seconds later (a collector thread stuck
+    in a call, a coroutine that never yields), the watchdog flushes the pipeline from its own
+    thread and ends the process, so nothing committed is lost and nothing keeps it alive.
     """
 
     NAMES = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
-    def __init__(self) -> None:
+    def __init__(self, pipeline: Pipeline, deadline: float | None) -> None:
+        self.pipeline = pipeline
         self.stop = self.reload = False
-        self._install()
-
-    def _install(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runtime: Runtime | None = None
+        self._watchdog: threading.Timer | None = None
         for sig in self.NAMES:
             signal.signal(sig, lambda signum, _frame: self._note(signum))
+        if deadline is not None:
+            timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._note, (signal.SIGTERM,))
+            timer.daemon = True
+            timer.start()
 
-    def _note(self, signum: int, runtime: Runtime | None = None) -> None:
+    @property
+    def grace(self) -> float:
+        """Long enough for in-flight cycles to time out, collectors to close and the sink to drain."""
+        timeouts = [c.timeout for c in self.pipeline.runtime.collectors] or [0.0]
+        flush = self.pipeline.cfg.influxdb.flush_timeout if self.pipeline.cfg.influxdb else 0.0
+        return max(timeouts) + flush + 5.0
+
+    def _note(self, signum: int) -> None:
         if signum == signal.SIGHUP:
             self.reload = True
             log.info("SIGHUP: reloading the configuration")
         else:
             self.stop = True
-        if runtime is not None:
-            runtime.stop()
+            self._arm()
+        loop, runtime = self._loop, self._runtime
+        if loop is not None and runtime is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has just closed
+                loop.call_soon_threadsafe(runtime.stop)
+
+    def _arm(self) -> None:
+        if self._watchdog is None:
+            self._watchdog = threading.Timer(self.grace, self._force_exit)
+            self._watchdog.daemon = True
+            self._watchdog.start()
+
+    def _force_exit(self) -> None:
+        stuck = [t.name for t in threading.enumerate() if t is not threading.current_thread() and not t.daemon
+                 and t is not threading.main_thread()]
+        log.error("shutdown: still running %.0fs after the stop (busy or stuck: %s); flushing the store and "
+                  "exiting", self.grace, ", ".join(stuck) or "the event loop")
+        try:
+            self.pipeline.close()
+        finally:
+            logging.shutdown()
+            os._exit(EXIT_OK)
 
     def run(self, runtime: Runtime, once: bool, deadline: float | None) -> bool:
         """Run until stopped; True when a reload was asked for."""
@@ -245,9 +283,7 @@ class _Signals:
             return False
 
         async def main() -> None:
-            loop = asyncio.get_running_loop()
-            for sig in self.NAMES:
-                loop.add_signal_handler(sig, self._note, sig, runtime)
+            self._loop, self._runtime = asyncio.get_running_loop(), runtime
             if self.reload:  # a SIGHUP arrived while the last reload was under way
                 runtime.stop()
             if once:
@@ -258,7 +294,7 @@ class _Signals:
         try:
             asyncio.run(main())
         finally:
-            self._install()
+            self._loop = self._runtime = None
         return self.reload and not self.stop and not once
 
 
@@ -281,7 +317,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     cfg = resolve_config(args.config)
     log_file = state_dir() / "watch.log"
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    logging.basicConfig(level=logging.INFO, filename=log_file, format=TEXT_FORMAT)
+    setup_logging("info", stream=log_file.open("a", encoding="utf-8"))
     path = _store_path(args, cfg)
     try:
         pipeline: Pipeline | None = Pipeline(cfg, path)

@@ -2,6 +2,8 @@
 
 JSON lines carry `ts` (RFC 3339, UTC), `level`, `logger`, `msg` and, for errors with a
 traceback, `exc`; one object per line, so journald, Loki or Elastic ingest them as-is.
+A message that repeats is written once per minute with a count of the others, so no collector,
+config or outage can make the log grow faster than a bounded rate.
 """
 
 from __future__ import annotations
@@ -9,6 +11,9 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import IO
 
@@ -25,9 +30,40 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(doc, ensure_ascii=False)
 
 
+class RepeatFilter(logging.Filter):
+    """Per logger and message template: the first record of each `window_s` passes, the rest are
+    counted and the next one to pass says how many there were ("... (and 1,234 more like it in
+    the last 60 s)"). Templates are finite, so the log's rate is bounded whatever the arguments."""
+
+    def __init__(self, window_s: float = 60.0, clock: Callable[[], float] = time.monotonic):
+        super().__init__()
+        self.window_s = window_s
+        self.clock = clock
+        self._seen: dict[tuple[str, int, object], list[float | int]] = {}  # key -> [window start, suppressed]
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.name, record.levelno, record.msg)
+        now = self.clock()
+        with self._lock:
+            seen = self._seen.get(key)
+            if seen is not None and now - seen[0] < self.window_s:
+                seen[1] += 1
+                return False
+            suppressed = int(seen[1]) if seen is not None else 0
+            self._seen[key] = [now, 0]
+            if len(self._seen) > 10_000:  # templates are few; a flood of distinct ones starts over
+                self._seen = {key: [now, 0]}
+        if suppressed:
+            record.msg = f"{record.getMessage()} (and {suppressed:,} more like it in the last {self.window_s:g} s)"
+            record.args = None
+        return True
+
+
 def setup_logging(level: str = "info", fmt: str = "text", stream: IO[str] | None = None) -> None:
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    handler.addFilter(RepeatFilter())
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)

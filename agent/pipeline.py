@@ -8,6 +8,7 @@ the check runner first, so its last finding changes still reach the store and th
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -32,6 +33,8 @@ class Pipeline:
         self.writer = StoreWriter(store_path, cfg.store.retention)
         self.sink: InfluxSink | None = None
         self.checks: CheckRunner | None = None
+        self._closing = threading.Lock()  # the agent's watchdog may close it from its own thread
+        self._closed = False
         try:
             self.sink = build_sink(cfg)
             self._start(build_engine(cfg))
@@ -79,10 +82,14 @@ class Pipeline:
             return replace(new, influxdb=old)
 
     def close(self) -> None:
-        if self.checks is not None:
-            self.checks.close()  # first: its last finding changes still reach the store and the sink
-            self.checks = None
-        if self.sink is not None:
-            self.sink.close()
-            self.sink = None
-        self.writer.close()
+        with self._closing:
+            if self._closed:
+                return
+            self._closed = True
+            if self.checks is not None:
+                self.checks.close()  # first: its last finding changes still reach the store and the sink
+                self.checks = None
+            if self.sink is not None:
+                self.sink.close()
+                self.sink = None
+            self.writer.close()

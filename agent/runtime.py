@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import random
 import time
 from collections.abc import Sequence
@@ -21,6 +22,10 @@ from db2vtop.agent.core.model import SELF_MEASUREMENT, Fact, Output, Record, Sam
 from db2vtop.collectors.base import BaseCollector, CollectorError
 
 log = logging.getLogger(__name__)
+
+#: the least a collector loop sleeps between two turns, and the least interval or timeout it
+#: runs with (config check holds each source to its own, higher floor): a loop can never spin
+FLOOR_S = 0.05
 
 @dataclass
 class CollectorStats:
@@ -36,6 +41,8 @@ class CollectorStats:
 
 class Runtime:
     def __init__(self, collectors: Sequence[BaseCollector], outputs: Sequence[Output]):
+        for c in collectors:
+            _sane_schedule(c)
         self.collectors = list(collectors)
         self.outputs = list(outputs)
         self.stats = {c.name: CollectorStats() for c in self.collectors}
@@ -96,12 +103,11 @@ class Runtime:
         jitter = min(c.interval * 0.05, 1.0)
         while not self._stop.is_set():
             delay = due + random.uniform(0, jitter) - loop.time()
-            if delay > 0:
-                try:
-                    await asyncio.wait_for(self._stop.wait(), delay)
-                    break
-                except TimeoutError:
-                    pass
+            try:  # always a pause, even when behind: a loop that never yields is a loop that spins
+                await asyncio.wait_for(self._stop.wait(), delay if delay > FLOOR_S else FLOOR_S)
+                break
+            except TimeoutError:
+                pass
             if (task is not None and not task.done()) or c.busy:
                 self._skip(c, 1)
             else:
@@ -178,6 +184,16 @@ class Runtime:
         return Sample(SELF_MEASUREMENT, {"collector": name},
                       {"duration_ms": round(ms, 3), "samples": n, "errors": st.errors, "skipped": st.skipped,
                        "status": status, "last_error": st.last_error}, ts)
+
+
+def _sane_schedule(c: BaseCollector) -> None:
+    """A non-finite, zero or negative interval or timeout (config check refuses them; a collector
+    built otherwise might not) becomes the floor, loudly, rather than a loop that spins."""
+    for name in ("interval", "timeout"):
+        value = getattr(c, name)
+        if not (isinstance(value, int | float) and math.isfinite(value) and value >= FLOOR_S):
+            log.error("collector %s: %s %r is not a usable duration; running with %gs", c.name, name, value, FLOOR_S)
+            setattr(c, name, FLOOR_S)
 
 
 def _describe_error(e: BaseException, timeout: float, phase: str) -> str:

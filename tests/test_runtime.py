@@ -153,3 +153,46 @@ async def test_run_once_waits_for_the_baseline_then_runs_each_collector_once():
     await rt.run_once()
     assert b.collected - b.started >= 0.2
     assert len(out.of("tick")) == 1 and rt.stats["f"].errors == 1 and rt.stats["b"].cycles == 1
+
+
+class Instant(BaseCollector):
+    """Fails at once, every time: with a broken schedule it would be called as fast as the loop turns."""
+
+    calls = 0
+
+    async def collect(self):
+        self.calls += 1
+        raise CollectorError("refused")
+
+
+async def test_no_schedule_makes_a_loop_spin(caplog):
+    nan, zero, negative = Instant("nan", float("nan")), Instant("zero", 0.0), Instant("neg", -5.0, float("inf"))
+    out = Capture()
+    await Runtime([nan, zero, negative], [out]).run(2.0)
+    for c in (nan, zero, negative):  # at most one call per floor pause (0.05 s): 40 in 2 s, not millions
+        assert 1 <= c.calls <= 45, (c.name, c.calls)
+        assert c.interval == c.timeout == 0.05
+    assert "collector nan: interval nan is not a usable duration" in caplog.text
+    assert "collector neg: timeout inf is not a usable duration" in caplog.text
+
+
+def test_repeated_warnings_are_summarised_so_the_log_stays_small():
+    import io
+    import logging
+
+    from db2vtop.agent.logs import setup_logging
+
+    clock = [0.0]
+    stream = io.StringIO()
+    setup_logging("info", stream=stream)
+    logging.getLogger().handlers[0].filters[0].clock = lambda: clock[0]
+    log = logging.getLogger("db2vtop.agent.runtime")
+    for i in range(10_000):
+        clock[0] = i * 0.01  # 10,000 warnings in 100 s
+        log.warning("collector %s: %d cycle(s) skipped, the previous one is still running", "guest", 1)
+    log.warning("something else")
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 3, lines  # the first, one a minute later with the count, the other message
+    assert "cycle(s) skipped" in lines[0] and "more like it" not in lines[0]
+    assert lines[1].endswith("(and 5,999 more like it in the last 60 s)")
+    assert lines[2].endswith("something else")
