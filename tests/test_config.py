@@ -229,7 +229,7 @@ def test_config_check_subprocess(tmp_path, monkeypatch):
     r = run_cli("config", "check", "-c", str(bad))
     assert r.returncode == 2
     assert r.stderr.strip() == (f'db2vtop: config error: {bad}: guest.interval: \'soon\' is not valid; expected a '
-                                'duration such as "20s", "5m", "1h30m" or a number of seconds')
+                                'duration from 500ms to 1d such as "20s", "5m", "1h30m" or a number of seconds')
     r = run_cli("agent", "--once", "-c", str(bad))
     assert r.returncode == 2 and "guest.interval" in r.stderr and "Traceback" not in r.stderr
 
@@ -256,3 +256,116 @@ def test_config_init_writes_the_template(tmp_path):
     again = run_cli("config", "init", "-o", str(out))
     assert again.returncode == 2 and "--force" in again.stderr
     assert run_cli("config", "init", "-o", str(out), "--force").returncode == 0
+
+
+# --- issue 19: every value has a type and a range -------------------------------------
+
+VC = '[[vcenter]]\nname = "v"\nurl = "https://x/sdk"\nuser = "u"\npassword_env = "VCPW"\n'
+SSH = '[[ssh]]\nname = "h"\nhost = "127.0.0.1"\nuser = "u"\n'
+INFLUX = '[influxdb]\nurl = "http://127.0.0.1:8086"\nbucket = "b"\n'
+HUGE = "9" * 2000  # beyond a float, within the digits Python's int() reads
+
+
+@pytest.mark.parametrize("text, key, allowed", [
+    ("[guest]\ninterval = nan", "guest.interval", "from 500ms to 1d"),
+    ("[guest]\ninterval = inf", "guest.interval", "from 500ms to 1d"),
+    ("[guest]\ninterval = -inf", "guest.interval", "from 500ms to 1d"),
+    ("[guest]\ninterval = 1e400", "guest.interval", "from 500ms to 1d"),
+    ('[guest]\ninterval = "nan"', "guest.interval", "from 500ms to 1d"),
+    ('[guest]\ninterval = "inf"', "guest.interval", "from 500ms to 1d"),
+    ('[guest]\ninterval = "0s"', "guest.interval", "from 500ms to 1d"),
+    ("[guest]\ninterval = 0", "guest.interval", "from 500ms to 1d"),
+    ("[guest]\ninterval = -5", "guest.interval", "from 500ms to 1d"),
+    ('[guest]\ninterval = "99999999999999999999d"', "guest.interval", "from 500ms to 1d"),
+    (f'[guest]\ninterval = "{HUGE}s"', "guest.interval", "from 500ms to 1d"),
+    (f"[guest]\ninterval = {HUGE}", "guest.interval", "from 500ms to 1d"),
+    ('[guest]\ntimeout = "0s"', "guest.timeout", "from 1s to 1h"),
+    ('[store]\nretention = "5m"', "store.retention", "from 1h to 3650d"),
+    ("[store]\nretention = nan", "store.retention", "from 1h to 3650d"),
+    (VC + 'interval = "5s"', "vcenter[0].interval", "from 20s to 1d"),
+    (VC + "workers = 0", "vcenter[0].workers", "1-16"),
+    (VC + f"max_query_metrics = {HUGE}", "vcenter[0].max_query_metrics", "0-100,000"),
+    (SSH + '[[esxtop]]\nname = "e"\nssh = "h"\ninterval = "1s"', "esxtop[0].interval", "from 2s to 1d"),
+    (SSH + "connect_timeout = 0", "ssh[0].connect_timeout", "from 1s to 10m"),
+    (SSH + "keepalive = -1", "ssh[0].keepalive", "from 1s to 1h"),
+    (SSH + "max_sessions = 1000", "ssh[0].max_sessions", "1-64"),
+    (SSH + '[[db2]]\nname = "d"\ndatabase = "D"\nssh = "h"\nfacts_interval = "1s"', "db2[0].facts_interval",
+     "from 10s to 1d"),
+    (SSH + '[[storage]]\nname = "s"\nkind = "linux"\nssh = "h"\ninterval = 0.5', "storage[0].interval",
+     "from 1s to 1d"),
+    (INFLUX + 'spool_max_bytes = "1KiB"', "influxdb.spool_max_bytes", "from 64KiB to 16TiB"),
+    (INFLUX + f'spool_max_bytes = "{HUGE}TiB"', "influxdb.spool_max_bytes", "from 64KiB to 16TiB"),
+    (INFLUX + "spool_max_bytes = 1e400", "influxdb.spool_max_bytes", "a size from 64KiB"),
+    (INFLUX + "flush_interval = nan", "influxdb.flush_interval", "from 100ms to 1h"),
+    (INFLUX + "batch_size = 0", "influxdb.batch_size", "1-1,000,000"),
+    (INFLUX + 'retry_interval = "10s"\nmax_retry_delay = "5s"', "influxdb.max_retry_delay", "at least retry_interval"),
+    ("[checks.cpu-ready]\nwarn_pct = nan", "checks.cpu-ready.warn_pct", "a number"),
+    (f"[checks.cpu-ready]\nwarn_pct = {HUGE}", "checks.cpu-ready.warn_pct", "a number"),
+], ids=lambda v: v[:40] if isinstance(v, str) else None)
+def test_every_value_is_finite_and_in_its_range(tmp_path, text, key, allowed):
+    """`config check` exits 2 naming file, key, value and the allowed range (issue 19's cases)."""
+    path = write(tmp_path, text)
+    code, err = _check(path)
+    assert code == 2, err
+    assert err.startswith(f"db2vtop: config error: {path}: {key}: ")
+    assert allowed in err and "Traceback" not in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("key, text", [
+    ("guest.interval", "[guest]\ninterval = " + "9" * 5000),
+    ("vcenter.interval", VC + "interval = " + "1_" * 5000 + "0"),
+    ("checks.cpu-ready.warn_pct", "[checks.cpu-ready]\nwarn_pct = -" + "7" * 5000),
+], ids=["guest", "vcenter-underscores", "checks-negative"])
+def test_a_5000_digit_number_is_a_config_error(tmp_path, key, text):
+    """tomllib refuses integers beyond Python's digit limit with a ValueError: named, not raised."""
+    path = write(tmp_path, text)
+    code, err = _check(path)
+    assert code == 2 and "Traceback" not in err and err.count("\n") == 1
+    assert f"{path}: {key}: a number of " in err and " digits (line " in err
+    if key == "guest.interval":
+        assert "from 500ms to 1d" in err
+
+
+@pytest.mark.parametrize("text", [
+    "x = " + "[" * 5000 + "]" * 5000,
+    "x = " + "{a = " * 3000 + "1" + "}" * 3000,
+    "[checks.cpu-ready]\nwarn_pct = " + "[" * 400 + "]" * 400,
+], ids=["arrays", "inline-tables", "check-value"])
+def test_deep_nesting_is_a_config_error(tmp_path, text):
+    code, err = _check(write(tmp_path, text))
+    assert code == 2 and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_leading_byte_order_mark_is_accepted(tmp_path):
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b'\xef\xbb\xbf[guest]\r\ninterval = "2s"\r\n')
+    assert load_config(path).guest.interval == 2.0
+    assert _check(path)[0] == 0
+
+
+@pytest.mark.parametrize("data, words", [
+    ('[guest]\ninterval = "2s"\n'.encode("utf-16"), "not UTF-8"),
+    ('[guest]\ninterval = "2s" # caf\xe9\n'.encode("latin-1"), "not UTF-8"),
+    (b'[guest]\ninterval = "2\x00s"\n', "invalid TOML"),
+    (b"\xef\xbb\xbf\xef\xbb\xbf[guest]\n", "invalid TOML"),
+])
+def test_odd_encodings_are_a_one_line_error(tmp_path, data, words):
+    path = tmp_path / "odd.toml"
+    path.write_bytes(data)
+    code, err = _check(path)
+    assert code == 2 and words in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("text, attr, value", [
+    ('[guest]\ninterval = "500ms"', "guest.interval", 0.5),
+    ('[guest]\ninterval = "1d"', "guest.interval", 86400.0),
+    ('[store]\nretention = "3650d"', "store.retention", 3650 * 86400.0),
+    (VC + 'interval = "20s"', "vcenter[0].interval", 20.0),
+    (INFLUX + 'spool_max_bytes = "64KiB"', "influxdb.spool_max_bytes", 65536),
+])
+def test_range_ends_are_accepted(tmp_path, monkeypatch, text, attr, value):
+    monkeypatch.setenv("VCPW", "x")
+    cfg = load_config(write(tmp_path, text))
+    section, _, name = attr.rpartition(".")
+    obj = getattr(cfg, section.split("[")[0])
+    assert getattr(obj[0] if "[" in section else obj, name) == value
