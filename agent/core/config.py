@@ -49,6 +49,10 @@ class _Marker:
     def convert(self, value: Any) -> Any:  # pragma: no cover - overridden
         raise NotImplementedError
 
+    def span(self) -> str:
+        """The allowed range as docs/configuration.md writes it ("500ms–1d"), or "" if unranged."""
+        return ""
+
 
 @dataclass(frozen=True)
 class _Duration(_Marker):
@@ -63,6 +67,9 @@ class _Duration(_Marker):
             raise ValueError
         return seconds
 
+    def span(self) -> str:
+        return f"{format_duration(self.low)}–{format_duration(self.high)}"
+
 
 @dataclass(frozen=True)
 class _Size(_Marker):
@@ -76,6 +83,9 @@ class _Size(_Marker):
         if not self.low <= size <= self.high:
             raise ValueError
         return size
+
+    def span(self) -> str:
+        return "–".join(format_bytes(n).replace(".0", "") for n in (self.low, self.high))
 
 
 @dataclass(frozen=True)
@@ -117,6 +127,9 @@ class _Range(_Marker):
         if isinstance(value, bool) or not isinstance(value, int) or not self.low <= value <= self.high:
             raise ValueError
         return value
+
+    def span(self) -> str:
+        return f"{self.low:,}–{self.high:,}"
 
 
 class _Sid(_Marker):
@@ -622,6 +635,12 @@ def _expected_at(dotted: str) -> str:
         tp = typing.get_type_hints(tp, include_extras=True).get(part)
     tp = _element(tp)
     return typing.get_args(tp)[1].expected if typing.get_origin(tp) is Annotated else ""
+
+
+def allowed_range(cls: type, key: str) -> str:
+    """The range of `key` of section `cls` as the docs write it ("20s–1d"), "" if it has none."""
+    tp = _element(typing.get_type_hints(cls, include_extras=True)[key])
+    return typing.get_args(tp)[1].span() if typing.get_origin(tp) is Annotated else ""
 
 
 def _element(tp: Any) -> Any:
