@@ -77,7 +77,7 @@ def documented_ranges(text: str) -> list[tuple[str, list[str], str]]:
     out, section = [], None
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if not line.startswith("|") or len(cells) < 5 or set(cells[0]) <= {"-"} and cells[0]:
+        if not line.startswith("|") or len(cells) < 5 or (set(cells[0]) <= {"-"} and cells[0]):
             continue
         if cells[0]:
             first = CODE.findall(cells[0])
