@@ -299,8 +299,8 @@ HUGE = "9" * 2000  # beyond a float, within the digits Python's int() reads
     (INFLUX + "flush_interval = nan", "influxdb.flush_interval", "from 100ms to 1h"),
     (INFLUX + "batch_size = 0", "influxdb.batch_size", "1-1,000,000"),
     (INFLUX + 'retry_interval = "10s"\nmax_retry_delay = "5s"', "influxdb.max_retry_delay", "at least retry_interval"),
-    ("[checks.cpu-ready]\nwarn_pct = nan", "checks.cpu-ready.warn_pct", "a number"),
-    (f"[checks.cpu-ready]\nwarn_pct = {HUGE}", "checks.cpu-ready.warn_pct", "a number"),
+    ("[checks.cpu-ready]\nwarn_pct = nan", "checks.cpu-ready.warn_pct", "a percentage from 0 to 100"),
+    (f"[checks.cpu-ready]\nwarn_pct = {HUGE}", "checks.cpu-ready.warn_pct", "a percentage from 0 to 100"),
 ], ids=lambda v: v[:40] if isinstance(v, str) else None)
 def test_every_value_is_finite_and_in_its_range(tmp_path, text, key, allowed):
     """`config check` exits 2 naming file, key, value and the allowed range (issue 19's cases)."""
@@ -369,3 +369,60 @@ def test_range_ends_are_accepted(tmp_path, monkeypatch, text, attr, value):
     section, _, name = attr.rpartition(".")
     obj = getattr(cfg, section.split("[")[0])
     assert getattr(obj[0] if "[" in section else obj, name) == value
+
+
+CPU = "[checks.cpu-ready]\n"
+STACK = '[[stack]]\nname = "s"\n[stack.checks.cpu-ready]\n'
+
+
+@pytest.mark.parametrize("text, key, allowed", [
+    (CPU + 'warn_pct = "high"', "checks.cpu-ready.warn_pct", "a percentage from 0 to 100"),
+    (CPU + "warn_pct = -5", "checks.cpu-ready.warn_pct", "a percentage from 0 to 100"),
+    (CPU + "warn_pct = inf", "checks.cpu-ready.warn_pct", "a percentage from 0 to 100"),
+    (CPU + "warn_pct = 101", "checks.cpu-ready.warn_pct", "a percentage from 0 to 100"),
+    (CPU + "warn_pct = true", "checks.cpu-ready.warn_pct", "a percentage from 0 to 100"),
+    (CPU + "warn_pct = 20", "checks.cpu-ready.warn_pct", "below crit_pct (10.0)"),
+    (CPU + "crit_pct = 2", "checks.cpu-ready.crit_pct", "above warn_pct (5.0)"),
+    (CPU + "warn_pct = 10\ncrit_pct = 10", "checks.cpu-ready.warn_pct", "below crit_pct (10)"),
+    ("[checks.db2-bp-warm]\nwarn_pct = 70", "checks.db2-bp-warm.warn_pct", "above crit_pct (80.0)"),
+    ("[checks.guest-io-latency]\nwarn_ms = -1", "checks.guest-io-latency.warn_ms", "milliseconds from 0 to 3,600,000"),
+    ("[checks.guest-swap-zero]\ncrit_bytes_per_s = nan", "checks.guest-swap-zero.crit_bytes_per_s",
+     "a rate per second from 0"),
+    ("[checks.balloon-zero]\ngrowth_bytes = -1", "checks.balloon-zero.growth_bytes", "a number of bytes from 0"),
+    ("[checks.host-swap-zero]\nsamples = 2.5", "checks.host-swap-zero.samples", "a whole number from 1 to 1,000"),
+    ("[checks.host-swap-zero]\nsamples = 6", "checks.host-swap-zero.samples", "at most window (5)"),
+    ("[checks.host-swap-zero]\nwindow = 0", "checks.host-swap-zero.window", "a whole number from 1 to 1,000"),
+    ("[checks.partition-alignment]\nalign_sectors = 0", "checks.partition-alignment.align_sectors",
+     "a whole number from 1 to 1,048,576"),
+    ("[checks.mpio-redundant-paths]\nmin_active_paths = -2", "checks.mpio-redundant-paths.min_active_paths",
+     "a whole number from 0"),
+    ("[checks.db2-cfg-drift]\nenabled = 1", "checks.db2-cfg-drift.enabled", "true or false"),
+    ("[checks.db2-cfg-drift]\nprofile = 5", "checks.db2-cfg-drift.profile", "a string"),
+    ("[checks.disk-queue-saturation]\ncrit_pct = 20000", "checks.disk-queue-saturation.crit_pct",
+     "a percentage from 0 to 10,000"),
+    (STACK + "warn_pct = 20", "stack[0].checks.cpu-ready.warn_pct", "below crit_pct (10.0)"),
+    (CPU + "crit_pct = 30\n" + STACK + "warn_pct = 40", "stack[0].checks.cpu-ready.warn_pct", "below crit_pct (30)"),
+    (STACK + "warn_pct = nan", "stack[0].checks.cpu-ready.warn_pct", "a percentage from 0 to 100"),
+])
+def test_thresholds_are_typed_ranged_and_ordered(tmp_path, text, key, allowed):
+    """Issue 19: a threshold's type and range follow from what it measures, warn stays before crit."""
+    path = write(tmp_path, text)
+    code, err = _check(path)
+    assert code == 2, err
+    assert err.startswith(f"db2vtop: config error: {path}: {key}: ") and allowed in err, err
+    assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize("text", [
+    CPU + "warn_pct = 5\ncrit_pct = 10",
+    CPU + "warn_pct = 0\ncrit_pct = 100",
+    CPU + "crit_pct = 30\n" + STACK + "warn_pct = 20",
+    "[checks.db2-bp-warm]\nwarn_pct = 90\ncrit_pct = 70",
+    "[checks.disk-queue-saturation]\nwarn_pct = 150\ncrit_pct = 300\nwarn_kavg_ms = 1",
+    "[checks.host-swap-zero]\nsamples = 5\nwindow = 5\nclear_samples = 1",
+    "[checks.guest-swap-zero]\ncrit_bytes_per_s = 1.5e6\nenabled = false",
+    '[checks.db2-cfg-drift]\nenabled = true\nprofile = "olap"',
+])
+def test_thresholds_in_range_and_order_are_accepted(tmp_path, text):
+    code, err = _check(write(tmp_path, text))
+    assert code == 0, err

@@ -8,7 +8,6 @@ contract (DESIGN.md); add keys, never rename them.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import tomllib
@@ -422,7 +421,7 @@ class _Loader:
             inner = [a for a in typing.get_args(tp) if a is not type(None)]
             if len(inner) == 1:
                 return self.value(inner[0], value, key)
-            for a in inner:  # scalar unions, e.g. check override values
+            for a in inner:  # scalar unions: check thresholds, typed and ranged by their rule (validate_overrides)
                 if _is_instance(value, a):
                     return value
             raise self.bad(key, value, " or ".join(_EXPECTED[a] for a in inner))
@@ -448,18 +447,11 @@ class _Loader:
 
 
 def _is_instance(value: Any, tp: type) -> bool:
-    if tp is float:  # NaN, inf and ints beyond a float's range are no numbers to compare against
-        return isinstance(value, int | float) and not isinstance(value, bool) and _finite(value)
+    if tp is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
     if tp is int:
-        return isinstance(value, int) and not isinstance(value, bool) and _finite(value)
+        return isinstance(value, int) and not isinstance(value, bool)
     return isinstance(value, tp)
-
-
-def _finite(value: int | float) -> bool:
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
 
 
 def _check_references(cfg: Config, err: _Loader) -> None:
