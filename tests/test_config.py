@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 from pathlib import Path
@@ -392,3 +393,14 @@ def test_thresholds_are_typed_ranged_and_ordered(tmp_path, text, key, allowed):
 def test_thresholds_in_range_and_order_are_accepted(tmp_path, text):
     code, err = _check(write(tmp_path, text))
     assert code == 0, err
+
+
+@pytest.mark.parametrize("text, key", [
+    ("[guest]\ninterval = nan", "guest.interval"),
+    ('[checks.cpu-ready]\nwarn_pct = "high"', "checks.cpu-ready.warn_pct"),
+])
+def test_sighup_reload_of_an_invalid_file_keeps_the_running_config(tmp_path, caplog, text, key):
+    """The agent's reload reads the file as `config check` does: the bad value is logged, not applied."""
+    path = write(tmp_path, text)
+    assert cli._reread_config(argparse.Namespace(config=path)) is None
+    assert f"{path}: {key}: " in caplog.text and "keeping the running configuration" in caplog.text
