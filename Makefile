@@ -44,11 +44,13 @@ wheelhouse: $(WHEELHOUSE)
 
 test: $(STAMP) test-deps $(VSPHERE_SIM) $(WHEELHOUSE)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 	$(PY) -m tests.docs_check
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 # The docs name every config key and CLI option of the code (and no other); TOML examples load.
 docs-check: $(STAMP)

@@ -21,10 +21,10 @@ from db2vtop.agent import __version__
 from db2vtop.agent.core.config import Config, ConfigError, load_config, resolve_config
 from db2vtop.agent.core.paths import default_config_path, state_dir
 from db2vtop.agent.core.secrets import SecretError
+from db2vtop.agent.core.store import Store, StoreError, StoreLockedError, StoreWriter
 from db2vtop.agent.core.units import format_duration, parse_duration
 from db2vtop.agent.logs import LOG_FORMATS, TEXT_FORMAT, setup_logging
 from db2vtop.agent.sinks.spool import SpoolError
-from db2vtop.agent.store import Store, StoreError, StoreLockedError, StoreWriter
 
 if TYPE_CHECKING:
     from db2vtop.agent.runtime import Runtime
@@ -373,8 +373,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_mark(args: argparse.Namespace) -> int:
+    from db2vtop.agent.core.markers import deliver_marker
     from db2vtop.agent.core.model import Annotation
-    from db2vtop.agent.markers import deliver_marker
 
     cfg = resolve_config(args.config)
     print(deliver_marker(_store_path(args, cfg), Annotation("marker", args.name, {"by": "cli"}, args.text)))
@@ -399,7 +399,8 @@ def cmd_query(args: argparse.Namespace) -> int:
 def cmd_triage(args: argparse.Namespace) -> int:
     import json
 
-    from db2vtop.checks.triage import could_not_run, run_triage, to_json, to_text
+    from db2vtop.agent.triage import run_triage
+    from db2vtop.checks.triage import could_not_run, to_json, to_text
 
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
     cfg = resolve_config(args.config)

@@ -14,27 +14,13 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
-from db2vtop.agent.core.model import Annotation, Fact, Finding, Record, Sample, clean_fields
+from db2vtop.agent.core.model import SELF_MEASUREMENT, Fact, Output, Record, Sample, clean_fields
 from db2vtop.collectors.base import BaseCollector, CollectorError
 
 log = logging.getLogger(__name__)
-
-SELF_MEASUREMENT = "db2vtop_collector"
-
-
-class Output(Protocol):
-    """Where results go: the store writer, sinks such as InfluxDB, the check runner.
-
-    submit() must not block: each output queues and works on its own thread.
-    """
-
-    def submit(self, samples: Iterable[Sample] = (), facts: Iterable[Fact] = (),
-               annotations: Iterable[Annotation] = (), findings: Iterable[Finding] = ()) -> None: ...
-
 
 @dataclass
 class CollectorStats:

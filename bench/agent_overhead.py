@@ -21,8 +21,8 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from db2vtop.agent.core.store import Store  # noqa: E402
 from db2vtop.agent.core.units import parse_duration  # noqa: E402
-from db2vtop.agent.store import Store  # noqa: E402
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from db2vtop.agent.core.model import Sample
-from db2vtop.agent.store import Store
+from db2vtop.agent.core.store import Store
 
 SERIES, FIELDS, STEP_S = 1000, 20, 20
 FIELD_NAMES = [f"{name}_{i}" for i, name in enumerate(

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from db2vtop.agent.core.config import ConfigError, StackConfig
-from db2vtop.agent.core.model import Fact, Finding, Sample, canonical_tags
-from db2vtop.agent.store import Row
+from db2vtop.agent.core.model import Fact, Finding, Sample, canonical_tags, worse
+from db2vtop.agent.core.store import Row
 from db2vtop.checks.rule import (
     FactIndex,
     Limit,
@@ -27,7 +27,6 @@ from db2vtop.checks.rule import (
     limit,
     order_of,
     thresholds_of,
-    worse,
 )
 
 

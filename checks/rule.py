@@ -15,20 +15,10 @@ from typing import Any
 
 from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.model import Fact, FieldValue
-from db2vtop.agent.store import Row
+from db2vtop.agent.core.store import Row
 from db2vtop.checks.catalog import Practice, practices
 
-SEVERITIES = ("info", "warning", "critical")
 Thresholds = dict[str, float | int | str | bool]
-
-
-def worse(a: str | None, b: str | None) -> str | None:
-    """The more severe of two severities (None = fine)."""
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return a if SEVERITIES.index(a) >= SEVERITIES.index(b) else b
 
 
 @dataclass

@@ -8,9 +8,8 @@ import threading
 from collections.abc import Iterable, Sequence
 
 from db2vtop.agent.core.config import Config
-from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample
-from db2vtop.agent.runtime import Output
-from db2vtop.agent.store import Store
+from db2vtop.agent.core.model import Annotation, Fact, Finding, Output, Sample
+from db2vtop.agent.core.store import Store
 from db2vtop.checks.engine import Engine, validate_overrides
 from db2vtop.checks.rules import all_rules
 

@@ -1,30 +1,17 @@
-"""`db2vtop triage`: one pass over recent history and one fresh look, then findings.
-
-History comes from the store (whatever an agent recorded in the lookback window) and
-from collectors that can look back themselves (vCenter keeps an hour of 20 s samples);
-every configured source is also read once now. Everything is judged in time order by
-the same engine the agent runs, so a triage verdict and a live finding never disagree.
-"""
+"""Triage's judgement and report: what agent/triage.py gathered, judged in time order by
+the same engine the agent runs, so a triage verdict and a live finding never disagree."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from db2vtop.agent.core.config import Config
-from db2vtop.agent.core.model import Fact, Finding, Sample
-from db2vtop.agent.store import Store, StoreError
+from db2vtop.agent.core.model import Fact, Finding, Severity, severity_rank
 from db2vtop.checks.runner import build_engine
 from db2vtop.checks.verdict import RowIndex, stack_verdicts
-from db2vtop.collectors.base import BaseCollector
 
-SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 EXIT_OK, EXIT_WARNING, EXIT_CRITICAL, EXIT_UNKNOWN = 0, 1, 2, 3
 
 
@@ -50,78 +37,27 @@ class TriageResult:
         no other source judges (sources do not overlap), so "no deviation" cannot be claimed: UNKNOWN.
         """
         open_ = [f.severity for f in self.findings if f.resolved_at is None]
-        if "critical" in open_:
+        if Severity.CRITICAL in open_:
             return EXIT_CRITICAL
         if self.failed_sources:
             return EXIT_UNKNOWN
-        if "warning" in open_:
+        if Severity.WARNING in open_:
             return EXIT_WARNING
         return EXIT_OK
 
 
-async def _fresh(c: BaseCollector, lookback_s: float,
-                 vms: set[str] | None) -> tuple[list[Sample], list[Fact], str]:
-    """One look at a source now (plus its own history where it keeps one)."""
-    samples: list[Sample] = []
-    facts: list[Fact] = []
-    try:
-        await asyncio.wait_for(c.start(), c.timeout)
-        await asyncio.sleep(c.first_delay)
-        facts = await asyncio.wait_for(c.describe(), c.timeout)
-        records = await asyncio.wait_for(c.collect(), c.timeout)
-        records += await asyncio.wait_for(c.lookback(lookback_s, vms), max(c.timeout, 60.0))
-        samples = [r for r in records if isinstance(r, Sample)]
-        status = f"ok: {len(samples)} samples, {len(facts)} facts"
-    except TimeoutError:
-        status = f"error: timed out after {c.timeout:g}s"
-    except Exception as e:  # every failure is reported in the result, never raised
-        status = f"error: {e}" if str(e) else f"error: {type(e).__name__}"
-    finally:
-        with contextlib.suppress(Exception):
-            await c.close()
-    return samples, facts, status
-
-
-def run_triage(cfg: Config, store_path: Path, lookback_s: float,
-               progress: Callable[[str], None] = lambda _m: None, now_ns: int | None = None) -> TriageResult:
-    from db2vtop.agent.assemble import build_collectors  # collectors are only built when triage runs
-
+def judge(cfg: Config, samples: list[Any], facts: list[Fact], sources: dict[str, str], lookback_s: float,
+          now: int) -> TriageResult:
+    """Everything gathered, judged in time order by the engine the agent runs."""
     engine = build_engine(cfg)
-    now = now_ns if now_ns is not None else time.time_ns()
     since = now - int(lookback_s * 1e9)
-    sources: dict[str, str] = {}
-    samples: list[Any] = []
-    facts: list[Fact] = []
-    if store_path.exists():
-        progress(f"reading the last {lookback_s:g}s from {store_path}")
-        try:
-            with Store(store_path) as store:
-                facts += store.facts()
-                for m in store.measurements():
-                    samples += store.rows(m, since, now)
-            sources["store"] = f"ok: {len(samples)} samples"
-        except StoreError as e:
-            sources["store"] = f"error: {e}"
-    collectors = [c for c in build_collectors(cfg) if c.name != "self"]  # no store: no marker inbox
-    if collectors:
-        progress("collecting now from " + ", ".join(c.name for c in collectors))
-
-        async def gather() -> list[tuple[list[Sample], list[Fact], str]]:
-            vms = {s.vm for s in cfg.stack if s.vm} or None  # the stacks' VMs, or all when none is named
-            return await asyncio.gather(*(_fresh(c, lookback_s, vms) for c in collectors))
-
-        for c, (s, f, status) in zip(collectors, asyncio.run(gather()), strict=True):
-            samples += s
-            facts += f
-            sources[c.name] = status
-    progress(f"checking {len(samples)} samples and {len(facts)} facts")
     engine.feed(facts=facts)
     samples.sort(key=lambda s: s.ts)
     engine.feed(samples)
     changed = {f.key: f for f in engine.changes()}
     for f in engine.open_findings():
         changed[f.key] = f
-    findings = sorted(changed.values(), key=lambda f: (f.resolved_at is not None, SEVERITY_ORDER[f.severity],
+    findings = sorted(changed.values(), key=lambda f: (f.resolved_at is not None, severity_rank(f.severity),
                                                        f.rule, sorted(f.subject.items())))
     verdicts = [v.to_json() for v in stack_verdicts(RowIndex(samples), cfg.stack, since, now)]
     return TriageResult(now, lookback_s, findings, verdicts, sources=sources, samples=len(samples))
@@ -159,7 +95,7 @@ def _subject(f: Finding) -> str:
 def to_text(r: TriageResult, markdown: bool = False) -> str:
     open_ = [f for f in r.findings if f.resolved_at is None]
     past = [f for f in r.findings if f.resolved_at is not None]
-    counts = {s: sum(1 for f in open_ if f.severity == s) for s in SEVERITY_ORDER}
+    counts = {s: sum(1 for f in open_ if f.severity == s) for s in Severity}
     head = "# db2vtop triage" if markdown else "db2vtop triage"
     lines = [head, "", f"generated {_iso(r.generated_at)}, lookback {r.lookback_s:g}s, {r.samples} samples judged; "
              f"open: {counts['critical']} critical, {counts['warning']} warning, {counts['info']} info", ""]

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.model import FieldValue, Sample
-from db2vtop.agent.store import Row, Series
+from db2vtop.agent.core.store import Row, Series
 
 BUCKET_NS = 20 * 10**9
 MIN_BUCKETS = 3

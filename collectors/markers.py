@@ -10,8 +10,8 @@ import json
 import logging
 from pathlib import Path
 
+from db2vtop.agent.core.markers import inbox_of
 from db2vtop.agent.core.model import Annotation, Record
-from db2vtop.agent.markers import inbox_of
 from db2vtop.collectors.base import BaseCollector
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from db2vtop.agent.core.model import Sample
-from db2vtop.agent.store import Store
+from db2vtop.agent.core.store import Store
 
 path, batches, per_batch, pause = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 with Store(path, writer=True) as store:

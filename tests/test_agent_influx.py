@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from db2vtop.agent.core.store import Store
 from db2vtop.agent.sinks.spool import Spool
-from db2vtop.agent.store import Store
 from tests.conftest import ROOT, run_cli
 from tests.infra.influxd import InfluxServer, influx_keys, store_keys, wait_for, write_agent_config
 

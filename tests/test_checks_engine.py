@@ -149,7 +149,7 @@ def test_a_restart_continues_open_findings_instead_of_duplicating_them():
 
 
 def test_the_runner_stores_findings_and_a_restart_resumes_them(store_path):
-    from db2vtop.agent.store import Store, StoreWriter
+    from db2vtop.agent.core.store import Store, StoreWriter
     from db2vtop.checks.runner import CheckRunner
 
     def settle(runner, writer):

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from db2vtop.agent.store import Store
+from db2vtop.agent.core.store import Store
 from tests.conftest import ROOT, run_cli
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from db2vtop.agent.core.config import DB2Config, SSHConfig
-from db2vtop.agent.core.model import Annotation, Sample
-from db2vtop.agent.runtime import SELF_MEASUREMENT, Runtime
+from db2vtop.agent.core.model import SELF_MEASUREMENT, Annotation, Sample
+from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.base import BaseCollector, CollectorError
 from db2vtop.collectors.db2.collector import Db2Collector
 from db2vtop.collectors.db2.queries import QUERIES, Db2Error
@@ -564,7 +564,7 @@ def test_db2_sections_become_collectors_sharing_one_ssh_connection(tmp_path):
 
 
 def test_the_agent_stores_db2_measurements_and_facts(db2, tmp_path):
-    from db2vtop.agent.store import Store
+    from db2vtop.agent.core.store import Store
     from tests.conftest import run_cli
 
     db2.set(clock=None)

@@ -6,8 +6,8 @@ import asyncio
 import threading
 import time
 
-from db2vtop.agent.core.model import Annotation, Fact, Sample
-from db2vtop.agent.runtime import SELF_MEASUREMENT, Runtime
+from db2vtop.agent.core.model import SELF_MEASUREMENT, Annotation, Fact, Sample
+from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.base import BaseCollector, CollectorError
 
 

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample
-from db2vtop.agent.store import Store, StoreError, StoreLockedError, StoreWriter
+from db2vtop.agent.core.store import Store, StoreError, StoreLockedError, StoreWriter
 from tests.conftest import ROOT
 
 T0 = 1_700_000_000_000_000_000

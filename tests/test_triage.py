@@ -6,7 +6,7 @@ import json
 import time
 
 from db2vtop.agent.core.model import Sample
-from db2vtop.agent.store import Store
+from db2vtop.agent.core.store import Store
 from tests.conftest import run_cli
 
 

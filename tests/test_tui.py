@@ -12,8 +12,8 @@ from textual.widgets import Input, Static
 
 from db2vtop.agent.core.config import GuestConfig, StackConfig, load_config
 from db2vtop.agent.core.model import Annotation, Finding, Sample
+from db2vtop.agent.core.store import Store, StoreWriter
 from db2vtop.agent.runtime import Runtime
-from db2vtop.agent.store import Store, StoreWriter
 from db2vtop.collectors.guest.local import LocalGuestCollector
 from db2vtop.collectors.markers import MarkerInbox
 from db2vtop.collectors.selfmon import SelfCollector

@@ -113,7 +113,7 @@ def test_environment_timezone_is_restored_after_the_chart_tests():
 
 def test_the_readers_latest_cache_follows_new_late_and_backfilled_samples(tmp_path):
     from db2vtop.agent.core.model import Sample
-    from db2vtop.agent.store import Store
+    from db2vtop.agent.core.store import Store
     from db2vtop.tui.data import FULL_READ_S, Reader
 
     path = tmp_path / "s.db"

@@ -6,7 +6,7 @@ import pytest
 
 from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.model import Sample
-from db2vtop.agent.store import Store
+from db2vtop.agent.core.store import Store
 from db2vtop.checks.verdict import stack_verdict
 
 T0 = 1_700_000_000 * 10**9

@@ -21,8 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from db2vtop.agent.core.config import VCenterConfig
-from db2vtop.agent.core.model import Annotation, Sample
-from db2vtop.agent.runtime import SELF_MEASUREMENT, Runtime
+from db2vtop.agent.core.model import SELF_MEASUREMENT, Annotation, Sample
+from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.base import BaseCollector, CollectorError
 from db2vtop.collectors.vsphere.collector import VSphereCollector
 from db2vtop.collectors.vsphere.connection import soap_body
@@ -465,7 +465,7 @@ def test_consecutive_cycles_neither_lose_nor_repeat_a_sample(sim):
 
 
 def test_agent_once_fills_the_store(sim, tmp_path):
-    from db2vtop.agent.store import Store
+    from db2vtop.agent.core.store import Store
 
     ca = tmp_path / "ca.pem"
     ca.write_text(ssl.get_server_certificate(("127.0.0.1", sim.port)))

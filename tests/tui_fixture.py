@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample
-from db2vtop.agent.store import Store
+from db2vtop.agent.core.store import Store
 
 T0 = 1_714_564_800 * 10**9  # 2024-05-01 12:00:00 UTC
 S = 10**9

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from rich.text import Text
 from textual import work
@@ -35,11 +35,10 @@ from textual.widget import AwaitMount
 from textual.worker import get_current_worker
 
 from db2vtop.agent.core.config import StackConfig
-from db2vtop.agent.core.model import Annotation
+from db2vtop.agent.core.markers import deliver_marker
+from db2vtop.agent.core.model import Annotation, Output
+from db2vtop.agent.core.store import Store, StoreError
 from db2vtop.agent.core.units import format_duration, parse_duration
-from db2vtop.agent.markers import deliver_marker
-from db2vtop.agent.runtime import Runtime
-from db2vtop.agent.store import Store, StoreError
 from db2vtop.tui.data import Reader
 from db2vtop.tui.screens.base import ViewScreen
 from db2vtop.tui.screens.dialogs import CommandBar, HelpScreen, MarkerPrompt
@@ -50,6 +49,18 @@ from db2vtop.tui.screens.stack import StackScreen
 from db2vtop.tui.stacks import HOST_MEASUREMENTS, Target, infer_stacks
 from db2vtop.tui.timecursor import WINDOWS, TimeCursor
 from db2vtop.tui.widgets import StatusLine, TitleBar
+
+
+class Collecting(Protocol):
+    """What `watch` hands the app to collect in-process (the agent's runtime): the TUI only starts,
+    stops and marks through it, so it does not depend on how collection is wired."""
+
+    outputs: list[Output]
+
+    async def run(self) -> None: ...
+
+    def stop(self) -> None: ...
+
 
 SCREENS = {"1": "fleet", "2": "stack", "3": "findings", "4": "local"}
 MAX_DEPTH = 8
@@ -100,7 +111,7 @@ class Db2vtopApp(App):
         ("ctrl+p", "command palette (the same commands, searchable)"), ("esc", "back one screen"),
     ]
 
-    def __init__(self, store_path: Path, runtime: Runtime | None = None, *, cursor: TimeCursor | None = None,
+    def __init__(self, store_path: Path, runtime: Collecting | None = None, *, cursor: TimeCursor | None = None,
                  clock: Callable[[], int] = time.time_ns, refresh_s: float = 1.0,
                  stacks: list[StackConfig] | None = None, read_only: bool = False, store_label: str | None = None,
                  prefer_fleet: bool = False):

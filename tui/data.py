@@ -16,13 +16,11 @@ from itertools import pairwise
 from statistics import median
 from typing import Any
 
-from db2vtop.agent.core.model import Annotation, FieldValue, Finding
-from db2vtop.agent.runtime import SELF_MEASUREMENT
-from db2vtop.agent.store import Row, Series, Store
+from db2vtop.agent.core.model import SELF_MEASUREMENT, Annotation, FieldValue, Finding, severity_rank
+from db2vtop.agent.core.store import Row, Series, Store
 from db2vtop.tui.chart import NO_THRESHOLDS, Marks, Thresholds, buckets, merge_max, nice_top, short, spark
 from db2vtop.tui.table import TableModel, arrange
 
-SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 STALE_INTERVALS = 3
 PERIOD_SERIES = 8  # series a measurement's sampling period is measured over
 # A cached `latest` is brought forward by asking which series have newer samples (at most
@@ -294,11 +292,11 @@ def open_at(findings: Iterable[Finding], until_ns: int) -> list[Finding]:
 
 
 def worst(findings: Iterable[Finding]) -> Finding | None:
-    return min(findings, key=lambda f: (SEVERITY_RANK.get(f.severity, 9), -f.last_seen), default=None)
+    return min(findings, key=lambda f: (severity_rank(f.severity), -f.last_seen), default=None)
 
 
 def finding_order(f: Finding) -> tuple:
-    return SEVERITY_RANK.get(f.severity, 9), f.rule, sorted(f.subject.items())
+    return severity_rank(f.severity), f.rule, sorted(f.subject.items())
 
 
 @dataclass

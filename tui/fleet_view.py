@@ -10,11 +10,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from db2vtop.agent.core.config import StackConfig
-from db2vtop.agent.core.model import Annotation, Finding
-from db2vtop.agent.store import Row
+from db2vtop.agent.core.model import Annotation, Finding, severity_rank
+from db2vtop.agent.core.store import Row
 from db2vtop.tui.chart import Thresholds
 from db2vtop.tui.data import (
-    SEVERITY_RANK,
     Reader,
     Status,
     TableState,
@@ -101,7 +100,7 @@ def _finding_cell(f: Finding | None) -> tuple[Cell, tuple | None]:
     if f is None:
         return ("ok", "green"), None
     word, st = SEVERITY_CELL.get(f.severity, (f.severity, ""))
-    return [(word + " ", st), (f"{f.rule}: {f.summary}", None)], (SEVERITY_RANK.get(f.severity, 9), f.rule)
+    return [(word + " ", st), (f"{f.rule}: {f.summary}", None)], (severity_rank(f.severity), f.rule)
 
 
 def _cell(v: float | None, th: Thresholds | None = None, digits: int = 1) -> Cell:

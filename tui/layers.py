@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from db2vtop.agent.store import Row, Series
+from db2vtop.agent.core.store import Row, Series
 from db2vtop.tui.chart import Thresholds
 from db2vtop.tui.data import Reader, Trend
 from db2vtop.tui.format import NONE, num, rate, size, value

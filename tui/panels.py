@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from db2vtop.agent.store import Row
+from db2vtop.agent.core.store import Row
 from db2vtop.tui.chart import Thresholds
 from db2vtop.tui.data import Reader, Trend
 from db2vtop.tui.format import NONE, num, rate, size, value

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from db2vtop.agent.core.config import StackConfig
-from db2vtop.agent.store import Row, Store
+from db2vtop.agent.core.store import Row, Store
 from db2vtop.tui.data import Reader
 
 VM_MEASUREMENTS = ("vsphere_vm", "esxtop_vm")

@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from enum import StrEnum
+from typing import Any, Protocol
 
 FieldValue = int | float | str | bool
+SELF_MEASUREMENT = "db2vtop_collector"  # the runtime's sample of each collector cycle
 
 
 def now_ns() -> int:
@@ -60,7 +63,32 @@ class Annotation:
 
 Record = Sample | Annotation
 
-Severity = str  # "info" | "warning" | "critical"
+class Severity(StrEnum):
+    """A finding's severity, worst first. A StrEnum: stored, sent and compared as its plain word."""
+
+    CRITICAL = "critical"
+    WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        """0 for the worst: sort keys put critical first."""
+        return _RANK[self]
+
+
+_RANK = {s: i for i, s in enumerate(Severity)}
+
+
+def severity_rank(severity: str | None) -> int:
+    """Sort key of a stored severity word; anything unknown sorts after info."""
+    return _RANK.get(severity, len(_RANK)) if severity else len(_RANK)  # type: ignore[call-overload]
+
+
+def worse(a: str | None, b: str | None) -> str | None:
+    """The more severe of two severities (None = fine)."""
+    if a is None or b is None:
+        return a if b is None else b
+    return a if severity_rank(a) <= severity_rank(b) else b
 
 
 @dataclass(slots=True)
@@ -85,17 +113,14 @@ class Finding:
         return self.rule + " " + canonical_tags(self.subject)
 
 
-@runtime_checkable
-class Collector(Protocol):
-    """What the runtime schedules. Implementations live under `collectors/`."""
+class Output(Protocol):
+    """Where results go: the store writer, sinks such as InfluxDB, the check runner.
 
-    name: str
-    interval: float
-    timeout: float
+    submit() must not block: each output queues and works on its own thread.
+    """
 
-    async def collect(self) -> list[Record]: ...
-
-    async def describe(self) -> list[Fact]: ...
+    def submit(self, samples: Iterable[Sample] = (), facts: Iterable[Fact] = (),
+               annotations: Iterable[Annotation] = (), findings: Iterable[Finding] = ()) -> None: ...
 
 
 def clean_fields(fields: dict[str, FieldValue]) -> dict[str, FieldValue]:

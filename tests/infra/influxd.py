@@ -174,7 +174,7 @@ def store_keys(path: Path, findings: bool = False) -> set[Key]:
     With findings=True, those of its findings instead, as db2vtop_finding points at their
     last change (the store keeps one row per finding, InfluxDB a point per change).
     """
-    from db2vtop.agent.store import Store
+    from db2vtop.agent.core.store import Store
 
     with Store(path) as s:
         if findings:

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from db2vtop.agent.core.config import SSHConfig, StorageConfig
 from db2vtop.agent.core.model import Sample
+from db2vtop.agent.core.store import Store
 from db2vtop.agent.runtime import Runtime
-from db2vtop.agent.store import Store
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.ssh import SSHTarget
 from db2vtop.collectors.storage.common import StorageFormatError

@@ -15,8 +15,8 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from db2vtop.agent.core.model import Finding
-from db2vtop.tui.data import SEVERITY_RANK, FindingsView, Reader, load_findings
+from db2vtop.agent.core.model import Finding, Severity, severity_rank
+from db2vtop.tui.data import FindingsView, Reader, load_findings
 from db2vtop.tui.fleet_view import SEVERITY_CELL
 from db2vtop.tui.format import ago
 from db2vtop.tui.screens.base import ViewScreen
@@ -46,7 +46,7 @@ def _model(view: FindingsView) -> TableModel:
         age = (view.now_ns - f.first_seen) / 1e9
         rows.append(Row(finding_key(f), [(word, st), f.rule, f.subject.get("layer", ""), subject_text(f), f.summary,
                                          ago(age)],
-                        (SEVERITY_RANK.get(f.severity, 9), f.rule, f.subject.get("layer", ""), subject_text(f),
+                        (severity_rank(f.severity), f.rule, f.subject.get("layer", ""), subject_text(f),
                          f.summary, age)))
     for f in view.resolved:
         age = (view.now_ns - (f.resolved_at or 0)) / 1e9
@@ -109,7 +109,7 @@ class FindingsScreen(ViewScreen):
         per = Counter((f.subject.get("layer", "?"), f.severity) for f in view.open)
         for layer in sorted({layer for layer, _ in per}):
             t.append(f"{layer} ", style="bold")
-            for sev in ("critical", "warning", "info"):
+            for sev in Severity:
                 if per[(layer, sev)]:
                     word, st = SEVERITY_CELL[sev]
                     t.append(f"{per[(layer, sev)]} {word} ", style=st)

@@ -10,7 +10,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
-from db2vtop.tui.data import SEVERITY_RANK, Reader, TableState
+from db2vtop.agent.core.model import severity_rank
+from db2vtop.tui.data import Reader, TableState
 from db2vtop.tui.fleet_view import SEVERITY_CELL
 from db2vtop.tui.panels import PANELS
 from db2vtop.tui.screens.base import ViewScreen
@@ -93,7 +94,7 @@ class StackScreen(ViewScreen):
     def _verdict_text(self, view: StackView) -> Text:
         t = runs_text(view.verdict)
         if view.findings:
-            worst = sorted(view.findings, key=lambda f: SEVERITY_RANK.get(f.severity, 9))
+            worst = sorted(view.findings, key=lambda f: severity_rank(f.severity))
             t.append("\n")
             t.append(f"{len(view.findings)} open findings: ", style="bold")
             for f in worst[:3]:

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from db2vtop.agent.core.model import Annotation
-from db2vtop.agent.store import Store, StoreLockedError
+from db2vtop.agent.core.store import Store, StoreLockedError
 
 
 def inbox_of(store_path: Path) -> Path:

@@ -1,0 +1,78 @@
+"""`db2vtop triage`: one pass over recent history and one fresh look, then the judgement.
+
+History comes from the store (whatever an agent recorded in the lookback window) and
+from collectors that can look back themselves (vCenter keeps an hour of 20 s samples);
+every configured source is also read once now. checks/triage.py judges what is gathered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from db2vtop.agent.assemble import build_collectors
+from db2vtop.agent.core.config import Config
+from db2vtop.agent.core.model import Fact, Sample
+from db2vtop.agent.core.store import Store, StoreError
+from db2vtop.checks.triage import TriageResult, judge
+from db2vtop.collectors.base import BaseCollector
+
+
+async def _fresh(c: BaseCollector, lookback_s: float,
+                 vms: set[str] | None) -> tuple[list[Sample], list[Fact], str]:
+    """One look at a source now (plus its own history where it keeps one)."""
+    samples: list[Sample] = []
+    facts: list[Fact] = []
+    try:
+        await asyncio.wait_for(c.start(), c.timeout)
+        await asyncio.sleep(c.first_delay)
+        facts = await asyncio.wait_for(c.describe(), c.timeout)
+        records = await asyncio.wait_for(c.collect(), c.timeout)
+        records += await asyncio.wait_for(c.lookback(lookback_s, vms), max(c.timeout, 60.0))
+        samples = [r for r in records if isinstance(r, Sample)]
+        status = f"ok: {len(samples)} samples, {len(facts)} facts"
+    except TimeoutError:
+        status = f"error: timed out after {c.timeout:g}s"
+    except Exception as e:  # every failure is reported in the result, never raised
+        status = f"error: {e}" if str(e) else f"error: {type(e).__name__}"
+    finally:
+        with contextlib.suppress(Exception):
+            await c.close()
+    return samples, facts, status
+
+
+def run_triage(cfg: Config, store_path: Path, lookback_s: float,
+               progress: Callable[[str], None] = lambda _m: None, now_ns: int | None = None) -> TriageResult:
+    now = now_ns if now_ns is not None else time.time_ns()
+    since = now - int(lookback_s * 1e9)
+    sources: dict[str, str] = {}
+    samples: list[Any] = []
+    facts: list[Fact] = []
+    if store_path.exists():
+        progress(f"reading the last {lookback_s:g}s from {store_path}")
+        try:
+            with Store(store_path) as store:
+                facts += store.facts()
+                for m in store.measurements():
+                    samples += store.rows(m, since, now)
+            sources["store"] = f"ok: {len(samples)} samples"
+        except StoreError as e:
+            sources["store"] = f"error: {e}"
+    collectors = [c for c in build_collectors(cfg) if c.name != "self"]  # no store: no marker inbox
+    if collectors:
+        progress("collecting now from " + ", ".join(c.name for c in collectors))
+
+        async def gather() -> list[tuple[list[Sample], list[Fact], str]]:
+            vms = {s.vm for s in cfg.stack if s.vm} or None  # the stacks' VMs, or all when none is named
+            return await asyncio.gather(*(_fresh(c, lookback_s, vms) for c in collectors))
+
+        for c, (s, f, status) in zip(collectors, asyncio.run(gather()), strict=True):
+            samples += s
+            facts += f
+            sources[c.name] = status
+    progress(f"checking {len(samples)} samples and {len(facts)} facts")
+    return judge(cfg, samples, facts, sources, lookback_s, now)
