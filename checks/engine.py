@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from db2vtop.agent.core.config import ConfigError, StackConfig
+from db2vtop.agent.core.config import ConfigError, StackConfig, shown
 from db2vtop.agent.core.model import Fact, Finding, Sample, canonical_tags, worse
 from db2vtop.agent.core.store import Row
 from db2vtop.checks.rule import (
@@ -221,7 +221,7 @@ def validate_overrides(rules: Sequence[Rule], file: str, overrides: dict[str, di
                                   "unknown threshold; expected one of " + ", ".join(sorted(limits)))
             if not limits[key].accepts(value):
                 raise ConfigError(file, f"{where}.{rule_id}.{key}",
-                                  f"{value!r} is not valid; expected {limits[key].expected()}")
+                                  f"{shown(value)} is not valid; expected {limits[key].expected()}")
         for r in same:
             _check_order(r, {**thresholds_of(r), **(base or {}).get(rule_id, {}), **keys}, keys,
                          f"{where}.{rule_id}", file)
@@ -235,7 +235,7 @@ def _check_order(rule: Rule, t: Thresholds, given: dict, where: str, file: str) 
         why = "" if not strict else (" (lower is worse for this rule: its warning level is above the critical one)"
                                      if low.startswith("crit_") else " (the warning level is below the critical one)")
         if low in given or high not in given:
-            raise ConfigError(file, f"{where}.{low}", f"{a!r} is not valid; expected {'below' if strict else 'at most'}"
-                                                     f" {high} ({b!r}){why}")
-        raise ConfigError(file, f"{where}.{high}", f"{b!r} is not valid; expected {'above' if strict else 'at least'}"
-                                                   f" {low} ({a!r}){why}")
+            raise ConfigError(file, f"{where}.{low}", f"{shown(a)} is not valid; expected "
+                                                     f"{'below' if strict else 'at most'} {high} ({shown(b)}){why}")
+        raise ConfigError(file, f"{where}.{high}", f"{shown(b)} is not valid; expected "
+                                                   f"{'above' if strict else 'at least'} {low} ({shown(a)}){why}")

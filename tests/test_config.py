@@ -404,3 +404,16 @@ def test_sighup_reload_of_an_invalid_file_keeps_the_running_config(tmp_path, cap
     path = write(tmp_path, text)
     assert cli._reread_config(argparse.Namespace(config=path)) is None
     assert f"{path}: {key}: " in caplog.text and "keeping the running configuration" in caplog.text
+
+
+@pytest.mark.parametrize("text, key", [
+    ("[guest]\ninterval = 0x" + "F" * 5000, "guest.interval"),
+    ("[guest]\ndevices_exclude = [[0o" + "7" * 8000 + "]]", "guest.devices_exclude[0]"),
+    ('[[ssh]]\nname = "a"\nhost = "h"\nuser = "u"\nport = 0b' + "1" * 20000, "ssh[0].port"),
+    ("[checks.cpu-ready]\nwarn_pct = 0x" + "F" * 5000, "checks.cpu-ready.warn_pct"),
+], ids=["hex-duration", "octal-in-list", "binary-port", "hex-threshold"])
+def test_a_huge_hex_octal_or_binary_integer_is_a_config_error(tmp_path, text, key):
+    """tomllib reads these (the digit limit is for decimal only), and repr() then refuses them."""
+    path = write(tmp_path, text)
+    code, err = _check(path)
+    assert code == 2 and err.startswith(f"db2vtop: config error: {path}: {key}: <a") and err.count("\n") == 1, err

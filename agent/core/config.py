@@ -34,7 +34,16 @@ class ConfigError(Exception):
 def _show(key: str, value: Any) -> str:
     if key.rsplit(".", 1)[-1] in SECRET_KEYS:
         return "<hidden>"
-    text = repr(value)
+    return shown(value)
+
+
+def shown(value: Any) -> str:
+    """A config value as an error message quotes it: at most 60 characters, and never an
+    exception (a 5,000-digit hex literal is an int that repr() refuses to write out)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        text = f"<an integer of {value.bit_length():,} bits>" if isinstance(value, int) else "<a value too large>"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -84,7 +93,11 @@ class _Size(_Marker):
         return size
 
     def span(self) -> str:
-        return "–".join(format_bytes(n).replace(".0", "") for n in (self.low, self.high))
+        return f"{_size_text(self.low)}–{_size_text(self.high)}"
+
+
+def _size_text(n: int) -> str:
+    return format_bytes(n).replace(".0", "")
 
 
 @dataclass(frozen=True)
@@ -164,8 +177,7 @@ def Duration(low: float, high: float) -> Any:  # noqa: N802
 
 
 def Size(low: int, high: int) -> Any:  # noqa: N802
-    low_text, high_text = (format_bytes(n).replace(".0", "") for n in (low, high))
-    return Annotated[int, _Size(f"a size from {low_text} to {high_text} such as \"512MiB\", "
+    return Annotated[int, _Size(f"a size from {_size_text(low)} to {_size_text(high)} such as \"512MiB\", "
                                 '"1GiB" or a number of bytes', low, high)]
 
 
@@ -234,8 +246,8 @@ class VCenterConfig(_Secret):
     ca_file: Path | None = None
     interval: Duration(20.0, DAY) = 20.0  # vCenter's realtime sampling period
     timeout: Timeout | None = None
-    workers: Annotated[int, _Range("a number of threads 1-16", 1, 16)] = 4
-    max_query_entities: Annotated[int, _Range("a number of entities per QueryPerf call 1-5000", 1, 5000)] = 250
+    workers: Count("a number of threads", 1, 16) = 4
+    max_query_entities: Count("a number of entities per QueryPerf call", 1, 5000) = 250
     max_query_metrics: Count("a number of metric ids per QueryPerf call (0 = no own cap)", 0, 100_000) = 0
 
 
@@ -341,7 +353,7 @@ class InfluxConfig:
     spool_fsync_interval: Duration(0.01, HOUR) = 1.0
     tags: dict[str, str] = field(default_factory=dict)
     batch_size: Count("a number of lines per write", 1, 1_000_000) = 5000
-    max_in_flight: Annotated[int, _Range("an integer 1-8", 1, 8)] = 2
+    max_in_flight: Count("a number of requests", 1, 8) = 2
     flush_interval: Duration(0.1, HOUR) = 2.0
     gzip: bool = True
     timeout: Duration(1.0, 10 * MINUTE) = 10.0
