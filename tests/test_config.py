@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import os
 from pathlib import Path
 
 import pytest
@@ -417,3 +418,17 @@ def test_a_huge_hex_octal_or_binary_integer_is_a_config_error(tmp_path, text, ke
     path = write(tmp_path, text)
     code, err = _check(path)
     assert code == 2 and err.startswith(f"db2vtop: config error: {path}: {key}: <a") and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda p: os.mkfifo(p, 0o600), "not a regular file"),
+    (lambda p: p.mkdir(mode=0o700), "not a regular file"),
+    (lambda p: (p.write_bytes(b"x" * (65 * 1024)), p.chmod(0o600)), "larger than 64KiB"),
+], ids=["fifo", "directory", "huge"])
+def test_a_secret_file_that_is_not_a_small_regular_file_is_refused(tmp_path, make, words):
+    """A FIFO would block `config check` for ever, a huge file fill memory: refused by what they are."""
+    secret = tmp_path / "pw"
+    make(secret)
+    path = write(tmp_path, f'[[vcenter]]\nname = "v"\nurl = "https://x/sdk"\nuser = "u"\npassword_file = "{secret}"\n')
+    code, err = _check(path)
+    assert code == 2 and "vcenter[0]" in err and words in err and err.count("\n") == 1, err
