@@ -13,7 +13,6 @@ import os
 import signal
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,16 +20,14 @@ from db2vtop.agent import __version__
 from db2vtop.agent.core.config import Config, ConfigError, load_config, resolve_config
 from db2vtop.agent.core.paths import default_config_path, state_dir
 from db2vtop.agent.core.secrets import SecretError
-from db2vtop.agent.core.store import Store, StoreError, StoreLockedError, StoreWriter
+from db2vtop.agent.core.store import Store, StoreError, StoreLockedError
 from db2vtop.agent.core.units import format_duration, parse_duration
 from db2vtop.agent.logs import LOG_FORMATS, TEXT_FORMAT, setup_logging
 from db2vtop.agent.sinks.spool import SpoolError
 
 if TYPE_CHECKING:
     from db2vtop.agent.runtime import Runtime
-    from db2vtop.agent.sinks.influx import InfluxSink
     from db2vtop.checks.engine import Engine
-    from db2vtop.checks.runner import CheckRunner
 
 log = logging.getLogger("db2vtop")
 
@@ -186,26 +183,18 @@ def _store_path(args: argparse.Namespace, cfg: Config) -> Path:
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
-    from db2vtop.agent.assemble import build_collectors, build_sink
-    from db2vtop.agent.runtime import Runtime
-    from db2vtop.checks.runner import build_engine
+    from db2vtop.agent.pipeline import Pipeline
 
     setup_logging(args.log_level, args.log_format)
     cfg = resolve_config(args.config)
-    engine = build_engine(cfg)
+    pipeline = Pipeline(cfg, _store_path(args, cfg))
     signals = _Signals()
-    writer = StoreWriter(_store_path(args, cfg), cfg.store.retention)
-    sink: InfluxSink | None = None
-    checks: CheckRunner | None = None
     deadline = None if args.duration is None else time.monotonic() + args.duration
     try:
-        sink = build_sink(cfg)
-        checks = _start_checks(engine, writer, sink)
         while True:
-            sinks = [sink] if sink else []
-            runtime = Runtime(build_collectors(cfg, writer.path, sinks), [writer, checks, *sinks])
+            runtime = pipeline.runtime
             log.info("db2vtop %s agent (pid %d): store %s, influxdb %s, collectors %s", __version__, os.getpid(),
-                     writer.path, cfg.influxdb.url if cfg.influxdb else "off",
+                     pipeline.writer.path, pipeline.cfg.influxdb.url if pipeline.cfg.influxdb else "off",
                      ", ".join(c.name for c in runtime.collectors))
             if not signals.run(runtime, args.once, deadline):
                 break
@@ -213,32 +202,15 @@ def cmd_agent(args: argparse.Namespace) -> int:
             reread = _reread_config(args)
             if reread is None:
                 continue
-            new, engine = reread
-            checks.close()
-            checks = None
-            cfg, sink = _reload_sink(cfg, new, sink)
-            checks = _start_checks(engine, writer, sink)
-            log.info("reload: configuration read again from %s", cfg.source or "defaults")
+            pipeline.reload(*reread)
+            log.info("reload: configuration read again from %s", pipeline.cfg.source or "defaults")
     finally:
-        if checks is not None:
-            checks.close()  # first: its last finding changes still reach the store and the sink
-        if sink is not None:
-            sink.close()
-        writer.close()
+        pipeline.close()
     failed = [f"{name}: {st.last_error}" for name, st in runtime.stats.items() if st.errors]
     if args.once and failed:
         print("db2vtop: collectors failed: " + "; ".join(failed), file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
-
-
-def _start_checks(engine: Engine, writer: StoreWriter, sink: InfluxSink | None) -> CheckRunner:
-    """The check engine's runner, resumed from the store on the writer's thread (after queued batches)."""
-    from db2vtop.checks.runner import CheckRunner
-
-    checks = CheckRunner(engine, [writer, *([sink] if sink else [])])
-    writer.call(checks.resume)
-    return checks
 
 
 class _Signals:
@@ -302,30 +274,8 @@ def _reread_config(args: argparse.Namespace) -> tuple[Config, Engine] | None:
         return None
 
 
-def _reload_sink(cfg: Config, new: Config, sink: InfluxSink | None) -> tuple[Config, InfluxSink | None]:
-    """Rebuild the sink only if [influxdb] changed; its spool stays on disk."""
-    from db2vtop.agent.assemble import build_sink
-
-    if new.store != cfg.store:
-        log.warning("reload: [store] changes take effect at the next restart")
-    if new.influxdb == cfg.influxdb:
-        return new, sink
-    if sink is not None:
-        sink.close(timeout=0)
-    if new.influxdb and cfg.influxdb and new.influxdb.spool_dir != cfg.influxdb.spool_dir:
-        log.warning("reload: spool_dir changed; points spooled in %s are sent after a restart with the old "
-                    "spool_dir", cfg.influxdb.spool_dir)
-    try:
-        return new, build_sink(new)
-    except (SpoolError, OSError) as e:
-        log.error("reload: InfluxDB sink: %s; keeping the previous [influxdb]", e)
-        return replace(new, influxdb=cfg.influxdb), build_sink(cfg)
-
-
 def cmd_watch(args: argparse.Namespace) -> int:
-    from db2vtop.agent.assemble import build_collectors, build_sink
-    from db2vtop.agent.runtime import Runtime
-    from db2vtop.checks.runner import CheckRunner, build_engine
+    from db2vtop.agent.pipeline import Pipeline
     from db2vtop.tui.app import Db2vtopApp
 
     cfg = resolve_config(args.config)
@@ -333,28 +283,16 @@ def cmd_watch(args: argparse.Namespace) -> int:
     log_file.parent.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(level=logging.INFO, filename=log_file, format=TEXT_FORMAT)
     path = _store_path(args, cfg)
-    engine = build_engine(cfg)
     try:
-        writer: StoreWriter | None = StoreWriter(path, cfg.store.retention)
+        pipeline: Pipeline | None = Pipeline(cfg, path)
     except StoreLockedError:
-        writer = None  # an agent is collecting into this store: show its data
-    runtime, checks, sink = None, None, None
+        pipeline = None  # an agent is collecting into this store: show its data (and leave InfluxDB to it)
     try:
-        if writer is not None:
-            sink = build_sink(cfg)  # an attached watch leaves InfluxDB to the agent
-            sinks = [sink] if sink else []
-            checks = CheckRunner(engine, [writer, *sinks])
-            checks.resume(writer.store)
-            runtime = Runtime(build_collectors(cfg, path, sinks), [writer, checks, *sinks])
-        Db2vtopApp(path, runtime, stacks=cfg.stack, read_only=args.read_only,
+        Db2vtopApp(path, pipeline.runtime if pipeline else None, stacks=cfg.stack, read_only=args.read_only,
                    prefer_fleet=len(cfg.stack) > 1 or bool(cfg.vcenter) or len(cfg.esxtop) > 1).run()
     finally:
-        if checks:
-            checks.close()
-        if sink is not None:
-            sink.close()
-        if writer:
-            writer.close()
+        if pipeline is not None:
+            pipeline.close()
     return EXIT_OK
 
 

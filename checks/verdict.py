@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.model import FieldValue, Sample
 from db2vtop.agent.core.store import Row, Series
+from db2vtop.checks.topology import placement
 
 BUCKET_NS = 20 * 10**9
 MIN_BUCKETS = 3
@@ -89,14 +90,20 @@ class _Reader:
         self.samples = 0
 
     def buckets(self, measurement: str, fld: str, match: Callable[[dict[str, str]], bool],
-                combine: Callable[[list[float]], float] = max) -> dict[int, float]:
-        """bucket -> value: the mean of each series in the bucket, then `combine` across series."""
+                combine: Callable[[list[float]], float] = max,
+                at: Callable[[dict[str, str], int], bool] | None = None) -> dict[int, float]:
+        """bucket -> value: the mean of each series in the bucket, then `combine` across series.
+
+        `at` keeps only the points of a series that belong to the stack at their moment (a host's
+        series while the VM ran on that host)."""
         per_bucket: dict[int, list[float]] = defaultdict(list)
         for s in self.store.series(measurement):
             if not match(s.tags):
                 continue
             points: dict[int, list[float]] = defaultdict(list)
             for ts, v in self.store.window(s.id, fld, self.since, self.until):
+                if at is not None and not at(s.tags, ts):
+                    continue
                 if isinstance(v, int | float) and not isinstance(v, bool):
                     points[ts // BUCKET_NS].append(float(v))
                     self.samples += 1
@@ -136,10 +143,16 @@ def stack_verdict(store: Source, stack: StackConfig, since_ns: int, until_ns: in
     db2 = _is(db2=stack.db2)
     vm = _is(vm=stack.vm)
     guest = _is(guest=stack.guest)
-    hosts = {s.tags["host"] for s in store.series("vsphere_vm") if s.tags.get("vm") == stack.vm and "host" in s.tags}
+    where = placement(store, stack.vm, since_ns, until_ns)
+    hosts = where.hosts_between(since_ns, until_ns)
     luns = {lun for s in store.series("vsphere_vm_disk") if s.tags.get("vm") == stack.vm
             for lun in s.tags.get("lun", "").split(",") if lun}
-    on_host = (lambda tags: tags.get("host") in hosts) if hosts else (lambda tags: False)
+
+    def on_host(tags: dict[str, str]) -> bool:
+        return tags.get("host") in hosts
+
+    def ran_there(tags: dict[str, str], ts: int) -> bool:
+        return where.host_at(ts) == tags.get("host")
 
     def host_lun(tags: dict[str, str]) -> bool:
         return on_host(tags) and tags.get("lun", tags.get("device")) in luns
@@ -171,24 +184,25 @@ def stack_verdict(store: Source, stack: StackConfig, since_ns: int, until_ns: in
         "vm_swapin": r.buckets("vsphere_vm", "mem_swapin_bytes_per_s", vm),
         "vm_swapped_bytes": r.buckets("vsphere_vm", "mem_swapped_bytes", vm),
         # host, per LUN of the VM (vCenter and esxtop)
-        "kavg_ms": r.buckets("vsphere_host_lun", "kernel_latency_ms", host_lun),
-        "qavg_ms": r.buckets("vsphere_host_lun", "queue_latency_ms", host_lun),
-        "davg_ms": r.buckets("vsphere_host_lun", "device_latency_ms", host_lun),
-        "queue_depth": r.buckets("vsphere_host_lun", "max_queue_depth", host_lun, min),
-        "esx_kavg_ms": r.buckets("esxtop_device", "kernel_latency_ms", host_lun),
-        "esx_davg_ms": r.buckets("esxtop_device", "device_latency_ms", host_lun),
-        "esx_qued": r.buckets("esxtop_device", "queued", host_lun),
-        "esx_dqlen": r.buckets("esxtop_device", "queue_depth", host_lun, min),
-        "host_swapin": r.buckets("vsphere_host", "mem_swapin_bytes_per_s", on_host),
+        "kavg_ms": r.buckets("vsphere_host_lun", "kernel_latency_ms", host_lun, at=ran_there),
+        "qavg_ms": r.buckets("vsphere_host_lun", "queue_latency_ms", host_lun, at=ran_there),
+        "davg_ms": r.buckets("vsphere_host_lun", "device_latency_ms", host_lun, at=ran_there),
+        "queue_depth": r.buckets("vsphere_host_lun", "max_queue_depth", host_lun, min, ran_there),
+        "esx_kavg_ms": r.buckets("esxtop_device", "kernel_latency_ms", host_lun, at=ran_there),
+        "esx_davg_ms": r.buckets("esxtop_device", "device_latency_ms", host_lun, at=ran_there),
+        "esx_qued": r.buckets("esxtop_device", "queued", host_lun, at=ran_there),
+        "esx_dqlen": r.buckets("esxtop_device", "queue_depth", host_lun, min, ran_there),
+        "host_swapin": r.buckets("vsphere_host", "mem_swapin_bytes_per_s", on_host, at=ran_there),
         # array
         "array_ms": r.buckets("storage_lun", "avg_latency_ms", array) or r.buckets(
             "storage_volume", "avg_latency_ms", array) or r.buckets("storage_disk", "write_await_ms", array),
         "array_queue_full": r.buckets("storage_lun", "queue_full_per_s", array),
     }
-    return _decide(stack.name, f, r.samples)
+    return _decide(stack.name, f, r.samples, lambda b: where.host_at(b * BUCKET_NS + BUCKET_NS // 2))
 
 
-def _decide(name: str, f: dict[str, dict[int, float]], samples: int) -> StackVerdict:
+def _decide(name: str, f: dict[str, dict[int, float]], samples: int,
+            host_of: Callable[[int], str | None]) -> StackVerdict:
     all_buckets = sorted(set().union(*f.values()))
     if len(all_buckets) < MIN_BUCKETS:
         return StackVerdict(name, None, f"not enough data to judge ({len(all_buckets)} of {MIN_BUCKETS} "
@@ -239,7 +253,8 @@ def _decide(name: str, f: dict[str, dict[int, float]], samples: int) -> StackVer
         if vmdk is not None:
             chain.append(f"VMDK latency {_fmt(vmdk, ' ms')}")
         if kernel is not None or device is not None:
-            host = f"host KAVG {_fmt(kernel, ' ms')}"
+            names = sorted({h for b in judged if (h := host_of(b))})
+            host = f"host {'/'.join(names)} KAVG {_fmt(kernel, ' ms')}" if names else f"host KAVG {_fmt(kernel, ' ms')}"
             if queue is not None:
                 host += f", QAVG {_fmt(queue, ' ms')}"
             if v["esx_qued"] is not None:

@@ -7,7 +7,10 @@ import pytest
 from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.model import Sample
 from db2vtop.agent.core.store import Store
+from db2vtop.checks.topology import placement
 from db2vtop.checks.verdict import stack_verdict
+from db2vtop.tui.data import Reader
+from db2vtop.tui.stacks import Target, resolve
 
 T0 = 1_700_000_000 * 10**9
 S = 10**9
@@ -62,7 +65,8 @@ def test_hypervisor_queueing(tmp_path):
                          "host_lun": {"kernel_latency_ms": 9.0, "queue_latency_ms": 8.5, "device_latency_ms": 1.5},
                          "array": {"avg_latency_ms": 1.2}})
     assert v.layer == "host" and "queueing in the hypervisor (LUN queue depth 32)" in v.summary
-    assert v.summary.startswith("log write 12.0 ms/IO ← guest await 11.5 ms ← VMDK latency 11.0 ms ← host KAVG 9.0 ms")
+    assert v.summary.startswith("log write 12.0 ms/IO ← guest await 11.5 ms ← VMDK latency 11.0 ms ← "
+                                "host esx01 KAVG 9.0 ms")
     assert "array LUN 1.2 ms" in v.summary and v.confidence == "high" and v.buckets == 30
 
 
@@ -144,3 +148,53 @@ def test_the_row_index_answers_like_the_store(tmp_path):
         from_store = stack_verdict(r, STACK, T0, T0 + 20 * 20 * S)
     from_memory = stack_verdict(RowIndex(rows), STACK, T0, T0 + 20 * 20 * S)
     assert from_memory.to_json() == from_store.to_json() and from_store.layer == "host"
+
+
+def _moved(tmp_path, move_at: int, buckets: int = 45):
+    """db2prod01 runs on esx01, then on esx02 from bucket `move_at` on. esx01 keeps queueing for its
+    other VMs (KAVG 8 ms on the shared LUN); esx02 is clean; the array answers in 6 ms throughout."""
+    path = tmp_path / "moved.db"
+    slow = {"kernel_latency_ms": 8.0, "queue_latency_ms": 7.5, "device_latency_ms": 6.2}
+    clean = {"kernel_latency_ms": 0.1, "queue_latency_ms": 0.0, "device_latency_ms": 6.1}
+    with Store(path, writer=True) as w:
+        rows = []
+        for i in range(buckets):
+            ts = T0 + i * 20 * S
+            host = "esx01" if i < move_at else "esx02"
+            for layer in ("db2", "log", "guest_disk", "vmdk", "array"):
+                measurement, tags = WHERE[layer]
+                tags = {**tags, "host": host} if "host" in tags else tags
+                fields = {"log": {"log_write_ms": 9.0}, "guest_disk": {"write_await_ms": 8.5},
+                          "vmdk": {"write_latency_ms": 8.0}, "array": {"avg_latency_ms": 6.0}}.get(layer, {})
+                rows.append(Sample(measurement, tags, {**HEALTHY[layer], **fields}, ts))
+            rows.append(Sample("vsphere_vm", {"vcenter": "vc1", "vm": "db2prod01", "host": host}, HEALTHY["vm"], ts))
+            for h, figures in (("esx01", slow), ("esx02", clean)):
+                rows.append(Sample("vsphere_host_lun", {"vcenter": "vc1", "host": h, "lun": LUN},
+                                   {**HEALTHY["host_lun"], **figures}, ts))
+        w.write(rows)
+    return path
+
+
+def test_after_a_vmotion_only_the_new_host_is_judged(tmp_path):
+    path = _moved(tmp_path, move_at=10)
+    with Store(path) as r:
+        after = stack_verdict(r, STACK, T0 + 15 * 20 * S, T0 + 45 * 20 * S)
+        rd = Reader(r)
+        rd.begin()
+        on_screen = resolve(rd, Target.of_stack(STACK), T0 + 44 * 20 * S)  # the Stack screen at the cursor
+        before = resolve(rd, Target.of_stack(STACK), T0 + 5 * 20 * S)
+    assert on_screen.host == "esx02" and before.host == "esx01"
+    assert after.layer == "storage" and after.summary.endswith("⇒ the array is slow"), after.summary
+    assert "host esx02 KAVG 0.1 ms" in after.summary and "esx01" not in after.summary
+    assert after.figures["kavg_ms"] == pytest.approx(0.1)
+
+
+def test_a_window_across_the_vmotion_judges_each_bucket_with_its_own_host(tmp_path):
+    path = _moved(tmp_path, move_at=20, buckets=40)
+    with Store(path) as r:
+        across = stack_verdict(r, STACK, T0, T0 + 40 * 20 * S)
+        where = placement(r, "db2prod01", T0, T0 + 40 * 20 * S)
+    assert across.figures["kavg_ms"] == pytest.approx((8.0 + 0.1) / 2)  # 20 buckets on each host
+    assert "host esx01/esx02 KAVG" in across.summary
+    assert where.host_at(T0 + 5 * 20 * S) == "esx01" and where.host_at(T0 + 25 * 20 * S) == "esx02"
+    assert where.hosts_between(T0 + 25 * 20 * S, T0 + 30 * 20 * S) == {"esx02"}

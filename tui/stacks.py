@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.store import Row, Store
+from db2vtop.checks.topology import placement
 from db2vtop.tui.data import Reader
 
 VM_MEASUREMENTS = ("vsphere_vm", "esxtop_vm")
@@ -126,11 +127,8 @@ def resolve(rd: Reader, target: Target, until_ns: int) -> Resolved:
 
         r.vm_row = _newest(rd.latest("vsphere_vm", until_ns, mine))
         if r.vm_row is not None:
-            r.host = r.vm_row.tags.get("host") or r.host
             r.vcenter = r.vm_row.tags.get("vcenter") or r.vcenter
-        if r.host is None:
-            esx = _newest(rd.latest("esxtop_vm", until_ns, lambda t: t.get("vm") == vm))
-            r.host = esx.tags.get("host") if esx else None
+        r.host = placement(rd, vm, until_ns, until_ns, r.vcenter).host_at(until_ns) or r.host
         if r.guest is None:
             r.guest = rd.memo(("guest-of-vm", vm), 60, lambda: _guest_of_vm(rd.store, vm))
         for d in rd.latest("vsphere_vm_disk", until_ns, mine):

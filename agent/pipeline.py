@@ -1,0 +1,88 @@
+"""The collection pipeline, wired once: collectors → runtime → store writer, check runner, sinks.
+
+`agent` and `watch` both run it (watch inside the TUI), so a change to how results flow
+(the check runner's resume, a sink, the marker inbox) reaches both. Closing order matters:
+the check runner first, so its last finding changes still reach the store and the sink.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from pathlib import Path
+
+from db2vtop.agent.assemble import build_collectors, build_sink
+from db2vtop.agent.core.config import Config
+from db2vtop.agent.core.store import StoreWriter
+from db2vtop.agent.runtime import Runtime
+from db2vtop.agent.sinks.influx import InfluxSink
+from db2vtop.agent.sinks.spool import SpoolError
+from db2vtop.checks.engine import Engine
+from db2vtop.checks.runner import CheckRunner, build_engine
+
+log = logging.getLogger(__name__)
+
+
+class Pipeline:
+    """One store writer for the process's life; the check runner, sink and runtime are rebuilt
+    on a reload. Opening raises StoreLockedError when another process writes the store."""
+
+    def __init__(self, cfg: Config, store_path: Path):
+        self.cfg = cfg
+        self.writer = StoreWriter(store_path, cfg.store.retention)
+        self.sink: InfluxSink | None = None
+        self.checks: CheckRunner | None = None
+        try:
+            self.sink = build_sink(cfg)
+            self._start(build_engine(cfg))
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def sinks(self) -> list[InfluxSink]:
+        return [self.sink] if self.sink else []
+
+    def _start(self, engine: Engine) -> None:
+        """The check runner, resumed from the store on the writer's thread (after queued batches)."""
+        self.checks = CheckRunner(engine, [self.writer, *self.sinks])
+        self.writer.call(self.checks.resume)
+        self.runtime = Runtime(build_collectors(self.cfg, self.writer.path, self.sinks),
+                               [self.writer, self.checks, *self.sinks])
+
+    def reload(self, new: Config, engine: Engine) -> None:
+        """Apply a re-read config: collectors and checks anew, the sink only if [influxdb] changed
+        (its spool stays on disk); [store] changes wait for a restart."""
+        if self.checks is not None:
+            self.checks.close()
+            self.checks = None
+        if new.store != self.cfg.store:
+            log.warning("reload: [store] changes take effect at the next restart")
+        if new.influxdb != self.cfg.influxdb:
+            new = self._reload_sink(new)
+        self.cfg = new
+        self._start(engine)
+
+    def _reload_sink(self, new: Config) -> Config:
+        old = self.cfg.influxdb
+        if self.sink is not None:
+            self.sink.close(timeout=0)
+        if new.influxdb and old and new.influxdb.spool_dir != old.spool_dir:
+            log.warning("reload: spool_dir changed; points spooled in %s are sent after a restart with the old "
+                        "spool_dir", old.spool_dir)
+        try:
+            self.sink = build_sink(new)
+            return new
+        except (SpoolError, OSError) as e:
+            log.error("reload: InfluxDB sink: %s; keeping the previous [influxdb]", e)
+            self.sink = build_sink(self.cfg)
+            return replace(new, influxdb=old)
+
+    def close(self) -> None:
+        if self.checks is not None:
+            self.checks.close()  # first: its last finding changes still reach the store and the sink
+            self.checks = None
+        if self.sink is not None:
+            self.sink.close()
+            self.sink = None
+        self.writer.close()
