@@ -600,7 +600,7 @@ def resolve_config(path: Path | None) -> Config:
 
 _LONG_NUMBER = re.compile(r"[0-9][0-9_]{999,}")
 _KEY_AT = re.compile(r"\s*([A-Za-z0-9_-]+)\s*=")
-_HEADER = re.compile(r"^\s*\[+\s*([A-Za-z0-9_.-]+)\s*\]+", re.M)
+_HEADER = re.compile(r"^\s*(\[\[?)\s*([A-Za-z0-9_.-]+)\s*\]", re.M)
 
 
 def _parse(file: str, text: str) -> dict[str, Any]:
@@ -623,10 +623,17 @@ def _long_number(file: str, text: str) -> ConfigError:
     start = text.rfind("\n", 0, m.start()) + 1
     key = _KEY_AT.match(text, start)
     tables = _HEADER.findall(text, 0, start)
-    where = ".".join(p for p in (tables[-1] if tables else "", key.group(1) if key else "") if p)
+    table = ""
+    if tables:  # [[vcenter]] headers count up: the second one is vcenter[1]
+        brackets, section = tables[-1]
+        table = f"{section}[{tables.count(tables[-1]) - 1}]" if brackets == "[[" else section
+    name = key.group(1) if key else ""
+    where = ".".join(p for p in (table, name) if p)
+    expected = _expected_at(".".join(p for p in (tables[-1][1] if tables else "", name) if p))
     digits = sum(c.isdigit() for c in m.group())
-    return ConfigError(file, where, f"a number of {digits:,} digits (line {text.count(chr(10), 0, start) + 1}) is "
-                                    f"not valid; expected {_expected_at(where) or 'a number of at most 4300 digits'}")
+    line = text.count("\n", 0, start) + 1
+    return ConfigError(file, where, f"a number of {digits:,} digits (line {line}) is not valid; expected "
+                                    f"{expected or 'a number of at most 4300 digits'}")
 
 
 def _expected_at(dotted: str) -> str:
