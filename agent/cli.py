@@ -401,7 +401,10 @@ def cmd_rules(args: argparse.Namespace) -> int:
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:
+    from db2vtop.checks.runner import build_engine
+
     cfg = load_config(args.config)
+    build_engine(cfg)  # [checks.RULE] thresholds: known keys, typed, in range, warn/crit in order
     refs = [(f"{s}[{i}]", item.password(), getattr(item, "user", None) or "")
             for s in ("vcenter", "ssh", "db2", "storage") for i, item in enumerate(getattr(cfg, s))]
     if cfg.influxdb:

@@ -13,10 +13,21 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from db2vtop.agent.core.config import ConfigError, StackConfig
+from db2vtop.agent.core.config import ConfigError, StackConfig, shown
 from db2vtop.agent.core.model import Fact, Finding, Sample, canonical_tags, worse
 from db2vtop.agent.core.store import Row
-from db2vtop.checks.rule import FactIndex, LiveRule, Rule, StaticRule, Thresholds, Verdict
+from db2vtop.checks.rule import (
+    FactIndex,
+    Limit,
+    LiveRule,
+    Rule,
+    StaticRule,
+    Thresholds,
+    Verdict,
+    limit,
+    order_of,
+    thresholds_of,
+)
 
 
 @dataclass
@@ -49,7 +60,7 @@ class Engine:
 
     def thresholds(self, rule: Rule, subject: dict[str, str]) -> Thresholds:
         """Rule defaults < [checks.RULE] < [stack.checks.RULE] of the stack the subject is in."""
-        t = {**LiveRule.defaults, **rule.defaults} if isinstance(rule, LiveRule) else dict(rule.defaults)
+        t = thresholds_of(rule)
         t.update(self.overrides.get(rule.id, {}))
         for stack in self.stacks:
             if _in_stack(stack, subject):
@@ -185,22 +196,46 @@ def _in_stack(stack: StackConfig, subject: dict[str, str]) -> bool:
         ("vm", stack.vm), ("db2", stack.db2), ("guest", stack.guest))) or subject.get("storage") in stack.storage
 
 
-def validate_overrides(rules: Sequence[Rule], file: str, overrides: dict[str, dict], where: str = "checks") -> None:
-    """[checks.RULE] keys must name a rule and one of its thresholds; raises ConfigError."""
-    allowed_by_id: dict[str, dict] = {}
+def validate_overrides(rules: Sequence[Rule], file: str, overrides: dict[str, dict], where: str = "checks",
+                       base: dict[str, dict] | None = None) -> None:
+    """[checks.RULE] keys name a rule and one of its thresholds, each of the type and within the
+    range of what it measures, and keep warn/crit pairs in order; raises ConfigError.
+
+    `base` holds the overrides these apply over ([checks] beneath [stack.checks]), so the
+    order is checked on the values the rule will really use.
+    """
+    by_id: dict[str, list[Rule]] = {}
     for r in rules:  # one id may have several rules (a static and a live side, several layers)
-        allowed_by_id.setdefault(r.id, {"enabled": True}).update(
-            {**(LiveRule.defaults if isinstance(r, LiveRule) else {}), **r.defaults})
+        by_id.setdefault(r.id, []).append(r)
     for rule_id, keys in overrides.items():
-        allowed = allowed_by_id.get(rule_id)
-        if allowed is None:
+        same = by_id.get(rule_id)
+        if same is None:
             raise ConfigError(file, f"{where}.{rule_id}", "no such rule; `db2vtop rules` lists them")
+        limits = {"enabled": Limit(bool)}
+        for r in same:
+            for key in thresholds_of(r):
+                limits[key] = limits[key].widest(limit(r, key)) if key in limits else limit(r, key)
         for key, value in keys.items():
-            if key not in allowed:
+            if key not in limits:
                 raise ConfigError(file, f"{where}.{rule_id}.{key}",
-                                  "unknown threshold; expected one of " + ", ".join(sorted(allowed)))
-            if type(allowed[key]) is bool and not isinstance(value, bool):
-                raise ConfigError(file, f"{where}.{rule_id}.{key}", f"{value!r} is not valid; expected true or false")
-            if isinstance(allowed[key], int | float) and not isinstance(allowed[key], bool) and (
-                    isinstance(value, bool) or not isinstance(value, int | float)):
-                raise ConfigError(file, f"{where}.{rule_id}.{key}", f"{value!r} is not valid; expected a number")
+                                  "unknown threshold; expected one of " + ", ".join(sorted(limits)))
+            if not limits[key].accepts(value):
+                raise ConfigError(file, f"{where}.{rule_id}.{key}",
+                                  f"{shown(value)} is not valid; expected {limits[key].expected()}")
+        for r in same:
+            _check_order(r, {**thresholds_of(r), **(base or {}).get(rule_id, {}), **keys}, keys,
+                         f"{where}.{rule_id}", file)
+
+
+def _check_order(rule: Rule, t: Thresholds, given: dict, where: str, file: str) -> None:
+    for low, high, strict in order_of(rule):
+        a, b = t[low], t[high]
+        if a < b or (a == b and not strict):
+            continue
+        why = "" if not strict else (" (lower is worse for this rule: its warning level is above the critical one)"
+                                     if low.startswith("crit_") else " (the warning level is below the critical one)")
+        if low in given or high not in given:
+            raise ConfigError(file, f"{where}.{low}", f"{shown(a)} is not valid; expected "
+                                                     f"{'below' if strict else 'at most'} {high} ({shown(b)}){why}")
+        raise ConfigError(file, f"{where}.{high}", f"{shown(b)} is not valid; expected "
+                                                   f"{'above' if strict else 'at least'} {low} ({shown(a)}){why}")

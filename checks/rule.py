@@ -8,6 +8,7 @@ which measurements or fact kinds it needs and which config section provides them
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,8 +64,14 @@ class Rule:
     layer: str
     #: measurement or fact kind -> the config section whose collector provides it
     needs: dict[str, str] = {}
-    #: threshold defaults; every key can be overridden per rule and per stack in config
+    #: threshold defaults; every key can be overridden per rule and per stack in config.
+    #: A key's type and range follow from its name and default (see `limit`); a
+    #: warn_X / crit_X pair is kept in the order its defaults have.
     defaults: Thresholds = {}
+    #: (low, high) for a key whose measure departs from its name's usual range
+    limits: dict[str, tuple[float, float]] = {}
+    #: (lower key, higher key) pairs beyond warn_X / crit_X that must stay in order
+    ordered: tuple[tuple[str, str], ...] = ()
     fix: str = ""
 
     @property
@@ -87,6 +94,8 @@ class LiveRule(Rule):
     #: tags of a sample that identify the subject (the entity the finding is about)
     subject_tags: tuple[str, ...] = ()
     defaults: Thresholds = {"samples": 3, "window": 5, "clear_samples": 5}
+    limits = {"samples": (1, 1000), "window": (1, 1000), "clear_samples": (1, 1000)}
+    ordered = (("samples", "window"),)
 
     def subject(self, row: Row) -> dict[str, str]:
         return {"layer": self.layer, **{k: row.tags[k] for k in self.subject_tags if k in row.tags}}
@@ -138,3 +147,83 @@ def pct(part: float, whole: float) -> float:
 
 def as_float(value: Any, default: float = 0.0) -> float:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
+
+
+# --- what a threshold may be set to -----------------------------------------------------
+
+#: the measure a threshold's name says (its words), with the range that measure can take;
+#: the first match wins
+_MEASURES: tuple[tuple[str, str, float, float], ...] = (
+    (r"_per_s$", "a rate per second", 0, 1e12),
+    (r"(^|_)pct(_|$)", "a percentage", 0, 100),
+    (r"(^|_)ms$", "a number of milliseconds", 0, 3_600_000),
+    (r"(^|_)bytes$", "a number of bytes", 0, 2**60),
+    (r"(^|_)ratio$", "a ratio", 0, 1e6),
+    (r"(^|_)iops$", "a number of I/O operations per second", 0, 1e9),
+)
+
+
+@dataclass(frozen=True)
+class Limit:
+    """The type and range one threshold accepts, inferred from its name and default."""
+
+    kind: type  # bool, str, int (a count) or float (a measure)
+    what: str = ""
+    low: float = 0
+    high: float = 0
+
+    def accepts(self, value: Any) -> bool:
+        if self.kind in (bool, str):
+            return isinstance(value, self.kind)
+        if isinstance(value, bool) or not isinstance(value, int if self.kind is int else int | float):
+            return False
+        return self.low <= value <= self.high  # NaN compares false: refused
+
+    def expected(self) -> str:
+        if self.kind is bool:
+            return "true or false"
+        if self.kind is str:
+            return "a string"
+        return f"{self.what} from {_number(self.low)} to {_number(self.high)}"
+
+    def widest(self, other: Limit) -> Limit:
+        """One id, several rules declaring the key: what any of them accepts."""
+        if self.kind is other.kind or {self.kind, other.kind} == {int, float}:
+            kind = float if float in (self.kind, other.kind) else self.kind
+            return Limit(kind, self.what, min(self.low, other.low), max(self.high, other.high))
+        return self
+
+
+def _number(x: float) -> str:
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
+
+
+def thresholds_of(rule: Rule) -> Thresholds:
+    """Every threshold a rule reads: the live rules' persistence keys and its own defaults."""
+    return {**LiveRule.defaults, **rule.defaults} if isinstance(rule, LiveRule) else dict(rule.defaults)
+
+
+def limit(rule: Rule, key: str) -> Limit:
+    """What `key` of `rule` accepts: the default's type; for numbers the range of the measure
+    the key's name says (`_pct` 0-100, `_ms`, `_per_s`, `_bytes` >= 0), else a count >= 0."""
+    default = thresholds_of(rule)[key]
+    if isinstance(default, bool | str):
+        return Limit(type(default))
+    measure = next(((what, low, high) for pattern, what, low, high in _MEASURES if re.search(pattern, key)), None)
+    kind = int if measure is None and isinstance(default, int) else float
+    what, low, high = measure or (("a whole number", 0, 1e9) if kind is int else ("a number", 0, 1e12))
+    low, high = rule.limits.get(key, (low, high))
+    return Limit(kind, what, low, high)
+
+
+def order_of(rule: Rule) -> list[tuple[str, str, bool]]:
+    """(lower key, higher key, strictly) pairs the rule's thresholds must keep: each warn_X /
+    crit_X pair in the order of its defaults (critical above warning where higher is worse,
+    below it where lower is worse), then the rule's declared `ordered` pairs."""
+    t = thresholds_of(rule)
+    out = []
+    for key, value in t.items():
+        crit = "crit_" + key[len("warn_"):]
+        if key.startswith("warn_") and crit in t and isinstance(value, int | float) and value != t[crit]:
+            out.append((key, crit, True) if value < t[crit] else (crit, key, True))
+    return out + [(a, b, False) for a, b in rule.ordered]

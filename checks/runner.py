@@ -22,7 +22,7 @@ def build_engine(cfg: Config) -> Engine:
     file = str(cfg.source or "config")
     validate_overrides(rules, file, cfg.checks)
     for i, stack in enumerate(cfg.stack):
-        validate_overrides(rules, file, stack.checks, f"stack[{i}].checks")
+        validate_overrides(rules, file, stack.checks, f"stack[{i}].checks", base=cfg.checks)
     return Engine(rules, cfg.checks, cfg.stack)
 
 

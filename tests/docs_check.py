@@ -72,8 +72,46 @@ def documented_keys(text: str) -> dict[str, set[str]]:
     return out
 
 
+def documented_ranges(text: str) -> list[tuple[str, list[str], str]]:
+    """(section, keys, range cell) of each configuration table row that has a range column."""
+    out, section = [], None
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not line.startswith("|") or len(cells) < 5 or (set(cells[0]) <= {"-"} and cells[0]):
+            continue
+        if cells[0]:
+            first = CODE.findall(cells[0])
+            section = first[0] if first and first[0].startswith("[") else None
+        if section is not None:
+            out.append((section, CODE.findall(cells[1]), cells[3]))
+    return out
+
+
+def check_ranges(problems: list[str], text: str) -> None:
+    """Each row's range cell is what the code enforces for its keys, in their order."""
+    hints = typing.get_type_hints(config.Config, include_extras=True)
+    classes = {}
+    for f in dataclasses.fields(config.Config):
+        cls = _section_class(hints[f.name])
+        if cls is not None:
+            classes[f"[[{f.name}]]" if typing.get_origin(hints[f.name]) is list else f"[{f.name}]"] = cls
+    for section, keys, cell in documented_ranges(text):
+        cls = classes.get(section)
+        if cls is None:
+            continue
+        names = {f.name for f in dataclasses.fields(cls)}
+        if not set(keys) <= names:  # wildcards or a key that is not in the code: check_config reports it
+            continue
+        want = ", ".join(r for r in (config.allowed_range(cls, k) for k in keys) if r)
+        if cell != want:
+            problems.append(f"{CONFIG_DOC.relative_to(ROOT)}: {section} {', '.join(keys)}: range {cell!r} "
+                            f"is not the code's {want!r}")
+
+
 def check_config(problems: list[str], text: str | None = None) -> None:
-    doc = documented_keys(CONFIG_DOC.read_text() if text is None else text)
+    text = CONFIG_DOC.read_text() if text is None else text
+    check_ranges(problems, text)
+    doc = documented_keys(text)
     for section, keys in config_keys().items():
         if section not in doc:
             problems.append(f"{CONFIG_DOC.relative_to(ROOT)}: section {section} is not documented")

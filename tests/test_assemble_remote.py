@@ -83,7 +83,7 @@ guest = "db2aix01"
     ('[[remote_guest]]\nssh = "db2aix01"\n[[remote_guest]]\nssh = "db2aix01"', "remote_guest[1].ssh", "twice"),
     ('[[remote_guest]]\nssh = "db2aix01"\nos = "hpux"', "remote_guest[0].os", '"auto", "linux", "aix"'),
     ('[[esxtop]]\nname = "e"\nssh = "esx01-root"\ndelay = "soon"', "esxtop[0].delay", "a duration"),
-    ('[[esxtop]]\nname = "e"\nssh = "esx01-root"\ndelay = "1s"', "esxtop[0].delay", "at least 2s"),
+    ('[[esxtop]]\nname = "e"\nssh = "esx01-root"\ndelay = "1s"', "esxtop[0].delay", "from 2s to 1h"),
     ('[[esxtop]]\nname = "e"\nssh = "esx01-root"\ndelay = "10s"', "esxtop[0].delay", "less than the interval"),
 ])
 def test_remote_config_errors_name_the_key(tmp_path, text, key, expected):

@@ -14,3 +14,13 @@ def test_a_renamed_key_or_a_dropped_flag_is_reported():
     readme = docs_check.README.read_text()
     docs_check.check_cli(problems, readme.replace(" [--annotate]", ""))
     assert problems == ["README.md: `db2vtop replay` option --annotate is not in its row"]
+
+
+def test_a_range_that_is_not_the_codes_is_reported():
+    problems: list[str] = []
+    config = docs_check.CONFIG_DOC.read_text()
+    row = '| | `interval`, `timeout` | `"20s"` | 20s–1d, 1s–1h |'
+    assert row in config
+    docs_check.check_config(problems, config.replace(row, row.replace("20s–1d", "1s–1d")))
+    assert problems == ["docs/configuration.md: [[vcenter]] interval, timeout: range '1s–1d, 1s–1h' is not the "
+                        "code's '20s–1d, 1s–1h'"]

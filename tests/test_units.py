@@ -43,3 +43,16 @@ def test_format_bytes():
     assert format_bytes(1536) == "1.5KiB"
     assert format_bytes(3 * 2**30) == "3.0GiB"
     assert format_bytes(5 * 2**40) == "5.0TiB"
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf"), 10**400, "nan", "inf", "-inf", "1e400",
+                                   "9" * 400 + "d", "Infinity"])
+def test_durations_are_finite(value):
+    """TOML allows nan and inf; a duration is never one (issue 19: a NaN interval spun the agent)."""
+    with pytest.raises(ValueError):
+        parse_duration(value)
+
+
+def test_sizes_are_finite():
+    with pytest.raises(ValueError):
+        parse_size("9" * 400 + "TiB")

@@ -20,7 +20,7 @@ from urllib.parse import urlparse
 
 from db2vtop.agent.core.paths import default_config_path, default_store_path, state_dir
 from db2vtop.agent.core.secrets import SecretRef
-from db2vtop.agent.core.units import parse_duration, parse_size
+from db2vtop.agent.core.units import format_bytes, format_duration, parse_duration, parse_size
 
 SECRET_KEYS = frozenset({"password", "token", "secret", "passwd", "api_key"})
 
@@ -34,7 +34,16 @@ class ConfigError(Exception):
 def _show(key: str, value: Any) -> str:
     if key.rsplit(".", 1)[-1] in SECRET_KEYS:
         return "<hidden>"
-    text = repr(value)
+    return shown(value)
+
+
+def shown(value: Any) -> str:
+    """A config value as an error message quotes it: at most 60 characters, and never an
+    exception (a 5,000-digit hex literal is an int that repr() refuses to write out)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        text = f"<an integer of {value.bit_length():,} bits>" if isinstance(value, int) else "<a value too large>"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -48,30 +57,47 @@ class _Marker:
     def convert(self, value: Any) -> Any:  # pragma: no cover - overridden
         raise NotImplementedError
 
-
-class _Duration(_Marker):
-    def convert(self, value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, str | int | float):
-            raise ValueError
-        return parse_duration(value)
-
-
-class _Size(_Marker):
-    def convert(self, value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, str | int):
-            raise ValueError
-        return parse_size(value)
+    def span(self) -> str:
+        """The allowed range as docs/configuration.md writes it ("500ms–1d"), or "" if unranged."""
+        return ""
 
 
 @dataclass(frozen=True)
-class _MinSize(_Size):
+class _Duration(_Marker):
+    low: float = 0.0
+    high: float = 0.0
+
+    def convert(self, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ValueError
+        seconds = parse_duration(value)  # finite and >= 0, else ValueError
+        if not self.low <= seconds <= self.high:
+            raise ValueError
+        return seconds
+
+    def span(self) -> str:
+        return f"{format_duration(self.low)}–{format_duration(self.high)}"
+
+
+@dataclass(frozen=True)
+class _Size(_Marker):
     low: int = 0
+    high: int = 0
 
     def convert(self, value: Any) -> int:
-        size = super().convert(value)
-        if size < self.low:
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            raise ValueError
+        size = parse_size(value)
+        if not self.low <= size <= self.high:
             raise ValueError
         return size
+
+    def span(self) -> str:
+        return f"{_size_text(self.low)}–{_size_text(self.high)}"
+
+
+def _size_text(n: int) -> str:
+    return format_bytes(n).replace(".0", "")
 
 
 @dataclass(frozen=True)
@@ -106,13 +132,16 @@ class _Url(_Marker):
 
 @dataclass(frozen=True)
 class _Range(_Marker):
-    low: float = 0
-    high: float = float("inf")
+    low: int = 0
+    high: int = 0
 
     def convert(self, value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or not self.low <= value <= self.high:
             raise ValueError
         return value
+
+    def span(self) -> str:
+        return f"{self.low:,}–{self.high:,}"
 
 
 class _Sid(_Marker):
@@ -129,18 +158,36 @@ class _EnvName(_Marker):
         return value
 
 
-Duration = Annotated[float, _Duration('a duration such as "20s", "5m", "1h30m" or a number of seconds')]
-Size = Annotated[int, _Size('a size such as "512MiB", "1GiB" or a number of bytes')]
 Name = Annotated[str, _Name("a name of letters, digits, '-', '_', '.', ':' or '@' (at most 64)")]
 Url = Annotated[str, _Url('an http:// or https:// URL with a host name')]
 Port = Annotated[int, _Range("a TCP port number 1-65535", 1, 65535)]
-PositiveInt = Annotated[int, _Range("a positive integer", 1)]
 Member = Annotated[int, _Range("-2 (all members), -1 (the member connected to) or a member number", -2, 999)]
 EnvName = Annotated[str, _EnvName("an environment variable name such as VC1_PASSWORD")]
 
 
 def Choice(*choices: str) -> Any:  # noqa: N802 - reads like a type in annotations
     return Annotated[str, _Choice("one of " + ", ".join(f'"{c}"' for c in choices), choices)]
+
+
+def Duration(low: float, high: float) -> Any:  # noqa: N802
+    """A duration within [low, high] seconds: every interval and timeout has a floor (no
+    busy loop, no collect that times out at once) and a ceiling (no typo of 20 digits)."""
+    return Annotated[float, _Duration(f"a duration from {format_duration(low)} to {format_duration(high)} such as "
+                                      '"20s", "5m", "1h30m" or a number of seconds', low, high)]
+
+
+def Size(low: int, high: int) -> Any:  # noqa: N802
+    return Annotated[int, _Size(f"a size from {_size_text(low)} to {_size_text(high)} such as \"512MiB\", "
+                                '"1GiB" or a number of bytes', low, high)]
+
+
+def Count(what: str, low: int, high: int) -> Any:  # noqa: N802
+    return Annotated[int, _Range(f"{what} {low:,}-{high:,}", low, high)]
+
+
+MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
+#: a collector's own cycle timeout (default: its interval)
+Timeout = Duration(1.0, HOUR)
 
 
 # --- sections -------------------------------------------------------------------------
@@ -163,14 +210,14 @@ CheckValue = float | int | str | bool
 @dataclass(frozen=True)
 class StoreConfig:
     path: Path = field(default_factory=default_store_path)
-    retention: Duration = 7 * 86400.0
+    retention: Duration(HOUR, 3650 * DAY) = 7 * 86400.0
 
 
 @dataclass(frozen=True)
 class GuestConfig:
     enabled: bool = True
-    interval: Duration = 5.0
-    timeout: Duration | None = None
+    interval: Duration(0.5, DAY) = 5.0  # /proc reads take milliseconds
+    timeout: Timeout | None = None
     devices_exclude: list[str] = field(default_factory=lambda: ["loop*", "ram*"])
     interfaces_exclude: list[str] = field(default_factory=lambda: ["lo", "veth*"])
 
@@ -181,8 +228,8 @@ class RemoteGuestConfig:
 
     ssh: Name
     os: Choice("auto", "linux", "aix") = "auto"
-    interval: Duration = 5.0
-    timeout: Duration | None = None
+    interval: Duration(1.0, DAY) = 5.0
+    timeout: Timeout | None = None
     devices_exclude: list[str] = field(default_factory=lambda: ["loop*", "ram*"])
     interfaces_exclude: list[str] = field(default_factory=lambda: ["lo", "veth*"])
 
@@ -197,11 +244,11 @@ class VCenterConfig(_Secret):
     password_keyring: str | None = None
     verify_tls: bool = True
     ca_file: Path | None = None
-    interval: Duration = 20.0
-    timeout: Duration | None = None
-    workers: Annotated[int, _Range("a number of threads 1-16", 1, 16)] = 4
-    max_query_entities: Annotated[int, _Range("a number of entities per QueryPerf call 1-5000", 1, 5000)] = 250
-    max_query_metrics: Annotated[int, _Range("a number of metric ids per QueryPerf call (0 = no own cap)", 0)] = 0
+    interval: Duration(20.0, DAY) = 20.0  # vCenter's realtime sampling period
+    timeout: Timeout | None = None
+    workers: Count("a number of threads", 1, 16) = 4
+    max_query_entities: Count("a number of entities per QueryPerf call", 1, 5000) = 250
+    max_query_metrics: Count("a number of metric ids per QueryPerf call (0 = no own cap)", 0, 100_000) = 0
 
 
 @dataclass(frozen=True)
@@ -216,10 +263,10 @@ class SSHConfig(_Secret):
     password_keyring: str | None = None
     known_hosts: Path | None = None
     host_key_policy: Choice("reject", "accept-new") = "reject"
-    connect_timeout: Duration = 10.0
-    command_timeout: Duration = 30.0
-    keepalive: Duration = 30.0
-    max_sessions: PositiveInt = 4
+    connect_timeout: Duration(1.0, 10 * MINUTE) = 10.0
+    command_timeout: Duration(1.0, HOUR) = 30.0
+    keepalive: Duration(1.0, HOUR) = 30.0
+    max_sessions: Count("a number of channels", 1, 64) = 4
 
 
 @dataclass(frozen=True)
@@ -232,11 +279,11 @@ class DB2Config(_Secret):
     password_env: EnvName | None = None
     password_file: Path | None = None
     password_keyring: str | None = None
-    interval: Duration = 10.0
-    timeout: Duration | None = None
+    interval: Duration(1.0, DAY) = 10.0
+    timeout: Timeout | None = None
     instance_profile: str = "~/sqllib/db2profile"
     member: Member = -2
-    facts_interval: Duration = 900.0
+    facts_interval: Duration(10.0, DAY) = 900.0
     host: str | None = None
     port: Port = 50000
     tls: bool = False
@@ -248,8 +295,8 @@ class StorageConfig(_Secret):
     name: Name
     kind: Choice("linux", "ontap", "xtremio", "powermax")
     ssh: Name | None = None
-    interval: Duration = 20.0
-    timeout: Duration | None = None
+    interval: Duration(1.0, DAY) = 20.0
+    timeout: Timeout | None = None
     # arrays (ontap, xtremio, powermax): transport, REST endpoint and what to read
     transport: Choice("ssh", "rest") | None = None  # default: rest for xtremio, else ssh
     url: Url | None = None
@@ -260,10 +307,10 @@ class StorageConfig(_Secret):
     verify_tls: bool = True
     ca_file: Path | None = None
     vserver: Name | None = None
-    min_ops_for_latency: Annotated[int, _Range("a number of operations, 0 or more", 0)] = 10
+    min_ops_for_latency: Count("a number of operations", 0, 10**9) = 10
     sid: Annotated[str, _Sid("a Symmetrix ID of 12 digits, such as \"000197900123\"")] | None = None
     storage_groups: list[Name] = field(default_factory=list)
-    sample_interval: Duration = 10.0
+    sample_interval: Duration(1.0, HOUR) = 10.0
     devices_exclude: list[str] = field(default_factory=lambda: ["loop*", "ram*", "zram*"])  # kind = "linux"
 
     @property
@@ -275,9 +322,9 @@ class StorageConfig(_Secret):
 class EsxtopConfig:
     name: Name
     ssh: Name
-    interval: Duration = 10.0
-    timeout: Duration | None = None
-    delay: Duration = 2.0  # esxtop -d: the window each sample averages over (esxtop's minimum is 2 s)
+    interval: Duration(2.0, DAY) = 10.0  # esxtop samples every 2 s at the fastest
+    timeout: Timeout | None = None
+    delay: Duration(2.0, HOUR) = 2.0  # esxtop -d: the window each sample averages over (esxtop's minimum is 2 s)
 
 
 @dataclass(frozen=True)
@@ -300,20 +347,20 @@ class InfluxConfig:
     token_file: Path | None = None
     verify_tls: bool = True
     ca_file: Path | None = None
-    spool_max_bytes: Annotated[int, _MinSize('a size of at least 64KiB such as "1GiB"', 64 * 1024)] = 2**30
+    spool_max_bytes: Size(64 * 1024, 2**44) = 2**30
     spool_dir: Path = field(default_factory=lambda: state_dir() / "spool")
     spool_fsync: Choice("interval", "always", "never") = "interval"
-    spool_fsync_interval: Duration = 1.0
+    spool_fsync_interval: Duration(0.01, HOUR) = 1.0
     tags: dict[str, str] = field(default_factory=dict)
-    batch_size: PositiveInt = 5000
-    max_in_flight: Annotated[int, _Range("an integer 1-8", 1, 8)] = 2
-    flush_interval: Duration = 2.0
+    batch_size: Count("a number of lines per write", 1, 1_000_000) = 5000
+    max_in_flight: Count("a number of requests", 1, 8) = 2
+    flush_interval: Duration(0.1, HOUR) = 2.0
     gzip: bool = True
-    timeout: Duration = 10.0
-    retry_interval: Duration = 1.0
-    max_retry_delay: Duration = 30.0
-    flush_timeout: Duration = 10.0
-    stats_interval: Duration = 10.0
+    timeout: Duration(1.0, 10 * MINUTE) = 10.0
+    retry_interval: Duration(0.1, HOUR) = 1.0
+    max_retry_delay: Duration(0.1, DAY) = 30.0
+    flush_timeout: Duration(0.1, HOUR) = 10.0
+    stats_interval: Duration(1.0, DAY) = 10.0
 
     def token(self) -> SecretRef | None:
         if self.token_env or self.token_file:
@@ -386,7 +433,7 @@ class _Loader:
             inner = [a for a in typing.get_args(tp) if a is not type(None)]
             if len(inner) == 1:
                 return self.value(inner[0], value, key)
-            for a in inner:  # scalar unions, e.g. check override values
+            for a in inner:  # scalar unions: check thresholds, typed and ranged by their rule (validate_overrides)
                 if _is_instance(value, a):
                     return value
             raise self.bad(key, value, " or ".join(_EXPECTED[a] for a in inner))
@@ -442,7 +489,7 @@ def _check_references(cfg: Config, err: _Loader) -> None:
         _check_storage(s, f"storage[{i}]", err)
     for i, e in enumerate(cfg.esxtop):
         ref("esxtop", i, "ssh", e.ssh, "ssh")
-        if not 2 <= e.delay < e.interval:
+        if e.delay >= e.interval:
             raise err.error(f"esxtop[{i}].delay", f"{e.delay:g}s is not valid; expected at least 2s (esxtop's "
                                                   f"minimum) and less than the interval ({e.interval:g}s)")
     guests: set[str] = set()
@@ -467,6 +514,9 @@ def _check_references(cfg: Config, err: _Loader) -> None:
             raise err.error(f"vcenter[{i}]", "no password source; set password_env, password_file or password_keyring")
     if cfg.influxdb and cfg.influxdb.token_env and cfg.influxdb.token_file:
         raise err.error("influxdb", "token_env and token_file are both set; give only one")
+    if cfg.influxdb and cfg.influxdb.max_retry_delay < cfg.influxdb.retry_interval:
+        raise err.error("influxdb.max_retry_delay", f"{cfg.influxdb.max_retry_delay:g}s is not valid; expected at "
+                                                    f"least retry_interval ({cfg.influxdb.retry_interval:g}s)")
 
 
 def _check_storage(s: StorageConfig, where: str, err: _Loader) -> None:
@@ -526,12 +576,14 @@ def load_config(path: Path) -> Config:
     except OSError as e:
         raise ConfigError(file, "", f"cannot read the config file: {e.strerror or e}") from None
     try:
-        table = tomllib.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8-sig")  # a leading byte-order mark is what Windows editors write
     except UnicodeDecodeError as e:
         raise ConfigError(file, "", f"not UTF-8 text (byte {e.start}); expected a TOML file") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(file, "", f"invalid TOML: {e}") from None
-    cfg = err.section(Config, table, "")
+    table = _parse(file, text)
+    try:
+        cfg = err.section(Config, table, "")
+    except RecursionError:  # a value nested deeper than any key accepts
+        raise ConfigError(file, "", "values nested too deeply") from None
     _check_references(cfg, err)
     return replace(cfg, source=path)
 
@@ -544,3 +596,67 @@ def resolve_config(path: Path | None) -> Config:
     if default.is_file():
         return load_config(default)
     return Config()
+
+
+_LONG_NUMBER = re.compile(r"[0-9][0-9_]{999,}")
+_KEY_AT = re.compile(r"\s*([A-Za-z0-9_-]+)\s*=")
+_HEADER = re.compile(r"^\s*(\[\[?)\s*([A-Za-z0-9_.-]+)\s*\]", re.M)
+
+
+def _parse(file: str, text: str) -> dict[str, Any]:
+    """tomllib's table, or a one-line ConfigError for what it raises beyond TOMLDecodeError."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(file, "", f"invalid TOML: {e}") from None
+    except RecursionError:
+        raise ConfigError(file, "", "invalid TOML: arrays or tables nested too deeply") from None
+    except ValueError:  # Python's limit on the digits int() reads, raised through tomllib
+        raise _long_number(file, text) from None
+
+
+def _long_number(file: str, text: str) -> ConfigError:
+    """Name the key of the over-long integer tomllib refused (its line, its table)."""
+    m = _LONG_NUMBER.search(text)
+    if m is None:
+        return ConfigError(file, "", "invalid TOML: a value too large to read")
+    start = text.rfind("\n", 0, m.start()) + 1
+    key = _KEY_AT.match(text, start)
+    tables = _HEADER.findall(text, 0, start)
+    table = ""
+    if tables:  # [[vcenter]] headers count up: the second one is vcenter[1]
+        brackets, section = tables[-1]
+        table = f"{section}[{tables.count(tables[-1]) - 1}]" if brackets == "[[" else section
+    name = key.group(1) if key else ""
+    where = ".".join(p for p in (table, name) if p)
+    expected = _expected_at(".".join(p for p in (tables[-1][1] if tables else "", name) if p))
+    digits = sum(c.isdigit() for c in m.group())
+    line = text.count("\n", 0, start) + 1
+    return ConfigError(file, where, f"a number of {digits:,} digits (line {line}) is not valid; expected "
+                                    f"{expected or 'a number of at most 4300 digits'}")
+
+
+def _expected_at(dotted: str) -> str:
+    """What the key at `dotted` (e.g. "vcenter.interval") expects, from the section dataclasses."""
+    tp: Any = Config
+    for part in dotted.split("."):
+        tp = _element(tp)
+        if not is_dataclass(tp):
+            return ""
+        tp = typing.get_type_hints(tp, include_extras=True).get(part)
+    tp = _element(tp)
+    return typing.get_args(tp)[1].expected if typing.get_origin(tp) is Annotated else ""
+
+
+def allowed_range(cls: type, key: str) -> str:
+    """The range of `key` of section `cls` as the docs write it ("20s–1d"), "" if it has none."""
+    tp = _element(typing.get_type_hints(cls, include_extras=True)[key])
+    return typing.get_args(tp)[1].span() if typing.get_origin(tp) is Annotated else ""
+
+
+def _element(tp: Any) -> Any:
+    """X from X | None and list[X]: what one TOML value of that field is checked against."""
+    if typing.get_origin(tp) in (types.UnionType, typing.Union):
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        tp = inner[0] if len(inner) == 1 else tp
+    return typing.get_args(tp)[0] if typing.get_origin(tp) is list else tp

@@ -40,12 +40,21 @@ class SecretRef:
         return _from_keyring(self.keyring or "", user)
 
 
+#: a password or token is far smaller; a config naming a log or a disk image fails at once
+MAX_SECRET_BYTES = 64 * 1024
+
+
 def read_secret_file(path: Path) -> str:
-    """Read a secret file, refusing one that group or others could read."""
+    """Read a secret file, refusing one that group or others could read, and anything but a
+    small regular file (a FIFO would block `config check`, a device or huge file never end)."""
     try:
         st = path.stat()
     except OSError as e:
         raise SecretError(f"cannot read secret file {path}: {e.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise SecretError(f"secret file {path} is not a regular file")
+    if st.st_size > MAX_SECRET_BYTES:
+        raise SecretError(f"secret file {path} is larger than 64KiB; it should hold one password or token")
     if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise SecretError(
             f"secret file {path} is readable by group or others (mode {stat.S_IMODE(st.st_mode):o});"

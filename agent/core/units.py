@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)")
@@ -12,13 +13,15 @@ _SIZE_UNITS = {"": 1, "b": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
 
 
 def parse_duration(text: str | int | float) -> float:
-    """Seconds from "1h30m", "20s", "250ms", "7d" or a plain number of seconds."""
+    """Seconds from "1h30m", "20s", "250ms", "7d" or a plain number of seconds.
+
+    Always a finite number >= 0: NaN, infinities and numbers too large for a float
+    (TOML allows `nan`, `inf` and 5,000-digit integers) raise ValueError like any typo.
+    """
     if isinstance(text, bool):
         raise ValueError("a boolean is not a duration")
     if isinstance(text, int | float):
-        if text < 0:
-            raise ValueError("a duration cannot be negative")
-        return float(text)
+        return _finite(text, "duration")
     s = text.strip().lower().replace(" ", "")
     if not s:
         raise ValueError("empty duration")
@@ -33,10 +36,20 @@ def parse_duration(text: str | int | float) -> float:
             pos = m.end()
         if pos != len(s) or pos == 0:
             raise ValueError(f"not a duration: {text!r}") from None
-        return total
-    if value < 0:
-        raise ValueError("a duration cannot be negative")
-    return value
+        value = total
+    return _finite(value, "duration")
+
+
+def _finite(value: int | float, what: str) -> float:
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond float range
+        raise ValueError(f"a {what} too large") from None
+    if not math.isfinite(number):
+        raise ValueError(f"a {what} must be a finite number")
+    if number < 0:
+        raise ValueError(f"a {what} cannot be negative")
+    return number
 
 
 def parse_size(text: str | int) -> int:
@@ -51,7 +64,7 @@ def parse_size(text: str | int) -> int:
     if not m:
         raise ValueError(f"not a size: {text!r}")
     unit = (m.group(2) or "").lower().rstrip("b")
-    return int(float(m.group(1)) * _SIZE_UNITS[unit])
+    return int(_finite(float(m.group(1)) * _SIZE_UNITS[unit], "size"))
 
 
 def format_duration(seconds: float) -> str:

@@ -105,6 +105,7 @@ class PartitionAlignment(StaticRule):
     id, layer = "partition-alignment", "guest"
     needs = {"guest_block_device": "guest"}
     defaults = {"align_sectors": 8}
+    limits = {"align_sectors": (1, 2**20)}  # a divisor
     fix = "Recreate the partition starting on a 1 MiB boundary (parted ... mkpart primary 1MiB 100%)."
 
     def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:

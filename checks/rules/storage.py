@@ -42,6 +42,7 @@ class StorageDiskQueueFull(ThresholdRule):
     field, label, unit = "queue_depth_used_pct", "queue depth used", "%"
     warn_key, crit_key = "warn_pct", "crit_pct"
     defaults = {"warn_pct": 100.0, "crit_pct": 200.0}
+    limits = {"warn_pct": (0, 10_000), "crit_pct": (0, 10_000)}  # requests queued beyond the depth count above 100
     fix = QUEUE_FIX
 
 

@@ -26,7 +26,7 @@ def load(tmp_path: Path, text: str):
     ('kind = "ontap"', "storage[0].ssh", "missing; storage is read over an [[ssh]] target"),
     ('kind = "powermax"\nssh = "h"', "storage[0].sid", "12-digit Symmetrix ID"),
     ('kind = "powermax"\nssh = "h"\nsid = "1979"', "storage[0].sid", "a Symmetrix ID of 12 digits"),
-    ('kind = "ontap"\nssh = "h"\nmin_ops_for_latency = -1', "storage[0].min_ops_for_latency", "0 or more"),
+    ('kind = "ontap"\nssh = "h"\nmin_ops_for_latency = -1', "storage[0].min_ops_for_latency", "0-1,000,000,000"),
     ('kind = "powermax"\nssh = "h"\nsid = "000197900123"\ninterval = "10s"', "storage[0].sample_interval",
      "not shorter than the cycle timeout"),
     ('kind = "xtremio"\nurl = "https://x"\nuser = "m"\npassword_env = "P"\npassword_file = "/p"', "storage[0]",
