@@ -11,8 +11,10 @@ MEASUREMENTS = (
             "vm": "the VM's display name",
         },
         fields=fields(
-            "run_pct", "swap_read_bytes_per_s", "swap_write_bytes_per_s",
-            "system_pct", "used_pct", "wait_pct",
+            run_pct="esxtop %RUN: scheduled time, summed over the VM's worlds",
+            swap_read_bytes_per_s="esxtop SWR/s: host swap-ins", swap_write_bytes_per_s="esxtop SWW/s: host swap-outs",
+            system_pct="esxtop %SYS: VMkernel time for the VM", used_pct="esxtop %USED: CPU used",
+            wait_pct="esxtop %WAIT: blocked or idle",
             balloon_bytes='esxtop MCTLSZ: memory the balloon driver holds',
             costop_pct='esxtop %CSTP: co-stop, summed over the VM\'s worlds',
             max_limited_pct='esxtop %MLMTD: ready because of a CPU limit',
