@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from db2vtop.agent.core.config import Config, DB2Config, RemoteGuestConfig, StorageConfig
+from db2vtop.agent.core.schema import Measurement
 from db2vtop.collectors.base import BaseCollector
 from db2vtop.collectors.guest.local import LocalGuestCollector
 from db2vtop.collectors.markers import MarkerInbox
@@ -116,3 +117,20 @@ def build_sink(cfg: Config) -> InfluxSink | None:
     from db2vtop.agent.sinks.influx import InfluxSink
 
     return InfluxSink(cfg.influxdb)
+
+
+def measurement_catalog() -> dict[str, tuple[Measurement, ...]]:
+    """Every declared measurement, by where its docs live: a collector package, or `self` for the
+    agent's own (runtime, self-monitor, sinks). Imported here, the one place that knows them all."""
+    from db2vtop.agent import runtime
+    from db2vtop.agent.sinks import monitor
+    from db2vtop.collectors import selfmon
+    from db2vtop.collectors.db2 import schema as db2
+    from db2vtop.collectors.esxtop import schema as esxtop
+    from db2vtop.collectors.guest import schema as guest
+    from db2vtop.collectors.storage import schema as storage
+    from db2vtop.collectors.vsphere import schema as vsphere
+
+    return {"guest": guest.MEASUREMENTS, "vsphere": vsphere.MEASUREMENTS, "db2": db2.MEASUREMENTS,
+            "storage": storage.MEASUREMENTS, "esxtop": esxtop.MEASUREMENTS,
+            "self": (*runtime.MEASUREMENTS, *selfmon.MEASUREMENTS, *monitor.MEASUREMENTS)}

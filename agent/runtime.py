@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from db2vtop.agent.core.model import SELF_MEASUREMENT, Fact, Output, Record, Sample, clean_fields
+from db2vtop.agent.core.schema import Measurement, fields
 from db2vtop.collectors.base import BaseCollector, CollectorError
 
 log = logging.getLogger(__name__)
@@ -26,6 +27,17 @@ log = logging.getLogger(__name__)
 #: the least a collector loop sleeps between two turns, and the least interval or timeout it
 #: runs with (config check holds each source to its own, higher floor): a loop can never spin
 FLOOR_S = 0.05
+
+MEASUREMENTS = (
+    Measurement(
+        SELF_MEASUREMENT, "One collector cycle: how it went and what it cost, beside the collector's own samples.",
+        {"collector": "the collector (named for its config section)"},
+        fields("duration_ms", "samples", status="`ok`, `error`, `timeout` or `skipped`",
+               errors="failed cycles since the start",
+               skipped="cycles skipped since the start (the previous one still running)",
+               last_error="the last error", text=("status", "last_error")),
+    ),
+)
 
 @dataclass
 class CollectorStats:

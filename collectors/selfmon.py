@@ -8,7 +8,16 @@ import time
 import psutil
 
 from db2vtop.agent.core.model import Record, Sample
+from db2vtop.agent.core.schema import Measurement, fields
 from db2vtop.collectors.base import BaseCollector
+
+MEASUREMENTS = (
+    Measurement(
+        "db2vtop_agent", "db2vtop's own process: its cost on the machine it watches.",
+        {"agent": "this machine's host name"},
+        fields("rss_bytes", "threads", "open_fds", cpu_seconds="user + system CPU time since the process started"),
+    ),
+)
 
 
 class SelfCollector(BaseCollector):

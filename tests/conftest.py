@@ -14,6 +14,7 @@ from tests.sshd import SSHServer
 from tests.tmux import Tmux
 
 ROOT = Path(__file__).resolve().parent.parent
+pytest_plugins = ["tests.schema_check"]  # every emitted sample is checked against its declaration
 
 
 @pytest.fixture(autouse=True)

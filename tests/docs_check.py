@@ -1,5 +1,6 @@
 """`make docs-check`: the docs name every config key and CLI option the code has, and nothing else;
-every TOML example in them is a valid config.
+every TOML example in them is a valid config; every collector's README (and docs/measurements.md
+for the agent's own) carries the field tables its declarations generate.
 
 The code is the single source: the config dataclasses (agent/core/config.py) and the argparse
 parser (agent/cli.py) are read, and the documentation tables are parsed and compared with them,
@@ -17,8 +18,10 @@ import tempfile
 import typing
 from pathlib import Path
 
+from db2vtop.agent.assemble import measurement_catalog
 from db2vtop.agent.cli import build_parser
 from db2vtop.agent.core import config
+from db2vtop.agent.core.schema import markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -172,11 +175,40 @@ def check_examples(problems: list[str]) -> None:
                     problems.append(f"{doc.relative_to(ROOT)}: TOML example {i} is not a valid config: {e}")
 
 
+BEGIN = "<!-- generated from the declarations in schema.py by `python -m tests.docs_check --write`; do not edit -->"
+END = "<!-- end of generated -->"
+
+
+def measurement_docs() -> dict[Path, str]:
+    """Where each collector's declared measurements are documented, and the text they generate."""
+    return {(ROOT / "docs" / "measurements.md" if where == "self" else ROOT / "collectors" / where / "README.md"):
+            markdown(ms) for where, ms in measurement_catalog().items()}
+
+
+def check_measurements(problems: list[str], write: bool = False) -> None:
+    """The generated blocks equal what the declarations generate (`--write` regenerates them)."""
+    for path, text in measurement_docs().items():
+        doc = path.read_text()
+        head, begin, rest = doc.partition(BEGIN)
+        _, end, tail = rest.partition(END)
+        if not begin or not end:
+            problems.append(f"{path.relative_to(ROOT)}: no generated measurement block ({BEGIN})")
+            continue
+        fresh = f"{head}{BEGIN}\n{text}\n{END}{tail}"
+        if fresh != doc:
+            if write:
+                path.write_text(fresh)
+            else:
+                problems.append(f"{path.relative_to(ROOT)}: the measurement tables differ from the declarations; "
+                                "run `python -m tests.docs_check --write`")
+
+
 def main() -> int:
     problems: list[str] = []
     check_config(problems)
     check_cli(problems)
     check_examples(problems)
+    check_measurements(problems, write="--write" in sys.argv[1:])
     for p in problems:
         print(p)
     return 1 if problems else 0

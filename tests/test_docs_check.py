@@ -24,3 +24,18 @@ def test_a_range_that_is_not_the_codes_is_reported():
     docs_check.check_config(problems, config.replace(row, row.replace("20s–1d", "1s–1d")))
     assert problems == ["docs/configuration.md: [[vcenter]] interval, timeout: range '1s–1d, 1s–1h' is not the "
                         "code's '20s–1d, 1s–1h'"]
+
+
+def test_a_stale_field_table_is_reported_and_rewritten(tmp_path, monkeypatch):
+    real = docs_check.measurement_docs()
+    readme = docs_check.ROOT / "collectors" / "guest" / "README.md"
+    copy = tmp_path / "README.md"
+    copy.write_text(readme.read_text().replace("| `steal_pct` |", "| `stolen_pct` |"))
+    monkeypatch.setattr(docs_check, "ROOT", tmp_path)
+    monkeypatch.setattr(docs_check, "measurement_docs", lambda: {copy: real[readme]})
+    problems: list[str] = []
+    docs_check.check_measurements(problems)
+    assert problems == ["README.md: the measurement tables differ from the declarations; "
+                        "run `python -m tests.docs_check --write`"]
+    docs_check.check_measurements(problems := [], write=True)
+    assert problems == [] and "| `steal_pct` |" in copy.read_text()

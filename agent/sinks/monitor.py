@@ -9,10 +9,23 @@ from __future__ import annotations
 import socket
 
 from db2vtop.agent.core.model import Record, Sample
+from db2vtop.agent.core.schema import Measurement, fields
 from db2vtop.agent.sinks.influx import InfluxSink
 from db2vtop.collectors.base import BaseCollector
 
 MEASUREMENT = "db2vtop_sink"
+MEASUREMENTS = (
+    Measurement(
+        MEASUREMENT, "A sink's health: delivery, spool backlog and errors.",
+        {"sink": "the sink", "agent": "this machine's host name"},
+        fields("sent", "batches", "retries", "pending", "spooled", "spool_bytes",
+               state="`starting`, `ok`, `retrying`, `auth_error` or `error`", last_error="the last delivery error",
+               last_success_ns="when a batch was last delivered (ns since the epoch)",
+               dropped="points dropped because the spool was full",
+               dead_lettered="points the server refused for good (kept aside, not retried)",
+               text=("state", "last_error")),
+    ),
+)
 
 
 class SinkMonitor(BaseCollector):
