@@ -15,7 +15,8 @@ MEASUREMENTS = (
     Measurement(
         "db2vtop_agent", "db2vtop's own process: its cost on the machine it watches.",
         {"agent": "this machine's host name"},
-        fields("rss_bytes", "threads", "open_fds", cpu_seconds="user + system CPU time since the process started"),
+        fields("rss_bytes", "threads", "open_fds", cpu_seconds="user + system CPU time since the process started",
+               cpu_pct="CPU used since the previous sample, % of one core"),
     ),
 )
 
