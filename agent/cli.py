@@ -103,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "-c, one stack per DB2 database in the store, joined to the guest and VM of the "
                                     "same name.")
     rp.add_argument("--store", type=Path, metavar="PATH", required=True)
-    rp.add_argument("-c", "--config", type=Path, metavar="FILE", help="config whose [[stack]] sections to show")
+    rp.add_argument("-c", "--config", type=Path, metavar="FILE",
+                    help="config whose [[stack]] sections and [checks] levels to use")
     rp.add_argument("--annotate", action="store_true",
                     help="allow benchmark markers (M, :mark) to be added to the recording")
 
@@ -325,7 +326,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
         pipeline = None  # an agent is collecting into this store: show its data (and leave InfluxDB to it)
     try:
         Db2vtopApp(path, pipeline.runtime if pipeline else None, stacks=cfg.stack, read_only=args.read_only,
-                   prefer_fleet=len(cfg.stack) > 1 or bool(cfg.vcenter) or len(cfg.esxtop) > 1).run()
+                   prefer_fleet=len(cfg.stack) > 1 or bool(cfg.vcenter) or len(cfg.esxtop) > 1,
+                   overrides=cfg.checks).run()
     finally:
         if pipeline is not None:
             pipeline.close()
@@ -337,12 +339,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from db2vtop.tui.timecursor import TimeCursor
 
     path = Path(os.path.expanduser(str(args.store)))
-    stacks = load_config(args.config).stack if args.config else []
+    cfg = load_config(args.config) if args.config else None
     with Store(path) as store:
         span = store.time_range()
     if span is None:
         raise CommandError(f"{path} holds no samples to replay")
-    Db2vtopApp(path, None, cursor=TimeCursor.replay(*span), stacks=stacks, read_only=not args.annotate).run()
+    Db2vtopApp(path, None, cursor=TimeCursor.replay(*span), stacks=cfg.stack if cfg else [],
+               read_only=not args.annotate, overrides=cfg.checks if cfg else None).run()
     return EXIT_OK
 
 

@@ -70,12 +70,12 @@ def write_rules(rows: list[dict[str, Any]], fmt: str, out: TextIO) -> None:
         json.dump(rows, out, indent=1, ensure_ascii=False)
         out.write("\n")
         return
-    practice_rows = [r for r in rows if r["section"] != "1.11"]
+    practice_rows = [r for r in rows if r["section"] not in ("1.11", "verdict")]
     observable = sum(r["observable"] for r in practice_rows)
     implemented = sum(r["implemented"] for r in practice_rows)
     out.write(f"{len(practice_rows)} practices from the seed white papers; {implemented} have a rule, "
               f"{observable} are observable with this configuration; plus the §1.11 DB2 configuration drift "
-              "check.\n")
+              "check and the cross-layer verdict's parameters.\n")
     section = None
     for r in rows:
         if r["section"] != section:

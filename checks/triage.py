@@ -59,7 +59,7 @@ def judge(cfg: Config, samples: list[Any], facts: list[Fact], sources: dict[str,
         changed[f.key] = f
     findings = sorted(changed.values(), key=lambda f: (f.resolved_at is not None, severity_rank(f.severity),
                                                        f.rule, sorted(f.subject.items())))
-    verdicts = [v.to_json() for v in stack_verdicts(RowIndex(samples), cfg.stack, since, now)]
+    verdicts = [v.to_json() for v in stack_verdicts(RowIndex(samples), cfg.stack, since, now, cfg.checks)]
     return TriageResult(now, lookback_s, findings, verdicts, sources=sources, samples=len(samples))
 
 

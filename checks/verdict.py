@@ -26,10 +26,10 @@ from typing import Any, Protocol
 from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.model import FieldValue, Sample
 from db2vtop.agent.core.store import Row, Series
+from db2vtop.checks.scales import levels, rule_thresholds
 from db2vtop.checks.topology import placement
 
 BUCKET_NS = 20 * 10**9
-MIN_BUCKETS = 3
 
 
 @dataclass
@@ -134,11 +134,25 @@ def _fmt(v: float | None, unit: str) -> str:
     return "n/a" if v is None else f"{v:.1f}{unit}"
 
 
-def stack_verdicts(store: Source, stacks: list[StackConfig], since_ns: int, until_ns: int) -> list[StackVerdict]:
-    return [stack_verdict(store, s, since_ns, until_ns) for s in stacks]
+def stack_verdicts(store: Source, stacks: list[StackConfig], since_ns: int, until_ns: int,
+                   overrides: dict[str, dict] | None = None) -> list[StackVerdict]:
+    return [stack_verdict(store, s, since_ns, until_ns, overrides) for s in stacks]
 
 
-def stack_verdict(store: Source, stack: StackConfig, since_ns: int, until_ns: int) -> StackVerdict:
+def limits(stack: StackConfig, overrides: dict[str, dict] | None = None) -> dict[str, float]:
+    """The verdict's levels: its own (`stack-verdict`) and the rules' it shares a question with, after
+    `[checks.RULE]` and then the stack's own `[stack.checks.RULE]` overrides."""
+    merged = {rid: dict(v) for rid, v in (overrides or {}).items()}
+    for rid, v in stack.checks.items():
+        merged.setdefault(rid, {}).update(v)
+    lv = levels(merged)
+    own = {k: float(v) for k, v in rule_thresholds(merged)["stack-verdict"].items()}
+    return {**own, "ready_pct": lv["ready"][0], "costop_pct": lv["costop"][0], "kavg_ms": lv["kavg"][0],
+            "qavg_ms": lv["qavg"][0], "queued": lv["queued"][0]}
+
+
+def stack_verdict(store: Source, stack: StackConfig, since_ns: int, until_ns: int,
+                  overrides: dict[str, dict] | None = None) -> StackVerdict:
     r = _Reader(store, since_ns, until_ns)
     db2 = _is(db2=stack.db2)
     vm = _is(vm=stack.vm)
@@ -198,26 +212,34 @@ def stack_verdict(store: Source, stack: StackConfig, since_ns: int, until_ns: in
             "storage_volume", "avg_latency_ms", array) or r.buckets("storage_disk", "write_await_ms", array),
         "array_queue_full": r.buckets("storage_lun", "queue_full_per_s", array),
     }
-    return _decide(stack.name, f, r.samples, lambda b: where.host_at(b * BUCKET_NS + BUCKET_NS // 2))
+    return _decide(stack.name, f, r.samples, lambda b: where.host_at(b * BUCKET_NS + BUCKET_NS // 2),
+                   limits(stack, overrides))
 
 
 def _decide(name: str, f: dict[str, dict[int, float]], samples: int,
-            host_of: Callable[[int], str | None]) -> StackVerdict:
+            host_of: Callable[[int], str | None], t: dict[str, float]) -> StackVerdict:
     all_buckets = sorted(set().union(*f.values()))
-    if len(all_buckets) < MIN_BUCKETS:
-        return StackVerdict(name, None, f"not enough data to judge ({len(all_buckets)} of {MIN_BUCKETS} "
+    if len(all_buckets) < t["min_buckets"]:
+        return StackVerdict(name, None, f"not enough data to judge ({len(all_buckets)} of {t['min_buckets']:.0f} "
                             "20 s buckets needed)", "none", samples=samples, buckets=len(all_buckets))
     db2_buckets = sorted(set().union(*(f[k] for k in ("log_disk_wait_pct", "read_wait_pct", "lock_wait_pct",
                                                        "log_write_ms"))))
-    symptom = [b for b in db2_buckets if f["log_write_ms"].get(b, 0) >= 2 or f["log_disk_wait_pct"].get(b, 0) >= 20
-               or f["read_wait_pct"].get(b, 0) + f["direct_read_wait_pct"].get(b, 0) >= 30
-               or f["lock_wait_pct"].get(b, 0) >= 20]
+
+    def io_symptom(log_ms: float, log_wait: float, read_wait: float) -> bool:
+        return (log_ms >= t["symptom_log_write_ms"] or log_wait >= t["symptom_log_disk_wait_pct"]
+                or read_wait >= t["symptom_read_wait_pct"])
+
+    symptom = [b for b in db2_buckets
+               if io_symptom(f["log_write_ms"].get(b, 0), f["log_disk_wait_pct"].get(b, 0),
+                             f["read_wait_pct"].get(b, 0) + f["direct_read_wait_pct"].get(b, 0))
+               or f["lock_wait_pct"].get(b, 0) >= t["symptom_lock_wait_pct"]]
     judged = symptom or all_buckets
     v = {k: _over(series, judged) for k, series in f.items()}
     layers_seen = sum(1 for keys in (("log_write_ms", "log_disk_wait_pct"), ("guest_write_await_ms",),
                                      ("vmdk_write_ms", "ready_pct"), ("kavg_ms", "esx_kavg_ms"), ("array_ms",))
                       if any(v[k] is not None for k in keys))
-    confidence = "high" if len(judged) >= 9 and layers_seen >= 3 else "medium" if layers_seen >= 2 else "low"
+    confidence = "high" if len(judged) >= t["confident_buckets"] and layers_seen >= 3 else \
+        "medium" if layers_seen >= 2 else "low"
 
     def verdict(layer: str, conclusion: str, chain: list[str]) -> StackVerdict:
         summary = " ← ".join(chain) + f" ⇒ {conclusion}"
@@ -235,12 +257,12 @@ def _decide(name: str, f: dict[str, dict[int, float]], samples: int,
                  f"balloon {_fmt(v['balloon_bytes'] / 2**20, ' MiB')}"]
         return verdict("vm", "ballooning pushes DB2 memory into guest swap: reserve the VM's memory", chain)
 
-    io_bound = (v["log_write_ms"] or 0) >= 2 or (v["log_disk_wait_pct"] or 0) >= 20 or (
-        (v["read_wait_pct"] or 0) + (v["direct_read_wait_pct"] or 0)) >= 30
+    io_bound = io_symptom(v["log_write_ms"] or 0, v["log_disk_wait_pct"] or 0,
+                          (v["read_wait_pct"] or 0) + (v["direct_read_wait_pct"] or 0))
     kernel = _max(v["kavg_ms"], v["esx_kavg_ms"])
     queue = v["qavg_ms"]
     device = _max(v["davg_ms"], v["esx_davg_ms"])
-    if io_bound or (kernel or 0) >= 2 or (device or 0) >= 10:
+    if io_bound or (kernel or 0) >= t["kavg_ms"] or (device or 0) >= t["device_ms"]:
         chain = []
         if v["log_write_ms"] is not None:
             chain.append(f"log write {_fmt(v['log_write_ms'], ' ms/IO')}")
@@ -264,33 +286,33 @@ def _decide(name: str, f: dict[str, dict[int, float]], samples: int,
         if v["array_ms"] is not None:
             chain.append(f"array LUN {_fmt(v['array_ms'], ' ms')}")
         depth = v["esx_dqlen"] or v["queue_depth"]
-        if (kernel or 0) >= 2 or (queue or 0) >= 2 or (v["esx_qued"] or 0) >= 1:
+        if (kernel or 0) >= t["kavg_ms"] or (queue or 0) >= t["qavg_ms"] or (v["esx_qued"] or 0) >= t["queued"]:
             why = "queueing in the hypervisor" + (f" (LUN queue depth {depth:.0f})" if depth else "")
             return verdict("host", why, chain)
-        if device is not None and device >= 5:
-            if v["array_ms"] is not None and v["array_ms"] < device / 3:
+        if device is not None and device >= t["slow_ms"]:
+            if v["array_ms"] is not None and v["array_ms"] < device / t["fabric_ratio"]:
                 return verdict("storage-network", "the path between host and array (fabric, HBA, multipathing): "
                                "the array answers fast, the host sees it slow", chain)
             return verdict("storage", "the array is slow", chain)
-        if v["array_ms"] is not None and v["array_ms"] >= 5:
+        if v["array_ms"] is not None and v["array_ms"] >= t["slow_ms"]:
             return verdict("storage", "the array is slow", chain)
-        if guest_ms is not None and vmdk is not None and guest_ms > 2 * vmdk + 1:
+        if guest_ms is not None and vmdk is not None and guest_ms > t["guest_queue_ratio"] * vmdk + 1:
             return verdict("guest", "queueing inside the guest (device queue depth, I/O scheduler)", chain)
         if chain and len(chain) == 1:
             return StackVerdict(name, "db2", chain[0] + " ⇒ DB2 waits on I/O; no layer below it is monitored",
                                 "low", chain, samples, len(judged))
 
     # vsphere_vm gives ready and co-stop as % of the interval per vCPU
-    if (v["ready_pct"] or 0) >= 5:
+    if (v["ready_pct"] or 0) >= t["ready_pct"]:
         return verdict("host", "CPU contention on the host: the VM waits for physical CPUs",
                        [f"CPU ready {v['ready_pct']:.1f}% per vCPU", f"co-stop {_fmt(v['costop_pct'], '%')}"])
-    if (v["costop_pct"] or 0) >= 3:
+    if (v["costop_pct"] or 0) >= t["costop_pct"]:
         return verdict("vm", "too many vCPUs for the VM's work (co-scheduling stops)",
                        [f"co-stop {v['costop_pct']:.1f}% per vCPU"])
-    if (v["guest_steal_pct"] or 0) >= 5:
+    if (v["guest_steal_pct"] or 0) >= t["steal_pct"]:
         return verdict("host", "CPU contention on the host (the guest sees steal)",
                        [f"guest steal {v['guest_steal_pct']:.1f}%"])
-    if (v["lock_wait_pct"] or 0) >= 20:
+    if (v["lock_wait_pct"] or 0) >= t["symptom_lock_wait_pct"]:
         return verdict("db2", "lock contention in the application, the infrastructure is not the cause",
                        [f"lock wait {v['lock_wait_pct']:.0f}% of DB2 time"])
     return StackVerdict(name, None, "no layer stands out: DB2 and the infrastructure below it look healthy",

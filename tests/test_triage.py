@@ -73,7 +73,7 @@ def test_rules_lists_the_whole_catalog_with_observability(tmp_path):
     r = run_cli("rules", "--format", "json")
     assert r.returncode == 0
     rows = json.loads(r.stdout)
-    assert len(rows) == 130 and len({x["id"] for x in rows}) == 130  # the catalog and the §1.11 drift check
+    assert len(rows) == 131 and len({x["id"] for x in rows}) == 131  # the catalog, the §1.11 drift check, the verdict
     drift = next(x for x in rows if x["id"] == "db2-cfg-drift")
     assert drift["section"] == "1.11" and drift["thresholds"]["enabled"] is False
     swap = next(x for x in rows if x["id"] == "guest-swap-zero")

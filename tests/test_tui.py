@@ -347,7 +347,7 @@ async def test_the_verdict_is_shown_and_its_failure_too(fleet_store, utc, monkey
 
     seen = []
 
-    def verdicts(store, stacks_, since, until):
+    def verdicts(store, stacks_, since, until, overrides=None):
         seen.append((stacks_[0].name, since, until))
         return [Verdict()]
 
@@ -497,3 +497,24 @@ def test_stacks_are_inferred_per_db2_database_and_joined_by_name(fleet_store, tm
         assert (st.db2, st.guest, st.vm, st.vcenter) == ("prod", "db2host", "DB2HOST.lab", "vc1")
         r = resolve(Reader(store), Target.of_stack(st), T0)
         assert r.host == "esx1"
+
+
+async def test_a_threshold_override_recolours_the_fleet(fleet_store, utc):
+    """[checks.cpu-ready] moves the ready column's colours with the rule: the levels are the rule's."""
+    path, stacks = fleet_store
+
+    async def ready_styles(**kw) -> dict[str, str]:
+        app = replay(path, stacks, **kw)
+        async with app.run_test(size=(170, 50)) as pilot:
+            await wait_for(pilot, lambda: app.screen.view is not None)
+            model = app.screen.view.model
+            col = next(i for i, c in enumerate(model.columns) if c.name.startswith("rdy"))
+            styles = {r.key: r.cells[col][1] for r in model.rows if isinstance(r.cells[col], tuple)}
+            await pilot.press("q")
+        return styles
+
+    default = await ready_styles()
+    tuned = await ready_styles(overrides={"cpu-ready": {"warn_pct": 0.1, "crit_pct": 0.2}})
+    calm = [k for k, st in default.items() if k.startswith("vm:") and "red" not in st]
+    assert calm, default  # most VMs are below the default 10 % critical level
+    assert all("red" in tuned[k] for k in calm), tuned

@@ -40,6 +40,7 @@ from db2vtop.agent.core.model import Annotation, Output
 from db2vtop.agent.core.store import Store, StoreError
 from db2vtop.agent.core.units import format_duration, parse_duration
 from db2vtop.tui.data import Reader
+from db2vtop.tui.layers import apply_overrides
 from db2vtop.tui.screens.base import ViewScreen
 from db2vtop.tui.screens.dialogs import CommandBar, HelpScreen, MarkerPrompt
 from db2vtop.tui.screens.findings import FindingsScreen
@@ -114,7 +115,8 @@ class Db2vtopApp(App):
     def __init__(self, store_path: Path, runtime: Collecting | None = None, *, cursor: TimeCursor | None = None,
                  clock: Callable[[], int] = time.time_ns, refresh_s: float = 1.0,
                  stacks: list[StackConfig] | None = None, read_only: bool = False, store_label: str | None = None,
-                 prefer_fleet: bool = False):
+                 prefer_fleet: bool = False, overrides: dict[str, dict] | None = None):
+        apply_overrides(overrides)  # [checks.RULE]: the colours follow the rules the user tuned
         self.store_path = Path(store_path)
         self.runtime = runtime
         self.cursor = cursor or TimeCursor()

@@ -129,10 +129,16 @@ def short(v: float) -> str:
     return f"{v:.3g}"
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class Thresholds:
+    """Colour levels. The TUI's are the rules' thresholds (tui/layers.py), set again in place when the
+    app applies the user's overrides, so every chart and cell that holds one recolours."""
+
     warn: float | None = None
     crit: float | None = None
+
+    def set(self, warn: float | None, crit: float | None) -> None:
+        self.warn, self.crit = warn, crit
 
     def style_of(self, v: float | None, normal: str) -> str:
         if v is None:

@@ -10,23 +10,39 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from db2vtop.agent.core.store import Row, Series
+from db2vtop.checks.scales import levels
 from db2vtop.tui.chart import Thresholds
 from db2vtop.tui.data import Reader, Trend
 from db2vtop.tui.format import NONE, num, rate, size, value
 from db2vtop.tui.stacks import Resolved
 from db2vtop.tui.table import Run
 
-# Display colours only (findings come from the rules): the published rules of thumb of
-# shared/reference/practices.md — ready 5/10 % per vCPU, GAVG/DAVG 20/25 ms, guest await
-# 20/50 ms, KB 318927's 10 ms for array latency; DB2 log write 10 ms is a common DBA bound.
-READY = Thresholds(5.0, 10.0)
-COSTOP = Thresholds(3.0, None)
-GAVG = Thresholds(20.0, 25.0)
-KAVG = Thresholds(1.0, 2.0)
-AWAIT = Thresholds(20.0, 50.0)
-ARRAY = Thresholds(10.0, 20.0)
-LOG_WRITE = Thresholds(10.0, 20.0)
-PCT_BUSY = Thresholds(90.0, None)
+# Colour levels are the rules' thresholds after the user's [checks.RULE] overrides (checks/scales.py);
+# the app applies the overrides when it starts, so an override recolours every pane.
+READY, COSTOP, LIMITED = Thresholds(), Thresholds(), Thresholds()
+GAVG = AWAIT = Thresholds()  # what the guest waits for an I/O: await, VMDK latency, GAVG
+KAVG, QUEUED, QUEUE_USED, QUEUE_FULL = Thresholds(), Thresholds(), Thresholds(), Thresholds()
+ARRAY, LOG_WRITE, LOG_USED, LOG_BUFFER_FULL = Thresholds(), Thresholds(), Thresholds(), Thresholds()
+PCT_BUSY, HOST_MEM_STATE, BALLOON, HOST_SWAP, GUEST_SWAP = (Thresholds(), Thresholds(), Thresholds(),
+                                                           Thresholds(), Thresholds())
+NONZERO = Thresholds()
+_BY_SCALE = {"ready": READY, "costop": COSTOP, "limited": LIMITED, "io_latency": GAVG, "kavg": KAVG,
+             "queued": QUEUED, "queue_used": QUEUE_USED, "queue_full": QUEUE_FULL, "array_latency": ARRAY,
+             "log_write": LOG_WRITE, "log_used": LOG_USED, "log_buffer_full": LOG_BUFFER_FULL, "cpu_busy": PCT_BUSY,
+             "mem_state": HOST_MEM_STATE, "balloon": BALLOON, "host_swap": HOST_SWAP, "guest_swap": GUEST_SWAP,
+             "nonzero": NONZERO}
+OVERRIDES: dict[str, dict] = {}  # [checks] as the app was started with: the Stack screen's verdict uses them too
+
+
+def apply_overrides(overrides: dict[str, dict] | None = None) -> None:
+    OVERRIDES.clear()
+    OVERRIDES.update(overrides or {})
+    for name, (warn, crit) in levels(OVERRIDES).items():
+        if name in _BY_SCALE:
+            _BY_SCALE[name].set(warn, crit)
+
+
+apply_overrides()
 LATENCY_FLOOR_MS = 5.0
 
 MEM_STATE = {0: "high", 1: "soft", 2: "hard", 3: "low"}
@@ -126,7 +142,7 @@ def guest_layer(rd: Reader, r: Resolved, until: int) -> Layer:
     figures = (fig("busy", f"{num(value(c, 'busy_pct'))}%", PCT_BUSY, value(c, "busy_pct"))
                + fig("iowait", f"{num(value(c, 'iowait_pct'))}%")
                + fig("steal", f"{num(steal)}%", READY, steal)
-               + fig("swap", rate(swap) if m else NONE, Thresholds(1.0, 2**20), swap)
+               + fig("swap", rate(swap) if m else NONE, GUEST_SWAP, swap)
                + fig("await", f"{num(worst, 1)} ms" + (f" {at.tags.get('device')}" if at else ""), AWAIT, worst))
     return Layer("guest", f"Guest {r.guest}", figures,
                   Trend.of(rd.find("guest_cpu", lambda t: mine(t) and t.get("cpu") == "total"), "busy_pct",
@@ -149,9 +165,9 @@ def vm_layer(rd: Reader, r: Resolved, until: int) -> Layer:
         f = r.vm_row.fields
         ready, costop = value(f, "cpu_ready_pct"), value(f, "cpu_costop_pct")
         figures = (fig("rdy", f"{num(ready)}%", READY, ready) + fig("cstp", f"{num(costop)}%", COSTOP, costop)
-                   + fig("balloon", size(value(f, "mem_balloon_bytes")), Thresholds(1.0, None),
+                   + fig("balloon", size(value(f, "mem_balloon_bytes")), BALLOON,
                           value(f, "mem_balloon_bytes"))
-                   + fig("swapped", size(value(f, "mem_swapped_bytes")), Thresholds(1.0, None),
+                   + fig("swapped", size(value(f, "mem_swapped_bytes")), HOST_SWAP,
                           value(f, "mem_swapped_bytes"))
                    + fig("VMDK", f"{num(vmdk)} ms", GAVG, vmdk))
         where = f" on {r.host}" if r.host else ""
@@ -201,9 +217,9 @@ def host_layer(rd: Reader, r: Resolved, until: int) -> Layer:
     state = value(f, "mem_state")
     figures = (fig("cpu", f"{num(value(f, 'cpu_usage_pct'))}%", PCT_BUSY, value(f, "cpu_usage_pct"))
                + fig("mem", MEM_STATE.get(int(state), NONE) if state is not None else NONE,
-                      Thresholds(1.0, 2.0), state)
+                      HOST_MEM_STATE, state)
                + fig("GAVG", f"{num(gavg)} ms", GAVG, gavg) + fig("KAVG", f"{num(kavg, 2)} ms", KAVG, kavg)
-               + fig("DAVG", f"{num(davg)} ms", GAVG, davg) + fig("QUED", num(qued, 0), Thresholds(1.0, None), qued))
+               + fig("DAVG", f"{num(davg)} ms", GAVG, davg) + fig("QUED", num(qued, 0), QUEUED, qued))
     lat = (Trend.of(rd.find("vsphere_host_lun", lun), "total_latency_ms", thresholds=GAVG, floor=LATENCY_FLOOR_MS)
            if luns else Trend.of(rd.find("esxtop_device", dev), "guest_latency_ms", thresholds=GAVG,
                                  floor=LATENCY_FLOOR_MS))
@@ -253,7 +269,7 @@ def storage_layer(rd: Reader, r: Resolved, until: int) -> Layer:
     nodes = rd.latest("storage_node", until, lambda t: t.get("storage") in set(names))
     busy, _ = max_of(nodes, "cpu_busy_pct")
     figures = (fig("latency", f"{num(worst[0] if worst else None, 2)} ms", ARRAY, worst[0] if worst else None)
-               + fig("IOPS", num(iops, 0)) + fig("queue full", f"{num(qfull)}/s", Thresholds(0.001, None), qfull)
+               + fig("IOPS", num(iops, 0)) + fig("queue full", f"{num(qfull)}/s", QUEUE_FULL, qfull)
                + fig("node cpu", f"{num(busy)}%", PCT_BUSY, busy))
     lat = Trend(tuple((tuple(s), ARRAY_LATENCY[m]) for m, s in entities.items() if m in ARRAY_LATENCY),
                 thresholds=ARRAY, floor=LATENCY_FLOOR_MS)

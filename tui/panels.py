@@ -16,13 +16,20 @@ from db2vtop.tui.layers import (
     ARRAY,
     ARRAY_LATENCY,
     AWAIT,
+    BALLOON,
     COSTOP,
     GAVG,
     KAVG,
     LATENCY_FLOOR_MS,
+    LIMITED,
+    LOG_BUFFER_FULL,
+    LOG_USED,
     LOG_WRITE,
     MEM_STATE,
+    NONZERO,
     PCT_BUSY,
+    QUEUE_USED,
+    QUEUED,
     READY,
     fig,
     max_of,
@@ -80,7 +87,7 @@ def cpu_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
                 value(e, "numa_local_pct"))
         me = name == r.vm
         rows.append(_r(name, [("▶ " if me else "  ") + name, num(vals[0], 0), _styled(vals[1], PCT_BUSY),
-                              _styled(ready, READY), _styled(vals[3], COSTOP), _styled(vals[4], Thresholds(0.1)),
+                              _styled(ready, READY), _styled(vals[3], COSTOP), _styled(vals[4], LIMITED),
                               num(vals[5]), num(vals[6]), num(vals[7], 0), ""],
                        (name, *vals, None), "bold" if me else None))
         trends[name] = Trend.of(rd.find("vsphere_vm", lambda t, n=name: t.get("vm") == n and t.get("host") == r.host),
@@ -127,12 +134,12 @@ def _mem_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
                 value(f, "mem_compressed_bytes"), value(f, "mem_consumed_bytes"), value(f, "mem_active_bytes"),
                 value(e, "numa_local_pct"))
         me = name == r.vm
-        bad = Thresholds(1.0, None)
+        bad = BALLOON
         rows.append(_r(name, [("▶ " if me else "  ") + name, (size(balloon), bad.style_of(balloon, "")), size(vals[1]),
                               (size(swapped), bad.style_of(swapped, "")), rate(vals[3]), size(vals[4]), size(vals[5]),
                               size(vals[6]), num(vals[7], 0), ""], (name, *vals, None), "bold" if me else None))
         trends[name] = Trend.of(rd.find("vsphere_vm", lambda t, n=name: t.get("vm") == n and t.get("host") == r.host),
-                                "mem_balloon_bytes", floor=2**20, thresholds=Thresholds(1.0, None))
+                                "mem_balloon_bytes", floor=2**20, thresholds=BALLOON)
     rows.sort(key=lambda x: (-(x.sort[1] or 0.0), -(x.sort[3] or 0.0), x.key))
     host = rd.latest("vsphere_host", until, lambda t: t.get("host") == r.host) if r.host else []
     hf = host[0].fields if host else {}
@@ -208,8 +215,8 @@ def _lun_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
                 value(ef, "used_pct"), iops, array_ms, fabric)
         ds = r.luns.get(naa) or vf.get("datastore") or (v.tags.get("datastore", "") if v else "")
         rows.append(_r(naa, [naa, str(ds), _styled(gavg, GAVG), _styled(kavg, KAVG, 2), _styled(davg, GAVG),
-                             num(qavg, 2), _styled(vals[4], Thresholds(1.0, None), 0), num(vals[5], 0),
-                             num(vals[6], 0), _styled(vals[7], Thresholds(90.0, 100.0), 0), num(iops, 0),
+                             num(qavg, 2), _styled(vals[4], QUEUED, 0), num(vals[5], 0),
+                             num(vals[6], 0), _styled(vals[7], QUEUE_USED, 0), num(iops, 0),
                              _styled(array_ms, ARRAY, 2), num(fabric, 2), where, ""], (naa, ds, *vals, where, None)))
         trends[naa] = (Trend.of(rd.find("vsphere_host_lun", lambda t, n=naa: t.get("host") == r.host
                                         and t.get("lun") == n), "total_latency_ms", thresholds=GAVG,
@@ -269,7 +276,7 @@ def _net_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
             drops = sum_of([x], "rx_drops_per_s", "tx_drops_per_s")
             key = f"vnic {nic} {x.tags.get('host', '')}"
             rows.append(_r(key, ["vNIC", nic, rate(value(f, "rx_bytes_per_s")), rate(value(f, "tx_bytes_per_s")),
-                                 NONE, NONE, _styled(drops, Thresholds(0.001, None)), NONE, ""],
+                                 NONE, NONE, _styled(drops, NONZERO), NONE, ""],
                            ("vNIC", nic, value(f, "rx_bytes_per_s"), value(f, "tx_bytes_per_s"), None, None, drops,
                             None, None)))
             trends[key] = Trend.of(rd.find("vsphere_vm_net", lambda t, tags=x.tags: t == tags),
@@ -283,7 +290,7 @@ def _net_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
             vals = (value(f, "rx_bytes_per_s"), value(f, "tx_bytes_per_s"), value(f, "rx_packets_per_s"),
                     value(f, "tx_packets_per_s"))
             rows.append(_r(key, ["guest", nic, rate(vals[0]), rate(vals[1]), num(vals[2]), num(vals[3]),
-                                 _styled(drops, Thresholds(0.001, None)), _styled(errors, Thresholds(0.001, None)),
+                                 _styled(drops, NONZERO), _styled(errors, NONZERO),
                                  ""], ("guest", nic, *vals, drops, errors, None)))
             trends[key] = Trend.of(rd.find("guest_net", lambda t, tags=x.tags: t == tags),
                                    "rx_bytes_per_s", "tx_bytes_per_s", how="sum")
@@ -338,7 +345,7 @@ def _log_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
                                       "log_buffer_full_per_s", "log_used_pct", "secondary_logs", "log_read_ms",
                                       "log_reads_per_s")]
         rows.append(_r(member, [member, _styled(vals[0], LOG_WRITE, 2), num(vals[1]), rate(vals[2]),
-                                _styled(vals[3], Thresholds(0.001, None), 2), _styled(vals[4], Thresholds(80.0, 95.0)),
+                                _styled(vals[3], LOG_BUFFER_FULL, 2), _styled(vals[4], LOG_USED),
                                 num(vals[5], 0), num(vals[6], 2), num(vals[7]), ""], (member, *vals, None)))
         trends[member] = Trend.of(rd.find("db2_log", lambda t, tags=x.tags: t == tags), "log_write_ms",
                                   thresholds=LOG_WRITE, floor=LATENCY_FLOOR_MS)
@@ -398,7 +405,7 @@ def _tablespace_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
         vals = [value(f, k) for k in (*fields, "async_read_pct", "direct_reads_per_s", "used_pct")]
         key = f"{member} {tbsp}"
         rows.append(_r(key, [member, tbsp, num(vals[0]), num(vals[1]), num(vals[2], 2), num(vals[3], 2),
-                             num(vals[4]), num(vals[5]), _styled(vals[6], Thresholds(90.0, 98.0)), ""],
+                             num(vals[4]), num(vals[5]), num(vals[6]), ""],
                        ((member, tbsp, ""), *vals, None), "bold"))
         trends[key] = Trend.of(rd.find("db2_tablespace", lambda t, tags=x.tags: t == tags), "read_ms_per_page",
                                floor=LATENCY_FLOOR_MS)
@@ -408,7 +415,7 @@ def _tablespace_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
         vals = [value(f, k) for k in (*fields, "direct_reads_per_s", "fs_used_pct")]
         key = f"{member} {tbsp} {path}"
         rows.append(_r(key, [member, "  " + path, num(vals[0]), num(vals[1]), num(vals[2], 2), num(vals[3], 2),
-                             NONE, num(vals[4]), _styled(vals[5], Thresholds(90.0, 98.0)), ""],
+                             NONE, num(vals[4]), num(vals[5]), ""],
                        ((member, tbsp, path), vals[0], vals[1], vals[2], vals[3], None, vals[4], vals[5], None)))
         trends[key] = Trend.of(rd.find("db2_container", lambda t, tags=x.tags: t == tags), "read_ms_per_page",
                                floor=LATENCY_FLOOR_MS)

@@ -30,7 +30,7 @@ from db2vtop.tui.data import (
     trend_values,
 )
 from db2vtop.tui.format import ago
-from db2vtop.tui.layers import LATENCY_FLOOR_MS, LAYERS, Layer
+from db2vtop.tui.layers import LATENCY_FLOOR_MS, LAYERS, OVERRIDES, Layer
 from db2vtop.tui.panels import PANEL_LOADERS, cpu_panel
 from db2vtop.tui.stacks import Resolved, Target, resolve
 from db2vtop.tui.table import Run, TableModel
@@ -98,7 +98,7 @@ class StackView:
 
 def _verdict(rd: Reader, target: Target, since: int, until: int) -> list[Run]:
     try:
-        verdicts = stack_verdicts(rd, [target.stack], since, until)
+        verdicts = stack_verdicts(rd, [target.stack], since, until, OVERRIDES)
     except Exception as e:  # the verdict is the checks' business: show its failure, keep the screen
         return [("verdict failed: ", "bold red"), (str(e)[:200], "red")]
     if not verdicts:

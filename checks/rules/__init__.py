@@ -1,8 +1,8 @@
 """Every implemented rule, one module per layer."""
 
 from db2vtop.checks.rule import Rule
-from db2vtop.checks.rules import db2, guest, storage, vsphere
+from db2vtop.checks.rules import db2, guest, stack, storage, vsphere
 
 
 def all_rules() -> list[Rule]:
-    return [*guest.RULES, *vsphere.RULES, *db2.RULES, *storage.RULES]
+    return [*guest.RULES, *vsphere.RULES, *db2.RULES, *storage.RULES, *stack.RULES]

@@ -112,6 +112,22 @@ class LogBufferFull(ThresholdRule):
         return {**super().subject(row), "aspect": "log buffer"}
 
 
+class LogWriteLatency(ThresholdRule):
+    """The practice watches LOG_WRITE_TIME: every commit waits for its log write. The levels are a tool
+    default (db2top's and the TUI's), not a seed figure."""
+
+    id, layer, measurement, subject_tags = "db2-log-space", "db2", "db2_log", ("db2", "database", "member")
+    needs = {"db2_log": "db2"}
+    field, label, unit = "log_write_ms", "log write time", " ms"
+    warn_key, crit_key = "warn_write_ms", "crit_write_ms"
+    defaults = {"warn_write_ms": 10.0, "crit_write_ms": 20.0}
+    fix = ("Follow the I/O chain below the log with the verdict (guest await, VMDK, KAVG/DAVG, array); keep the log "
+           "on its own LUN (rule db2-logs-separate).")
+
+    def subject(self, row: Row) -> dict[str, str]:
+        return {**super().subject(row), "aspect": "log writes"}
+
+
 class BufferPoolWarm(ThresholdRule):
     id, layer, measurement, subject_tags = "db2-bp-warm", "db2", "db2_bufferpool", (
         "db2", "database", "member", "bufferpool")
@@ -221,4 +237,4 @@ class ConfigDrift(StaticRule):
 
 
 RULES = [MonitoringOn(), LogsSeparate(), IoCleaners(), CleanersLagging(), LogSpace(), LogBufferFull(),
-         BufferPoolWarm(), SelfTuningMemory(), ContainerBalance(), ConfigDrift()]
+         LogWriteLatency(), BufferPoolWarm(), SelfTuningMemory(), ContainerBalance(), ConfigDrift()]

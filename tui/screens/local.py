@@ -12,9 +12,10 @@ from textual.strip import Strip
 from textual.widgets import Static
 
 from db2vtop.agent.core.units import format_bytes, format_duration
-from db2vtop.tui.chart import Marks, Thresholds, braille, buckets, nice_top, spark, time_axis
+from db2vtop.tui.chart import Marks, braille, buckets, nice_top, spark, time_axis
 from db2vtop.tui.data import LocalView, Reader, load_local, pick_guest
 from db2vtop.tui.format import ago, bar, num, rate, value
+from db2vtop.tui.layers import PCT_BUSY
 from db2vtop.tui.screens.base import ViewScreen
 from db2vtop.tui.table import Column, GridTable, Row, TableModel
 from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, StripView, TitleBar
@@ -28,7 +29,6 @@ DISK_COLUMNS = [Column("device", max_width=24), Column("type"), Column("r/s", ri
 NET_COLUMNS = [Column("interface", max_width=24), Column("rx", right=True), Column("tx", right=True),
                Column("rx pkt/s", right=True), Column("tx pkt/s", right=True), Column("drops/s", right=True),
                Column("errors/s", right=True), Column("rx+tx trend", width=SPARK, sortable=False)]
-BUSY = Thresholds(90.0, None)
 
 
 @dataclass
@@ -49,7 +49,7 @@ def _chart(points: list[tuple[int, float]], since: int, until: int, cells: tuple
     cols = max(cells[0] - GUTTER, 4)
     values = buckets(points, since, until, 2 * cols)
     m = Marks.at(since, until, cols, marks)
-    return (braille(values, max(cells[1], 1), 100.0, m, thresholds=BUSY, gutter=GUTTER),
+    return (braille(values, max(cells[1], 1), 100.0, m, thresholds=PCT_BUSY, gutter=GUTTER),
             time_axis(since, until, cols, m, GUTTER))
 
 
@@ -63,7 +63,8 @@ def _disks(view: LocalView, marks: Marks) -> TableModel:
         util = vals[7]
         rows.append(Row(dev, [dev, d.tags.get("type", ""), num(vals[0]), num(vals[1]), rate(vals[2]), rate(vals[3]),
                               num(vals[4], 2), num(vals[5], 2), num(vals[6], 2),
-                              (num(util), BUSY.style_of(util, "")), spark(d.history, 100.0, marks, thresholds=BUSY)],
+                              (num(util), PCT_BUSY.style_of(util, "")),
+                              spark(d.history, 100.0, marks, thresholds=PCT_BUSY)],
                         (dev, d.tags.get("type", ""), *vals, None)))
     return TableModel(DISK_COLUMNS, rows)
 

@@ -1,0 +1,69 @@
+"""The levels the TUI colours by and the verdict judges with, read from the rules' thresholds after
+the user's `[checks.RULE]` overrides: an override that moves a finding also recolours the screen
+and moves the verdict. No level is written anywhere else."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from db2vtop.checks.rule import LiveRule
+from db2vtop.checks.rules import all_rules
+
+#: the smallest value above zero: "any amount is a deviation" (balloon, host swap, drops)
+ANY = math.ulp(0.0)
+
+
+@dataclass(frozen=True)
+class Scale:
+    """A display level: `rule`'s `warn` and `crit` thresholds; a warn of None with `any_warns`
+    means any value above zero warns (the practices that say "zero")."""
+
+    rule: str
+    warn: str | None = None
+    crit: str | None = None
+    any_warns: bool = False
+
+
+SCALES: dict[str, Scale] = {
+    "ready": Scale("cpu-ready", "warn_pct", "crit_pct"),
+    "costop": Scale("vcpu-no-excess", "warn_pct", "crit_pct"),
+    "limited": Scale("cpu-limit-none", "warn_pct", "crit_pct"),
+    "cpu_busy": Scale("host-cpu-ceiling", "warn_pct", "crit_pct"),
+    "mem_state": Scale("host-mem-state", "warn_state", "crit_state"),
+    "balloon": Scale("balloon-zero", any_warns=True),
+    "host_swap": Scale("host-swap-zero", any_warns=True),
+    "guest_swap": Scale("guest-swap-zero", None, "crit_bytes_per_s", any_warns=True),
+    "io_latency": Scale("guest-io-latency", "warn_ms", "crit_ms"),  # what the guest waits: await, VMDK, GAVG
+    "kavg": Scale("disk-queue-saturation", "warn_kavg_ms", "crit_kavg_ms"),
+    "qavg": Scale("disk-queue-saturation", "warn_qavg_ms", "crit_qavg_ms"),
+    "queued": Scale("disk-queue-saturation", "warn_queued", "crit_queued"),
+    "queue_used": Scale("disk-queue-saturation", "warn_pct", "crit_pct"),
+    "queue_full": Scale("disk-queue-saturation", "warn_queue_full_per_s", "crit_queue_full_per_s"),
+    "array_latency": Scale("na-perf-latency", "warn_ms", "crit_ms"),
+    "log_write": Scale("db2-log-space", "warn_write_ms", "crit_write_ms"),
+    "log_used": Scale("db2-log-space", "warn_pct", "crit_pct"),
+    "log_buffer_full": Scale("db2-log-space", "warn_buffer_full_per_s", "crit_buffer_full_per_s"),
+    "nonzero": Scale("", any_warns=True),  # drops and errors: no practice sets a level, any is worth seeing
+}
+
+
+def rule_thresholds(overrides: dict[str, dict] | None = None) -> dict[str, dict]:
+    """Rule id -> its thresholds: every rule's defaults for that id, then `[checks.RULE]`."""
+    out: dict[str, dict] = {}
+    for r in all_rules():
+        out.setdefault(r.id, {}).update({**(LiveRule.defaults if isinstance(r, LiveRule) else {}), **r.defaults})
+    for rule_id, values in (overrides or {}).items():
+        out.setdefault(rule_id, {}).update(values)
+    return out
+
+
+def levels(overrides: dict[str, dict] | None = None) -> dict[str, tuple[float | None, float | None]]:
+    """Scale name -> (warn, crit) after the overrides."""
+    t = rule_thresholds(overrides)
+    out = {}
+    for name, s in SCALES.items():
+        th = t.get(s.rule, {})
+        warn = float(th[s.warn]) if s.warn else (ANY if s.any_warns else None)
+        out[name] = (warn, float(th[s.crit]) if s.crit else None)
+    return out
