@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from db2vtop.tui.chart import Marks, Thresholds, braille, buckets, merge_max, nice_top, short, spark, time_axis
-from db2vtop.tui.table import Column, Row, arrange, matcher, measure, row_strip
+from db2vtop.tui.table import Column, TableRow, arrange, matcher, measure, row_strip
 
 S = 10**9
 T0 = 1_714_564_800 * S
@@ -93,7 +93,7 @@ def test_filter_is_a_case_insensitive_regex_bang_inverts_and_bad_regex_is_plain_
 
 
 def test_sort_puts_missing_values_last_either_way():
-    rows = [Row("a", ["a"], (3.0,)), Row("b", ["b"], (None,)), Row("c", ["c"], (1.0,))]
+    rows = [TableRow("a", ["a"], (3.0,)), TableRow("b", ["b"], (None,)), TableRow("c", ["c"], (1.0,))]
     assert [r.key for r in arrange(rows, "", 0, False)] == ["c", "a", "b"]
     assert [r.key for r in arrange(rows, "", 0, True)] == ["a", "c", "b"]
     assert [r.key for r in arrange(rows, "!a", None, False)] == ["b", "c"]
@@ -101,7 +101,7 @@ def test_sort_puts_missing_values_last_either_way():
 
 def test_rows_are_cut_to_their_column_and_numbers_align_right():
     cols = [Column("name", max_width=6), Column("ms", right=True)]
-    rows = [Row("x", ["a-very-long-name", ("1.5", "bold red")], ())]
+    rows = [TableRow("x", ["a-very-long-name", ("1.5", "bold red")], ())]
     widths = measure(cols, rows)
     assert widths == [6, 3]
     assert row_strip(rows[0], widths, cols).text == "a-ver… 1.5 "

@@ -279,7 +279,7 @@ class Db2vtopApp(App):
             self.switch_mode("fleet")
         if len(self.screen_stack) > MAX_DEPTH:  # Esc walks back through the last few, not all of them
             self.pop_screen()
-        if target.kind == "guest":
+        if target.scope == "guest":
             self.push_screen(LocalScreen(target.name))
             return
         self.last_target = target

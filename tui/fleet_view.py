@@ -27,8 +27,7 @@ from db2vtop.tui.data import (
 from db2vtop.tui.format import ago, num, size, value
 from db2vtop.tui.layers import AWAIT, GAVG, LATENCY_FLOOR_MS, LOG_WRITE, PCT_BUSY, READY
 from db2vtop.tui.stacks import Target, short_name
-from db2vtop.tui.table import Cell, Column, TableModel
-from db2vtop.tui.table import Row as TRow
+from db2vtop.tui.table import Cell, Column, TableModel, TableRow
 
 SEVERITY_CELL = {"critical": ("CRIT", "bold red"), "warning": ("WARN", "bold yellow"), "info": ("info", "cyan")}
 COLUMNS = [  # fixed widths but for the names: measuring 2,000 rows every second is not free
@@ -153,7 +152,7 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
                    (("vsphere_vm", vm_rows), ("vsphere_host", hosts), ("guest_cpu", guest_cpu))}
     stale_after["db2_database"] = rd.period("db2_database", db)
 
-    rows: list[TRow] = []
+    rows: list[TableRow] = []
     targets: dict[str, Target] = {}
     sources: dict[str, tuple[str, str]] = {}  # row key -> whose trends: ("vm" | "host" | "guest", name)
     stale_rows = 0
@@ -174,7 +173,7 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
         cells = [kind, name, where, cell, _cell(tps_v), _cell(cpu, PCT_BUSY), _cell(ready, READY),
                  (size(balloon), "bold red" if balloon else "") if balloon is not None else "—",
                  _cell(log, LOG_WRITE, 2), _cell(io, GAVG), "", ""]
-        rows.append(TRow(key, cells, (KIND_ORDER[kind], name.lower(), where, rank, *figures, None, None),
+        rows.append(TableRow(key, cells, (KIND_ORDER[kind], name.lower(), where, rank, *figures, None, None),
                          f"{kind} {name} {where} {finding.rule if finding else ''}", "dim" if stale else None))
         targets[key] = target
         stale_rows += stale

@@ -36,8 +36,7 @@ from db2vtop.tui.layers import (
     sum_of,
 )
 from db2vtop.tui.stacks import Resolved
-from db2vtop.tui.table import Cell, Column, Run, TableModel
-from db2vtop.tui.table import Row as TRow
+from db2vtop.tui.table import Cell, Column, Run, TableModel, TableRow
 
 PANELS = {
     "c": "CPU", "m": "memory", "d": "disk adapters", "u": "LUNs", "v": "VM disks", "n": "network",
@@ -48,8 +47,8 @@ PanelResult = tuple[list[Run], TableModel, dict[str, Trend], int]
 TREND = Column("trend", width=16)
 
 
-def _r(key: str, cells: list[Cell], sort: tuple, style: str | None = None) -> TRow:
-    return TRow(key, cells, sort, style=style)
+def _r(key: str, cells: list[Cell], sort: tuple, style: str | None = None) -> TableRow:
+    return TableRow(key, cells, sort, style=style)
 
 
 def _styled(v: float | None, th: Thresholds, digits: int = 1, suffix: str = "") -> Cell:

@@ -24,14 +24,14 @@ DB2_MEASUREMENTS = ("db2_database", "db2_log")
 class Target:
     """What a Stack screen looks at: a configured or inferred stack, or one VM / host / guest."""
 
-    kind: str  # "stack" | "vm" | "host" | "guest"
+    scope: str  # "stack" | "vm" | "host" | "guest": what the screen is opened on
     name: str
     stack: StackConfig
     host: str | None = None  # a host target's name
 
     @property
     def label(self) -> str:
-        return f"{self.kind} {self.name}"
+        return f"{self.scope} {self.name}"
 
     @classmethod
     def of_stack(cls, stack: StackConfig) -> Target:

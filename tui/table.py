@@ -38,7 +38,7 @@ class Column:
 
 
 @dataclass
-class Row:
+class TableRow:
     key: str
     cells: list[Cell]
     sort: tuple = ()  # one comparable (or None) per column
@@ -49,7 +49,7 @@ class Row:
 @dataclass
 class TableModel:
     columns: list[Column]
-    rows: list[Row] = field(default_factory=list)
+    rows: list[TableRow] = field(default_factory=list)
     widths: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -66,7 +66,7 @@ def cell_text(cell: Cell) -> str:
     return "".join(t for t, _ in cell)
 
 
-def measure(columns: Sequence[Column], rows: Sequence[Row]) -> list[int]:
+def measure(columns: Sequence[Column], rows: Sequence[TableRow]) -> list[int]:
     widths = [c.width or len(c.name) for c in columns]
     for i, c in enumerate(columns):
         if c.width:
@@ -89,7 +89,7 @@ def matcher(text: str):
     return (lambda s: not found(s)) if inverse else (lambda s: bool(found(s)))
 
 
-def arrange(rows: list[Row], filter_text: str, sort_col: int | None, reverse: bool) -> list[Row]:
+def arrange(rows: list[TableRow], filter_text: str, sort_col: int | None, reverse: bool) -> list[TableRow]:
     """The rows the table shows: filtered, then sorted (missing values last in either order)."""
     if filter_text:
         keep = matcher(filter_text)
@@ -102,7 +102,7 @@ def arrange(rows: list[Row], filter_text: str, sort_col: int | None, reverse: bo
     return rows
 
 
-def row_strip(row: Row, widths: Sequence[int], columns: Sequence[Column]) -> Strip:
+def row_strip(row: TableRow, widths: Sequence[int], columns: Sequence[Column]) -> Strip:
     segments: list[Segment] = []
     base = row.style
     for i, w in enumerate(widths):
@@ -151,7 +151,7 @@ class GridTable(ScrollView, can_focus=True, inherit_bindings=False):
     def __init__(self, columns: Sequence[Column] = (), *, id: str | None = None, cursor: bool = True):
         super().__init__(id=id)
         self.model = TableModel(list(columns))
-        self.shown: list[Row] = []
+        self.shown: list[TableRow] = []
         self.filter_text = ""
         self.sort_col: int | None = None
         self.sort_reverse = False

@@ -17,7 +17,7 @@ from db2vtop.agent.core.config import DB2Config
 from db2vtop.agent.core.model import Annotation, Fact, Record, Sample
 from db2vtop.collectors.base import BaseCollector
 from db2vtop.collectors.db2.facts import build_facts
-from db2vtop.collectors.db2.metrics import RATE_FIELDS, Baselines, Row, memory_fields, system_fields
+from db2vtop.collectors.db2.metrics import RATE_FIELDS, Baselines, MonRow, memory_fields, system_fields
 from db2vtop.collectors.db2.queries import BY_TAG, MEMORY, QUERIES, SYSTEM, Db2Error, Query, Variant
 from db2vtop.collectors.db2.session import Message, Session
 
@@ -96,7 +96,7 @@ class Db2Collector(BaseCollector):
         self.activation: dict[str, str] = {}
         self.last_session: Session | None = None
         self._notes: list[Annotation] = []
-        self._pending: dict[str, list[Row]] | None = None
+        self._pending: dict[str, list[MonRow]] | None = None
         self._connects: int | None = None
         self._failed = False
         self._clock_source = ""
@@ -115,7 +115,7 @@ class Db2Collector(BaseCollector):
     def _variant(self, q: Query) -> Variant:
         return q.variants[self.variant[q.tag]]
 
-    async def _exchange(self, facts: bool) -> dict[str, list[Row]]:
+    async def _exchange(self, facts: bool) -> dict[str, list[MonRow]]:
         try:
             session = await self.run_blocking(self.transport.run, self.statements(facts), self.session_timeout)
             self.last_session = session
@@ -129,14 +129,14 @@ class Db2Collector(BaseCollector):
         self._connects, self._failed = connects, False
         return rows
 
-    def digest(self, session: Session) -> dict[str, list[Row]]:
+    def digest(self, session: Session) -> dict[str, list[MonRow]]:
         """Rows by query tag; errors mapped, level fallbacks taken for the next cycle."""
         where = self.transport.where
         err = session.connect.error
         if err is not None:
             raise connect_error(err, self.cfg.database, where)
         hard: list[str] = []
-        rows: dict[str, list[Row]] = {}
+        rows: dict[str, list[MonRow]] = {}
         for tag, out in session.results.items():
             q = BY_TAG[tag]
             v = self._variant(q)
@@ -154,7 +154,7 @@ class Db2Collector(BaseCollector):
             raise Db2Error(f"{where}: " + "; ".join(hard))
         return rows
 
-    def _row(self, q: Query, v: Variant, fields: list[str | None]) -> Row:
+    def _row(self, q: Query, v: Variant, fields: list[str | None]) -> MonRow:
         layout = self._layouts.get(id(v))
         if layout is None:
             layout = self._layouts[id(v)] = _Layout(q, v)
@@ -162,7 +162,7 @@ class Db2Collector(BaseCollector):
             raise Db2Error(f"{self.transport.where}: {v.label} returned {len(fields)} fields, expected {layout.width}")
         numbers = [fields[i] for i in layout.number_at]
         try:
-            row: Row = dict(zip(layout.numbers, map(int, numbers), strict=True))  # nearly all: counters
+            row: MonRow = dict(zip(layout.numbers, map(int, numbers), strict=True))  # nearly all: counters
         except (TypeError, ValueError):  # a NULL, a DOUBLE or a DECIMAL among them
             row = {n: q.parse_value(n, f) for n, f in zip(layout.numbers, numbers, strict=True)}
         for name, i in layout.texts:
@@ -208,7 +208,7 @@ class Db2Collector(BaseCollector):
             self.facts_stale, self._facts_again = True, False
         return notes + out
 
-    def _clock(self, rows: dict[str, list[Row]]) -> float:
+    def _clock(self, rows: dict[str, list[MonRow]]) -> float:
         server = next((c for r in rows.get("db", []) if (c := server_clock(r.get("CLOCK"))) is not None), None)
         source = "server" if server is not None else "local"
         if source != self._clock_source:
@@ -216,7 +216,7 @@ class Db2Collector(BaseCollector):
             self._clock_source = source
         return server if server is not None else time.monotonic()
 
-    def records(self, rows: dict[str, list[Row]], ts: int) -> list[Record]:
+    def records(self, rows: dict[str, list[MonRow]], ts: int) -> list[Record]:
         """Samples (and reset annotations) from one cycle's rows, moving the baselines on."""
         clock = self._clock(rows)
         resets: dict[str, list[str]] = defaultdict(list)
@@ -245,13 +245,13 @@ class Db2Collector(BaseCollector):
                                   "new baseline, no rates this cycle", ts))
         return out
 
-    def _tags(self, q: Query, r: Row) -> dict[str, str]:
+    def _tags(self, q: Query, r: MonRow) -> dict[str, str]:
         tags = {**self.tags, "member": str(r["MEMBER"])}
         for col, name in q.keys:
             tags[name] = "-" if r.get(col) is None else str(r[col])
         return tags
 
-    def _rates(self, q: Query, rows: list[Row], clock: float, measurement: str, fields: Any,
+    def _rates(self, q: Query, rows: list[MonRow], clock: float, measurement: str, fields: Any,
                resets: dict[str, list[str]], ts: int) -> list[Record]:
         out: list[Record] = []
         seen: set[tuple] = set()

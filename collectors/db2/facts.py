@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections import defaultdict
 
 from db2vtop.agent.core.model import Fact
+from db2vtop.collectors.db2.metrics import MonRow
 
-Row = dict[str, object]
 MONITORING = ("mon_req_metrics", "mon_act_metrics", "mon_obj_metrics")
 
 
-def _cfg(rows: list[Row]) -> dict:
+def _cfg(rows: list[MonRow]) -> dict:
     """DBCFG/DBMCFG rows as `db2 get db cfg` shows them: AUTOMATIC(value); deferred values apart."""
     params, pending = {}, {}
     for r in rows:
@@ -28,8 +28,8 @@ def _cfg(rows: list[Row]) -> dict:
     return {"params": params, "pending": pending} if pending else {"params": params}
 
 
-def _by_member(rows: list[Row]) -> dict[str, list[Row]]:
-    out: dict[str, list[Row]] = defaultdict(list)
+def _by_member(rows: list[MonRow]) -> dict[str, list[MonRow]]:
+    out: dict[str, list[MonRow]] = defaultdict(list)
     for r in rows:
         out[str(r.get("MEMBER"))].append(r)
     return dict(sorted(out.items()))
@@ -40,7 +40,7 @@ def _plain(value: object) -> str:
     return text[len("AUTOMATIC("):-1] if text.startswith("AUTOMATIC(") else text
 
 
-def build_facts(tags: dict[str, str], rows: dict[str, list[Row]], banner: dict[str, str], status: dict,
+def build_facts(tags: dict[str, str], rows: dict[str, list[MonRow]], banner: dict[str, str], status: dict,
                 ts: int) -> list[Fact]:
     facts: list[Fact] = []
     dbcfg = {m: _cfg(rs) for m, rs in _by_member(rows.get("dbcfg", [])).items()}
@@ -88,7 +88,7 @@ def build_facts(tags: dict[str, str], rows: dict[str, list[Row]], banner: dict[s
     return facts
 
 
-def _tablespaces(tags: dict[str, str], rows: dict[str, list[Row]], ts: int) -> list[Fact]:
+def _tablespaces(tags: dict[str, str], rows: dict[str, list[MonRow]], ts: int) -> list[Fact]:
     catalog = {str(r["TBSPACE"]): r for r in rows.get("tbspcat", [])}
     containers: dict[tuple[str, str], dict] = {}
     for r in rows.get("ctcfg", []):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-Row = dict[str, object]
+MonRow = dict[str, object]  # one MON_GET_* result row: column -> value
 LOG_PAGE_BYTES = 4096
 ABSURD_PER_S = 1e12  # no DB2 counter moves this fast: a corrupt or wrapped reading, treated as a reset
 
@@ -21,7 +21,7 @@ class Rates:
 
     __slots__ = ("cur", "prev", "secs")
 
-    def __init__(self, prev: Row, cur: Row, secs: float):
+    def __init__(self, prev: MonRow, cur: MonRow, secs: float):
         self.prev, self.cur, self.secs = prev, cur, secs
 
     def d(self, *cols: str) -> float | None:
@@ -60,7 +60,7 @@ def _scaled(v: object, factor: float) -> float | None:
     return None if v is None else v * factor  # type: ignore[operator]
 
 
-def database_fields(r: Rates, cur: Row) -> dict:
+def database_fields(r: Rates, cur: MonRow) -> dict:
     rq = r.d("TOTAL_RQST_TIME")
     cpu_us = r.d("TOTAL_CPU_TIME")
     cpu_ms = None if cpu_us is None else cpu_us / 1000.0
@@ -101,7 +101,7 @@ def database_fields(r: Rates, cur: Row) -> dict:
 _BP_KINDS = ("DATA", "INDEX", "XDA", "COL")
 
 
-def bufferpool_fields(r: Rates, cur: Row) -> dict:
+def bufferpool_fields(r: Rates, cur: MonRow) -> dict:
     f: dict = {}
     logical = physical = temp_l = temp_p = None
     for kind in _BP_KINDS:
@@ -151,7 +151,7 @@ def _add(total: float | None, *parts: float | None) -> float | None:
 _TS_READS = tuple(f"POOL_{t}{k}_P_READS" for t in ("", "TEMP_") for k in _BP_KINDS)
 
 
-def tablespace_fields(r: Rates, cur: Row) -> dict:
+def tablespace_fields(r: Rates, cur: MonRow) -> dict:
     pages_read = r.d(*_TS_READS)
     pages_written = r.d(*(f"POOL_{k}_WRITES" for k in _BP_KINDS))
     page = cur.get("TBSP_PAGE_SIZE")
@@ -174,7 +174,7 @@ def tablespace_fields(r: Rates, cur: Row) -> dict:
     }
 
 
-def container_fields(r: Rates, cur: Row) -> dict:
+def container_fields(r: Rates, cur: MonRow) -> dict:
     used, total = cur.get("FS_USED_SIZE"), cur.get("FS_TOTAL_SIZE")
     return {
         "pages_read_per_s": r.rate("PAGES_READ"),
@@ -190,7 +190,7 @@ def container_fields(r: Rates, cur: Row) -> dict:
     }
 
 
-def log_fields(r: Rates, cur: Row) -> dict:
+def log_fields(r: Rates, cur: MonRow) -> dict:
     used, avail = cur.get("TOTAL_LOG_USED"), cur.get("TOTAL_LOG_AVAILABLE")
     finite = used is not None and avail is not None and avail >= 0  # type: ignore[operator]
     buffer_full = r.d("NUM_LOG_BUFFER_FULL")
@@ -209,13 +209,13 @@ def log_fields(r: Rates, cur: Row) -> dict:
     }
 
 
-def memory_fields(cur: Row) -> dict:
+def memory_fields(cur: MonRow) -> dict:
     return {f"{name}_bytes": _scaled(cur.get(col), 1024)
             for name, col in (("size", "MEMORY_SET_SIZE"), ("committed", "MEMORY_SET_COMMITTED"),
                               ("used", "MEMORY_SET_USED"), ("used_hwm", "MEMORY_SET_USED_HWM"))}
 
 
-def system_fields(r: Rates | None, cur: Row) -> dict:
+def system_fields(r: Rates | None, cur: MonRow) -> dict:
     f = {
         "cpu_usage_pct": cur.get("CPU_USAGE_TOTAL"),
         "cpu_load_short": cur.get("CPU_LOAD_SHORT"),
@@ -229,7 +229,7 @@ def system_fields(r: Rates | None, cur: Row) -> dict:
     return f
 
 
-RATE_FIELDS: dict[str, tuple[str, Callable[[Rates, Row], dict]]] = {
+RATE_FIELDS: dict[str, tuple[str, Callable[[Rates, MonRow], dict]]] = {
     "db": ("db2_database", database_fields),
     "bp": ("db2_bufferpool", bufferpool_fields),
     "ts": ("db2_tablespace", tablespace_fields),
@@ -242,9 +242,9 @@ class Baselines:
     """The previous reading of every row, keyed by (query, member, names)."""
 
     def __init__(self) -> None:
-        self.rows: dict[tuple, tuple[float, Row]] = {}
+        self.rows: dict[tuple, tuple[float, MonRow]] = {}
 
-    def step(self, key: tuple, clock: float, row: Row, counters: tuple[str, ...]) -> Rates | bool | None:
+    def step(self, key: tuple, clock: float, row: MonRow, counters: tuple[str, ...]) -> Rates | bool | None:
         """Rates against the baseline; True if the counters went back (a reset); None if no baseline."""
         prev = self.rows.get(key)
         self.rows[key] = (clock, row)

@@ -20,7 +20,7 @@ from db2vtop.tui.data import FindingsView, Reader, load_findings
 from db2vtop.tui.fleet_view import SEVERITY_CELL
 from db2vtop.tui.format import ago
 from db2vtop.tui.screens.base import ViewScreen
-from db2vtop.tui.table import Column, GridTable, Row, TableModel
+from db2vtop.tui.table import Column, GridTable, TableModel, TableRow
 from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, TitleBar
 
 COLUMNS = [Column("severity"), Column("rule", max_width=28), Column("layer"), Column("subject", max_width=40),
@@ -44,15 +44,15 @@ def _model(view: FindingsView) -> TableModel:
     for f in view.open:
         word, st = SEVERITY_CELL.get(f.severity, (f.severity, ""))
         age = (view.now_ns - f.first_seen) / 1e9
-        rows.append(Row(finding_key(f), [(word, st), f.rule, f.subject.get("layer", ""), subject_text(f), f.summary,
-                                         ago(age)],
-                        (severity_rank(f.severity), f.rule, f.subject.get("layer", ""), subject_text(f),
-                         f.summary, age)))
+        rows.append(TableRow(finding_key(f), [(word, st), f.rule, f.subject.get("layer", ""), subject_text(f),
+                                              f.summary, ago(age)],
+                             (severity_rank(f.severity), f.rule, f.subject.get("layer", ""), subject_text(f),
+                              f.summary, age)))
     for f in view.resolved:
         age = (view.now_ns - (f.resolved_at or 0)) / 1e9
-        rows.append(Row(finding_key(f), ["resolved", f.rule, f.subject.get("layer", ""), subject_text(f), f.summary,
-                                         ago(age)],
-                        (9, f.rule, f.subject.get("layer", ""), subject_text(f), f.summary, age), style="dim"))
+        rows.append(TableRow(finding_key(f), ["resolved", f.rule, f.subject.get("layer", ""), subject_text(f),
+                                              f.summary, ago(age)],
+                             (9, f.rule, f.subject.get("layer", ""), subject_text(f), f.summary, age), style="dim"))
     return TableModel(COLUMNS, rows)
 
 

@@ -17,7 +17,7 @@ from db2vtop.tui.data import LocalView, Reader, load_local, pick_guest
 from db2vtop.tui.format import ago, bar, num, rate, value
 from db2vtop.tui.layers import PCT_BUSY
 from db2vtop.tui.screens.base import ViewScreen
-from db2vtop.tui.table import Column, GridTable, Row, TableModel
+from db2vtop.tui.table import Column, GridTable, TableModel, TableRow
 from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, StripView, TitleBar
 
 SPARK = 20
@@ -61,11 +61,11 @@ def _disks(view: LocalView, marks: Marks) -> TableModel:
                                       "read_await_ms", "write_await_ms", "queue_size", "util_pct")]
         dev = d.tags.get("device", "?")
         util = vals[7]
-        rows.append(Row(dev, [dev, d.tags.get("type", ""), num(vals[0]), num(vals[1]), rate(vals[2]), rate(vals[3]),
-                              num(vals[4], 2), num(vals[5], 2), num(vals[6], 2),
-                              (num(util), PCT_BUSY.style_of(util, "")),
-                              spark(d.history, 100.0, marks, thresholds=PCT_BUSY)],
-                        (dev, d.tags.get("type", ""), *vals, None)))
+        rows.append(TableRow(dev, [dev, d.tags.get("type", ""), num(vals[0]), num(vals[1]), rate(vals[2]),
+                                   rate(vals[3]), num(vals[4], 2), num(vals[5], 2), num(vals[6], 2),
+                                   (num(util), PCT_BUSY.style_of(util, "")),
+                                   spark(d.history, 100.0, marks, thresholds=PCT_BUSY)],
+                             (dev, d.tags.get("type", ""), *vals, None)))
     return TableModel(DISK_COLUMNS, rows)
 
 
@@ -78,10 +78,10 @@ def _nets(view: LocalView, marks: Marks) -> TableModel:
         vals = [value(f, k) for k in ("rx_bytes_per_s", "tx_bytes_per_s", "rx_packets_per_s", "tx_packets_per_s")]
         nic = n.tags.get("interface", "?")
         top = nice_top(max((v for v in n.history if v is not None), default=0.0), 1024.0)
-        rows.append(Row(nic, [nic, rate(vals[0]), rate(vals[1]), num(vals[2]), num(vals[3]),
-                              (num(drops), "bold red" if drops > 0 else ""),
-                              (num(errors), "bold red" if errors > 0 else ""), spark(n.history, top, marks)],
-                        (nic, *vals, drops, errors, None)))
+        rows.append(TableRow(nic, [nic, rate(vals[0]), rate(vals[1]), num(vals[2]), num(vals[3]),
+                                   (num(drops), "bold red" if drops > 0 else ""),
+                                   (num(errors), "bold red" if errors > 0 else ""), spark(n.history, top, marks)],
+                             (nic, *vals, drops, errors, None)))
     return TableModel(NET_COLUMNS, rows)
 
 

@@ -16,7 +16,7 @@ from db2vtop.collectors.storage.ontap.cli import (
     parse_fields,
     perf_line,
 )
-from db2vtop.collectors.storage.ontap.metrics import FactRow, Key, Row, Snapshot, facts, rows, snapshot
+from db2vtop.collectors.storage.ontap.metrics import CounterRow, FactRow, Key, Snapshot, facts, rows, snapshot
 from db2vtop.collectors.storage.ontap.rest import OntapRest
 
 
@@ -38,7 +38,7 @@ class OntapSSH:
             raise OntapCommandError(f"ONTAP {what} ended with status {r.rc}: {err or 'no output'}")
         return text
 
-    def rows(self, lun_tags: dict[Key, dict[str, str]]) -> tuple[list[Row], list[Annotation]]:
+    def rows(self, lun_tags: dict[Key, dict[str, str]]) -> tuple[list[CounterRow], list[Annotation]]:
         sent = time.monotonic()
         text = self._run(perf_line(), "statistics show -raw")
         cur = snapshot(text, (sent + time.monotonic()) / 2)  # the counters were read between send and receipt

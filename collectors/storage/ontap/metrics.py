@@ -114,17 +114,17 @@ LUN_LATENCY = {"avg_latency_ms": ("avg_latency", "total_ops"), "read_latency_ms"
 
 
 @dataclass
-class Row:
+class CounterRow:
     measurement: str
     tags: dict[str, str]
     fields: dict[str, FieldValue]
 
 
 def rows(prev: Snapshot, cur: Snapshot, min_ops: int, lun_tags: dict[Key, dict[str, str]],
-         vserver: str | None = None) -> tuple[list[Row], list[Annotation]]:
+         vserver: str | None = None) -> tuple[list[CounterRow], list[Annotation]]:
     """Samples for every instance present in both snapshots."""
     dt = cur.at - prev.at
-    out: list[Row] = []
+    out: list[CounterRow] = []
     resets: list[Annotation] = []
     if dt <= 0:
         return out, resets
@@ -145,7 +145,7 @@ def rows(prev: Snapshot, cur: Snapshot, min_ops: int, lun_tags: dict[Key, dict[s
         except CounterReset as e:
             reset("volume", key, str(e))
             continue
-        out.append(Row("storage_volume", {"vserver": key[0], "volume": key[1]},
+        out.append(CounterRow("storage_volume", {"vserver": key[0], "volume": key[1]},
                        {**_io_fields(d, dt), **_latencies(d, VOLUME_LATENCY, min_ops)}))
     for key, p, c in pairs("lun"):
         try:
@@ -161,7 +161,7 @@ def rows(prev: Snapshot, cur: Snapshot, min_ops: int, lun_tags: dict[Key, dict[s
             if pct is not None:
                 fields[f"{direction}_misaligned_pct"] = pct
         tags = {"vserver": key[0], "volume": volume_of(key[1]), "lun": key[1], **lun_tags.get(key, {})}
-        out.append(Row("storage_lun", tags, fields))
+        out.append(CounterRow("storage_lun", tags, fields))
     node_fields: dict[str, dict[str, FieldValue]] = {}
     for key, p, c in pairs("system:node"):
         try:
@@ -189,7 +189,7 @@ def rows(prev: Snapshot, cur: Snapshot, min_ops: int, lun_tags: dict[Key, dict[s
         f = node_fields.setdefault(node, {})
         f["disk_busy_pct"] = round(max(values), 2)  # the busiest disk, as sysstat's "Disk util"
         f["disk_busy_avg_pct"] = round(sum(values) / len(values), 2)
-    out.extend(Row("storage_node", {"node": node}, f) for node, f in node_fields.items())
+    out.extend(CounterRow("storage_node", {"node": node}, f) for node, f in node_fields.items())
     return out, resets
 
 

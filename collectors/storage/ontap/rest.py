@@ -19,7 +19,7 @@ from db2vtop.agent.core.model import Annotation, FieldValue
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.storage.common import StorageFormatError, optional_number, rate_fields
-from db2vtop.collectors.storage.ontap.metrics import FactRow, Key, Row, naa_for_serial, volume_of
+from db2vtop.collectors.storage.ontap.metrics import CounterRow, FactRow, Key, naa_for_serial, volume_of
 
 log = logging.getLogger(__name__)
 
@@ -105,27 +105,27 @@ class OntapRest:
         except (ValueError, TypeError, KeyError) as e:  # a body the schema cannot load
             raise StorageFormatError(f"ONTAP REST: {resource} answer not understood: {e}") from None
 
-    def rows(self, lun_tags: dict[Key, dict[str, str]]) -> tuple[list[Row], list[Annotation]]:
+    def rows(self, lun_tags: dict[Key, dict[str, str]]) -> tuple[list[CounterRow], list[Annotation]]:
         """ONTAP's own averages; no counter resets to report (ONTAP flags those in metric.status)."""
         min_ops = self.cfg.min_ops_for_latency
-        out: list[Row] = []
+        out: list[CounterRow] = []
         for v in self.records("Volume", VOLUME_FIELDS):
             name, svm = str(v.get("name", "")), str(_get(v, "svm.name") or "")
             fields = perf_fields(v.get("metric"), min_ops, f"volume {name}")
             if fields:
-                out.append(Row("storage_volume", {"vserver": svm, "volume": name}, fields))
+                out.append(CounterRow("storage_volume", {"vserver": svm, "volume": name}, fields))
         for lun in self.records("Lun", LUN_FIELDS):
             path, svm = str(lun.get("name", "")), str(_get(lun, "svm.name") or "")
             fields = perf_fields(lun.get("metric"), min_ops, f"lun {path}")
             if fields:
                 tags = {"vserver": svm, "volume": volume_of(path), "lun": path, **lun_tags.get((svm, path), {})}
-                out.append(Row("storage_lun", tags, fields))
+                out.append(CounterRow("storage_lun", tags, fields))
         for node in self.records("Node", NODE_FIELDS):
             metric = node.get("metric")
             if isinstance(metric, dict) and metric.get("status") == "ok":
                 cpu = optional_number(metric.get("processor_utilization"), "node processor_utilization")
                 if cpu is not None:
-                    out.append(Row("storage_node", {"node": str(node.get("name", ""))}, {"cpu_busy_pct": cpu}))
+                    out.append(CounterRow("storage_node", {"node": str(node.get("name", ""))}, {"cpu_busy_pct": cpu}))
         return out, []
 
     def facts(self) -> tuple[list[FactRow], dict[Key, dict[str, str]]]:
