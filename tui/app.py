@@ -29,7 +29,6 @@ from typing import Any, ClassVar, Protocol
 from rich.text import Text
 from textual import work
 from textual.app import App, SystemCommand
-from textual.binding import Binding
 from textual.screen import Screen
 from textual.widget import AwaitMount
 from textual.worker import get_current_worker
@@ -39,6 +38,7 @@ from db2vtop.agent.core.markers import deliver_marker
 from db2vtop.agent.core.model import Annotation, Output
 from db2vtop.agent.core.store import Store, StoreError
 from db2vtop.agent.core.units import format_duration, parse_duration
+from db2vtop.tui import commands
 from db2vtop.tui.data import Reader
 from db2vtop.tui.layers import apply_overrides
 from db2vtop.tui.screens.base import ViewScreen
@@ -83,34 +83,8 @@ class Db2vtopApp(App):
     CSS_PATH = "app.tcss"
     TITLE = "db2vtop"
     MODES: ClassVar = {"fleet": FleetScreen, "findings": FindingsScreen, "local": LocalScreen}
-    BINDINGS: ClassVar = [
-        Binding("q", "quit", "Quit"),
-        Binding("question_mark", "help", "Help", key_display="?"),
-        Binding("space", "toggle", "Pause/play"),
-        Binding("left", "scrub(-1)", "Earlier", key_display="←"),
-        Binding("right", "scrub(1)", "Later", key_display="→"),
-        Binding("plus,equals_sign", "zoom(-1)", "Zoom in", key_display="+"),
-        Binding("minus", "zoom(1)", "Zoom out", key_display="-"),
-        Binding("home", "start", "Start", show=False),
-        Binding("end", "live", "Live", show=False),
-        Binding("M", "mark", "Marker"),
-        Binding("colon", "command", "Command", key_display=":"),
-        Binding("1", "screen('fleet')", "Fleet", show=False),
-        Binding("2", "screen('stack')", "Stack", show=False),
-        Binding("3", "screen('findings')", "Findings", show=False),
-        Binding("4", "screen('local')", "Local", show=False),
-    ]
-    HELP: ClassVar = [
-        ("q", "quit"), ("?", "this help"), ("space", "pause / resume live; play / pause a replay"),
-        ("← →", "scrub back / forward a tenth of the window"),
-        ("+ -", "zoom the window: 1m 5m 15m 1h 4h 24h"), ("home end", "start of the recording / back to live"),
-        ("M", "add a benchmark marker at the cursor's time (not when read-only)"),
-        ("1 2 3 4", "Fleet, Stack (the last one opened), Findings, Local"),
-        (":", "command: fleet, stack NAME, vm NAME, host NAME, guest NAME, findings [FILTER], local [GUEST], "
-              "zoom 1h, goto 14:05 | -10m | 2024-05-01 14:05, live, start, mark NAME, sort COLUMN, filter TEXT, "
-              "help, quit"),
-        ("ctrl+p", "command palette (the same commands, searchable)"), ("esc", "back one screen"),
-    ]
+    BINDINGS: ClassVar = commands.bindings()
+    HELP: ClassVar = commands.key_help()
 
     def __init__(self, store_path: Path, runtime: Collecting | None = None, *, cursor: TimeCursor | None = None,
                  clock: Callable[[], int] = time.time_ns, refresh_s: float = 1.0,
@@ -422,10 +396,8 @@ class Db2vtopApp(App):
         self.push_screen(CommandBar(self._suggestions()), self._run_command)
 
     def _suggestions(self) -> list[str]:
-        words = ["fleet", "findings", "local", "live", "start", "help", "quit", "mark ", "goto ", "sort ",
-                 "filter "] + [f"zoom {format_duration(w)}" for w in WINDOWS]
-        stacks = self.known_stacks
-        return words + [f"stack {s.name}" for s in stacks]
+        return commands.suggestions([f"zoom {format_duration(w)}" for w in WINDOWS]
+                                    + [f"stack {s.name}" for s in self.known_stacks])
 
     def _run_command(self, text: str | None) -> None:
         if not text:
@@ -436,47 +408,74 @@ class Db2vtopApp(App):
             self.notify(str(e), severity="error")
 
     def run_command(self, text: str) -> None:
-        """k9s-style `:` commands (also what the command palette runs)."""
-        verb, _, arg = text.strip().partition(" ")
-        verb, arg = verb.lower(), arg.strip()
-        if verb in ("q", "quit", "exit"):
-            self.call_later(self.action_quit)
-        elif verb in ("fleet", "findings", "local") and not arg:
-            self.action_screen(verb)
-        elif verb == "findings":
-            self.switch_mode("findings")
-            self.call_after_refresh(self._filter_findings, arg)
-        elif verb in ("stack", "st"):
-            self._open_named_stack(arg)
-        elif verb in ("vm", "host", "guest", "local") and arg:
-            make = {"vm": Target.of_vm, "host": Target.of_host, "guest": Target.of_guest,
-                    "local": Target.of_guest}[verb]
-            self.open_target(make(arg))
-        elif verb == "zoom":
-            self.cursor.set_window(parse_duration(arg))
-            self.reload()
-        elif verb == "goto":
-            self.cursor.goto(self._parse_time(arg), self.clock())
-            self.reload()
-        elif verb == "live":
-            self.action_live()
-        elif verb == "start":
-            self.action_start()
-        elif verb == "mark":
-            self.action_mark(arg or None)
-        elif verb == "help":
-            self.action_help()
-        elif verb == "sort" and isinstance(self.screen, FleetScreen):
-            if not self.screen.sort_by(arg):
-                raise ValueError(f"no column starting with {arg!r}")
-        elif verb == "filter" and isinstance(self.screen, ViewScreen):
-            table = self.screen.filter_table()
-            if table is not None:
-                table.set_filter(arg)
-                self.screen.show_crumbs()
-                self.request_reload()
+        """k9s-style `:` commands (also what the command palette runs): tui/commands.py parses,
+        one `_cmd_<verb>` method acts."""
+        command, arg = commands.parse(text)
+        getattr(self, f"_cmd_{command.verb}")(arg)
+
+    def _cmd_quit(self, _arg: str) -> None:
+        self.call_later(self.action_quit)
+
+    def _cmd_fleet(self, _arg: str) -> None:
+        self.action_screen("fleet")
+
+    def _cmd_findings(self, arg: str) -> None:
+        if not arg:
+            self.action_screen("findings")
+            return
+        self.switch_mode("findings")
+        self.call_after_refresh(self._filter_findings, arg)
+
+    def _cmd_local(self, arg: str) -> None:
+        if arg:
+            self.open_target(Target.of_guest(arg))
         else:
-            raise ValueError(f"unknown command {text!r} (press ? for the list)")
+            self.action_screen("local")
+
+    def _cmd_stack(self, arg: str) -> None:
+        self._open_named_stack(arg)
+
+    def _cmd_vm(self, arg: str) -> None:
+        self.open_target(Target.of_vm(arg))
+
+    def _cmd_host(self, arg: str) -> None:
+        self.open_target(Target.of_host(arg))
+
+    def _cmd_guest(self, arg: str) -> None:
+        self.open_target(Target.of_guest(arg))
+
+    def _cmd_zoom(self, arg: str) -> None:
+        self.cursor.set_window(parse_duration(arg))
+        self.reload()
+
+    def _cmd_goto(self, arg: str) -> None:
+        self.cursor.goto(self._parse_time(arg), self.clock())
+        self.reload()
+
+    def _cmd_live(self, _arg: str) -> None:
+        self.action_live()
+
+    def _cmd_start(self, _arg: str) -> None:
+        self.action_start()
+
+    def _cmd_mark(self, arg: str) -> None:
+        self.action_mark(arg or None)
+
+    def _cmd_help(self, _arg: str) -> None:
+        self.action_help()
+
+    def _cmd_sort(self, arg: str) -> None:
+        if not isinstance(self.screen, FleetScreen):
+            raise ValueError("sort works on the Fleet")
+        if not self.screen.sort_by(arg):
+            raise ValueError(f"no column starting with {arg!r}")
+
+    def _cmd_filter(self, arg: str) -> None:
+        if not isinstance(self.screen, ViewScreen) or (table := self.screen.filter_table()) is None:
+            raise ValueError("this screen has no table to filter")
+        table.set_filter(arg)
+        self.screen.show_crumbs()
+        self.request_reload()
 
     def _filter_findings(self, text: str) -> None:
         if isinstance(self.screen, FindingsScreen):
@@ -507,23 +506,18 @@ class Db2vtopApp(App):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        for key, name in SCREENS.items():
-            yield SystemCommand(f"Screen: {name}", f"key {key}", lambda n=name: self.action_screen(n))
-        stacks = self.known_stacks
-        for st in stacks:
-            yield SystemCommand(f"Stack: {st.name}", f"DB2 {st.db2 or '—'}, VM {st.vm or '—'}",
+        for c in commands.COMMANDS:  # every `:` command that needs no argument, as it is typed
+            if (not c.arg or c.optional) and not (c.verb == "mark" and self.read_only):
+                yield SystemCommand(f":{c.verb}", c.help, lambda v=c.verb: self.run_command(v))
+        yield SystemCommand("pause / play", "key space", self.action_toggle)
+        for st in self.known_stacks:
+            yield SystemCommand(f":stack {st.name}", f"DB2 {st.db2 or '—'}, VM {st.vm or '—'}",
                                 lambda s=st: self.open_target(Target.of_stack(s)))
         for w in WINDOWS:
-            yield SystemCommand(f"Zoom: {format_duration(w)}", "the window every chart shows",
+            yield SystemCommand(f":zoom {format_duration(w)}", "the window every chart shows",
                                 lambda w=w: self.run_command(f"zoom {w}"))
-        yield SystemCommand("Time: pause / play", "key space", self.action_toggle)
-        yield SystemCommand("Time: live (or the end of a replay)", "key end", self.action_live)
-        yield SystemCommand("Time: start of the recording", "key home", self.action_start)
-        if not self.read_only:
-            yield SystemCommand("Add a benchmark marker", "key M", self.action_mark)
         if isinstance(screen, StackScreen):
             from db2vtop.tui.panels import PANELS
 
             for k, name in PANELS.items():
                 yield SystemCommand(f"Panel: {name}", f"key {k}", lambda k=k: screen.action_panel(k))
-        yield SystemCommand("Keys: help", "key ?", self.action_help)

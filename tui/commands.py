@@ -1,0 +1,123 @@
+"""The TUI's keys and `:` commands, declared once.
+
+The app's key bindings, its help screen, the `:` bar's suggestions, the command palette and the
+command parser all read these tables, so a command or key added here is bound, documented and
+offered everywhere at once. The parser is a module of its own with its own tests, as k9s keeps
+its command parser.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.binding import Binding
+
+
+@dataclass(frozen=True)
+class KeyGroup:
+    """Keys the help screen explains on one line, with the bindings that make them work
+    (none for keys Textual or each screen binds itself)."""
+
+    display: str
+    help: str
+    bindings: tuple[Binding, ...] = ()
+
+
+KEYS: tuple[KeyGroup, ...] = (
+    KeyGroup("q", "quit", (Binding("q", "quit", "Quit"),)),
+    KeyGroup("?", "this help", (Binding("question_mark", "help", "Help", key_display="?"),)),
+    KeyGroup("space", "pause / resume live; play / pause a replay", (Binding("space", "toggle", "Pause/play"),)),
+    KeyGroup("← →", "scrub back / forward a tenth of the window",
+             (Binding("left", "scrub(-1)", "Earlier", key_display="←"),
+              Binding("right", "scrub(1)", "Later", key_display="→"))),
+    KeyGroup("+ -", "zoom the window: 1m 5m 15m 1h 4h 24h",
+             (Binding("plus,equals_sign", "zoom(-1)", "Zoom in", key_display="+"),
+              Binding("minus", "zoom(1)", "Zoom out", key_display="-"))),
+    KeyGroup("home end", "start of the recording / back to live",
+             (Binding("home", "start", "Start", show=False), Binding("end", "live", "Live", show=False))),
+    KeyGroup("M", "add a benchmark marker at the cursor's time (not when read-only)",
+             (Binding("M", "mark", "Marker"),)),
+    KeyGroup("1 2 3 4", "Fleet, Stack (the last one opened), Findings, Local",
+             (Binding("1", "screen('fleet')", "Fleet", show=False),
+              Binding("2", "screen('stack')", "Stack", show=False),
+              Binding("3", "screen('findings')", "Findings", show=False),
+              Binding("4", "screen('local')", "Local", show=False))),
+    KeyGroup(":", "command: {commands}", (Binding("colon", "command", "Command", key_display=":"),)),
+    KeyGroup("ctrl+p", "command palette (the same commands, searchable)"),
+    KeyGroup("esc", "back one screen"),
+)
+
+
+@dataclass(frozen=True)
+class Command:
+    """A `:` verb. `arg` is its argument's placeholder: bracketed when optional, empty for none;
+    `example` replaces it in the help line where a sample says more than a placeholder."""
+
+    verb: str
+    help: str
+    arg: str = ""
+    aliases: tuple[str, ...] = ()
+    example: str = ""
+
+    @property
+    def optional(self) -> bool:
+        return self.arg.startswith("[")
+
+    @property
+    def usage(self) -> str:
+        return self.example or f"{self.verb} {self.arg}".strip()
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command("fleet", "every stack, VM, host and guest"),
+    Command("stack", "open a stack", "NAME", ("st",)),
+    Command("vm", "open a VM", "NAME"),
+    Command("host", "open a host", "NAME"),
+    Command("guest", "open a guest's OS panes", "NAME"),
+    Command("findings", "the findings, filtered by the text if one is given", "[FILTER]"),
+    Command("local", "a guest's OS panes (this machine's without a name)", "[GUEST]"),
+    Command("zoom", "the window every chart shows", "DURATION", example="zoom 1h"),
+    Command("goto", "move the cursor to a time, or back from it", "TIME",
+            example="goto 14:05 | -10m | 2024-05-01 14:05"),
+    Command("live", "back to live (the end of a replay)"),
+    Command("start", "the start of the recording"),
+    Command("mark", "a benchmark marker at the cursor's time", "[NAME]", example="mark NAME"),
+    Command("sort", "sort the Fleet by the column whose name starts so", "COLUMN"),
+    Command("filter", "show only the rows that match", "TEXT"),
+    Command("help", "the keys and commands"),
+    Command("quit", "leave db2vtop", aliases=("q", "exit")),
+)
+BY_VERB = {name: c for c in COMMANDS for name in (c.verb, *c.aliases)}
+
+
+def parse(text: str) -> tuple[Command, str]:
+    """`:` text -> the command and its argument; a clear ValueError for anything else."""
+    verb, _, arg = text.strip().partition(" ")
+    arg = arg.strip()
+    command = BY_VERB.get(verb.lower())
+    if command is None:
+        raise ValueError(f"unknown command {text.strip()!r} (press ? for the list)")
+    if not command.arg and arg:
+        raise ValueError(f"{command.verb} takes no argument")
+    if command.arg and not command.optional and not arg:
+        raise ValueError(f"{command.verb} needs {command.arg}: {command.usage}")
+    return command, arg
+
+
+def help_line() -> str:
+    return ", ".join(c.usage for c in COMMANDS)
+
+
+def key_help() -> list[tuple[str, str]]:
+    """The help screen's "Everywhere" rows."""
+    return [(g.display, g.help.format(commands=help_line())) for g in KEYS]
+
+
+def bindings() -> list[Binding]:
+    return [b for g in KEYS for b in g.bindings]
+
+
+def suggestions(extra: list[str]) -> list[str]:
+    """What the `:` bar completes: every verb (with a space when it takes an argument), then `extra`
+    (the argument values the app knows, e.g. `stack prod01`, `zoom 1h`)."""
+    return [c.verb + (" " if c.arg and not c.optional else "") for c in COMMANDS] + extra
