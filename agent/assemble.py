@@ -123,14 +123,12 @@ def measurement_catalog() -> dict[str, tuple[Measurement, ...]]:
     """Every declared measurement, by where its docs live: a collector package, or `self` for the
     agent's own (runtime, self-monitor, sinks). Imported here, the one place that knows them all."""
     from db2vtop.agent import runtime
+    from db2vtop.agent.core.schema import load
     from db2vtop.agent.sinks import monitor
     from db2vtop.collectors import selfmon
-    from db2vtop.collectors.db2 import schema as db2
-    from db2vtop.collectors.esxtop import schema as esxtop
-    from db2vtop.collectors.guest import schema as guest
-    from db2vtop.collectors.storage import schema as storage
     from db2vtop.collectors.vsphere import schema as vsphere
 
-    return {"guest": guest.MEASUREMENTS, "vsphere": vsphere.MEASUREMENTS, "db2": db2.MEASUREMENTS,
-            "storage": storage.MEASUREMENTS, "esxtop": esxtop.MEASUREMENTS,
+    return {"guest": load("db2vtop.collectors.guest"), "vsphere": vsphere.MEASUREMENTS,
+            "db2": load("db2vtop.collectors.db2"), "storage": load("db2vtop.collectors.storage"),
+            "esxtop": load("db2vtop.collectors.esxtop"),
             "self": (*runtime.MEASUREMENTS, *selfmon.MEASUREMENTS, *monitor.MEASUREMENTS)}

@@ -175,7 +175,8 @@ def check_examples(problems: list[str]) -> None:
                     problems.append(f"{doc.relative_to(ROOT)}: TOML example {i} is not a valid config: {e}")
 
 
-BEGIN = "<!-- generated from the declarations in schema.py by `python -m tests.docs_check --write`; do not edit -->"
+BEGIN = ("<!-- generated from the declarations (schema.toml, schema.py) by `python -m tests.docs_check --write`; "
+         "do not edit -->")
 END = "<!-- end of generated -->"
 
 

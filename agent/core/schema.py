@@ -1,5 +1,6 @@
 """Measurements declared once: each collector lists what it writes (tags, fields, units, meaning)
-beside its code, as Glances' `fields_description` does. The docs, `make docs-check` and the test
+beside its code (a `schema.toml` in its package, or a `schema.py` where the declaration derives from
+the code's own table), as Glances' `fields_description` does. The docs, `make docs-check` and the test
 session (tests/conftest.py checks every sample the collectors emit against these declarations)
 read them; nothing else repeats the names.
 
@@ -9,7 +10,9 @@ Units follow from the field name's suffix (the project's convention: `_pct` 0-10
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass
+from importlib.resources import files
 
 #: suffix -> unit, longest first
 UNITS = (("_bytes_per_s", "bytes/s"), ("_per_s", "per second"), ("_pct", "%"), ("_ms", "ms"), ("_us", "µs"),
@@ -46,6 +49,16 @@ def fields(*names: str, text: tuple[str, ...] = (), **meanings: str) -> tuple[Fi
     """Fields in order: plain names first, then those with a meaning; `text` names string fields."""
     return tuple(Field(n, meanings.get(n, ""), "string" if n in text else "number")
                  for n in (*names, *(m for m in meanings if m not in names)))
+
+
+def load(package: str) -> tuple[Measurement, ...]:
+    """A collector package's `schema.toml`: one table per measurement with `doc`, `tags` (tag ->
+    meaning), `fields` (field -> meaning, in order) and `text` (the fields that hold strings)."""
+    doc = tomllib.loads(files(package).joinpath("schema.toml").read_text(encoding="utf-8"))
+    return tuple(Measurement(name, m["doc"], dict(m["tags"]),
+                             tuple(Field(f, meaning, "string" if f in m.get("text", ()) else "number")
+                                   for f, meaning in m["fields"].items()))
+                 for name, m in doc.items())
 
 
 def markdown(measurements: tuple[Measurement, ...]) -> str:
