@@ -39,7 +39,8 @@ SCENARIO = {
                  "disk.queueLatency.average": {LUNS["vmqueue"]: 8},
                  "disk.deviceLatency.average": {LUNS["vmqueue"]: 1, LUNS["vmslow"]: 15, LUNS["vmready"]: 1,
                                                 LUNS["vmcalm"]: 1}},
-        "vms": [_vm("vmqueue"), _vm("vmslow"), _vm("vmready", ready_ms=5600), _vm("vmcalm")],
+        "vms": [_vm("vmqueue"), _vm("vmslow"), {**_vm("vmready", ready_ms=5600), "guest_hostname": "dbhost7.lab"},
+                {**_vm("vmcalm"), "ips": ["192.0.2.10", "127.0.0.1"]}],
     }],
 }
 
@@ -89,3 +90,30 @@ def test_triage_of_one_vm_is_judged_and_exits_by_that_vm_alone(vcenter_only, tmp
     assert status in (1, 2) and any(f["rule"] == "disk-queue-saturation" for f in out["findings"])
     code, err = triage(vcenter_only, tmp_path / "none.db", "--vm", "nope")
     assert code == 3 and "no stack or VM named nope" in err
+
+
+def test_stacks_says_what_matched_each_layer(vcenter_only, tmp_path):
+    """The guest by IP (vmcalm's Tools report 127.0.0.1) or by guest host name (vmready is dbhost7),
+    DB2 by running on that guest's [[ssh]] target; what could not be matched says why."""
+    store = tmp_path / "facts.db"
+    r = run_cli("agent", "-c", vcenter_only, "--store", str(store), "--once", env={"VC1_PASSWORD": "secret"},
+                timeout=120)
+    assert r.returncode == 0, r.stderr
+    full = tmp_path / "full.toml"
+    full.write_text(open(vcenter_only).read() + (
+        '[[ssh]]\nname = "calm"\nhost = "127.0.0.1"\nuser = "db2inst1"\npassword_env = "SSH_PW"\n'
+        '[[ssh]]\nname = "seven"\nhost = "dbhost7.lab.example.com"\nuser = "db2inst1"\npassword_env = "SSH_PW"\n'
+        '[[db2]]\nname = "calmdb"\ndatabase = "PROD"\nssh = "calm"\n'
+        '[[stack]]\nname = "queue"\nvm = "vmqueue"\nvcenter = "vc1"\n'))
+    r = run_cli("stacks", "-c", str(full), "--store", str(store), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    stacks = {s["stack"]: s for s in json.loads(r.stdout)}
+    assert stacks["queue"]["configured"] and "vmqueue" not in stacks  # a [[stack]] section wins
+    calm, ready, slow = stacks["vmcalm"], stacks["vmready"], stacks["vmslow"]
+    assert (calm["guest"], calm["db2"]) == ("calm", "calmdb") and "IP address" in calm["matched"]["guest"]
+    assert ready["guest"] == "seven" and "guest host name" in ready["matched"]["guest"]
+    assert ready["db2"] is None and "no [[db2]] runs on [[ssh]] seven" in ready["unmatched"]["db2"]
+    assert slow["guest"] is None and "no [[ssh]] target" in slow["unmatched"]["guest"]
+    assert "no array reports the LUNs" in slow["unmatched"]["storage"]
+    text = run_cli("stacks", "-c", str(full), "--store", str(store)).stdout
+    assert "vmcalm (inferred): vm vmcalm, guest calm, db2 calmdb" in text
