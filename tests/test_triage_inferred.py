@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import ssl
+from pathlib import Path
 
 import pytest
 
@@ -100,7 +101,7 @@ def test_stacks_says_what_matched_each_layer(vcenter_only, tmp_path):
                 timeout=120)
     assert r.returncode == 0, r.stderr
     full = tmp_path / "full.toml"
-    full.write_text(open(vcenter_only).read() + (
+    full.write_text(Path(vcenter_only).read_text() + (
         '[[ssh]]\nname = "calm"\nhost = "127.0.0.1"\nuser = "db2inst1"\npassword_env = "SSH_PW"\n'
         '[[ssh]]\nname = "seven"\nhost = "dbhost7.lab.example.com"\nuser = "db2inst1"\npassword_env = "SSH_PW"\n'
         '[[db2]]\nname = "calmdb"\ndatabase = "PROD"\nssh = "calm"\n'
