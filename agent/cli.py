@@ -124,6 +124,17 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--lookback", type=_duration, default=3600.0, metavar="DURATION",
                    help="how far back to judge (default 1h; vCenter keeps at most 1h of 20 s samples)")
     t.add_argument("--format", choices=["text", "markdown", "json"], default="text")
+    t.add_argument("--vm", action="append", default=[], metavar="NAME",
+                   help="judge only this VM's stack (repeatable); the exit status is this VM's alone")
+    t.add_argument("--stack", action="append", default=[], metavar="NAME", help="judge only this stack (repeatable)")
+
+    sk = sub.add_parser("stacks", help="every stack, configured or inferred, with what each layer was matched by",
+                        description="Every [[stack]] section and one inferred stack per vCenter VM no section "
+                                    "names: its guest ([[ssh]] host = the VM's guest host name or IP), DB2 (the "
+                                    "[[db2]] on that target) and arrays (the LUN NAA ids behind its disks), from "
+                                    "the facts in the store; what could not be matched, and why.")
+    common(sk)
+    sk.add_argument("--format", choices=["text", "json"], default="text")
 
     r = sub.add_parser("rules", help="the rule catalog with thresholds, references and observability",
                        description="Every practice of the seed white papers: its rule, thresholds (with your "
@@ -163,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_mark(args)
         if args.command == "rules":
             return cmd_rules(args)
+        if args.command == "stacks":
+            return cmd_stacks(args)
         if args.config_command == "check":
             return cmd_config_check(args)
         return cmd_config_init(args)
@@ -376,13 +389,17 @@ def cmd_query(args: argparse.Namespace) -> int:
 def cmd_triage(args: argparse.Namespace) -> int:
     import json
 
-    from db2vtop.agent.triage import run_triage
+    from db2vtop.agent.triage import NoSuchTargetError, run_triage
     from db2vtop.checks.triage import could_not_run, to_json, to_text
 
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
     cfg = resolve_config(args.config)
     progress = (lambda m: print(f"… {m}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else (lambda m: None)
-    result = run_triage(cfg, _store_path(args, cfg), args.lookback, progress)
+    try:
+        result = run_triage(cfg, _store_path(args, cfg), args.lookback, progress, vms=args.vm, stacks=args.stack)
+    except NoSuchTargetError as e:
+        print(f"db2vtop: {e}", file=sys.stderr)
+        return EXIT_TRIAGE_UNKNOWN
     reason = could_not_run(result)
     if reason:
         print(f"db2vtop: triage could not run: {reason}", file=sys.stderr)
@@ -392,6 +409,34 @@ def cmd_triage(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(to_text(result, markdown=args.format == "markdown"))
     return result.exit_status
+
+
+def cmd_stacks(args: argparse.Namespace) -> int:
+    import json
+
+    from db2vtop.checks.topology import infer_stacks
+
+    cfg = resolve_config(args.config)
+    path = _store_path(args, cfg)
+    facts = []
+    if path.exists():
+        with Store(path) as store:
+            facts = store.facts()
+    stacks = infer_stacks(cfg, facts)
+    if args.format == "json":
+        print(json.dumps([i.to_json() for i in stacks], indent=2, ensure_ascii=False))
+        return EXIT_OK
+    for i in stacks:
+        s = i.stack
+        print(f"{s.name} ({'configured' if i.configured else 'inferred'}): vm {s.vm or '—'}, guest "
+              f"{s.guest or '—'}, db2 {s.db2 or '—'}, storage {', '.join(s.storage) or '—'}")
+        for layer, why in i.matched.items():
+            print(f"    {layer}: {why}")
+        for layer, why in i.unmatched.items():
+            print(f"    {layer}: not matched: {why}")
+    if not stacks:
+        print("no stacks: no [[stack]] section, and no vCenter VM in the store's facts")
+    return EXIT_OK
 
 
 def cmd_rules(args: argparse.Namespace) -> int:

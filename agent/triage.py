@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from db2vtop.agent.assemble import build_collectors
 from db2vtop.agent.core.config import Config
 from db2vtop.agent.core.model import Fact, Sample
 from db2vtop.agent.core.store import Store, StoreError
+from db2vtop.checks.topology import Inferred, infer_stacks
 from db2vtop.checks.triage import TriageResult, judge
 from db2vtop.collectors.base import BaseCollector
 
@@ -31,7 +32,9 @@ async def _fresh(c: BaseCollector, lookback_s: float,
         await asyncio.wait_for(c.start(), c.timeout)
         await asyncio.sleep(c.first_delay)
         facts = await asyncio.wait_for(c.describe(), c.timeout)
-        records = await asyncio.wait_for(c.collect(), c.timeout)
+        keeps_history = type(c).lookback is not BaseCollector.lookback
+        # a source that keeps its own history gives "now" with it: for named VMs, that hour is all we need
+        records = [] if vms and keeps_history else await asyncio.wait_for(c.collect(), c.timeout)
         records += await asyncio.wait_for(c.lookback(lookback_s, vms), max(c.timeout, 60.0))
         samples = [r for r in records if isinstance(r, Sample)]
         status = f"ok: {len(samples)} samples, {len(facts)} facts"
@@ -45,8 +48,24 @@ async def _fresh(c: BaseCollector, lookback_s: float,
     return samples, facts, status
 
 
+class NoSuchTargetError(ValueError):
+    """A `--vm` or `--stack` that no configured or inferred stack has."""
+
+
+def pick(stacks: list[Inferred], vms: Sequence[str], names: Sequence[str]) -> list[Inferred]:
+    """The stacks `--vm` and `--stack` name (all when neither is given)."""
+    if not vms and not names:
+        return stacks
+    chosen = [i for i in stacks if i.stack.vm in vms or i.stack.name in names]
+    missing = sorted((set(vms) - {i.stack.vm for i in chosen}) | (set(names) - {i.stack.name for i in chosen}))
+    if missing:
+        raise NoSuchTargetError(f"no stack or VM named {', '.join(missing)} (db2vtop stacks lists them)")
+    return chosen
+
+
 def run_triage(cfg: Config, store_path: Path, lookback_s: float,
-               progress: Callable[[str], None] = lambda _m: None, now_ns: int | None = None) -> TriageResult:
+               progress: Callable[[str], None] = lambda _m: None, now_ns: int | None = None,
+               vms: Sequence[str] = (), stacks: Sequence[str] = ()) -> TriageResult:
     now = now_ns if now_ns is not None else time.time_ns()
     since = now - int(lookback_s * 1e9)
     sources: dict[str, str] = {}
@@ -67,12 +86,13 @@ def run_triage(cfg: Config, store_path: Path, lookback_s: float,
         progress("collecting now from " + ", ".join(c.name for c in collectors))
 
         async def gather() -> list[tuple[list[Sample], list[Fact], str]]:
-            vms = {s.vm for s in cfg.stack if s.vm} or None  # the stacks' VMs, or all when none is named
-            return await asyncio.gather(*(_fresh(c, lookback_s, vms) for c in collectors))
+            wanted = set(vms) or None  # --vm: read only those VMs' realtime hour
+            return await asyncio.gather(*(_fresh(c, lookback_s, wanted) for c in collectors))
 
         for c, (s, f, status) in zip(collectors, asyncio.run(gather()), strict=True):
             samples += s
             facts += f
             sources[c.name] = status
-    progress(f"checking {len(samples)} samples and {len(facts)} facts")
-    return judge(cfg, samples, facts, sources, lookback_s, now)
+    chosen = pick(infer_stacks(cfg, facts), vms, stacks)
+    progress(f"checking {len(samples)} samples and {len(facts)} facts, {len(chosen)} stack(s)")
+    return judge(cfg, samples, facts, sources, lookback_s, now, [i.stack for i in chosen], bool(vms or stacks))

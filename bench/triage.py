@@ -2,8 +2,9 @@
 
 `db2vtop triage` against the vSphere scenario simulator with a generated 200-VM vCenter
 (5 hosts x 40 VMs), judging vCenter's whole realtime hour: wall time of the real command
-(target <= 10 s), the samples judged, SOAP round trips. Run both with no stack (every VM
-looked back) and with one stack (only its VM's hour, what an on-call engineer runs).
+(target <= 10 s), the samples judged, SOAP round trips. Run with no target (every VM looked back
+and judged as an inferred stack), and with `--vm` one VM (only its hour, what an on-call engineer
+runs; issue 13's target: <= 2 s of 2,000 VMs, `--hosts 50 --vms-per-host 40`).
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ sys.path.insert(0, str(ROOT))
 from tests.vsphere_sim import Simulator  # noqa: E402
 
 
-def run(cfg: Path, lookback: str) -> tuple[float, dict, int]:
+def run(cfg: Path, lookback: str, *extra: str) -> tuple[float, dict, int]:
     t = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "db2vtop.agent", "triage", "-c", str(cfg), "--store", "/nonexistent.db",
-                        "--format", "json", "--lookback", lookback], cwd=ROOT, capture_output=True, text=True,
+                        "--format", "json", "--lookback", lookback, *extra], cwd=ROOT, capture_output=True, text=True,
                        env={**os.environ, "VC1_PASSWORD": "bench"}, timeout=600)
     return time.perf_counter() - t, json.loads(r.stdout) if r.stdout else {"error": r.stderr}, r.returncode
 
@@ -37,6 +38,7 @@ def main() -> None:
     ap.add_argument("--hosts", type=int, default=5)
     ap.add_argument("--vms-per-host", type=int, default=40)
     ap.add_argument("--lookback", default="1h")
+    ap.add_argument("--skip-all", action="store_true", help="only the --vm case (the all-VM case is slow at 2,000)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         scenario = Path(d) / "scenario.json"
@@ -48,16 +50,17 @@ def main() -> None:
             base = (f'[guest]\nenabled = false\n[[vcenter]]\nname = "vc1"\nurl = "{sim.url}"\nuser = "bench"\n'
                     f'password_env = "VC1_PASSWORD"\nca_file = "{ca}"\ntimeout = "60s"\n')
             out = {"benchmark": "triage", "vms": args.hosts * args.vms_per_host, "lookback": args.lookback,
-                   "target_s": 10}
-            for name, text in (("all_vms", base),
-                               ("one_stack", base + '[[stack]]\nname = "db"\nvm = "gen-esx000-vm00"\n')):
-                cfg = Path(d) / f"{name}.toml"
-                cfg.write_text(text)
+                   "target_s": {"all_vms": 10, "one_vm": 2}}
+            cfg = Path(d) / "vcenter.toml"
+            cfg.write_text(base)
+            for name, extra in (("one_vm", ("--vm", "gen-esx000-vm00")), ("all_vms", ())):
+                if name == "all_vms" and args.skip_all:
+                    continue
                 before = sim.stats()["total"]
-                wall, doc, rc = run(cfg, args.lookback)
+                wall, doc, rc = run(cfg, args.lookback, *extra)
                 out[name] = {"wall_s": round(wall, 2), "exit_status": rc, "soap_calls": sim.stats()["total"] - before,
                              "sources": doc.get("sources"), "findings": len(doc.get("findings", [])),
-                             "verdicts": [v.get("summary") for v in doc.get("verdicts", [])]}
+                             "verdicts": len(doc.get("verdicts", [])), "healthy_stacks": doc.get("healthy_stacks")}
     print(json.dumps(out, indent=2))
 
 

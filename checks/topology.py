@@ -1,4 +1,4 @@
-"""Where a stack's VM was, moment by moment.
+"""Which entities make up a stack, and where its VM was, moment by moment.
 
 vMotion moves a VM between hosts while its name stays, so the host layer of a stack is a
 function of time: every reader of it (the verdict, triage, the Stack screen) asks here for
@@ -10,10 +10,11 @@ ran it at that moment.
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from db2vtop.agent.core.model import FieldValue
+from db2vtop.agent.core.config import Config, StackConfig
+from db2vtop.agent.core.model import Fact, FieldValue
 from db2vtop.agent.core.store import Series
 
 #: a VM's measurements tagged with its host, and fields every such sample carries
@@ -74,3 +75,115 @@ def placement(source: Source, vm: str | None, since_ns: int, until_ns: int,
                         break
     times = sorted(points)
     return Placement(vm, times, [points[t] for t in times])
+
+
+@dataclass
+class Inferred:
+    """A stack and how each layer was found: `matched` says by what, `unmatched` why not."""
+
+    stack: StackConfig
+    configured: bool
+    matched: dict[str, str] = field(default_factory=dict)
+    unmatched: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        s = self.stack
+        return {"stack": s.name, "configured": self.configured, "vm": s.vm, "vcenter": s.vcenter, "guest": s.guest,
+                "db2": s.db2, "storage": list(s.storage), "matched": self.matched, "unmatched": self.unmatched}
+
+
+def _short(name: str) -> str:
+    return name.split(".", 1)[0].lower()
+
+
+def _latest(facts: list[Fact], kind: str) -> dict[tuple, Fact]:
+    """The newest fact of `kind` per subject."""
+    out: dict[tuple, Fact] = {}
+    for f in facts:
+        if f.kind == kind:
+            key = tuple(sorted(f.tags.items()))
+            if key not in out or f.ts >= out[key].ts:
+                out[key] = f
+    return out
+
+
+def infer_stacks(cfg: Config, facts: list[Fact]) -> list[Inferred]:
+    """Every stack: the configured `[[stack]]` sections as written, then one per vCenter VM that no
+    section names, its layers found from what the sources report: the guest is the `[[ssh]]` target
+    whose host is the VM's guest host name (VMware Tools) or one of its IP addresses, DB2 the `[[db2]]`
+    on that target, the arrays those whose LUNs carry the NAA ids behind the VM's disks."""
+    out = [Inferred(s, True, {"stack": "[[stack]] " + s.name}) for s in cfg.stack]
+    named = {(s.vcenter, s.vm) for s in cfg.stack if s.vm} | {(None, s.vm) for s in cfg.stack if s.vm}
+    array_luns: dict[str, str] = {}
+    for kind in ("storage_lun", "storage_volume", "storage_device"):
+        for f in _latest(facts, kind).values():
+            naa = f.tags.get("naa") or f.data.get("naa") or f.data.get("wwn")
+            if naa and f.tags.get("storage"):
+                array_luns.setdefault(str(naa).lower().removeprefix("naa."), f.tags["storage"])
+    for f in sorted(_latest(facts, "vsphere_vm").values(), key=lambda f: f.tags.get("vm", "")):
+        vm, vcenter = f.tags.get("vm"), f.tags.get("vcenter")
+        if not vm or (vcenter, vm) in named or (None, vm) in named:
+            continue
+        found = Inferred(StackConfig(name=vm, vm=vm, vcenter=vcenter), False, {"vm": f"vCenter {vcenter}"})
+        _match_guest(cfg, f, found)
+        _match_storage(f, array_luns, found)
+        out.append(found)
+    return out
+
+
+def _match_guest(cfg: Config, vm: Fact, found: Inferred) -> None:
+    hostname = str(vm.data.get("guest_hostname") or "")
+    ips = {str(ip) for ip in vm.data.get("ip_addresses") or ()}
+    if not hostname and not ips:
+        found.unmatched["guest"] = "VMware Tools reports no guest host name or IP address"
+        return
+    for ssh in cfg.ssh:
+        if ssh.host in ips:
+            why = f"[[ssh]] {ssh.name} host {ssh.host} is the VM's IP address"
+        elif hostname and _short(ssh.host) == _short(hostname):
+            why = f"[[ssh]] {ssh.name} host {ssh.host} is the VM's guest host name {hostname}"
+        else:
+            continue
+        found.stack = replace(found.stack, guest=ssh.name)
+        found.matched["guest"] = why
+        db2 = next((d for d in cfg.db2 if d.ssh == ssh.name), None)
+        if db2 is not None:
+            found.stack = replace(found.stack, db2=db2.name)
+            found.matched["db2"] = f"[[db2]] {db2.name} runs on [[ssh]] {ssh.name}"
+        else:
+            found.unmatched["db2"] = f"no [[db2]] runs on [[ssh]] {ssh.name}"
+        return
+    found.unmatched["guest"] = (f"no [[ssh]] target's host is {hostname or 'the guest host name'} or one of "
+                                f"{', '.join(sorted(ips)) or 'its IP addresses'}")
+    found.unmatched["db2"] = "no guest matched, so no [[db2]] on it"
+
+
+def _match_storage(vm: Fact, array_luns: dict[str, str], found: Inferred) -> None:
+    luns = {str(lun).lower().removeprefix("naa.") for d in vm.data.get("disks") or () for lun in d.get("luns") or ()}
+    arrays = sorted({array_luns[lun] for lun in luns if lun in array_luns})
+    if arrays:
+        found.stack = replace(found.stack, storage=arrays)
+        found.matched["storage"] = f"{len(luns)} LUN(s) behind the VM's disks found on " + ", ".join(arrays)
+    else:
+        found.unmatched["storage"] = ("no array reports the LUNs behind the VM's disks" if luns else
+                                      "the VM's disks have no LUN (NFS or not reported)")
+
+
+def in_stack(stack: StackConfig, subject: dict[str, str], facts: list[Fact]) -> bool:
+    """Whether a finding's subject belongs to the stack: its VM, guest, DB2 or arrays, or the host the
+    VM runs on now (its placement fact)."""
+    if any(v is not None and subject.get(k) == v for k, v in (("vm", stack.vm), ("db2", stack.db2),
+                                                             ("guest", stack.guest))):
+        return True
+    if subject.get("storage") in stack.storage:
+        return True
+    if stack.vm and "host" in subject and "vm" not in subject:
+        placed = [f for f in facts if f.kind == "vsphere_vm" and f.tags.get("vm") == stack.vm]
+        if not placed:
+            return False
+        vm = max(placed, key=lambda f: f.ts)
+        lun = subject.get("lun") or subject.get("device")
+        if lun is not None:  # a host's LUN is the stack's only when one of its disks lives there
+            return lun in {x for d in vm.data.get("disks") or () for x in d.get("luns") or ()}
+        return vm.data.get("host") == subject["host"]
+    return False

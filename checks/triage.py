@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from db2vtop.agent.core.config import Config
+from db2vtop.agent.core.config import Config, StackConfig
 from db2vtop.agent.core.model import Fact, Finding, Severity, severity_rank
 from db2vtop.checks.runner import build_engine
+from db2vtop.checks.topology import in_stack
 from db2vtop.checks.verdict import RowIndex, stack_verdicts
 
 EXIT_OK, EXIT_WARNING, EXIT_CRITICAL, EXIT_UNKNOWN = 0, 1, 2, 3
@@ -23,6 +24,7 @@ class TriageResult:
     verdicts: list[dict[str, Any]] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)  # source -> "ok: ..." or the error
     samples: int = 0
+    healthy: int = 0  # stacks judged whose verdict blames no layer (left out of `verdicts` unless targeted)
 
     @property
     def failed_sources(self) -> dict[str, str]:
@@ -47,8 +49,11 @@ class TriageResult:
 
 
 def judge(cfg: Config, samples: list[Any], facts: list[Fact], sources: dict[str, str], lookback_s: float,
-          now: int) -> TriageResult:
-    """Everything gathered, judged in time order by the engine the agent runs."""
+          now: int, stacks: list[StackConfig] | None = None, targeted: bool = False) -> TriageResult:
+    """Everything gathered, judged in time order by the engine the agent runs. A verdict for each of
+    `stacks` (default: the configured ones); targeted (`--vm`, `--stack`), only those stacks' findings
+    count and every verdict is shown, else the configured stacks and those with a layer to blame are
+    shown and the healthy inferred ones counted."""
     engine = build_engine(cfg)
     since = now - int(lookback_s * 1e9)
     engine.feed(facts=facts)
@@ -59,8 +64,17 @@ def judge(cfg: Config, samples: list[Any], facts: list[Fact], sources: dict[str,
         changed[f.key] = f
     findings = sorted(changed.values(), key=lambda f: (f.resolved_at is not None, severity_rank(f.severity),
                                                        f.rule, sorted(f.subject.items())))
-    verdicts = [v.to_json() for v in stack_verdicts(RowIndex(samples), cfg.stack, since, now, cfg.checks)]
-    return TriageResult(now, lookback_s, findings, verdicts, sources=sources, samples=len(samples))
+    stacks = cfg.stack if stacks is None else stacks
+    judged = stack_verdicts(RowIndex(samples), stacks, since, now, cfg.checks)
+    if targeted:
+        findings = [f for f in findings if any(in_stack(s, f.subject, facts) for s in stacks)]
+    by_name = {s.name: s for s in stacks}
+    configured = {s.name for s in cfg.stack}  # asked for by name in the config: always shown
+    shown = [v for v in judged if targeted or v.layer is not None or v.stack in configured]
+    shown.sort(key=lambda v: ({"high": 0, "medium": 1, "low": 2}.get(v.confidence, 3), v.stack))
+    verdicts = [{**v.to_json(), "vm": by_name[v.stack].vm} for v in shown]
+    return TriageResult(now, lookback_s, findings, verdicts, sources=sources, samples=len(samples),
+                        healthy=len([v for v in judged if v.layer is None]))
 
 
 def could_not_run(result: TriageResult) -> str | None:
@@ -85,7 +99,7 @@ def to_json(r: TriageResult) -> dict[str, Any]:
     return {"generated_at": _iso(r.generated_at), "lookback_s": r.lookback_s,
             "status": ("OK", "WARNING", "CRITICAL", "UNKNOWN")[r.exit_status],
             "failed_sources": r.failed_sources, "findings": [finding_json(f) for f in r.findings],
-            "verdicts": r.verdicts, "sources": r.sources}
+            "verdicts": r.verdicts, "healthy_stacks": r.healthy, "sources": r.sources}
 
 
 def _subject(f: Finding) -> str:
@@ -102,6 +116,8 @@ def to_text(r: TriageResult, markdown: bool = False) -> str:
     for k, v in r.failed_sources.items():
         lines += [("**UNKNOWN**" if markdown else "UNKNOWN") + f": source {k} could not be read ({v}); "
                   "what it would show is not judged", ""]
+    if r.healthy:
+        lines += [f"{r.healthy} stack(s) judged healthy: no layer to blame", ""]
     for v in r.verdicts:
         blame = f"blame: {v['layer']}" if v["layer"] else "no layer to blame"
         lines += [("## " if markdown else "") + f"Verdict for stack {v['stack']} ({blame}, confidence "

@@ -147,7 +147,7 @@ def commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> dic
 def check_cli(problems: list[str], text: str | None = None) -> None:
     rows = {}
     for line in (README.read_text() if text is None else text).splitlines():
-        m = re.match(r"\| `db2vtop ([a-z]+(?: [a-z]+)?)\b([^|]*)\|", line)
+        m = re.match(r"\| `db2vtop ([a-z]+(?: [a-z]+)?)\b((?:[^|\\]|\\.)*)\|", line)  # `\|` inside a cell
         if m:
             rows[tuple(m.group(1).split())] = m.group(0)
     for path, opts in commands(build_parser()).items():

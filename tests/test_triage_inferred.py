@@ -1,0 +1,120 @@
+"""Zero configuration beyond the vCenter: every VM's stack is inferred and judged (issue 13).
+
+Four VMs on one host of the scenario simulator, each on its own datastore and LUN:
+- vmqueue's LUN queues in the hypervisor (KAVG 9 ms, QAVG 8 ms);
+- vmslow's LUN is slow below the host (DAVG 15 ms), the host itself does not queue;
+- vmready waits for physical CPUs (ready 7 % per vCPU);
+- vmcalm is healthy.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.vsphere_sim import Simulator
+
+LUNS = {vm: f"naa.600a0980383030{i:010x}" for i, vm in enumerate(("vmqueue", "vmslow", "vmready", "vmcalm"))}
+
+
+def _vm(name: str, ready_ms: int = 400) -> dict:
+    return {"name": name, "num_cpu": 4, "cores_per_socket": 4, "memory_mb": 16384, "nic": "vmxnet3",
+            "scsi": "pvscsi", "tools": "guestToolsRunning", "disks": [{"datastore": f"ds_{name}", "size_gb": 100}],
+            "quickstats": {"balloonedMemory": 0, "swappedMemory": 0},
+            "perf": {"mem.vmmemctl.average": 0, "cpu.ready.summation": {"": ready_ms}}}
+
+
+SCENARIO = {
+    "datacenter": "DC1",
+    "datastores": [{"name": f"ds_{vm}", "type": "VMFS", "capacity_gb": 1024, "free_gb": 512, "luns": [lun]}
+                   for vm, lun in LUNS.items()],
+    "hosts": [{
+        "name": "esx01", "cluster": "prod", "cpu_sockets": 2, "cpu_cores": 16, "cpu_threads": 32, "cpu_mhz": 2600,
+        "memory_mb": 262144, "numa_nodes": 2, "hyperthreading": True,
+        "perf": {"cpu.usage.average": 3000,
+                 "disk.kernelLatency.average": {LUNS["vmqueue"]: 9},
+                 "disk.queueLatency.average": {LUNS["vmqueue"]: 8},
+                 "disk.deviceLatency.average": {LUNS["vmqueue"]: 1, LUNS["vmslow"]: 15, LUNS["vmready"]: 1,
+                                                LUNS["vmcalm"]: 1}},
+        "vms": [_vm("vmqueue"), _vm("vmslow"), {**_vm("vmready", ready_ms=5600), "guest_hostname": "dbhost7.lab"},
+                {**_vm("vmcalm"), "ips": ["192.0.2.10", "127.0.0.1"]}],
+    }],
+}
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory):
+    d = tmp_path_factory.mktemp("inferred-sim")
+    (d / "scenario.json").write_text(json.dumps(SCENARIO))
+    with Simulator(d / "scenario.json") as s:
+        yield s
+
+
+@pytest.fixture
+def vcenter_only(tmp_path, sim) -> str:
+    ca = tmp_path / "sim-ca.pem"
+    ca.write_text(ssl.get_server_certificate(("127.0.0.1", sim.port)))
+    path = tmp_path / "vc.toml"
+    path.write_text(f'[guest]\nenabled = false\n[[vcenter]]\nname = "vc1"\nurl = "{sim.url}"\nuser = "monitor"\n'
+                    f'password_env = "VC1_PASSWORD"\nca_file = "{ca}"\n')
+    return str(path)
+
+
+def triage(cfg: str, store, *args: str):
+    r = run_cli("triage", "-c", cfg, "--store", str(store), "--format", "json", *args,
+                env={"VC1_PASSWORD": "secret"}, timeout=120)
+    return r.returncode, json.loads(r.stdout) if r.stdout.strip() else r.stderr
+
+
+def test_every_vm_gets_its_verdict_without_any_stack(vcenter_only, tmp_path):
+    status, out = triage(vcenter_only, tmp_path / "none.db")
+    verdicts = {v["vm"]: v for v in out["verdicts"]}
+    assert verdicts["vmqueue"]["layer"] == "host" and "KAVG 9.0 ms" in verdicts["vmqueue"]["summary"]
+    assert "queueing in the hypervisor" in verdicts["vmqueue"]["summary"]
+    assert verdicts["vmslow"]["layer"] == "storage" and "DAVG 15.0 ms" in verdicts["vmslow"]["summary"]
+    assert verdicts["vmready"]["layer"] == "host" and "CPU contention" in verdicts["vmready"]["summary"]
+    assert "vmcalm" not in verdicts and out["healthy_stacks"] == 1
+    for v in verdicts.values():
+        assert {"stack", "vm", "layer", "summary", "chain", "confidence", "figures"} <= set(v)
+    assert status in (1, 2)
+
+
+def test_triage_of_one_vm_is_judged_and_exits_by_that_vm_alone(vcenter_only, tmp_path):
+    status, out = triage(vcenter_only, tmp_path / "none.db", "--vm", "vmcalm")
+    assert [v["vm"] for v in out["verdicts"]] == ["vmcalm"] and out["verdicts"][0]["layer"] is None
+    assert status == 0, out["findings"]
+    status, out = triage(vcenter_only, tmp_path / "none.db", "--vm", "vmqueue")
+    assert status in (1, 2) and any(f["rule"] == "disk-queue-saturation" for f in out["findings"])
+    code, err = triage(vcenter_only, tmp_path / "none.db", "--vm", "nope")
+    assert code == 3 and "no stack or VM named nope" in err
+
+
+def test_stacks_says_what_matched_each_layer(vcenter_only, tmp_path):
+    """The guest by IP (vmcalm's Tools report 127.0.0.1) or by guest host name (vmready is dbhost7),
+    DB2 by running on that guest's [[ssh]] target; what could not be matched says why."""
+    store = tmp_path / "facts.db"
+    r = run_cli("agent", "-c", vcenter_only, "--store", str(store), "--once", env={"VC1_PASSWORD": "secret"},
+                timeout=120)
+    assert r.returncode == 0, r.stderr
+    full = tmp_path / "full.toml"
+    full.write_text(Path(vcenter_only).read_text() + (
+        '[[ssh]]\nname = "calm"\nhost = "127.0.0.1"\nuser = "db2inst1"\npassword_env = "SSH_PW"\n'
+        '[[ssh]]\nname = "seven"\nhost = "dbhost7.lab.example.com"\nuser = "db2inst1"\npassword_env = "SSH_PW"\n'
+        '[[db2]]\nname = "calmdb"\ndatabase = "PROD"\nssh = "calm"\n'
+        '[[stack]]\nname = "queue"\nvm = "vmqueue"\nvcenter = "vc1"\n'))
+    r = run_cli("stacks", "-c", str(full), "--store", str(store), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    stacks = {s["stack"]: s for s in json.loads(r.stdout)}
+    assert stacks["queue"]["configured"] and "vmqueue" not in stacks  # a [[stack]] section wins
+    calm, ready, slow = stacks["vmcalm"], stacks["vmready"], stacks["vmslow"]
+    assert (calm["guest"], calm["db2"]) == ("calm", "calmdb") and "IP address" in calm["matched"]["guest"]
+    assert ready["guest"] == "seven" and "guest host name" in ready["matched"]["guest"]
+    assert ready["db2"] is None and "no [[db2]] runs on [[ssh]] seven" in ready["unmatched"]["db2"]
+    assert slow["guest"] is None and "no [[ssh]] target" in slow["unmatched"]["guest"]
+    assert "no array reports the LUNs" in slow["unmatched"]["storage"]
+    text = run_cli("stacks", "-c", str(full), "--store", str(store)).stdout
+    assert "vmcalm (inferred): vm vmcalm, guest calm, db2 calmdb" in text
