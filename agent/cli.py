@@ -340,7 +340,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     try:
         Db2vtopApp(path, pipeline.runtime if pipeline else None, stacks=cfg.stack, read_only=args.read_only,
                    prefer_fleet=len(cfg.stack) > 1 or bool(cfg.vcenter) or len(cfg.esxtop) > 1,
-                   overrides=cfg.checks).run()
+                   overrides=cfg.checks, config=cfg).run()
     finally:
         if pipeline is not None:
             pipeline.close()
@@ -358,7 +358,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if span is None:
         raise CommandError(f"{path} holds no samples to replay")
     Db2vtopApp(path, None, cursor=TimeCursor.replay(*span), stacks=cfg.stack if cfg else [],
-               read_only=not args.annotate, overrides=cfg.checks if cfg else None).run()
+               read_only=not args.annotate, overrides=cfg.checks if cfg else None, config=cfg).run()
     return EXIT_OK
 
 

@@ -10,7 +10,7 @@ open; `changes()` hands new, updated and resolved findings to the store and sink
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from db2vtop.agent.core.config import ConfigError, StackConfig, shown
@@ -43,11 +43,11 @@ class _Track:
 
 class Engine:
     def __init__(self, rules: Sequence[Rule], overrides: dict[str, dict] | None = None,
-                 stacks: Sequence[StackConfig] = ()):
+                 stacks: Sequence[StackConfig] = (), db2_vm: Callable[[Fact], bool] | None = None):
         self.rules = list(rules)
         self.overrides = overrides or {}
         self.stacks = list(stacks)
-        self.facts = FactIndex(stacks)
+        self.facts = FactIndex(stacks, db2_vm)
         self._live: dict[str, list[LiveRule]] = {}
         for r in self.rules:
             if isinstance(r, LiveRule):

@@ -9,7 +9,7 @@ which measurements or fact kinds it needs and which config section provides them
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,9 +34,10 @@ class Verdict:
 class FactIndex:
     """Current facts by kind, for rules that need configuration context."""
 
-    def __init__(self, stacks: Sequence[StackConfig] = ()) -> None:
+    def __init__(self, stacks: Sequence[StackConfig] = (), db2_vm: Callable[[Fact], bool] | None = None) -> None:
         self.by_kind: dict[str, dict[tuple, Fact]] = {}
         self.stacks = list(stacks)  # how the layers of each database join (config [[stack]])
+        self.db2_vm = db2_vm  # which VMs are DB2 VMs (checks/topology.db2_vm_selector); None: all
 
     def add(self, facts: Iterable[Fact]) -> set[str]:
         changed = set()

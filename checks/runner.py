@@ -12,6 +12,7 @@ from db2vtop.agent.core.model import Annotation, Fact, Finding, Output, Sample
 from db2vtop.agent.core.store import Store
 from db2vtop.checks.engine import Engine, validate_overrides
 from db2vtop.checks.rules import all_rules
+from db2vtop.checks.topology import db2_vm_selector
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +24,7 @@ def build_engine(cfg: Config) -> Engine:
     validate_overrides(rules, file, cfg.checks)
     for i, stack in enumerate(cfg.stack):
         validate_overrides(rules, file, stack.checks, f"stack[{i}].checks", base=cfg.checks)
-    return Engine(rules, cfg.checks, cfg.stack)
+    return Engine(rules, cfg.checks, cfg.stack, db2_vm_selector(cfg))
 
 
 class CheckRunner:

@@ -9,7 +9,9 @@ ran it at that moment.
 
 from __future__ import annotations
 
+import fnmatch
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -187,3 +189,22 @@ def in_stack(stack: StackConfig, subject: dict[str, str], facts: list[Fact]) -> 
             return lun in {x for d in vm.data.get("disks") or () for x in d.get("luns") or ()}
         return vm.data.get("host") == subject["host"]
     return False
+
+
+def db2_vm_selector(cfg: Config) -> Callable[[Fact], bool] | None:
+    """Which VMs (their vsphere_vm facts) the per-VM rules judge: with `[vsphere] db2_vms` patterns, the
+    VMs a [[stack]] names, those a [[db2]] runs on (matched as infer_stacks matches) and those the
+    patterns match; without patterns, None: every VM."""
+    if not cfg.vsphere.db2_vms:
+        return None
+    named = {s.vm for s in cfg.stack if s.vm}
+
+    def is_db2(vm: Fact) -> bool:
+        name = vm.tags.get("vm", "")
+        if name in named or any(fnmatch.fnmatchcase(name, p) for p in cfg.vsphere.db2_vms):
+            return True
+        found = Inferred(StackConfig(name=name, vm=name), False)
+        _match_guest(cfg, vm, found)
+        return found.stack.db2 is not None
+
+    return is_db2

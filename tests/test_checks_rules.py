@@ -16,8 +16,8 @@ def live(measurement: str, tags: dict, fields: dict, n: int = 5) -> list[Sample]
     return [Sample(measurement, dict(tags), dict(fields), T0 + i * 20 * 10**9) for i in range(n)]
 
 
-def judged(samples=(), facts=(), overrides=None, stacks=()) -> dict[str, list]:
-    e = Engine(all_rules(), overrides or {}, stacks)
+def judged(samples=(), facts=(), overrides=None, stacks=(), db2_vm=None) -> dict[str, list]:
+    e = Engine(all_rules(), overrides or {}, stacks, db2_vm)
     e.feed(facts=list(facts))
     e.feed(list(samples))
     out: dict[str, list] = {}

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from db2vtop.agent.core.config import StackConfig
+from db2vtop.agent.core.config import Config, DB2Config, SSHConfig, StackConfig, VSphereConfig
 from db2vtop.agent.core.model import Fact, Sample
+from db2vtop.checks.topology import db2_vm_selector
 from tests.test_checks_rules import judged, live
 
 T0 = 1_700_000_000 * 10**9
@@ -110,10 +113,16 @@ def test_vcpu_overallocation_states_the_seed_penalty_within_what_it_measured():
     assert "beyond the 1.5:1" in far.summary and far.evidence["values"]["expected_loss_pct"] is None
 
 
-def test_vm_rules_judge_only_the_stacks_vms_when_stacks_exist():
-    other = Fact("vsphere_vm", {"vcenter": "vc1", "vm": "web17"}, {**vm_fact().data, "nics": [{"type": "e1000"}]}, T0)
-    assert "nic-vmxnet3" in judged(facts=[other])
-    assert "nic-vmxnet3" not in judged(facts=[other, vm_fact()], stacks=[StackConfig(name="p", vm="db2prod01")])
+def test_vm_rules_judge_every_vm_unless_db2_vms_narrows_them():
+    web = Fact("vsphere_vm", {"vcenter": "vc1", "vm": "web17"},
+               {**vm_fact().data, "nics": [{"type": "e1000"}], "guest_hostname": "web17.lab.example"}, T0)
+    stacks = [StackConfig(name="p", vm="db2prod01")]
+    assert "nic-vmxnet3" in judged(facts=[web], stacks=stacks)  # default: every VM is a DB2 VM
+    narrow = Config(stack=stacks, vsphere=VSphereConfig(db2_vms=["db2*"]))
+    assert "nic-vmxnet3" not in judged(facts=[web, vm_fact()], stacks=stacks, db2_vm=db2_vm_selector(narrow))
+    runs_db2 = replace(narrow, ssh=[SSHConfig(name="w", host="web17", user="db2inst1", password_env="PW")],
+                       db2=[DB2Config(name="d", database="D", ssh="w")])  # a [[db2]] runs on web17's guest
+    assert "nic-vmxnet3" in judged(facts=[web], stacks=stacks, db2_vm=db2_vm_selector(runs_db2))
 
 
 def test_memory_reservation_against_db2_committed_memory():

@@ -11,7 +11,7 @@ import pytest
 from textual.widgets import Input, Static
 
 from db2vtop.agent.core.config import GuestConfig, StackConfig, load_config
-from db2vtop.agent.core.model import Annotation, Finding, Sample
+from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample
 from db2vtop.agent.core.store import Store, StoreWriter
 from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.guest.local import LocalGuestCollector
@@ -518,3 +518,25 @@ async def test_a_threshold_override_recolours_the_fleet(fleet_store, utc):
     calm = [k for k, st in default.items() if k.startswith("vm:") and "red" not in st]
     assert calm, default  # most VMs are below the default 10 % critical level
     assert all("red" in tuned[k] for k in calm), tuned
+
+
+async def test_the_fleet_has_a_stack_for_every_db2_vm_without_configuration(store_path, tmp_path):
+    """No [[stack]]: the VM whose guest IP is an [[ssh]] target running a [[db2]] gets its stack row."""
+    now = time.time_ns()
+    with Store(store_path, writer=True) as w:
+        vms = [("db2prod07", ["10.0.0.7"]), ("web01", ["10.0.0.9"])]
+        w.write([Sample("vsphere_vm", {"vcenter": "vc1", "vm": vm, "host": "esx01"}, {"cpu_ready_pct": 1.0},
+                        now - k * 20 * S) for vm, _ in vms for k in range(3)],
+                facts=[Fact("vsphere_vm", {"vcenter": "vc1", "vm": vm}, {"host": "esx01", "ip_addresses": ips,
+                                                                          "guest_hostname": vm, "disks": []}, now)
+                       for vm, ips in vms])
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[[ssh]]\nname = "prod07"\nhost = "10.0.0.7"\nuser = "db2inst1"\npassword_env = "PW"\n'
+                   '[[db2]]\nname = "prod07"\ndatabase = "PROD"\nssh = "prod07"\n')
+    app = Db2vtopApp(store_path, None, refresh_s=0.2, config=load_config(cfg), prefer_fleet=True)
+    async with app.run_test(size=(170, 40)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.view is not None)
+        keys = {r.key for r in app.screen.view.model.rows}
+        assert "stack:db2prod07" in keys and "stack:web01" not in keys and {"vm:db2prod07", "vm:web01"} <= keys
+        assert [s.db2 for s in app.known_stacks] == ["prod07"]
+        await pilot.press("q")

@@ -33,7 +33,7 @@ from textual.screen import Screen
 from textual.widget import AwaitMount
 from textual.worker import get_current_worker
 
-from db2vtop.agent.core.config import StackConfig
+from db2vtop.agent.core.config import Config, StackConfig
 from db2vtop.agent.core.markers import deliver_marker
 from db2vtop.agent.core.model import Annotation, Output
 from db2vtop.agent.core.store import Store, StoreError
@@ -47,7 +47,7 @@ from db2vtop.tui.screens.findings import FindingsScreen
 from db2vtop.tui.screens.fleet import FleetScreen
 from db2vtop.tui.screens.local import LocalScreen
 from db2vtop.tui.screens.stack import StackScreen
-from db2vtop.tui.stacks import HOST_MEASUREMENTS, Target, infer_stacks
+from db2vtop.tui.stacks import HOST_MEASUREMENTS, Target, view_stacks
 from db2vtop.tui.timecursor import WINDOWS, TimeCursor
 from db2vtop.tui.widgets import StatusLine, TitleBar
 
@@ -89,8 +89,9 @@ class Db2vtopApp(App):
     def __init__(self, store_path: Path, runtime: Collecting | None = None, *, cursor: TimeCursor | None = None,
                  clock: Callable[[], int] = time.time_ns, refresh_s: float = 1.0,
                  stacks: list[StackConfig] | None = None, read_only: bool = False, store_label: str | None = None,
-                 prefer_fleet: bool = False, overrides: dict[str, dict] | None = None):
+                 prefer_fleet: bool = False, overrides: dict[str, dict] | None = None, config: Config | None = None):
         apply_overrides(overrides)  # [checks.RULE]: the colours follow the rules the user tuned
+        self.config = config  # its [[ssh]]/[[db2]] sections infer the DB2 VMs' stacks
         self.store_path = Path(store_path)
         self.runtime = runtime
         self.cursor = cursor or TimeCursor()
@@ -123,7 +124,7 @@ class Db2vtopApp(App):
             with Store(self.store_path) as store:
                 hosts = {s.tags.get("host") for m in (*HOST_MEASUREMENTS, "esxtop_vm") for s in store.series(m)}
                 hosts.discard(None)
-                stacks = self.configured or (infer_stacks(store) if store.series("db2_database") else [])
+                stacks = self.configured or self._infer(store)
         except StoreError:
             hosts, stacks = set(), self.configured
         self.known_stacks = stacks
@@ -149,11 +150,13 @@ class Db2vtopApp(App):
         else:
             self.call_after_refresh(self.reload)
 
+    def _infer(self, store: Store) -> list[StackConfig]:
+        cfg = self.config or (Config(stack=self.configured) if self.configured else None)
+        return view_stacks(cfg, store)
+
     def stacks_for(self, reader: Reader) -> list[StackConfig]:
-        """The configured stacks, else those inferred from the data (looked at again every minute)."""
-        if self.configured:
-            return self.configured
-        self.known_stacks = reader.memo("inferred-stacks", 60, lambda: infer_stacks(reader.store))
+        """The configured stacks and the inferred DB2 VMs' (looked at again every minute)."""
+        self.known_stacks = reader.memo("stacks", 60, lambda: self._infer(reader.store))
         return self.known_stacks
 
     # --- the time cursor and the loader -------------------------------------------------------

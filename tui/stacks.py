@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from db2vtop.agent.core.config import StackConfig
+from db2vtop.agent.core.config import Config, StackConfig
 from db2vtop.agent.core.store import Row, Store
+from db2vtop.checks import topology
 from db2vtop.checks.topology import placement
 from db2vtop.tui.data import Reader
 
@@ -62,6 +63,14 @@ def _hostnames(store: Store, kind: str, key: str, field_name: str) -> dict[str, 
     """Entity name -> the host name it reports (guest facts, VMware Tools' guest host name)."""
     return {f.tags[key]: short_name(str(f.data[field_name])) for f in store.facts(kind)
             if f.tags.get(key) and f.data.get(field_name)}
+
+
+def view_stacks(cfg: Config | None, store: Store) -> list[StackConfig]:
+    """The stacks the screens show: the configured ones and every VM a [[db2]] is matched to
+    (checks/topology.py, as triage infers them); without either, those the data suggests."""
+    facts = [f for kind in ("vsphere_vm", "storage_lun", "storage_volume", "storage_device") for f in store.facts(kind)]
+    shown = [i.stack for i in topology.infer_stacks(cfg or Config(), facts) if i.configured or i.stack.db2]
+    return shown or (infer_stacks(store) if store.series("db2_database") else [])
 
 
 def infer_stacks(store: Store) -> list[StackConfig]:

@@ -339,6 +339,14 @@ class StackConfig:
 
 
 @dataclass(frozen=True)
+class VSphereConfig:
+    """Which vCenter VMs are DB2 VMs, for the per-VM rules: besides those a [[stack]] names or a
+    [[db2]] runs on, the VMs whose names match `db2_vms` (globs); empty: every VM."""
+
+    db2_vms: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class InfluxConfig:
     url: Url
     bucket: str
@@ -380,6 +388,7 @@ class Config:
     esxtop: list[EsxtopConfig] = field(default_factory=list)
     stack: list[StackConfig] = field(default_factory=list)
     influxdb: InfluxConfig | None = None
+    vsphere: VSphereConfig = field(default_factory=VSphereConfig)
     checks: dict[str, dict[str, CheckValue]] = field(default_factory=dict)
     source: Path | None = field(default=None, metadata={"toml": False})
 

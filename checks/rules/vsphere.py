@@ -18,11 +18,6 @@ VM_TAGS = ("vcenter", "vm")
 HOST_TAGS = ("vcenter", "host")
 
 
-def _stack_vms(facts: FactIndex) -> set[str] | None:
-    names = {s.vm for s in facts.stacks if s.vm}
-    return names or None
-
-
 def _vm_memory(facts: FactIndex, vm: str | None) -> float:
     f = facts.find("vsphere_vm", vm=vm) if vm else None
     return as_float(f.data.get("memory_mb")) * MIB if f else 0.0
@@ -198,8 +193,8 @@ class HostLunQueueLatency(HostLunKernelLatency):
 
 
 def _vm_facts(facts: FactIndex) -> list:
-    wanted = _stack_vms(facts)
-    return [f for f in facts.of("vsphere_vm") if wanted is None or f.tags.get("vm") in wanted]
+    """The DB2 VMs (every VM unless `[vsphere] db2_vms` narrows it)."""
+    return [f for f in facts.of("vsphere_vm") if facts.db2_vm is None or facts.db2_vm(f)]
 
 
 def _host_of(facts: FactIndex, vm_fact) -> object | None:
