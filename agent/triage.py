@@ -31,7 +31,7 @@ async def _fresh(c: BaseCollector, lookback_s: float,
     try:
         await asyncio.wait_for(c.start(), c.timeout)
         await asyncio.sleep(c.first_delay)
-        facts = await asyncio.wait_for(c.describe(), c.timeout)
+        facts = await asyncio.wait_for(c.describe_vms(vms) if vms else c.describe(), c.timeout)
         keeps_history = type(c).lookback is not BaseCollector.lookback
         # a source that keeps its own history gives "now" with it: for named VMs, that hour is all we need
         records = [] if vms and keeps_history else await asyncio.wait_for(c.collect(), c.timeout)

@@ -82,6 +82,10 @@ class BaseCollector:
     async def describe(self) -> list[Fact]:
         return []
 
+    async def describe_vms(self, vms: Iterable[str]) -> list[Fact]:
+        """Facts for triage of the named VMs; a source that can narrow its read (vCenter) does."""
+        return await self.describe()
+
     async def lookback(self, seconds: float, vms: Iterable[str] | None = None) -> list[Record]:
         """Samples of the past `seconds` the source itself keeps (vCenter's realtime hour), for triage;
         `vms` narrows it to the VMs that matter (a whole vCenter's hour can be millions of samples)."""

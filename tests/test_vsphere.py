@@ -503,3 +503,17 @@ def test_fuzzed_responses_raise_only_collector_errors(text):
     for parse in (lambda el: parse_response(el), lambda el: parse_objects(el)):
         with contextlib.suppress(CollectorError):
             parse(soap_body(text.encode()))
+
+
+def test_facts_of_named_vms_are_those_of_the_full_read(sim, collected):
+    """triage --vm reads only the VM, its host and the datastores: the same facts as the full pass
+    (the host's share of powered-on VMs included, from every VM's light row)."""
+    full = {(f.kind, tuple(sorted(f.tags.items()))): f.data for f in collected[0]}
+    vm = next(f for f in collected[0] if f.kind == "vsphere_vm" and f.data.get("power_state") == "poweredOn")
+    narrow = run(using(sim.url, lambda c: c.describe_vms([vm.tags["vm"]])))
+    kinds = sorted({f.kind for f in narrow})
+    assert kinds == ["vsphere_datastore", "vsphere_host", "vsphere_vm"]
+    assert [f.tags["vm"] for f in narrow if f.kind == "vsphere_vm"] == [vm.tags["vm"]]
+    assert [f.tags["host"] for f in narrow if f.kind == "vsphere_host"] == [vm.data["host"]]
+    for f in narrow:
+        assert f.data == full[(f.kind, tuple(sorted(f.tags.items())))], f.kind

@@ -38,6 +38,7 @@ from db2vtop.collectors.vsphere.perf import (
     request_xml,
     to_samples,
 )
+from db2vtop.collectors.vsphere.soapxml import Ref
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +159,27 @@ class VSphereCollector(BaseCollector):
         async def step(conn: _Conn) -> list[Fact]:
             vms, hosts, datastores = await self._read(conn, full=True)
             read = FullRead(self.inventory, vms, hosts, datastores)
+            facts, self.maps = build_facts(self.cfg.name, read, time.time_ns())
+            return facts
+        return await self._with_session(step)
+
+    async def describe_vms(self, vms: Iterable[str]) -> list[Fact]:
+        """Facts of the named VMs and their hosts only (triage --vm of one VM among thousands): the light
+        inventory finds them and gives every VM's share of its host; one property read each fetches
+        their full rows."""
+        wanted = set(vms)
+
+        async def step(conn: _Conn) -> list[Fact]:
+            light, _hosts, _ = await self._read(conn, full=False)
+            s = conn.session
+            targets = [Ref("VirtualMachine", m) for m, v in self.inventory.vms.items() if v.name in wanted]
+            hosts = sorted({self.inventory.vms[t.value].host for t in targets} & set(self.inventory.hosts))
+            vm_rows, host_rows, ds_rows = await asyncio.gather(
+                self.run_blocking(inv_mod.retrieve_objects, s, targets, {"VirtualMachine": inv_mod.VM_FULL}),
+                self.run_blocking(inv_mod.retrieve_objects, s, [Ref("HostSystem", h) for h in hosts],
+                                  {"HostSystem": inv_mod.HOST_FULL}),
+                self.run_blocking(inv_mod.read_datastores, s, conn.view))
+            read = FullRead(self.inventory, vm_rows, host_rows, ds_rows, agg_rows=light)
             facts, self.maps = build_facts(self.cfg.name, read, time.time_ns())
             return facts
         return await self._with_session(step)

@@ -8,7 +8,7 @@ from typing import Any
 from pyVmomi import vim
 
 from db2vtop.agent.core.model import Fact
-from db2vtop.collectors.vsphere.inventory import FullRead, Host
+from db2vtop.collectors.vsphere.inventory import FullRead, Host, Rows
 from db2vtop.collectors.vsphere.soapxml import Node, Ref, as_list, is_a, to_bool, to_int
 
 NIC_TYPES = {"VirtualVmxnet3": "vmxnet3", "VirtualVmxnet3Vrdma": "vmxnet3-vrdma", "VirtualVmxnet2": "vmxnet2",
@@ -87,9 +87,9 @@ def build_facts(vcenter: str, read: FullRead, ts: int) -> tuple[list[Fact], TagM
             maps.lun_ds[lun] = name
         facts.append(Fact("vsphere_datastore", {"vcenter": vcenter, "datastore": name}, data, ts))
 
-    per_host: dict[str, dict[str, int]] = {}
+    per_host = _per_host(read, read.agg_rows or read.vm_rows)
     for obj, p in read.vm_rows:
-        facts.append(_vm_fact(vcenter, read, obj, p, ds_names, maps, per_host, ts))
+        facts.append(_vm_fact(vcenter, read, obj, p, ds_names, maps, ts))
     for obj, p in read.host_rows:
         if obj.value in hosts:
             facts.append(_host_fact(vcenter, hosts[obj.value], p, ds_names, maps, per_host.get(obj.value, {}), ts))
@@ -127,7 +127,7 @@ def _devices(p: dict, ds_names: dict[str, str], maps: TagMaps) -> tuple[list, li
 
 
 def _vm_fact(vcenter: str, read: FullRead, obj: Ref, p: dict, ds_names: dict[str, str], maps: TagMaps,
-             per_host: dict[str, dict[str, int]], ts: int) -> Fact:
+             ts: int) -> Fact:
     vm = read.inventory.vms[obj.value]
     host = read.inventory.hosts.get(vm.host)
     nics, scsi, disks, maps.vm_disks[obj.value] = _devices(p, ds_names, maps)
@@ -153,12 +153,21 @@ def _vm_fact(vcenter: str, read: FullRead, obj: Ref, p: dict, ds_names: dict[str
         "nics": nics, "scsi_controllers": scsi, "disks": disks, "swap_placement": p.get("config.swapPlacement"),
         "guest_hostname": p.get("guest.hostName"), "ip_addresses": sorted(ips),
     }
-    if vm.powered_on and host:
+    return Fact("vsphere_vm", {"vcenter": vcenter, "vm": vm.name}, data, ts)
+
+
+def _per_host(read: FullRead, rows: Rows) -> dict[str, dict[str, int]]:
+    """Each host's powered-on VMs, vCPUs and memory, from every VM's row (light rows carry enough)."""
+    per_host: dict[str, dict[str, int]] = {}
+    for obj, p in rows:
+        vm = read.inventory.vms.get(obj.value)
+        if vm is None or not vm.powered_on or vm.host not in read.inventory.hosts:
+            continue
         agg = per_host.setdefault(vm.host, {"vms_powered_on": 0, "vcpus_powered_on": 0, "vm_memory_mb_powered_on": 0})
         agg["vms_powered_on"] += 1
         agg["vcpus_powered_on"] += vm.vcpus
-        agg["vm_memory_mb_powered_on"] += memory_mb
-    return Fact("vsphere_vm", {"vcenter": vcenter, "vm": vm.name}, data, ts)
+        agg["vm_memory_mb_powered_on"] += to_int(p.get("config.hardware.memoryMB"), 0) or 0
+    return per_host
 
 
 def _host_fact(vcenter: str, host: Host, p: dict, ds_names: dict[str, str], maps: TagMaps, agg: dict,

@@ -19,9 +19,9 @@ from db2vtop.collectors.vsphere.soapxml import NS, Ref, envelope, this, to_int, 
 
 VM_QUICKSTATS = ("balloonedMemory", "swappedMemory", "compressedMemory", "overallCpuUsage", "guestMemoryUsage",
                  "hostMemoryUsage", "consumedOverheadMemory")
-VM_LIGHT = ("name", "runtime.host", "runtime.powerState", "config.hardware.numCPU",
+VM_LIGHT = ("name", "runtime.host", "runtime.powerState", "config.hardware.numCPU", "config.hardware.memoryMB",
             *(f"summary.quickStats.{q}" for q in VM_QUICKSTATS))
-VM_FULL = (*VM_LIGHT, "config.hardware.numCoresPerSocket", "config.hardware.memoryMB", "config.cpuAllocation",
+VM_FULL = (*VM_LIGHT, "config.hardware.numCoresPerSocket", "config.cpuAllocation",
            "config.memoryAllocation", "config.memoryReservationLockedToMax", "config.latencySensitivity.level",
            "config.cpuHotAddEnabled", "config.version", "config.swapPlacement", "config.hardware.device",
            "guest.toolsRunningStatus", "guest.toolsVersionStatus2", "guest.toolsVersion", "guest.hostName",
@@ -71,16 +71,27 @@ def create_view(content: Any) -> Any:
     return content.viewManager.CreateContainerView(content.rootFolder, VIEW_TYPES, True)
 
 
+def _prop_set(props: dict[str, tuple[str, ...]]) -> str:
+    return "".join(f"<propSet><type>{t}</type><all>false</all>"
+                   + "".join(f"<pathSet>{escape(p)}</pathSet>" for p in paths) + "</propSet>"
+                   for t, paths in props.items())
+
+
 def retrieve_xml(pc: str, view: str, props: dict[str, tuple[str, ...]], page: int) -> bytes:
-    prop_set = "".join(f"<propSet><type>{t}</type><all>false</all>"
-                       + "".join(f"<pathSet>{escape(p)}</pathSet>" for p in paths) + "</propSet>"
-                       for t, paths in props.items())
     return envelope(
-        f'<RetrievePropertiesEx xmlns="urn:vim25">{this("PropertyCollector", pc)}<specSet>{prop_set}'
+        f'<RetrievePropertiesEx xmlns="urn:vim25">{this("PropertyCollector", pc)}<specSet>{_prop_set(props)}'
         f'<objectSet><obj type="ContainerView">{escape(view)}</obj><skip>true</skip>'
         '<selectSet xsi:type="TraversalSpec"><name>view</name><type>ContainerView</type><path>view</path>'
         f'<skip>false</skip></selectSet></objectSet></specSet><options><maxObjects>{page}</maxObjects></options>'
         "</RetrievePropertiesEx>")
+
+
+def objects_xml(pc: str, objs: list[Ref], props: dict[str, tuple[str, ...]]) -> bytes:
+    """RetrievePropertiesEx of the given objects themselves (no traversal)."""
+    objects = "".join(f'<objectSet><obj type="{escape(o.type)}">{escape(o.value)}</obj><skip>false</skip></objectSet>'
+                      for o in objs)
+    return envelope(f'<RetrievePropertiesEx xmlns="urn:vim25">{this("PropertyCollector", pc)}<specSet>'
+                    f"{_prop_set(props)}{objects}</specSet><options/></RetrievePropertiesEx>")
 
 
 def continue_xml(pc: str, token: str) -> bytes:
@@ -113,14 +124,25 @@ def _parse_objects(el: Any) -> tuple[Rows, str | None]:
     return rows, rv.findtext(NS + "token")
 
 
-def retrieve(session: Any, view: str, props: dict[str, tuple[str, ...]], page: int) -> Rows:
-    """Every object of the given types in the view, page by page (one round trip each)."""
+def _paged(session: Any, first: bytes) -> Rows:
     pc = session.content.propertyCollector._moId
-    rows, token = parse_objects(session.post(retrieve_xml(pc, view, props, page)))
+    rows, token = parse_objects(session.post(first))
     while token:
         more, token = parse_objects(session.post(continue_xml(pc, token)))
         rows.extend(more)
     return rows
+
+
+def retrieve(session: Any, view: str, props: dict[str, tuple[str, ...]], page: int) -> Rows:
+    """Every object of the given types in the view, page by page (one round trip each)."""
+    return _paged(session, retrieve_xml(session.content.propertyCollector._moId, view, props, page))
+
+
+def retrieve_objects(session: Any, objs: list[Ref], props: dict[str, tuple[str, ...]]) -> Rows:
+    """The given objects' properties (triage of named VMs: their rows, not the whole vCenter's)."""
+    if not objs:
+        return []
+    return _paged(session, objects_xml(session.content.propertyCollector._moId, objs, props))
 
 
 def vms_from(rows: Rows) -> dict[str, VM]:
@@ -171,3 +193,4 @@ class FullRead:
     vm_rows: Rows
     host_rows: Rows
     ds_rows: Rows
+    agg_rows: Rows = field(default_factory=list)  # every VM's light row when vm_rows holds only some
