@@ -42,9 +42,6 @@ async def _fresh(c: BaseCollector, lookback_s: float,
         status = f"error: timed out after {c.timeout:g}s"
     except Exception as e:  # every failure is reported in the result, never raised
         status = f"error: {e}" if str(e) else f"error: {type(e).__name__}"
-    finally:
-        with contextlib.suppress(Exception):
-            await c.close()
     return samples, facts, status
 
 
@@ -87,7 +84,12 @@ def run_triage(cfg: Config, store_path: Path, lookback_s: float,
 
         async def gather() -> list[tuple[list[Sample], list[Fact], str]]:
             wanted = set(vms) or None  # --vm: read only those VMs' realtime hour
-            return await asyncio.gather(*(_fresh(c, lookback_s, wanted) for c in collectors))
+            try:
+                return await asyncio.gather(*(_fresh(c, lookback_s, wanted) for c in collectors))
+            finally:  # after all of them: collectors of one host share its SSH connection
+                for c in collectors:
+                    with contextlib.suppress(Exception):
+                        await c.close()
 
         for c, (s, f, status) in zip(collectors, asyncio.run(gather()), strict=True):
             samples += s

@@ -10,12 +10,16 @@ Four VMs on one host of the scenario simulator, each on its own datastore and LU
 from __future__ import annotations
 
 import json
+import os
 import ssl
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
 from tests.vsphere_sim import Simulator
 
 LUNS = {vm: f"naa.600a0980383030{i:010x}" for i, vm in enumerate(("vmqueue", "vmslow", "vmready", "vmcalm"))}
@@ -118,3 +122,55 @@ def test_stacks_says_what_matched_each_layer(vcenter_only, tmp_path):
     assert "no array reports the LUNs" in slow["unmatched"]["storage"]
     text = run_cli("stacks", "-c", str(full), "--store", str(store)).stdout
     assert "vmcalm (inferred): vm vmcalm, guest calm, db2 calmdb" in text
+
+
+def test_a_db2_vm_found_by_its_guest_ip_is_judged_from_db2_down(sshd, tmp_path):
+    """Zero [[stack]]: the VM whose guest IP is the [[ssh]] target running a [[db2]] (the CLP stand-in over
+    the real sshd) gets guest and DB2 layers, and its verdict's chain starts at DB2's log writes."""
+    from tests.test_db2 import Scenario
+
+    db2 = Scenario(sshd, tmp_path)
+    lun = "naa.600a0980383030aaaaaaaaaa"
+    scenario = {"datacenter": "DC1",
+                "datastores": [{"name": "ds_db", "type": "VMFS", "capacity_gb": 1024, "free_gb": 512, "luns": [lun]}],
+                "hosts": [{"name": "esx01", "cluster": "prod", "cpu_sockets": 2, "cpu_cores": 16, "cpu_threads": 32,
+                           "cpu_mhz": 2600, "memory_mb": 262144, "numa_nodes": 2, "hyperthreading": True,
+                           "perf": {"disk.kernelLatency.average": {lun: 9}, "disk.queueLatency.average": {lun: 8},
+                                    "disk.deviceLatency.average": {lun: 1}},
+                           "vms": [{**_vm("db2vm"), "disks": [{"datastore": "ds_db", "size_gb": 100}],
+                                    "ips": ["10.1.1.1", "127.0.0.1"]}]}]}
+    (tmp_path / "scenario.json").write_text(json.dumps(scenario))
+    with Simulator(tmp_path / "scenario.json") as sim:
+        ca = tmp_path / "sim-ca.pem"
+        ca.write_text(ssl.get_server_certificate(("127.0.0.1", sim.port)))
+        ssh = sshd.ssh_config(name="db")
+        cfg = tmp_path / "c.toml"
+        cfg.write_text(
+            f'[guest]\nenabled = false\n[[vcenter]]\nname = "vc1"\nurl = "{sim.url}"\nuser = "monitor"\n'
+            f'password_env = "VC1_PASSWORD"\nca_file = "{ca}"\n'
+            + "[[ssh]]\n" + "".join(f'{k} = {json.dumps(v)}\n' for k, v in ssh.items())
+            + f'[[db2]]\nname = "prod"\ndatabase = "PROD"\nssh = "db"\ninterval = "1s"\n'
+              f'instance_profile = "{db2.profile}"\n[[remote_guest]]\nssh = "db"\ninterval = "1s"\n')
+        store = tmp_path / "m.db"
+        env = {"VC1_PASSWORD": "secret"}
+        agent = subprocess.Popen([sys.executable, "-m", "db2vtop.agent", "agent", "-c", str(cfg), "--store",
+                                  str(store), "--duration", "14"], cwd=ROOT, env={**os.environ, **env},
+                                 stderr=subprocess.PIPE, text=True)
+        try:
+            io, write_ms = 100000, 30000
+            for k in range(1, 14):  # the log writes slowly: 12 ms per I/O from now on; the server clock moves
+                time.sleep(1)
+                io, write_ms = io + 100, write_ms + 1200
+                db2.edit("MON_GET_TRANSACTION_LOG", {"MEMBER": "0"}, NUM_LOG_WRITE_IO=io, LOG_WRITE_TIME=write_ms)
+                db2.set(clock=f"2026-11-22-10.00.{k:02d}.000000")
+            assert agent.wait(timeout=60) == 0, agent.stderr.read()
+        finally:
+            agent.kill()
+        stacks = {s["stack"]: s for s in json.loads(run_cli("stacks", "-c", str(cfg), "--store", str(store),
+                                                            "--format", "json").stdout)}
+        assert (stacks["db2vm"]["guest"], stacks["db2vm"]["db2"]) == ("db", "prod")
+        status, out = triage(str(cfg), store, "--vm", "db2vm")
+    (v,) = out["verdicts"]
+    assert status in (1, 2), out["sources"]  # the VM's LUN saturates: disk-queue-saturation
+    assert v["chain"][0].startswith("log write 12.0 ms/IO"), v
+    assert v["layer"] == "host" and "KAVG 9.0 ms" in v["summary"]
