@@ -64,6 +64,9 @@ def test_reads_latest_window_and_series(store_path):
         assert w.time_range() == (T0, T0 + 9 * 10**9)
         assert w.measurements() == ["disk"]
         assert len(list(w.rows("disk", since_ns=T0 + 8 * 10**9))) == 4
+        of_sda = list(w.rows_of([sda], T0 + 2 * 10**9, T0 + 3 * 10**9))
+        assert [(r.ts, r.tags, r.fields["util_pct"]) for r in of_sda] == [
+            (T0 + 2 * 10**9, {"device": "sda"}, 2.0), (T0 + 3 * 10**9, {"device": "sda"}, 3.0)]
 
 
 def test_facts_keep_a_version_per_change(store_path):
