@@ -143,6 +143,7 @@ class Store:
                     self.db.execute("PRAGMA auto_vacuum=INCREMENTAL")
                 self.db.execute("PRAGMA journal_mode=WAL")
                 self.db.execute("PRAGMA synchronous=NORMAL")
+                self.db.execute("PRAGMA wal_autocheckpoint=256")  # pages: 16 MiB of WAL at 64 KiB pages
                 self.db.execute("PRAGMA cache_size=-65536")
                 if not new_file:
                     self._check_schema()  # a newer schema is refused before anything is touched
