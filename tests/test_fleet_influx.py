@@ -149,6 +149,40 @@ def test_an_influxdb_outage_is_a_clear_source_error_and_triage_exits_3(tmp_path)
     assert r.returncode == 1 and f"influxdb at {srv.url} did not answer" in r.stderr
 
 
+async def test_watch_over_influxdb_shows_both_vcenters_on_the_fleet(fleet, tmp_path):
+    from db2vtop.agent.core.config import load_config
+    from db2vtop.agent.core.influx_source import InfluxSource
+    from db2vtop.tui.app import Db2vtopApp
+    from db2vtop.tui.screens.fleet import FleetScreen
+    from tests.test_tui import wait_for
+
+    _, influx, bucket = fleet
+    cfg = load_config(third_machine(tmp_path, influx, bucket)[0])
+    app = Db2vtopApp(tmp_path / "none.db", None, refresh_s=0.5, config=cfg, prefer_fleet=True, read_only=True,
+                     source=lambda: InfluxSource(cfg.influxdb))
+    async with app.run_test(size=(170, 40)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.view is not None, 20)
+        keys = {r.key for r in app.screen.view.model.rows}
+        assert {"vm:db2a01", "vm:db2b01", "vm:db2atest01", "vm:db2btest01"} <= keys, keys
+        assert {"host:esx-a", "host:esx-b"} <= keys, keys
+        await pilot.press("q")
+
+
+async def test_an_influxdb_outage_is_shown_on_screen(tmp_path):
+    from db2vtop.agent.core.config import load_config
+    from db2vtop.agent.core.influx_source import InfluxSource
+    from db2vtop.tui.app import Db2vtopApp
+    from tests.test_tui import text, wait_for
+
+    srv = InfluxServer(tmp_path / "gone")
+    cfg = load_config(third_machine(tmp_path, srv, "fleet/autogen")[0])
+    app = Db2vtopApp(tmp_path / "none.db", None, refresh_s=0.2, config=cfg, prefer_fleet=True, read_only=True,
+                     source=lambda: InfluxSource(cfg.influxdb))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_for(pilot, lambda: f"source: influxdb at {srv.url} did not answer" in text(app, "#status"), 20)
+        await pilot.press("q")
+
+
 def test_series_keys_are_unescaped_as_line_protocol_escapes_them():
     assert parse_series_key(r"vsphere_vm,vcenter=vc1,vm=db2\,prod\ 01") == (
         "vsphere_vm", {"vcenter": "vc1", "vm": "db2,prod 01"})

@@ -96,6 +96,7 @@ class Db2vtopApp(App):
         self.store_path = Path(store_path)
         # what the screens read: the store file, or InfluxDB (`--source influxdb`), same interface
         self._open = source or (lambda: Store(self.store_path))
+        self._source_name = "source" if source else "store"
         self.runtime = runtime
         self.cursor = cursor or TimeCursor()
         self.clock = clock
@@ -249,7 +250,7 @@ class Db2vtopApp(App):
     def _store_error(self, screen: Screen, message: str) -> None:
         if screen.is_attached:
             for status in screen.query(StatusLine):
-                status.update(Text(f"store: {message}", style="bold red"))
+                status.update(Text(f"{self._source_name}: {message}", style="bold red"))
 
     # --- navigation ---------------------------------------------------------------------------
 
