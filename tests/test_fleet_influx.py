@@ -183,6 +183,41 @@ async def test_an_influxdb_outage_is_shown_on_screen(tmp_path):
         await pilot.press("q")
 
 
+def test_the_latest_and_window_caches_follow_points_written_since(fleet, tmp_path):
+    """A moving cursor reads only what was written since; what it answers is what a fresh read answers."""
+    import urllib.request
+
+    from db2vtop.agent.core.config import load_config
+    from db2vtop.agent.core.influx_source import InfluxSource
+
+    _, influx, _ = fleet
+    bucket = influx.create_db("cache")
+    t0 = 1_700_000_000 * 10**9
+
+    def write(*lines: str) -> None:
+        req = urllib.request.Request(f"{influx.url}/write?db=cache&precision=ns", data="\n".join(lines).encode(),
+                                     method="POST")
+        with urllib.request.urlopen(req, timeout=30) as r:
+            assert r.status == 204
+
+    def answers(src: InfluxSource, until: int) -> tuple:
+        a = next(s for s in src.series("m") if s.tags == {"vm": "a"})
+        return ([(r.tags["vm"], r.ts, r.fields) for r in sorted(src.latest("m", 0, until), key=lambda r: r.tags["vm"])],
+                src.window(a.id, "v", t0 - 60 * 10**9, until))
+
+    cfg = load_config(third_machine(tmp_path, influx, bucket)[0]).influxdb
+    write(f"m,vm=a v=1 {t0}", f"m,vm=b v=1 {t0}")
+    with InfluxSource(cfg) as src:
+        assert answers(src, t0 + 10**9) == ([("a", t0, {"v": 1.0}), ("b", t0, {"v": 1.0})], [(t0, 1.0)])
+        write(f"m,vm=a v=2 {t0 + 20 * 10**9}", f"m,vm=b v=3 {t0 + 10**9 // 2}")  # b's is late: before the cursor
+        moved = answers(src, t0 + 21 * 10**9)
+        assert moved == ([("a", t0 + 20 * 10**9, {"v": 2.0}), ("b", t0 + 10**9 // 2, {"v": 3.0})],
+                         [(t0, 1.0), (t0 + 20 * 10**9, 2.0)])
+        with InfluxSource(cfg) as fresh:
+            assert answers(fresh, t0 + 21 * 10**9) == moved
+        assert answers(src, t0 + 10**9)[0][0] == ("a", t0, {"v": 1.0})  # back in time: read again
+
+
 def test_series_keys_are_unescaped_as_line_protocol_escapes_them():
     assert parse_series_key(r"vsphere_vm,vcenter=vc1,vm=db2\,prod\ 01") == (
         "vsphere_vm", {"vcenter": "vc1", "vm": "db2,prod 01"})

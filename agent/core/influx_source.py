@@ -16,6 +16,7 @@ import json
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import urllib3
@@ -30,6 +31,37 @@ FACT_MEASUREMENT = "db2vtop_fact"
 RECORD_MEASUREMENTS = (ANNOTATION_MEASUREMENT, FINDING_MEASUREMENT, FACT_MEASUREMENT)
 _END = 2**63 - 1
 _SERIES_TTL_S = 30.0  # how long a listing of the series is trusted before it is read again
+# "the newest value of each series" looks back this far at most: an unbounded last-row query
+# would make InfluxDB open every shard of the retention period
+LATEST_HORIZON_NS = 3600 * 10**9
+# the caches that keep a 1 s refresh cheap. A cursor moving forward by up to CATCH_UP_NS reads only
+# the points stamped in the last RECENT_NS (a guest's points arrive a flush interval after their
+# time); every SWEEP_S it reads the last LATE_NS again, for points stamped well before they arrive
+# (vCenter's 20 s samples). A jump, or FULL_READ_S after the last whole read, reads all again.
+CATCH_UP_NS = 600 * 10**9
+RECENT_NS = 2 * 10**9
+LATE_NS = 180 * 10**9
+SWEEP_S = 15.0
+FULL_READ_S = 120.0
+
+
+@dataclass
+class _Cache:
+    since: int
+    until: int
+    read_at: float
+    swept_at: float
+    data: dict[str, Any]  # by canonical tags: the newest Row, or a window's {ts: value}
+
+    def fresh_for(self, since_ns: int, until_ns: int, now: float) -> bool:
+        return (self.since <= since_ns and self.until <= until_ns <= self.until + CATCH_UP_NS
+                and now - self.read_at < FULL_READ_S)
+
+    def catch_up_from(self, now: float) -> int:
+        if now - self.swept_at >= SWEEP_S:
+            self.swept_at = now
+            return self.until - LATE_NS
+        return self.until - RECENT_NS
 
 
 class SourceError(StoreError):
@@ -99,9 +131,12 @@ class InfluxSource:
             timeout=urllib3.Timeout(connect=min(cfg.timeout, 5.0), read=cfg.timeout), retries=False)
         self._lock = threading.Lock()
         self._series: dict[tuple[str, str], Series] = {}
+        self._by_id: dict[int, Series] = {}
         self._listed_at = -_SERIES_TTL_S
         self._version = 0
         self._types: dict[str, dict[str, str]] = {}
+        self._latest: dict[str, _Cache] = {}
+        self._windows: dict[tuple[str, str], _Cache] = {}
 
     def close(self) -> None:
         self._http.clear()
@@ -116,7 +151,11 @@ class InfluxSource:
 
     def query(self, q: str) -> list[dict[str, Any]]:
         """The series of one InfluxQL statement's result."""
-        fields = {"db": self.db, "q": q, "epoch": "ns"}
+        return self.query_many([q])[0]
+
+    def query_many(self, statements: list[str]) -> list[list[dict[str, Any]]]:
+        """The series of each statement's result, all in one request."""
+        fields = {"db": self.db, "q": ";".join(statements), "epoch": "ns"}
         if self.rp:
             fields["rp"] = self.rp
         try:
@@ -132,8 +171,8 @@ class InfluxSource:
         if r.status != 200 or error:
             raise SourceError(f"influxdb at {self.cfg.url} answered {r.status}: "
                               f"{error or r.data[:200].decode(errors='replace')}")
-        results = doc.get("results") or [{}]
-        return results[0].get("series") or []
+        results = {x.get("statement_id", i): x.get("series") or [] for i, x in enumerate(doc.get("results") or [])}
+        return [results.get(i, []) for i in range(len(statements))]
 
     # --- series ---------------------------------------------------------------------
 
@@ -152,6 +191,7 @@ class InfluxSource:
                         known[k] = Series(len(known) + 1, m, tags)
             if len(known) != len(self._series):
                 self._series = known
+                self._by_id = {x.id: x for x in known.values()}
                 self._version += 1
             self._listed_at = time.monotonic()
 
@@ -161,6 +201,7 @@ class InfluxSource:
         if s is None:  # written since the last listing
             with self._lock:
                 s = self._series.setdefault(k, Series(len(self._series) + 1, measurement, tags))
+                self._by_id[s.id] = s
                 self._version += 1
         return s
 
@@ -188,10 +229,13 @@ class InfluxSource:
         return types
 
     def _rows(self, measurement: str, q: str) -> list[Row]:
-        """Rows of a `... GROUP BY *` query; a float field that JSON gave back as an integer is a float."""
+        return self._to_rows(measurement, self.query(q))
+
+    def _to_rows(self, measurement: str, found: list[dict[str, Any]]) -> list[Row]:
+        """Rows of a `... GROUP BY *` result; a float field that JSON gave back as an integer is a float."""
         types = self._field_types(measurement)
         out = []
-        for s in self.query(q):
+        for s in found:
             tags = {k: v for k, v in (s.get("tags") or {}).items() if v != ""}
             columns = s["columns"]
             floats = [i for i, c in enumerate(columns) if types.get(c) == "float"]
@@ -234,13 +278,50 @@ class InfluxSource:
         rows.sort(key=lambda r: (order[r.measurement, canonical_tags(r.tags)], r.ts))
         yield from rows
 
+    def _latest_rows(self, measurement: str, until_ns: int) -> dict[str, Row]:
+        """The newest row of every series of a measurement at `until`, by canonical tags, from a cache
+        that a cursor moving forward refreshes with the points written since (see _Cache). The
+        measurements read before are brought up to date together, in one request."""
+        now = time.monotonic()
+        cached = self._latest.get(measurement)
+        if cached and cached.fresh_for(0, until_ns, now) and until_ns == cached.until:
+            return cached.data  # read at this cursor already (every collector's row asks in turn)
+        if not (cached and cached.fresh_for(0, until_ns, now)):
+            cached = self._latest[measurement] = _Cache(0, until_ns, now, now, {})
+            cached.until = until_ns - LATEST_HORIZON_NS  # nothing read yet: read the whole horizon
+        due = {m: c for m, c in self._latest.items() if c.until < until_ns and c.fresh_for(0, until_ns, now)}
+        due[measurement] = cached
+        names = list(due)
+        statements = [f"SELECT * FROM {ident(m)}{_where(self._catch_up(due[m], now, until_ns), until_ns)}"
+                      " GROUP BY * ORDER BY time DESC LIMIT 1" for m in names]
+        for m, found in zip(names, self.query_many(statements), strict=True):
+            c = due[m]
+            for r in self._to_rows(m, found):
+                key = canonical_tags(r.tags)
+                old = c.data.get(key)
+                if old is None or old.ts <= r.ts:
+                    c.data[key] = r
+            c.until = until_ns
+        return cached.data
+
+    @staticmethod
+    def _catch_up(cached: _Cache, now: float, until_ns: int) -> int:
+        """Where a read of a cached measurement starts: all of the horizon the first time."""
+        return cached.until if cached.until <= until_ns - LATEST_HORIZON_NS else cached.catch_up_from(now)
+
     def latest(self, measurement: str, since_ns: int = 0, until_ns: int | None = None) -> list[Row]:
-        """The newest sample of each series of a measurement in [since, until]."""
-        return self._rows(measurement, f"SELECT * FROM {ident(measurement)}{_where(since_ns, until_ns or _END)}"
-                                       " GROUP BY * ORDER BY time DESC LIMIT 1")
+        """The newest sample of each series of a measurement in [since, until] (at most an hour back)."""
+        until = until_ns if until_ns is not None else time.time_ns()
+        return [r for r in self._latest_rows(measurement, until).values() if r.ts >= since_ns]
 
     def latest_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None) -> list[Row]:
-        return self._of(series, "*", since_ns, until_ns or _END, " ORDER BY time DESC LIMIT 1")
+        until = until_ns if until_ns is not None else time.time_ns()
+        out = []
+        for s in series:
+            r = self._latest_rows(s.measurement, until).get(canonical_tags(s.tags))
+            if r is not None and r.ts >= since_ns:
+                out.append(r)
+        return out
 
     def newest(self, measurement: str, since_ns: int, until_ns: int) -> list[tuple[int, int]]:
         return sorted((self._series_of(measurement, r.tags).id, r.ts)
@@ -248,11 +329,47 @@ class InfluxSource:
 
     def window(self, series_id: int, field_name: str, since_ns: int,
                until_ns: int | None = None) -> list[tuple[int, FieldValue]]:
-        s = next((x for x in self._series.values() if x.id == series_id), None)
+        """One field of one series, from a cache per field and window: a series is read alone the
+        first time, then every series of it that was asked for is brought up to date by one query
+        (a trend column of 60 rows costs one query a refresh, not 60)."""
+        s = self._by_id.get(series_id)
         if s is None:
             return []
-        return [(r.ts, r.fields[field_name]) for r in self._of([s], ident(field_name), since_ns, until_ns or _END)
-                if field_name in r.fields]
+        until = until_ns if until_ns is not None else time.time_ns()
+        now = time.monotonic()
+        cached = self._windows.get((s.measurement, field_name))
+        if not (cached and cached.fresh_for(since_ns, until, now)):
+            cached = self._windows[s.measurement, field_name] = _Cache(since_ns, until, now, now, {})
+        elif until > cached.until:
+            start = cached.catch_up_from(now)
+            if since_ns > cached.since:  # the window moved on: forget what fell out of it
+                cached.since = since_ns
+                for points in cached.data.values():
+                    for ts in [t for t in points if t < since_ns]:
+                        del points[ts]
+            self._read_window(s.measurement, field_name, cached, start, until)
+            cached.until = until
+        key = canonical_tags(s.tags)
+        if key not in cached.data:
+            cached.data[key] = {}
+            self._read_window(s.measurement, field_name, cached, cached.since, cached.until, [s.tags])
+        return sorted((ts, v) for ts, v in cached.data[key].items() if since_ns <= ts <= until)
+
+    def _read_window(self, measurement: str, field_name: str, cached: _Cache, since_ns: int, until_ns: int,
+                     tag_sets: list[dict[str, str]] | None = None) -> None:
+        """Points of the cached series (or of these tag sets) into the cache: a few series by their
+        tags, many by reading the whole measurement (cheaper than a long OR)."""
+        if not cached.data:
+            return
+        if tag_sets is None:
+            tag_sets = [json.loads(k) for k in cached.data] if len(cached.data) <= 100 else []
+        alts = " OR ".join("(" + " AND ".join(f"{ident(k)} = {literal(v)}" for k, v in sorted(t.items())) + ")"
+                           for t in tag_sets if t)
+        where = _where(since_ns, until_ns) + (f" AND ({alts})" if alts else "")
+        for r in self._rows(measurement, f"SELECT {ident(field_name)} FROM {ident(measurement)}{where} GROUP BY *"):
+            points = cached.data.get(canonical_tags(r.tags))
+            if points is not None:
+                points[r.ts] = r.fields[field_name]
 
     def time_range(self) -> tuple[int, int] | None:
         """First and last sample time over every measurement (two queries)."""
