@@ -22,7 +22,7 @@ from typing import Any
 import urllib3
 
 from db2vtop.agent.core.config import InfluxConfig
-from db2vtop.agent.core.model import Annotation, Fact, FieldValue, Finding, canonical_tags
+from db2vtop.agent.core.model import Annotation, Fact, FieldValue, Finding
 from db2vtop.agent.core.store import Row, Series, StoreError
 
 ANNOTATION_MEASUREMENT = "db2vtop_annotation"
@@ -51,7 +51,7 @@ class _Cache:
     until: int
     read_at: float
     swept_at: float
-    data: dict[str, Any]  # by canonical tags: the newest Row, or a window's {ts: value}
+    data: dict[tuple, Any]  # by _key(tags): the newest Row, or a window's {ts: value}
 
     def fresh_for(self, since_ns: int, until_ns: int, now: float) -> bool:
         return (self.since <= since_ns and self.until <= until_ns <= self.until + CATCH_UP_NS
@@ -82,6 +82,11 @@ def _where(since_ns: int, until_ns: int, tags: dict[str, str] | None = None) -> 
     parts = [f"time >= {int(since_ns)}", f"time <= {int(min(until_ns, _END))}"]
     parts += [f"{ident(k)} = {literal(v)}" for k, v in sorted((tags or {}).items())]
     return " WHERE " + " AND ".join(parts)
+
+
+def _key(tags: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """A tag set's identity, cheaper than its canonical text (10,000 lookups a refresh)."""
+    return tuple(sorted(tags.items()))
 
 
 def parse_series_key(key: str) -> tuple[str, dict[str, str]]:
@@ -130,7 +135,7 @@ class InfluxSource:
             ca_certs=str(cfg.ca_file) if cfg.ca_file else None,
             timeout=urllib3.Timeout(connect=min(cfg.timeout, 5.0), read=cfg.timeout), retries=False)
         self._lock = threading.Lock()
-        self._series: dict[tuple[str, str], Series] = {}
+        self._series: dict[tuple, Series] = {}
         self._by_id: dict[int, Series] = {}
         self._listed_at = -_SERIES_TTL_S
         self._version = 0
@@ -186,7 +191,7 @@ class InfluxSource:
                     m, tags = parse_series_key(key)
                     if m in RECORD_MEASUREMENTS:
                         continue
-                    k = (m, canonical_tags(tags))
+                    k = (m, _key(tags))
                     if k not in known:
                         known[k] = Series(len(known) + 1, m, tags)
             if len(known) != len(self._series):
@@ -196,7 +201,7 @@ class InfluxSource:
             self._listed_at = time.monotonic()
 
     def _series_of(self, measurement: str, tags: dict[str, str]) -> Series:
-        k = (measurement, canonical_tags(tags))
+        k = (measurement, _key(tags))
         s = self._series.get(k)
         if s is None:  # written since the last listing
             with self._lock:
@@ -252,8 +257,8 @@ class InfluxSource:
         """Every sample of one measurement in [since, until], oldest first."""
         found = self._rows(measurement, f"SELECT * FROM {ident(measurement)}"
                                         f"{_where(since_ns, until_ns or _END)} GROUP BY *")
-        order = {canonical_tags(s.tags): s.id for s in self.series(measurement)}
-        found.sort(key=lambda r: (r.ts, order.get(canonical_tags(r.tags), 0)))
+        order = {_key(s.tags): s.id for s in self.series(measurement)}
+        found.sort(key=lambda r: (r.ts, order.get(_key(r.tags), 0)))
         yield from found
 
     def _of(self, series: Iterable[Series], select: str, since_ns: int, until_ns: int, tail: str = "") -> list[Row]:
@@ -263,23 +268,23 @@ class InfluxSource:
             by_m.setdefault(s.measurement, []).append(s)
         out = []
         for m, chosen in by_m.items():
-            wanted = {canonical_tags(s.tags) for s in chosen}
+            wanted = {_key(s.tags) for s in chosen}
             alts = " OR ".join("(" + " AND ".join(f"{ident(k)} = {literal(v)}" for k, v in sorted(s.tags.items()))
                                + ")" for s in chosen if s.tags)
             where = _where(since_ns, until_ns) + (f" AND ({alts})" if alts else "")
             out += [r for r in self._rows(m, f"SELECT {select} FROM {ident(m)}{where} GROUP BY *{tail}")
-                    if canonical_tags(r.tags) in wanted]
+                    if _key(r.tags) in wanted]
         return out
 
     def rows_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None) -> Iterator[Row]:
         chosen = list(series)
         rows = self._of(chosen, "*", since_ns, until_ns or _END)
-        order = {(s.measurement, canonical_tags(s.tags)): i for i, s in enumerate(chosen)}
-        rows.sort(key=lambda r: (order[r.measurement, canonical_tags(r.tags)], r.ts))
+        order = {(s.measurement, _key(s.tags)): i for i, s in enumerate(chosen)}
+        rows.sort(key=lambda r: (order[r.measurement, _key(r.tags)], r.ts))
         yield from rows
 
-    def _latest_rows(self, measurement: str, until_ns: int) -> dict[str, Row]:
-        """The newest row of every series of a measurement at `until`, by canonical tags, from a cache
+    def _latest_rows(self, measurement: str, until_ns: int) -> dict[tuple, Row]:
+        """The newest row of every series of a measurement at `until`, by _key(tags), from a cache
         that a cursor moving forward refreshes with the points written since (see _Cache). The
         measurements read before are brought up to date together, in one request."""
         now = time.monotonic()
@@ -297,7 +302,7 @@ class InfluxSource:
         for m, found in zip(names, self.query_many(statements), strict=True):
             c = due[m]
             for r in self._to_rows(m, found):
-                key = canonical_tags(r.tags)
+                key = _key(r.tags)
                 old = c.data.get(key)
                 if old is None or old.ts <= r.ts:
                     c.data[key] = r
@@ -318,7 +323,7 @@ class InfluxSource:
         until = until_ns if until_ns is not None else time.time_ns()
         out = []
         for s in series:
-            r = self._latest_rows(s.measurement, until).get(canonical_tags(s.tags))
+            r = self._latest_rows(s.measurement, until).get(_key(s.tags))
             if r is not None and r.ts >= since_ns:
                 out.append(r)
         return out
@@ -330,8 +335,9 @@ class InfluxSource:
     def window(self, series_id: int, field_name: str, since_ns: int,
                until_ns: int | None = None) -> list[tuple[int, FieldValue]]:
         """One field of one series, from a cache per field and window: a series is read alone the
-        first time, then every series of it that was asked for is brought up to date by one query
-        (a trend column of 60 rows costs one query a refresh, not 60)."""
+        first time, then every series that was asked for is brought up to date together, each
+        field's in one statement of one request (trend columns of 60 rows cost one request a
+        refresh, not 120)."""
         s = self._by_id.get(series_id)
         if s is None:
             return []
@@ -341,35 +347,40 @@ class InfluxSource:
         if not (cached and cached.fresh_for(since_ns, until, now)):
             cached = self._windows[s.measurement, field_name] = _Cache(since_ns, until, now, now, {})
         elif until > cached.until:
-            start = cached.catch_up_from(now)
-            if since_ns > cached.since:  # the window moved on: forget what fell out of it
-                cached.since = since_ns
-                for points in cached.data.values():
-                    for ts in [t for t in points if t < since_ns]:
-                        del points[ts]
-            self._read_window(s.measurement, field_name, cached, start, until)
-            cached.until = until
-        key = canonical_tags(s.tags)
+            due = {k: c for k, c in self._windows.items() if c.until < until and c.fresh_for(c.since, until, now)}
+            for c in due.values():
+                c.since = max(c.since, since_ns) if c is cached else c.since
+            self._read_windows([(*k, c, c.catch_up_from(now), until, None) for k, c in due.items()])
+        key = _key(s.tags)
         if key not in cached.data:
             cached.data[key] = {}
-            self._read_window(s.measurement, field_name, cached, cached.since, cached.until, [s.tags])
+            self._read_windows([(s.measurement, field_name, cached, cached.since, cached.until, [s.tags])])
         return sorted((ts, v) for ts, v in cached.data[key].items() if since_ns <= ts <= until)
 
-    def _read_window(self, measurement: str, field_name: str, cached: _Cache, since_ns: int, until_ns: int,
-                     tag_sets: list[dict[str, str]] | None = None) -> None:
-        """Points of the cached series (or of these tag sets) into the cache: a few series by their
-        tags, many by reading the whole measurement (cheaper than a long OR)."""
-        if not cached.data:
+    def _read_windows(self, reads: list[tuple[str, str, _Cache, int, int, list[dict[str, str]] | None]]) -> None:
+        """Points into window caches, one statement each in one request: the cached series (or the
+        tag sets given) by their tags when they are few, else the whole measurement (cheaper than a
+        long OR). Points that fell out of a cache's window are forgotten."""
+        reads = [r for r in reads if r[2].data]
+        statements = []
+        for measurement, field_name, cached, since_ns, until_ns, tag_sets in reads:
+            for points in cached.data.values():
+                for ts in [t for t in points if t < cached.since]:
+                    del points[ts]
+            if tag_sets is None:
+                tag_sets = [dict(k) for k in cached.data] if len(cached.data) <= 100 else []
+            alts = " OR ".join("(" + " AND ".join(f"{ident(k)} = {literal(v)}" for k, v in sorted(t.items())) + ")"
+                               for t in tag_sets if t)
+            where = _where(since_ns, until_ns) + (f" AND ({alts})" if alts else "")
+            statements.append(f"SELECT {ident(field_name)} FROM {ident(measurement)}{where} GROUP BY *")
+            cached.until = max(cached.until, until_ns)
+        if not statements:
             return
-        if tag_sets is None:
-            tag_sets = [json.loads(k) for k in cached.data] if len(cached.data) <= 100 else []
-        alts = " OR ".join("(" + " AND ".join(f"{ident(k)} = {literal(v)}" for k, v in sorted(t.items())) + ")"
-                           for t in tag_sets if t)
-        where = _where(since_ns, until_ns) + (f" AND ({alts})" if alts else "")
-        for r in self._rows(measurement, f"SELECT {ident(field_name)} FROM {ident(measurement)}{where} GROUP BY *"):
-            points = cached.data.get(canonical_tags(r.tags))
-            if points is not None:
-                points[r.ts] = r.fields[field_name]
+        for (measurement, field_name, cached, *_), found in zip(reads, self.query_many(statements), strict=True):
+            for r in self._to_rows(measurement, found):
+                points = cached.data.get(_key(r.tags))
+                if points is not None:
+                    points[r.ts] = r.fields[field_name]
 
     def time_range(self) -> tuple[int, int] | None:
         """First and last sample time over every measurement (two queries)."""
@@ -394,7 +405,7 @@ class InfluxSource:
             fact_kind = tags.pop("fact", "")
             for ts, data in s.get("values") or []:
                 out.append(Fact(fact_kind, tags, json.loads(data), ts))
-        out.sort(key=lambda f: (f.kind, canonical_tags(f.tags)))
+        out.sort(key=lambda f: (f.kind, _key(f.tags)))
         return out
 
     def fact_history(self, kind: str, tags: dict[str, str]) -> list[Fact]:
