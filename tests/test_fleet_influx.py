@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import socket
 import ssl
 import subprocess
 import sys
@@ -165,6 +166,9 @@ async def test_watch_over_influxdb_shows_both_vcenters_on_the_fleet(fleet, tmp_p
         keys = {r.key for r in app.screen.view.model.rows}
         assert {"vm:db2a01", "vm:db2b01", "vm:db2atest01", "vm:db2btest01"} <= keys, keys
         assert {"host:esx-a", "host:esx-b"} <= keys, keys
+        # the agents themselves: both ran on this machine, so one row for its host name
+        agent = next(r for r in app.screen.view.model.rows if r.key == f"agent:{socket.gethostname()}")
+        assert agent.cells[2].startswith("sink ok · wrote ") and "backlog 0" in agent.cells[2], agent.cells
         await pilot.press("q")
 
 
