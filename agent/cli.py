@@ -365,7 +365,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
     pipeline: Pipeline | None = None
     if fleet:  # a read-only console over every agent's data: nothing collected here
         open_fleet = _influx_opener(cfg)
-        open_fleet().close()  # an unreachable InfluxDB is said here, not in an empty screen
+        with open_fleet() as fleet_source:
+            fleet_source.measurements()  # an unreachable InfluxDB is said here, not in an empty screen
     else:  # if an agent is collecting into this store, show its data (and leave InfluxDB to it)
         with contextlib.suppress(StoreLockedError):
             pipeline = Pipeline(cfg, path)

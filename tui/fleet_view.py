@@ -244,7 +244,7 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
     for name, row in sorted(_newest_by(rd.latest(SINK_MEASUREMENT, until), "agent").items()):
         f = row.fields
         last = f.get("last_success_ns")
-        wrote = f"wrote {ago((until - last) / 1e9)} ago" if isinstance(last, int) and last else "nothing delivered yet"
+        wrote = f"wrote {ago((until - last) / 1e9)}" if isinstance(last, int) and last else "nothing delivered yet"
         note, stale = age_note(row, SINK_MEASUREMENT)
         error = str(f.get("last_error") or "")
         add("agent", name, f"sink {f.get('state', '?')} · {wrote} · backlog {num(value(f, 'pending'), 0)}{note}",
