@@ -1,7 +1,7 @@
 # db2vtop: `make run` starts the TUI on this machine, `make test` installs what the tests
 # need and runs them. Everything lands in .venv/, build/ and ~/.cache/db2vtop/ (influxd 1.8.10,
 # built once with `go install`); nothing is installed globally except Debian packages
-# (openssh-server, sysstat, tmux, systemd) that the tests use as real peers.
+# (openssh-server, sysstat, tmux, systemd, chromium) that the tests use as real peers.
 
 PYTHON ?= python3
 VENV   := .venv
