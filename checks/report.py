@@ -182,6 +182,7 @@ class _Cache:
         for s in store.series():
             self.by_measurement[s.measurement].append(s)
         self.windows: dict[tuple[int, int], dict[int, list[Row]]] = {}
+        self.fallback: dict[tuple[int, str, int, int], list[tuple[int, FieldValue]]] = {}
 
     def rows(self, series: Iterable[Series], since: int, until: int) -> dict[int, list[Row]]:
         loaded = self.windows.setdefault((since, until), {})
@@ -204,7 +205,10 @@ class _Cache:
             if rows is not None and lo <= since_ns and until <= hi:
                 return [(r.ts, r.fields[field_name]) for r in rows
                         if since_ns <= r.ts <= until and field_name in r.fields]
-        return self.store.window(series_id, field_name, since_ns, until_ns)
+        key = (series_id, field_name, since_ns, until)
+        if key not in self.fallback:  # outside the windows read (placement looks an hour back): once each
+            self.fallback[key] = self.store.window(series_id, field_name, since_ns, until_ns)
+        return self.fallback[key]
 
 
 # --- stacks ---------------------------------------------------------------------------
@@ -410,36 +414,37 @@ class _Reporter:
     def figures(self, run: Run, until: int, stacks: list[StackConfig]) -> RunFigures:
         out = RunFigures(run, until)
         since = run.begin_ns
+        groups: dict[tuple, list[Figure]] = defaultdict(list)
+        for fig in FIGURES:
+            groups[(fig.measurement, fig.entity, fig.where)].append(fig)
+        views: dict[str, _StackView] = {}
         for st in stacks:
             ent = out.entities[st.name] = self.entities(st, since, until)
-            groups: dict[tuple, list[Figure]] = defaultdict(list)
-            for fig in FIGURES:
-                groups[(fig.measurement, fig.entity, fig.where)].append(fig)
+            view = views[st.name] = _StackView(self.cache)
             layers: dict[str, dict[str, Stat]] = {}
             charts: dict[str, list[tuple[float, float]]] = {}
             for figs in groups.values():
                 series = self.select(figs[0], ent)
                 if not series:
                     continue
+                view.add(series)
                 rows = self.cache.rows(series, since, until + AFTER_NS)
-                per_ts: dict[str, dict[int, list[float]]] = {f.field: defaultdict(list) for f in figs}
-                fed: dict[str, set[int]] = {f.field: set() for f in figs}
+                fed: dict[str, list[list[tuple[int, float]]]] = {f.field: [] for f in figs}
                 for s in series:
-                    host = s.tags.get("host") if figs[0].entity in ("host", "host_lun") else None
-                    for r in _covering(rows[s.id], since, until):
-                        if host is not None and ent.where.host_at(r.ts) != host:
-                            continue
-                        for name, points in per_ts.items():
-                            v = r.fields.get(name)
-                            if isinstance(v, int | float) and not isinstance(v, bool):
-                                points[r.ts].append(float(v))
-                                fed[name].add(s.id)
+                    mine = _covering(rows[s.id], since, until)
+                    if figs[0].entity in ("host", "host_lun"):  # only while the VM ran on this host
+                        host, at = s.tags.get("host"), ent.where.host_at
+                        mine = [r for r in mine if at(r.ts) == host]
+                    for name, found in fed.items():
+                        points = [(r.ts, v) for r in mine if type(v := r.fields.get(name)) is float or type(v) is int]
+                        if points:
+                            found.append(points)
                 for fig in figs:
-                    points = per_ts[fig.field]
-                    if not points:
+                    found = fed[fig.field]
+                    if not found:
                         continue
-                    combined = [(ts, COMBINE[fig.combine](vs)) for ts, vs in sorted(points.items())]
-                    layers.setdefault(fig.layer, {})[fig.id] = Stat.of([v for _, v in combined], len(fed[fig.field]))
+                    combined = found[0] if len(found) == 1 else _combine(found, COMBINE[fig.combine])
+                    layers.setdefault(fig.layer, {})[fig.id] = Stat.of([v for _, v in combined], len(found))
                     if fig.key:
                         charts[fig.id] = [((ts - since) / 1e9, v) for ts, v in combined]
             if layers:
@@ -454,10 +459,44 @@ class _Reporter:
                                                                 out.findings[i].first_seen))
         out.findings = [out.findings[i] for i in order]
         out.finding_stacks = [out.finding_stacks[i] for i in order]
-        for st in stacks:
-            v = stack_verdict(self.cache, st, since, until, self.overrides)
+        for st in stacks:  # the verdict reads the stack's own series (the same entities), not the fleet's
+            v = stack_verdict(views[st.name], st, since, until, self.overrides)
             out.verdicts.append({**v.to_json(), "run": run.name, "vm": st.vm})
         return out
+
+
+def _combine(found: list[list[tuple[int, float]]], how: Callable[[list[float]], float]) -> list[tuple[int, float]]:
+    """Several series' points as one: `how` of the values at each time."""
+    times = [ts for ts, _ in found[0]]
+    if all(len(p) == len(times) and [ts for ts, _ in p] == times for p in found[1:]):  # one collection cycle each
+        return [(ts, how(vs)) for ts, *vs in zip(times, *([v for _, v in p] for p in found), strict=True)]
+    at: dict[int, list[float]] = defaultdict(list)
+    for points in found:
+        for ts, v in points:
+            at[ts].append(v)
+    return [(ts, how(vs)) for ts, vs in sorted(at.items())]
+
+
+class _StackView:
+    """What the verdict reads for one stack: the series chosen for its figures (a superset of those
+    the verdict matches itself), through the shared cache."""
+
+    def __init__(self, cache: _Cache):
+        self.cache = cache
+        self.by_measurement: dict[str, dict[int, Series]] = defaultdict(dict)
+
+    def add(self, series: list[Series]) -> None:
+        for s in series:
+            self.by_measurement[s.measurement][s.id] = s
+
+    def series(self, measurement: str | None = None) -> list[Series]:
+        if measurement is None:
+            return [s for ss in self.by_measurement.values() for s in ss.values()]
+        return list(self.by_measurement.get(measurement, {}).values())
+
+    def window(self, series_id: int, field_name: str, since_ns: int,
+               until_ns: int | None = None) -> list[tuple[int, FieldValue]]:
+        return self.cache.window(series_id, field_name, since_ns, until_ns)
 
 
 def build_report(store: Store, stacks: list[StackConfig], run: Run, baseline: Run | None = None,

@@ -101,15 +101,16 @@ class _Reader:
             if not match(s.tags):
                 continue
             points: dict[int, list[float]] = defaultdict(list)
-            for ts, v in self.store.window(s.id, fld, self.since, self.until):
-                if at is not None and not at(s.tags, ts):
-                    continue
-                if isinstance(v, int | float) and not isinstance(v, bool):
-                    points[ts // BUCKET_NS].append(float(v))
-                    self.samples += 1
+            window = self.store.window(s.id, fld, self.since, self.until)
+            if at is not None:
+                window = [(ts, v) for ts, v in window if at(s.tags, ts)]
+            for ts, v in window:
+                if type(v) is float or type(v) is int:  # numbers, not bool (an int) nor text
+                    points[ts // BUCKET_NS].append(v)
+            self.samples += sum(len(vs) for vs in points.values())
             for b, vs in points.items():
-                per_bucket[b].append(fmean(vs))
-        return {b: combine(vs) for b, vs in per_bucket.items()}
+                per_bucket[b].append(vs[0] if len(vs) == 1 else fmean(vs))
+        return {b: vs[0] if len(vs) == 1 else combine(vs) for b, vs in per_bucket.items()}
 
 
 def _over(series: dict[int, float], buckets: Iterable[int]) -> float | None:
