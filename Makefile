@@ -64,6 +64,7 @@ bench: $(STAMP) test-deps $(VSPHERE_SIM)
 	$(PY) bench/db2.py
 	$(PY) bench/vsphere.py
 	$(PY) bench/triage.py
+	$(PY) bench/report.py
 	$(PY) bench/influx.py
 	$(PY) bench/tui.py
 

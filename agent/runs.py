@@ -10,6 +10,7 @@ process waits for the command to end and still marks the end. SIGTERM and SIGHUP
 
 from __future__ import annotations
 
+import os
 import shlex
 import signal
 import subprocess
@@ -126,7 +127,7 @@ def describe_status(status: int) -> str:
 
 
 def make_report(cfg: Config, store_path: Path, spec: str, baseline: str | None = None, previous: bool = False,
-                stacks: Sequence[str] = (), now_ns: int | None = None) -> Report:
+                stacks: Sequence[str] = (), now_ns: int | None = None, workers: int | None = None) -> Report:
     """The report of run `spec` against `baseline` (or, with `previous`, the run of the same name
     before it, when there is one), over the stacks of the config and the store (or those named)."""
     with Store(store_path) as store:
@@ -144,4 +145,6 @@ def make_report(cfg: Config, store_path: Path, spec: str, baseline: str | None =
                 raise RunNotFoundError(f"no stack named {', '.join(missing)} (db2vtop stacks lists them; without "
                                        f"--stack the report covers: {', '.join(s.name for s in chosen) or 'none'})")
             chosen = [every[n] for n in dict.fromkeys(stacks)]
-        return build_report(store, chosen, run, base, facts, cfg.checks, now_ns)
+        if workers is None:  # a large fleet is read by up to 4 processes
+            workers = max(1, min(4, len(os.sched_getaffinity(0))))
+        return build_report(store, chosen, run, base, facts, cfg.checks, now_ns, workers)

@@ -376,7 +376,6 @@ class _Reporter:
             if f.kind == "vsphere_vm" and f.tags.get("vm"):
                 self.vm_luns[f.tags["vm"]] |= {_lun(str(x)) for d in f.data.get("disks") or ()
                                                for x in d.get("luns") or ()}
-        self.all_findings = store.findings(open_only=False)
 
     def by_tag(self, measurement: str, tag: str, value: str | None) -> list[Series]:
         idx = self.index.get((measurement, tag))
@@ -436,7 +435,11 @@ class _Reporter:
                         host, at = s.tags.get("host"), ent.where.host_at
                         mine = [r for r in mine if at(r.ts) == host]
                     for name, found in fed.items():
-                        points = [(r.ts, v) for r in mine if type(v := r.fields.get(name)) is float or type(v) is int]
+                        # a declared number field (tests/docs_check.py): present or not, never text
+                        try:
+                            points = [(r.ts, r.fields[name]) for r in mine]
+                        except KeyError:  # not in every sample
+                            points = [(r.ts, v) for r in mine if (v := r.fields.get(name)) is not None]
                         if points:
                             found.append(points)
                 for fig in figs:
@@ -450,15 +453,6 @@ class _Reporter:
             if layers:
                 out.stacks[st.name] = {layer: layers[layer] for layer in LAYERS if layer in layers}
                 out.charts[st.name] = charts
-        for f in self.all_findings:
-            if since <= f.first_seen <= until:
-                names = [st.name for st in stacks if in_stack(st, f.subject, self.facts)]
-                out.findings.append(f)
-                out.finding_stacks.append(names)
-        order = sorted(range(len(out.findings)), key=lambda i: (severity_rank(out.findings[i].severity),
-                                                                out.findings[i].first_seen))
-        out.findings = [out.findings[i] for i in order]
-        out.finding_stacks = [out.finding_stacks[i] for i in order]
         for st in stacks:  # the verdict reads the stack's own series (the same entities), not the fleet's
             v = stack_verdict(views[st.name], st, since, until, self.overrides)
             out.verdicts.append({**v.to_json(), "run": run.name, "vm": st.vm})
@@ -499,15 +493,77 @@ class _StackView:
         return self.cache.window(series_id, field_name, since_ns, until_ns)
 
 
+def _findings(out: RunFigures, found: list[Finding], stacks: list[StackConfig], facts: list[Fact]) -> None:
+    """The findings opened during the run, worst first, with the stacks they belong to."""
+    opened = [f for f in found if out.run.begin_ns <= f.first_seen <= out.until_ns]
+    opened.sort(key=lambda f: (severity_rank(f.severity), f.first_seen))
+    out.findings = opened
+    out.finding_stacks = [[st.name for st in stacks if in_stack(st, f.subject, facts)] for f in opened]
+
+
+#: fewer stacks than this are reported in one process
+PARALLEL_MIN_STACKS = 16
+
+
+def _both(store: Store, stacks: list[StackConfig], run: Run, run_until: int, baseline: Run | None,
+          base_until: int | None, facts: list[Fact], overrides: dict[str, dict] | None,
+          ) -> tuple[RunFigures, RunFigures | None]:
+    r = _Reporter(store, facts, overrides)
+    return (r.figures(run, run_until, stacks),
+            r.figures(baseline, base_until, stacks) if baseline is not None and base_until is not None else None)
+
+
+def _part(job: tuple) -> tuple[RunFigures, RunFigures | None]:
+    """One worker's share: the figures and verdicts of some stacks, from its own store connection."""
+    path, *rest = job
+    with Store(path) as store:
+        return _both(store, *rest)
+
+
+def _merge(parts: list[RunFigures], run: Run, until: int, stacks: list[StackConfig]) -> RunFigures:
+    out = RunFigures(run, until)
+    for p in parts:
+        out.stacks.update(p.stacks)
+        out.charts.update(p.charts)
+        out.entities.update(p.entities)
+        out.verdicts += p.verdicts
+    order = {st.name: i for i, st in enumerate(stacks)}
+    out.stacks = {k: out.stacks[k] for k in sorted(out.stacks, key=order.__getitem__)}
+    out.verdicts.sort(key=lambda v: order[v["stack"]])
+    return out
+
+
 def build_report(store: Store, stacks: list[StackConfig], run: Run, baseline: Run | None = None,
                  facts: list[Fact] | None = None, overrides: dict[str, dict] | None = None,
-                 now_ns: int | None = None) -> Report:
-    """The report of `run` (and its comparison with `baseline`) over `stacks` (report_stacks)."""
+                 now_ns: int | None = None, workers: int = 1) -> Report:
+    """The report of `run` (and its comparison with `baseline`) over `stacks` (report_stacks).
+
+    With `workers` > 1 and many stacks, the stacks are shared out to that many processes, each
+    reading its stacks' series over its own connection: reading and decoding samples is most of
+    the work, and it is the same work whichever process does it."""
     now = now_ns if now_ns is not None else time.time_ns()
-    r = _Reporter(store, store.facts() if facts is None else facts, overrides)
-    report = Report(now, stacks, r.figures(run, run.until(now), stacks))
-    if baseline is not None:
-        report.baseline = r.figures(baseline, baseline.until(now), stacks)
+    facts = store.facts() if facts is None else facts
+    run_until = run.until(now)
+    base_until = baseline.until(now) if baseline is not None else None
+    if workers > 1 and len(stacks) >= PARALLEL_MIN_STACKS:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        chunks = [stacks[i::workers] for i in range(workers)]
+        jobs = [(store.path, chunk, run, run_until, baseline, base_until, facts, overrides) for chunk in chunks]
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            parts = list(pool.map(_part, jobs))
+        mine = _merge([p[0] for p in parts], run, run_until, stacks)
+        theirs = _merge([p[1] for p in parts if p[1] is not None], baseline, base_until, stacks) \
+            if baseline is not None and base_until is not None else None
+    else:
+        mine, theirs = _both(store, stacks, run, run_until, baseline, base_until, facts, overrides)
+    found = store.findings(open_only=False)
+    report = Report(now, stacks, mine)
+    _findings(mine, found, stacks, facts)
+    if theirs is not None:
+        _findings(theirs, found, stacks, facts)
+        report.baseline = theirs
         report.moved = _moved(report)
     return report
 

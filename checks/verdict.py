@@ -101,13 +101,12 @@ class _Reader:
             if not match(s.tags):
                 continue
             points: dict[int, list[float]] = defaultdict(list)
-            window = self.store.window(s.id, fld, self.since, self.until)
-            if at is not None:
-                window = [(ts, v) for ts, v in window if at(s.tags, ts)]
-            for ts, v in window:
-                if type(v) is float or type(v) is int:  # numbers, not bool (an int) nor text
-                    points[ts // BUCKET_NS].append(v)
-            self.samples += sum(len(vs) for vs in points.values())
+            tags = s.tags
+            numbers = [(ts, v) for ts, v in self.store.window(s.id, fld, self.since, self.until)
+                       if (type(v) is float or type(v) is int) and (at is None or at(tags, ts))]  # not bool, not text
+            self.samples += len(numbers)
+            for ts, v in numbers:
+                points[ts // BUCKET_NS].append(v)
             for b, vs in points.items():
                 per_bucket[b].append(vs[0] if len(vs) == 1 else fmean(vs))
         return {b: vs[0] if len(vs) == 1 else combine(vs) for b, vs in per_bucket.items()}

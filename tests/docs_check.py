@@ -229,10 +229,10 @@ def check_figures(problems: list[str], write: bool = False) -> None:
     lists them as the code has them."""
     from db2vtop.checks.report import FIGURES
 
-    declared = {m.name: m.field_names() for ms in measurement_catalog().values() for m in ms}
+    declared = {m.name: {f.name: f.kind for f in m.fields} for ms in measurement_catalog().values() for m in ms}
     for f in FIGURES:
-        if f.field not in declared.get(f.measurement, ()):
-            problems.append(f"checks/report.py: figure {f.id} is not a declared field (agent/core/schema.py)")
+        if declared.get(f.measurement, {}).get(f.field) != "number":
+            problems.append(f"checks/report.py: figure {f.id} is not a declared number field (agent/core/schema.py)")
     doc = RUNS_DOC.read_text()
     head, begin, rest = doc.partition(FIGURES_BEGIN)
     _, end, tail = rest.partition(END)

@@ -283,3 +283,22 @@ def test_html_report_renders_with_charts_in_headless_chromium(fleet, tmp_path):
     assert non_white(rows) > 20_000  # text, tables and charts, not a blank page
     assert count_colour(rows, (0xD6, 0x27, 0x28)) > 300  # the run's lines
     assert count_colour(rows, (0x1F, 0x77, 0xB4)) > 300  # the baseline's
+
+
+def test_a_large_fleet_reported_by_several_processes_is_the_same_report(tmp_path):
+    from bench.report import build, config
+    from db2vtop.agent.core.config import load_config
+    from db2vtop.agent.runs import make_report
+    from db2vtop.checks.report import PARALLEL_MIN_STACKS
+
+    store, cfg_path = tmp_path / "f.db", tmp_path / "f.toml"
+    now = time.time_ns()
+    build(store, PARALLEL_MIN_STACKS, 4, 300, 20, now - 400 * S)
+    config(cfg_path, PARALLEL_MIN_STACKS)
+    cfg = load_config(cfg_path)
+    one = make_report(cfg, store, "second", "first", now_ns=now, workers=1).to_json()
+    two = make_report(cfg, store, "second", "first", now_ns=now, workers=2).to_json()
+    assert len(one["run"]["stacks"]) == PARALLEL_MIN_STACKS and len(one["verdicts"]) == 2 * PARALLEL_MIN_STACKS
+    assert one == two
+    kavg = one["run"]["stacks"]["s007"]["host"]["vsphere_host_lun.kernel_latency_ms"]
+    assert kavg["series"] == 2  # its two LUNs on its host, of the 4 x 32 host-LUN series
