@@ -41,6 +41,10 @@ def test_runs_are_found_by_name_latest_first_open_or_between_two_markers():
     assert batch.open and batch.until(99) == 99 and batch.duration_s(50 + 3 * S) == 3.0
     pair = find_run(marks, "load start..load stop")
     assert (pair.begin_ns, pair.end_ns) == (25, 45)
+    done = edge_marker("oltp", END, tags={"exit_status": "3", "command": "x"}, ts=60)
+    assert find_run([*marks, done], "oltp").exit_status is None  # the open run's own end is at 40
+    assert find_run([marks[0], done], "oltp").exit_status == 3
+    assert find_run([marks[0], done], "oltp begin..oltp end").exit_status is None  # a span of two markers
     assert [(r.name, r.begin_ns, r.end_ns) for r in runs(marks)] == [("oltp", 10, 20), ("oltp", 30, 40),
                                                                      ("batch", 50, None)]
     with pytest.raises(RunNotFoundError, match=r"no run named 'nope'; runs: batch, oltp"):

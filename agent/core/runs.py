@@ -56,13 +56,15 @@ class Run:
 
     @property
     def exit_status(self) -> int | None:
-        """The command's exit status, when `db2vtop run` recorded one."""
-        text = (self.end.tags.get("exit_status") if self.end else None) or ""
+        """The command's exit status, when `db2vtop run` recorded one (for this run, not for another
+        whose end marker bounds a FIRST..SECOND span)."""
+        own = self.end is not None and self.end.tags.get("run") == self.name
+        text = (self.end.tags.get("exit_status") if own and self.end else None) or ""
         return int(text) if text.lstrip("-").isdigit() else None
 
     @property
     def command(self) -> str | None:
-        return self.begin.tags.get("command")
+        return self.begin.tags.get("command") if self.begin.tags.get("run") == self.name else None
 
 
 def _edge(a: Annotation, name: str, edge: str) -> bool:
