@@ -344,7 +344,7 @@ def moved_score(run: float, baseline: float) -> float:
     return abs(math.log2((abs(run) + eps) / (abs(baseline) + eps)))
 
 
-COMBINE: dict[str, Callable[[list[float]], float]] = {"sum": math.fsum, "max": max, "mean": fmean}
+COMBINE: dict[str, Callable[[Iterable[float]], float]] = {"sum": math.fsum, "max": max, "mean": fmean}
 #: how long after a run's end to look for each series' first sample (vCenter's is 20 s apart)
 AFTER_NS = 60 * 10**9
 
@@ -428,28 +428,31 @@ class _Reporter:
                     continue
                 view.add(series)
                 rows = self.cache.rows(series, since, until + AFTER_NS)
-                fed: dict[str, list[list[tuple[int, float]]]] = {f.field: [] for f in figs}
+                fed: dict[str, list[tuple[list[int], list[float]]]] = {f.field: [] for f in figs}
                 for s in series:
                     mine = _covering(rows[s.id], since, until)
                     if figs[0].entity in ("host", "host_lun"):  # only while the VM ran on this host
                         host, at = s.tags.get("host"), ent.where.host_at
                         mine = [r for r in mine if at(r.ts) == host]
+                    if not mine:
+                        continue
+                    times = [r.ts for r in mine]
                     for name, found in fed.items():
                         # a declared number field (tests/docs_check.py): present or not, never text
                         try:
-                            points = [(r.ts, r.fields[name]) for r in mine]
+                            found.append((times, [r.fields[name] for r in mine]))
                         except KeyError:  # not in every sample
-                            points = [(r.ts, v) for r in mine if (v := r.fields.get(name)) is not None]
-                        if points:
-                            found.append(points)
+                            pairs = [(r.ts, v) for r in mine if (v := r.fields.get(name)) is not None]
+                            if pairs:
+                                found.append(([t for t, _ in pairs], [v for _, v in pairs]))
                 for fig in figs:
                     found = fed[fig.field]
                     if not found:
                         continue
-                    combined = found[0] if len(found) == 1 else _combine(found, COMBINE[fig.combine])
-                    layers.setdefault(fig.layer, {})[fig.id] = Stat.of([v for _, v in combined], len(found))
+                    times, values = found[0] if len(found) == 1 else _combine(found, COMBINE[fig.combine])
+                    layers.setdefault(fig.layer, {})[fig.id] = Stat.of(values, len(found))
                     if fig.key:
-                        charts[fig.id] = [((ts - since) / 1e9, v) for ts, v in combined]
+                        charts[fig.id] = [((t - since) / 1e9, v) for t, v in zip(times, values, strict=True)]
             if layers:
                 out.stacks[st.name] = {layer: layers[layer] for layer in LAYERS if layer in layers}
                 out.charts[st.name] = charts
@@ -459,16 +462,18 @@ class _Reporter:
         return out
 
 
-def _combine(found: list[list[tuple[int, float]]], how: Callable[[list[float]], float]) -> list[tuple[int, float]]:
+def _combine(found: list[tuple[list[int], list[float]]], how: Callable[[Iterable[float]], float],
+             ) -> tuple[list[int], list[float]]:
     """Several series' points as one: `how` of the values at each time."""
-    times = [ts for ts, _ in found[0]]
-    if all(len(p) == len(times) and [ts for ts, _ in p] == times for p in found[1:]):  # one collection cycle each
-        return [(ts, how(vs)) for ts, *vs in zip(times, *([v for _, v in p] for p in found), strict=True)]
+    times = found[0][0]
+    if all(t == times for t, _ in found[1:]):  # one collection cycle each: the usual case
+        return times, [how(vs) for vs in zip(*(v for _, v in found), strict=True)]
     at: dict[int, list[float]] = defaultdict(list)
-    for points in found:
-        for ts, v in points:
+    for ts_, vs_ in found:
+        for ts, v in zip(ts_, vs_, strict=True):
             at[ts].append(v)
-    return [(ts, how(vs)) for ts, vs in sorted(at.items())]
+    ordered = sorted(at)
+    return ordered, [how(at[ts]) for ts in ordered]
 
 
 class _StackView:
