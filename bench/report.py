@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import subprocess
 import sys
 import tempfile
@@ -135,6 +136,11 @@ def config(path: Path, stacks: int) -> None:
     path.write_text("".join(parts))
 
 
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def timed(fn):
     t = time.perf_counter()
     value = fn()
@@ -159,8 +165,17 @@ def main() -> None:
         out = {"benchmark": "report", "stacks": args.stacks, "hosts": args.hosts, "run_s": args.seconds,
                "step_s": args.step, "series": series, "samples": samples, "store_bytes": store.stat().st_size,
                "build_s": round(build_s, 1), "target_s": 3.0}
+        cpu, children = time.process_time(), _children_cpu()
         report, out["report_s"] = timed(lambda: make_report(cfg, store, "hour"))
+        parent_cpu, workers_cpu = time.process_time() - cpu, _children_cpu() - children
+        workers = max(1, min(4, len(os.sched_getaffinity(0))))
+        cpu = time.process_time()
         _, out["report_one_process_s"] = timed(lambda: make_report(cfg, store, "hour", workers=1))
+        # CPU seconds do not grow with other work on the machine as wall time does: on idle CPUs the
+        # report takes about its own process's CPU time plus one worker's share
+        out["report_cpu_s"] = {"one_process": round(time.process_time() - cpu, 3), "parent": round(parent_cpu, 3),
+                               "workers": round(workers_cpu, 3), "worker_processes": workers,
+                               "idle_estimate_s": round(parent_cpu + workers_cpu / workers, 3)}
         for fmt, render in (("text", lambda r: report_render.to_text(r)), ("json", report_render.to_json),
                             ("html", report_render.to_html)):
             text, out[f"render_{fmt}_s"] = timed(lambda render=render: render(report))
