@@ -6,8 +6,9 @@ opened during the run and the cross-layer verdict over it. With a baseline, each
 the baseline's, its change in percent, and the layers whose figures moved most.
 
 Only the series of each stack's entities are read (`Store.rows_of`: one range scan each, shared
-by stacks that share a host), never a whole measurement: a 100-stack fleet reports in about a
-second. A figure that several series feed (a guest's disks, a VM's virtual disks) is combined at
+by stacks that share a host), never a whole measurement, and a large fleet's stacks are shared out
+to a few processes: decoding the samples is most of the work (bench/report.py: 100 stacks, 1 h).
+A figure that several series feed (a guest's disks, a VM's virtual disks) is combined at
 each sample time first (rates summed, latencies their worst, ratios their mean), then summarised
 over the run. Host figures count only while the stack's VM ran on that host (vMotion), and a
 host's LUN figures only for the LUNs behind the VM's disks.
