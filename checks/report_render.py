@@ -16,6 +16,7 @@ from db2vtop.checks.report import FIGURE_BY_ID, LAYER_TITLES, LAYERS, Report, Ru
 DISPLAY = {"bytes/s": (1e6, "MB/s"), "bytes": (1e6, "MB"), "per second": (1.0, "/s"), "I/O per second": (1.0, "IOPS"),
            "%": (1.0, "%"), "ms": (1.0, "ms"), "µs": (1.0, "µs"), "MHz": (1.0, "MHz"), "": (1.0, "")}
 RUN_COLOUR, BASELINE_COLOUR = "#d62728", "#1f77b4"
+DOTS_UP_TO = 30  # series with this few points are also drawn as dots
 
 
 def shown(unit: str) -> tuple[float, str]:
@@ -232,10 +233,13 @@ def _chart(title: str, unit: str, divide: float, run: list[tuple[float, float]],
            f'<text x="{left - 4}" y="{h - bottom}" font-size="10" text-anchor="end">0</text>',
            f'<text x="{left}" y="{h - 6}" font-size="10">0 s</text>',
            f'<text x="{w - right}" y="{h - 6}" font-size="10" text-anchor="end">{xmax:,.0f} s</text>']
-    if base:
-        out.append(f'<polyline fill="none" stroke="{BASELINE_COLOUR}" stroke-width="2" points="{pts(base)}"/>')
-    if run:
-        out.append(f'<polyline fill="none" stroke="{RUN_COLOUR}" stroke-width="2" points="{pts(run)}"/>')
+    for points, colour in ((base, BASELINE_COLOUR), (run, RUN_COLOUR)):
+        if not points:
+            continue
+        out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{pts(points)}"/>')
+        if len(points) <= DOTS_UP_TO:  # a run shorter than a few samples: its points, not a line one sample long
+            out += [f'<circle cx="{xy.split(",")[0]}" cy="{xy.split(",")[1]}" r="3" fill="{colour}"/>'
+                    for xy in pts(points).split()]
     out.append("</svg></figure>")
     return "".join(out)
 
@@ -291,7 +295,7 @@ def to_html(report: Report) -> str:
                     if x else "<td class='n'>—</td>" * 4
                 if base:
                     c = change_pct(x.mean, y.mean) if x and y else None
-                    cls = "" if c is None else " up" if c > 0 else " down"
+                    cls = "" if not c else " up" if c > 0 else " down"
                     cells += f"<td class='n'>{num(y.mean, fig.unit) if y else '—'}</td><td class='n{cls}'>" \
                              f"{e(_change(x, y))}</td>"
                 out.append(f"<tr><td>{e(fig.label)} <code>{e(key)}</code></td><td>{e(unit)}</td>{cells}</tr>")
