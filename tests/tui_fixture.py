@@ -222,8 +222,14 @@ def build_store(path: Path, fleet: Fleet = Fleet()) -> Path:
         opened = [dataclasses.replace(x, resolved_at=None) for x in findings]  # the store opens, then resolves
         store.write(batch, facts=facts, annotations=[m for m in marks if m.ts <= fleet.end_ns], findings=opened)
         store.write(findings=[x for x in findings if x.resolved_at is not None])
+        store.compact()  # what an agent's writer would have sealed by then: the screens read chunks
         store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return path
+
+
+def field_values(fleet: Fleet = Fleet()) -> int:
+    """How many field values `build_store` writes (bench/store.py's bytes per value)."""
+    return sum(len(s.fields) for k in range(fleet.steps) for s in _step(fleet, k))
 
 
 def write_config(path: Path, fleet: Fleet = Fleet()) -> Path:

@@ -1,13 +1,17 @@
 """Embedded time-series store: one SQLite file in WAL mode.
 
-Layout: `series` gives each (measurement, tag set) an integer id; `samples` is clustered
-on (series_id, ts) WITHOUT ROWID, so a time window of one series is a single range scan.
-A row's fields are a JSON array of values plus the id of its `fieldsets` row (the list of
-field names): names are stored once, not in every row, which keeps a day of a 1,000-VM
-fleet well under half the size of one JSON object per row. One process writes (a lock
-file enforces it); readers in other processes see each committed batch at once. WAL with
-synchronous=NORMAL means a kill -9 loses at most the transaction being written and never
-corrupts the file.
+Layout: `series` gives each (measurement, tag set) an integer id. New samples land in the
+head, `samples`, clustered on (series_id, ts) WITHOUT ROWID: a row's fields are a JSON array
+of values plus the id of its `fieldsets` row (the field names, stored once). Once a
+30-minute span is over, the writer seals each series' rows of that span into one `chunks`
+row (agent/core/chunks.py: columns encoded by kind, then zstd), about 1.4 bytes a value
+instead of 8. The newest row of every series stays in the head, so the live view's "latest
+value" reads never decode a chunk. Reads merge chunks and head inside one read transaction,
+so a reader never sees a row twice or misses one while the writer moves it.
+
+One process writes (a lock file enforces it); readers in other processes see each committed
+batch at once. WAL with synchronous=NORMAL means a kill -9 loses at most the transaction
+being written and never corrupts the file.
 """
 
 from __future__ import annotations
@@ -20,16 +24,24 @@ import queue
 import sqlite3
 import threading
 import time
+from bisect import bisect_left, bisect_right
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from db2vtop.agent.core import chunks
 from db2vtop.agent.core.model import Annotation, Fact, FieldValue, Finding, Sample, canonical_tags, clean_fields
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2  # 2: fields as a fieldset id plus a JSON array of values
+SCHEMA_VERSION = 3  # 2: fields as a fieldset id plus a JSON array of values; 3: sealed chunks
+CHUNK_SPAN_NS = 30 * 60 * 10**9  # a chunk holds one series over one such span
+_PAGE_SIZE = 65536  # big pages: a chunk (2-4 KB) shares a page with its neighbours, little slack
+_CACHED_CHUNKS = 4096  # decoded chunks kept per connection (replay scrubs back and forth)
+_END = 2**63 - 1
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS series(
@@ -39,6 +51,10 @@ CREATE TABLE IF NOT EXISTS fieldsets(id INTEGER PRIMARY KEY, names TEXT NOT NULL
 CREATE TABLE IF NOT EXISTS samples(
     series_id INTEGER NOT NULL, ts INTEGER NOT NULL, fieldset INTEGER NOT NULL, vals TEXT NOT NULL,
     PRIMARY KEY(series_id, ts)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS chunks(
+    id INTEGER PRIMARY KEY AUTOINCREMENT, series_id INTEGER NOT NULL, span INTEGER NOT NULL,
+    first_ts INTEGER NOT NULL, last_ts INTEGER NOT NULL, fieldset INTEGER NOT NULL, n INTEGER NOT NULL,
+    data BLOB NOT NULL, UNIQUE(series_id, span));
 CREATE TABLE IF NOT EXISTS facts(
     id INTEGER PRIMARY KEY, kind TEXT NOT NULL, entity TEXT NOT NULL, data TEXT NOT NULL,
     first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL);
@@ -96,6 +112,11 @@ def _encode(fields: dict[str, FieldValue]) -> tuple[tuple[str, ...], str]:
         return tuple(fields), _VALUES_ENCODER.encode(list(fields.values()))
 
 
+def _row_at(names: tuple[str, ...], columns: list[list[Any]], i: int) -> dict[str, FieldValue]:
+    """Row i of a decoded chunk: the fields it has."""
+    return {n: c[i] for n, c in zip(names, columns, strict=True) if c[i] is not None}
+
+
 def _doc(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
@@ -112,15 +133,25 @@ class Store:
             self._take_writer_lock()
         elif not self.path.exists():
             raise StoreError(f"no store at {self.path}")
+        new_file = writer and (not self.path.exists() or self.path.stat().st_size == 0)
         try:
             self.db = sqlite3.connect(self.path, timeout=10, isolation_level=None, check_same_thread=False)
             self.db.execute("PRAGMA busy_timeout=10000")
             if writer:
+                if new_file:  # both only take effect before the first table is written
+                    self.db.execute(f"PRAGMA page_size={_PAGE_SIZE}")
+                    self.db.execute("PRAGMA auto_vacuum=INCREMENTAL")
                 self.db.execute("PRAGMA journal_mode=WAL")
                 self.db.execute("PRAGMA synchronous=NORMAL")
+                self.db.execute("PRAGMA wal_autocheckpoint=256")  # pages: 16 MiB of WAL at 64 KiB pages
                 self.db.execute("PRAGMA cache_size=-65536")
+                if not new_file:
+                    self._check_schema()  # a newer schema is refused before anything is touched
                 self.db.executescript(_SCHEMA)
                 self.db.execute("INSERT OR IGNORE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
+                # schema 2 is a head without chunks: it gains the table and its rows are sealed as they age
+                self.db.execute("UPDATE meta SET value=? WHERE key='schema_version' AND value='2'",
+                                (str(SCHEMA_VERSION),))
             else:
                 self.db.execute("PRAGMA query_only=1")
                 self.db.execute("PRAGMA cache_size=-16384")
@@ -133,6 +164,9 @@ class Store:
         self._fieldset_names: dict[int, tuple[str, ...]] = {}
         self._facts: dict[tuple[str, str], tuple[int, str]] = {}
         self._retention_cursor = 0
+        self._seal_cursor = 0
+        self._chunk_cache: OrderedDict[int, tuple[list[int], tuple[str, ...], list[list[Any]]]] = OrderedDict()
+        self._chunked = self._has_chunks()
 
     def _take_writer_lock(self) -> None:
         lock_path = f"{self.path}-writer.lock"
@@ -151,9 +185,18 @@ class Store:
         try:
             row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         except sqlite3.OperationalError:
+            if self.writer:
+                return  # an empty file: the writer creates the store
             raise StoreError(f"{self.path} is not a db2vtop store (or is still being created)") from None
-        if row and int(row[0]) != SCHEMA_VERSION:
-            raise StoreError(f"{self.path} has store schema {row[0]}; this db2vtop reads schema {SCHEMA_VERSION}")
+        if row and int(row[0]) > SCHEMA_VERSION:
+            raise StoreError(f"{self.path} has store schema {row[0]}, written by a newer db2vtop; "
+                             f"this one reads schemas 2 to {SCHEMA_VERSION}")
+        if row and int(row[0]) < 2:
+            raise StoreError(f"{self.path} has store schema {row[0]}; this db2vtop reads schemas 2 to {SCHEMA_VERSION}")
+
+    def _has_chunks(self) -> bool:
+        found = self.db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='chunks'").fetchone()
+        return found is not None
 
     def close(self) -> None:
         db = getattr(self, "db", None)
@@ -278,7 +321,8 @@ class Store:
                  _doc(f.references), f.first_seen, f.last_seen))
 
     def enforce_retention(self, cutoff_ns: int, budget: int = 20000) -> int:
-        """Delete up to `budget` rows older than the cutoff, a few series at a time.
+        """Delete up to `budget` rows (head rows and whole chunks) older than the cutoff, a few series
+        at a time. A chunk goes once its newest row is past the cutoff.
 
         Called repeatedly by the writer, so a large backlog (after a retention change)
         is worked off in short transactions that never block readers for long.
@@ -291,14 +335,18 @@ class Store:
             if left <= 0:
                 return deleted
             with self.db:
+                if self._chunked:
+                    deleted += self.db.execute(
+                        "DELETE FROM chunks WHERE id IN (SELECT id FROM chunks WHERE series_id=? AND last_ts < ?"
+                        " ORDER BY span LIMIT ?)", (sid, cutoff_ns, left)).rowcount
+                    left = budget - deleted
                 edge = self.db.execute(
                     "SELECT ts FROM samples WHERE series_id=? AND ts < ? ORDER BY ts LIMIT 1 OFFSET ?",
-                    (sid, cutoff_ns, left - 1)).fetchone()
+                    (sid, cutoff_ns, max(left, 1) - 1)).fetchone()
                 bound, op = (edge[0], "<=") if edge else (cutoff_ns, "<")
                 deleted += self.db.execute(f"DELETE FROM samples WHERE series_id=? AND ts {op} ?",
                                            (sid, bound)).rowcount
-                if edge is None and not self.db.execute("SELECT 1 FROM samples WHERE series_id=? LIMIT 1",
-                                                        (sid,)).fetchone():
+                if edge is None and not self._has_data(sid):
                     self.db.execute("DELETE FROM series WHERE id=?", (sid,))
                     self._series = {k: v for k, v in self._series.items() if v != sid}
             if edge is None:
@@ -314,7 +362,141 @@ class Store:
                     (cutoff_ns,))
         return deleted
 
+    def _has_data(self, sid: int) -> bool:
+        if self.db.execute("SELECT 1 FROM samples WHERE series_id=? LIMIT 1", (sid,)).fetchone():
+            return True
+        return bool(self._chunked and self.db.execute("SELECT 1 FROM chunks WHERE series_id=? LIMIT 1",
+                                                      (sid,)).fetchone())
+
+    # --- sealing ----------------------------------------------------------------------
+
+    def seal_step(self, before_ns: int, budget: int = 20000) -> tuple[int, bool]:
+        """Move up to about `budget` head rows older than `before_ns` into chunks, a few series at a
+        time, in one short transaction; the newest row of each series stays in the head. Returns
+        (rows moved, whether a pass over every series is complete). Late rows of a span that is
+        already sealed are merged into its chunk."""
+        moved = 0
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            ids = [r[0] for r in self.db.execute("SELECT id FROM series WHERE id > ? ORDER BY id LIMIT 200",
+                                                 (self._seal_cursor,))]
+            for sid in ids:
+                newest = self.db.execute("SELECT max(ts) FROM samples WHERE series_id=?", (sid,)).fetchone()[0]
+                if newest is not None:
+                    limit = max(budget - moved, 1000)
+                    rows = self.db.execute(
+                        "SELECT ts, fieldset, vals FROM samples WHERE series_id=? AND ts < ? ORDER BY ts LIMIT ?",
+                        (sid, min(before_ns, newest), limit)).fetchall()
+                    if rows:
+                        self._seal_rows(sid, rows)
+                        moved += len(rows)
+                        if len(rows) == limit:  # more of this series left: the next step goes on with it
+                            break
+                self._seal_cursor = sid
+                if moved >= budget:
+                    break
+            else:
+                if len(ids) < 200:
+                    self._seal_cursor = 0
+            self.db.execute("COMMIT")
+        except BaseException:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            self._fieldset_ids.clear()
+            self._fieldset_names.clear()
+            raise
+        return moved, self._seal_cursor == 0 and moved < budget
+
+    def _seal_rows(self, sid: int, rows: list[tuple[int, int, str]]) -> None:
+        by_span: dict[int, list[tuple[int, int, str]]] = {}
+        for row in rows:
+            by_span.setdefault(row[0] // CHUNK_SPAN_NS, []).append(row)
+        for span, part in by_span.items():
+            merged: dict[int, dict[str, FieldValue]] = {}
+            old = self.db.execute("SELECT id, fieldset, data FROM chunks WHERE series_id=? AND span=?",
+                                  (sid, span)).fetchone()
+            if old is not None:
+                merged = dict(self._chunk_rows(*old, 0, _END))
+                self._chunk_cache.pop(old[0], None)
+            for ts, fid, vals in part:  # the head's value wins, as in a write of the same time twice
+                fields = self._decode(fid, vals)
+                merged[ts] = {**merged[ts], **fields} if ts in merged else fields
+            stamps = sorted(merged)
+            names = tuple(dict.fromkeys(n for ts in stamps for n in merged[ts]))
+            columns = [[merged[ts].get(n) for ts in stamps] for n in names]
+            self.db.execute(
+                "INSERT OR REPLACE INTO chunks(series_id, span, first_ts, last_ts, fieldset, n, data)"
+                " VALUES (?,?,?,?,?,?,?)",
+                (sid, span, stamps[0], stamps[-1], self._fieldset_id(names), len(stamps),
+                 chunks.encode(stamps, columns)))
+            self.db.execute("DELETE FROM samples WHERE series_id=? AND ts >= ? AND ts <= ?",
+                            (sid, part[0][0], part[-1][0]))
+
+    def compact(self) -> int:
+        """Seal everything but the newest row of each series now (tests, benchmarks, imports)."""
+        total, done = 0, False
+        self._seal_cursor = 0
+        while not done:
+            moved, done = self.seal_step(_END)
+            total += moved
+        self.release_free_pages()
+        return total
+
+    def release_free_pages(self) -> None:
+        """Give the pages freed by sealing and retention back to the file system."""
+        self.db.executescript("PRAGMA incremental_vacuum;")  # execute() would free only one page
+
     # --- reading ----------------------------------------------------------------------
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """One read transaction: the writer moving rows from head to chunks is seen whole or not at all."""
+        if self.db.in_transaction:
+            yield
+            return
+        self.db.execute("BEGIN")
+        try:
+            if not self._chunked:  # a schema-2 store converted by a writer since we opened it
+                self._chunked = self._has_chunks()
+            yield
+        finally:
+            self.db.execute("COMMIT")
+
+    def _chunk(self, cid: int, fieldset: int, data: bytes) -> tuple[list[int], tuple[str, ...], list[list[Any]]]:
+        hit = self._chunk_cache.get(cid)
+        if hit is not None:
+            self._chunk_cache.move_to_end(cid)
+            return hit
+        try:
+            ts, columns = chunks.decode(data)
+        except chunks.ChunkError as e:
+            raise StoreError(f"{self.path}: chunk {cid}: {e}") from None
+        hit = self._chunk_cache[cid] = (ts, self._names(fieldset), columns)
+        if len(self._chunk_cache) > _CACHED_CHUNKS:
+            self._chunk_cache.popitem(last=False)
+        return hit
+
+    def _chunk_rows(self, cid: int, fieldset: int, data: bytes, since_ns: int,
+                    until_ns: int) -> Iterator[tuple[int, dict[str, FieldValue]]]:
+        ts, names, columns = self._chunk(cid, fieldset, data)
+        for i in range(bisect_left(ts, since_ns), bisect_right(ts, until_ns)):
+            yield ts[i], _row_at(names, columns, i)
+
+    def _spans(self, since_ns: int, until_ns: int) -> tuple[int, int]:
+        return since_ns // CHUNK_SPAN_NS, until_ns // CHUNK_SPAN_NS
+
+    def _gather(self, chunk_rows: Iterable[tuple[int, int, int, bytes]], head_rows: Iterable[tuple[int, int, int, str]],
+                since_ns: int, until_ns: int) -> list[tuple[tuple[int, int], dict[str, FieldValue]]]:
+        """((ts, series id), fields) of chunk and head rows in [since, until], oldest first; a head
+        row of a time also in a chunk (written late) is merged over it."""
+        out: dict[tuple[int, int], dict[str, FieldValue]] = {}
+        for sid, cid, fid, data in chunk_rows:
+            for ts, fields in self._chunk_rows(cid, fid, data, since_ns, until_ns):
+                out[ts, sid] = fields
+        for sid, ts, fid, vals in head_rows:
+            fields = self._decode(fid, vals)
+            out[ts, sid] = {**out[ts, sid], **fields} if (ts, sid) in out else fields
+        return sorted(out.items(), key=lambda kv: kv[0])
 
     def measurements(self) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT DISTINCT measurement FROM series ORDER BY 1")]
@@ -327,50 +509,112 @@ class Store:
 
     def rows(self, measurement: str, since_ns: int = 0, until_ns: int | None = None) -> Iterator[Row]:
         """Every sample of one measurement in [since, until], oldest first."""
-        cur = self.db.execute(
-            "SELECT x.ts, s.tags, x.fieldset, x.vals FROM series s JOIN samples x ON x.series_id = s.id "
-            "WHERE s.measurement=? AND x.ts >= ? AND x.ts <= ? ORDER BY x.ts, s.id",
-            (measurement, since_ns, until_ns if until_ns is not None else 2**63 - 1))
-        for ts, tags, fid, vals in cur:
-            yield Row(ts, measurement, json.loads(tags), self._decode(fid, vals))
+        until = until_ns if until_ns is not None else _END
+        with self._snapshot():
+            tags = {s.id: s.tags for s in self.series(measurement)}
+            found = self._gather(
+                self.db.execute(
+                    "SELECT c.series_id, c.id, c.fieldset, c.data FROM series s JOIN chunks c ON c.series_id = s.id "
+                    "WHERE s.measurement=? AND c.span BETWEEN ? AND ? AND c.last_ts >= ? AND c.first_ts <= ?",
+                    (measurement, *self._spans(since_ns, until), since_ns, until)) if self._chunked else (),
+                self.db.execute(
+                    "SELECT x.series_id, x.ts, x.fieldset, x.vals FROM series s JOIN samples x ON x.series_id = s.id "
+                    "WHERE s.measurement=? AND x.ts >= ? AND x.ts <= ?", (measurement, since_ns, until)),
+                since_ns, until)
+        for (ts, sid), fields in found:
+            yield Row(ts, measurement, tags[sid], fields)
 
     def rows_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None) -> Iterator[Row]:
         """`rows` for a few chosen series of a large measurement, series by series (one range scan each)."""
-        until = until_ns if until_ns is not None else 2**63 - 1
+        until = until_ns if until_ns is not None else _END
         for s in series:
-            cur = self.db.execute("SELECT ts, fieldset, vals FROM samples WHERE series_id=? AND ts >= ? AND ts <= ?"
-                                  " ORDER BY ts", (s.id, since_ns, until))
-            for ts, fid, vals in cur.fetchall():
-                yield Row(ts, s.measurement, s.tags, self._decode(fid, vals))
+            with self._snapshot():
+                found = self._gather(
+                    ((s.id, *c) for c in self.db.execute(
+                        "SELECT id, fieldset, data FROM chunks WHERE series_id=? AND span BETWEEN ? AND ?",
+                        (s.id, *self._spans(since_ns, until)))) if self._chunked else (),
+                    self.db.execute("SELECT series_id, ts, fieldset, vals FROM samples WHERE series_id=?"
+                                    " AND ts >= ? AND ts <= ?", (s.id, since_ns, until)),
+                    since_ns, until)
+            for (ts, _), fields in found:
+                yield Row(ts, s.measurement, s.tags, fields)
+
+    def _latest_in_chunk(self, sid: int, until_ns: int, newer_than: int) -> tuple[int, dict[str, FieldValue]] | None:
+        """The newest row at or before `until` held in a chunk, if newer than `newer_than`."""
+        c = self.db.execute(
+            "SELECT id, fieldset, data, first_ts FROM chunks WHERE series_id=? AND span <= ? AND first_ts <= ?"
+            " ORDER BY span DESC LIMIT 1", (sid, until_ns // CHUNK_SPAN_NS, until_ns)).fetchone()
+        if c is None:
+            return None
+        ts, names, columns = self._chunk(*c[:3])
+        i = bisect_right(ts, until_ns) - 1
+        if ts[i] <= newer_than:
+            return None
+        return ts[i], _row_at(names, columns, i)
 
     def latest(self, measurement: str, since_ns: int = 0, until_ns: int | None = None) -> list[Row]:
-        """The newest sample of each series of a measurement in [since, until] (time travel: `until`)."""
-        cur = self.db.execute(
-            "SELECT x.ts, s.tags, x.fieldset, x.vals FROM series s JOIN samples x ON x.series_id = s.id "
-            "AND x.ts = (SELECT max(ts) FROM samples WHERE series_id = s.id AND ts <= ?) "
-            "WHERE s.measurement=? AND x.ts >= ? ORDER BY s.id",
-            (until_ns if until_ns is not None else 2**63 - 1, measurement, since_ns))
-        return [Row(ts, measurement, json.loads(t), self._decode(fid, v)) for ts, t, fid, v in cur]
+        """The newest sample of each series of a measurement in [since, until] (time travel: `until`).
+        Without `until` the head alone answers: it always holds each series' newest row."""
+        until = until_ns if until_ns is not None else _END
+        with self._snapshot():
+            head = {sid: (ts, fid, vals, tags) for sid, ts, fid, vals, tags in self.db.execute(
+                "SELECT s.id, x.ts, x.fieldset, x.vals, s.tags FROM series s JOIN samples x ON x.series_id = s.id "
+                "AND x.ts = (SELECT max(ts) FROM samples WHERE series_id = s.id AND ts <= ?) "
+                "WHERE s.measurement=? ORDER BY s.id", (until, measurement))}
+            if until_ns is None or not self._chunked:
+                return [Row(ts, measurement, json.loads(tags), self._decode(fid, vals))
+                        for ts, fid, vals, tags in head.values() if ts >= since_ns]
+            return self._latest_sealed(self.series(measurement), head, since_ns, until)
 
     def latest_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None) -> list[Row]:
         """`latest` for a few chosen series of a large measurement (one index probe each)."""
-        until = until_ns if until_ns is not None else 2**63 - 1
+        until = until_ns if until_ns is not None else _END
+        chosen = list(series)
+        with self._snapshot():
+            head = {}
+            for s in chosen:
+                row = self.db.execute(
+                    "SELECT ts, fieldset, vals FROM samples WHERE series_id=? AND ts <= ? ORDER BY ts DESC LIMIT 1",
+                    (s.id, until)).fetchone()
+                if row is not None:
+                    head[s.id] = row
+            if until_ns is None or not self._chunked:
+                return [Row(head[s.id][0], s.measurement, s.tags, self._decode(*head[s.id][1:3]))
+                        for s in chosen if s.id in head and head[s.id][0] >= since_ns]
+            return self._latest_sealed(chosen, head, since_ns, until)
+
+    def _latest_sealed(self, series: list[Series], head: dict[int, tuple], since_ns: int, until_ns: int) -> list[Row]:
+        """`latest` back in time: a series' newest row before `until` may be in a chunk."""
         out = []
         for s in series:
-            row = self.db.execute(
-                "SELECT ts, fieldset, vals FROM samples WHERE series_id=? AND ts <= ? ORDER BY ts DESC LIMIT 1",
-                (s.id, until)).fetchone()
-            if row is not None and row[0] >= since_ns:
-                out.append(Row(row[0], s.measurement, s.tags, self._decode(row[1], row[2])))
+            h = head.get(s.id)
+            found = self._latest_in_chunk(s.id, until_ns, h[0] if h else -1)
+            if found is None and h is not None:
+                found = (h[0], self._decode(h[1], h[2]))
+            if found is not None and found[0] >= since_ns:
+                out.append(Row(found[0], s.measurement, s.tags, found[1]))
         return out
 
     def newest(self, measurement: str, since_ns: int, until_ns: int) -> list[tuple[int, int]]:
         """(series id, newest ts) of the series of a measurement with samples in [since, until]:
         which series moved, without decoding a sample (readers refresh only those)."""
-        return self.db.execute(
-            "SELECT x.series_id, max(x.ts) FROM series s JOIN samples x ON x.series_id = s.id "
-            "WHERE s.measurement=? AND x.ts >= ? AND x.ts <= ? GROUP BY x.series_id",
-            (measurement, since_ns, until_ns)).fetchall()
+        with self._snapshot():
+            found = dict(self.db.execute(
+                "SELECT x.series_id, max(x.ts) FROM series s JOIN samples x ON x.series_id = s.id "
+                "WHERE s.measurement=? AND x.ts >= ? AND x.ts <= ? GROUP BY x.series_id",
+                (measurement, since_ns, until_ns)).fetchall())
+            if self._chunked:
+                for sid, cid, fid, last_ts, data in self.db.execute(
+                        "SELECT c.series_id, c.id, c.fieldset, c.last_ts, CASE WHEN c.last_ts > ? THEN c.data END "
+                        "FROM series s JOIN chunks c ON c.series_id = s.id WHERE s.measurement=? "
+                        "AND c.span BETWEEN ? AND ? AND c.last_ts >= ? AND c.first_ts <= ?",
+                        (until_ns, measurement, *self._spans(since_ns, until_ns), since_ns, until_ns)):
+                    if data is not None:  # the chunk runs past `until`: its last row before it
+                        ts = self._chunk(cid, fid, data)[0]
+                        last_ts = ts[bisect_right(ts, until_ns) - 1]
+                    if last_ts >= since_ns and last_ts > found.get(sid, -1):
+                        found[sid] = last_ts
+        return sorted(found.items())
 
     def series_version(self) -> int:
         """Changes whenever a series is added or removed: readers cache `series()` until it does."""
@@ -379,25 +623,47 @@ class Store:
 
     def window(self, series_id: int, field_name: str, since_ns: int,
                until_ns: int | None = None) -> list[tuple[int, FieldValue]]:
-        """(ts, value) of one field of one series, oldest first; rows without it are skipped."""
-        cur = self.db.execute(
-            "SELECT ts, fieldset, vals FROM samples WHERE series_id=? AND ts >= ? AND ts <= ? ORDER BY ts",
-            (series_id, since_ns, until_ns if until_ns is not None else 2**63 - 1))
-        out, positions = [], {}
-        for ts, fid, vals in cur:
-            pos = positions.get(fid)
-            if pos is None:
-                names = self._names(fid)
-                pos = positions[fid] = names.index(field_name) if field_name in names else -1
-            if pos >= 0:
-                out.append((ts, json.loads(vals)[pos]))
-        return out
+        """(ts, value) of one field of one series, oldest first; rows without it are skipped.
+        Decodes only the chunks the window touches."""
+        until = until_ns if until_ns is not None else _END
+        out: dict[int, FieldValue] = {}
+        with self._snapshot():
+            if self._chunked:
+                for cid, fid, data in self.db.execute(
+                        "SELECT id, fieldset, data FROM chunks WHERE series_id=? AND span BETWEEN ? AND ?",
+                        (series_id, *self._spans(since_ns, until))):
+                    ts, names, columns = self._chunk(cid, fid, data)
+                    if field_name in names:
+                        col = columns[names.index(field_name)]
+                        for i in range(bisect_left(ts, since_ns), bisect_right(ts, until)):
+                            if col[i] is not None:
+                                out[ts[i]] = col[i]
+            positions: dict[int, int] = {}
+            for ts, fid, vals in self.db.execute(
+                    "SELECT ts, fieldset, vals FROM samples WHERE series_id=? AND ts >= ? AND ts <= ? ORDER BY ts",
+                    (series_id, since_ns, until)):
+                pos = positions.get(fid)
+                if pos is None:
+                    names = self._names(fid)
+                    pos = positions[fid] = names.index(field_name) if field_name in names else -1
+                if pos >= 0:
+                    out[ts] = json.loads(vals)[pos]
+        return sorted(out.items(), key=lambda kv: kv[0])
 
     def time_range(self) -> tuple[int, int] | None:
-        """First and last sample time: two index probes per series, not a scan of every sample."""
-        row = self.db.execute(
-            "SELECT min((SELECT ts FROM samples WHERE series_id = s.id ORDER BY ts LIMIT 1)),"
-            " max((SELECT ts FROM samples WHERE series_id = s.id ORDER BY ts DESC LIMIT 1)) FROM series s").fetchone()
+        """First and last sample time: index probes per series, not a scan of every sample."""
+        with self._snapshot():
+            row = self.db.execute(
+                "SELECT min((SELECT ts FROM samples WHERE series_id = s.id ORDER BY ts LIMIT 1)),"
+                " max((SELECT ts FROM samples WHERE series_id = s.id ORDER BY ts DESC LIMIT 1)) FROM series s"
+            ).fetchone()
+            if self._chunked:
+                sealed = self.db.execute(
+                    "SELECT min((SELECT first_ts FROM chunks WHERE series_id = s.id ORDER BY span LIMIT 1)),"
+                    " max((SELECT last_ts FROM chunks WHERE series_id = s.id ORDER BY span DESC LIMIT 1))"
+                    " FROM series s").fetchone()
+                row = (min(v for v in (row[0], sealed[0]) if v is not None) if sealed[0] is not None else row[0],
+                       max(v for v in (row[1], sealed[1]) if v is not None) if sealed[1] is not None else row[1])
         return None if row[0] is None else (row[0], row[1])
 
     def facts(self, kind: str | None = None) -> list[Fact]:
@@ -438,6 +704,7 @@ class WriterStats:
     last_error: str = ""
     pending: int = 0
     retention_deleted: int = 0
+    sealed: int = 0
 
 
 @dataclass
@@ -469,6 +736,9 @@ class StoreWriter:
         self.retention_s = retention_s
         self.retention_every_s = retention_every_s
         self.stats = WriterStats()
+        self._newest_ns = 0  # newest sample time committed: spans before its own are closed
+        self._sealed_before = 0  # every head row before this is sealed (but each series' newest)
+        self._pass_before: int | None = None  # the bound of the sealing pass under way
         self._q: queue.SimpleQueue = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="store-writer", daemon=True)
         self._thread.start()
@@ -531,10 +801,11 @@ class StoreWriter:
             if time.monotonic() >= next_retention:
                 self._retention_step()
                 next_retention = time.monotonic() + self.retention_every_s
+            self._seal_step()
 
     def _drain(self) -> list[Any]:
-        try:
-            items = [self._q.get(timeout=1.0)]
+        try:  # while a sealing pass is under way, come back to it soon
+            items = [self._q.get(timeout=1.0 if self._pass_before is None else 0.05)]
         except queue.Empty:
             return []
         while len(items) < 1000:
@@ -566,6 +837,7 @@ class StoreWriter:
             time.sleep(0.5)
             return b
         self.stats.write_ms = (time.perf_counter() - t0) * 1000
+        self._newest_ns = max([self._newest_ns, *(s.ts for s in b.samples)])
         self.stats.batches += 1
         self.stats.samples += len(b.samples)
         self.stats.last_error = ""
@@ -577,3 +849,19 @@ class StoreWriter:
             self.stats.retention_deleted += self.store.enforce_retention(cutoff)
         except sqlite3.Error as e:
             log.warning("store retention step failed: %s", e)
+
+    def _seal_step(self) -> None:
+        """Seal a little of the spans that have closed since the last pass; one short transaction."""
+        if self._pass_before is None:
+            before = self._newest_ns // CHUNK_SPAN_NS * CHUNK_SPAN_NS
+            if before <= self._sealed_before:
+                return
+            self._pass_before = before
+        try:
+            moved, done = self.store.seal_step(self._pass_before)
+            self.stats.sealed += moved
+            if done:
+                self._sealed_before, self._pass_before = self._pass_before, None
+                self.store.release_free_pages()
+        except sqlite3.Error as e:
+            log.warning("store sealing step failed: %s", e)

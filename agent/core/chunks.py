@@ -1,0 +1,199 @@
+"""Sealed chunks: one series' samples over a closed time span, stored as compressed columns.
+
+A chunk holds the timestamps and one column per field name. Each column is encoded by what
+its values are, then the whole chunk goes through zstd:
+
+- integers (timestamps, counters): difference order 0, 1 or 2, whichever is smallest
+  (delta-of-delta for regular timestamps, delta for counters), zigzag, then split into byte
+  planes (all low bytes, then all second bytes, ...) so zstd sees long runs of equal bytes;
+- floats written with few decimals (gauges at their source's precision, 12.5 %): the same
+  integer path after scaling by 10**d, exact (a value that does not come back bit for bit
+  is not taken this way);
+- other floats: XOR with the previous value (Gorilla), in byte planes;
+- anything else (strings, booleans, mixed types): JSON.
+
+A field missing from some rows gets a presence byte per row. Decoding gives back every
+value with its type, bit for bit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+import threading
+from collections.abc import Sequence
+from itertools import accumulate, pairwise
+from typing import Any
+
+import zstandard
+
+_VERSION = 1
+_HEADER = struct.Struct("<BII")  # version, rows, columns
+_COLUMN = struct.Struct("<BBI")  # kind, has presence bytes, payload bytes
+_INT, _DEC, _XOR, _JSON = 1, 2, 3, 4
+_MAX_DECIMALS = 9
+_LEVEL = 6
+_tls = threading.local()
+
+
+class ChunkError(Exception):
+    """A chunk could not be decoded (damaged file or a bug): says what was wrong."""
+
+
+def _zstd() -> tuple[zstandard.ZstdCompressor, zstandard.ZstdDecompressor]:
+    pair = getattr(_tls, "zstd", None)
+    if pair is None:  # the (de)compressors keep state: one per thread
+        pair = _tls.zstd = (zstandard.ZstdCompressor(level=_LEVEL), zstandard.ZstdDecompressor())
+    return pair
+
+
+def _diff(values: list[int]) -> list[int]:
+    return values[:1] + [b - a for a, b in pairwise(values)]
+
+
+def _planes(words: list[int]) -> bytes:
+    """Unsigned 64-bit words as byte planes, dropping high planes that are all zero."""
+    width = max(w.bit_length() for w in words) + 7 >> 3 if words else 0
+    raw = struct.pack(f"<{len(words)}Q", *words)
+    return bytes([width]) + b"".join(raw[k::8] for k in range(width))
+
+
+def _unplanes(data: bytes | memoryview, count: int) -> list[int]:
+    width = data[0]
+    if len(data) != 1 + width * count or width > 8:
+        raise ChunkError(f"byte planes of {len(data)} bytes for {count} values of width {width}")
+    raw = bytearray(8 * count)
+    for k in range(width):
+        raw[k::8] = data[1 + k * count:1 + (k + 1) * count]
+    return list(struct.unpack(f"<{count}Q", raw))
+
+
+def _encode_ints(values: list[int]) -> bytes | None:
+    """Order byte + byte planes of the zigzagged differences; None if they do not fit 64 bits."""
+    best: tuple[int, list[int]] | None = None
+    seq = values
+    for order in range(3):
+        if order:
+            seq = _diff(seq)
+        cost = sum(abs(x).bit_length() for x in seq)
+        if best is None or cost < best[0] - 8:  # a higher order must win clearly: it costs a decode pass
+            best, chosen = (cost, seq), order
+    assert best is not None
+    zigzag = [(x << 1) ^ (x >> 63) for x in best[1]]
+    if any(z >> 64 or z < 0 for z in zigzag):
+        return None
+    return bytes([chosen]) + _planes(zigzag)
+
+
+def _decode_ints(data: bytes | memoryview, count: int) -> list[int]:
+    order = data[0]
+    seq = [(z >> 1) ^ -(z & 1) for z in _unplanes(data[1:], count)]
+    for _ in range(order):
+        seq = list(accumulate(seq))
+    return seq
+
+
+def _decimals(values: list[float]) -> int | None:
+    """The fewest decimals that hold every value exactly, or None."""
+    most = 0
+    for v in values:
+        text = repr(v)
+        if "e" in text or "n" in text or (v == 0.0 and math.copysign(1.0, v) < 0):
+            return None  # exponent, inf/nan or -0.0: not a short decimal
+        d = len(text) - text.index(".") - 1
+        if d > most:
+            if d > _MAX_DECIMALS:
+                return None
+            most = d
+    return 0 if most == 1 and all(v.is_integer() for v in values) else most
+
+
+def _encode_column(values: list[Any]) -> tuple[int, bytes]:
+    types = {type(v) for v in values}
+    if types == {int}:
+        payload = _encode_ints(values)
+        if payload is not None:
+            return _INT, payload
+    elif types == {float}:
+        d = _decimals(values)
+        if d is not None:
+            scale = 10**d
+            scaled = [round(v * scale) for v in values]
+            if all(s / scale == v for s, v in zip(scaled, values, strict=True)):
+                payload = _encode_ints(scaled)
+                if payload is not None:
+                    return _DEC, bytes([d]) + payload
+        words = struct.unpack(f"<{len(values)}Q", struct.pack(f"<{len(values)}d", *values))
+        return _XOR, _planes([a ^ b for a, b in zip((0, *words), words, strict=False)])
+    return _JSON, json.dumps(values, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+
+
+def _decode_column(kind: int, data: memoryview, count: int) -> list[Any]:
+    if kind == _INT:
+        return _decode_ints(data, count)
+    if kind == _DEC:
+        scale = 10 ** data[0]
+        return [s / scale for s in _decode_ints(data[1:], count)]
+    if kind == _XOR:
+        words = list(accumulate(_unplanes(data, count), lambda a, b: a ^ b))
+        return list(struct.unpack(f"<{count}d", struct.pack(f"<{count}Q", *words)))
+    if kind == _JSON:
+        values = json.loads(bytes(data))
+        if not isinstance(values, list) or len(values) != count:
+            raise ChunkError(f"JSON column of {len(values) if isinstance(values, list) else '?'} values, "
+                             f"expected {count}")
+        return values
+    raise ChunkError(f"unknown column kind {kind}")
+
+
+def encode(ts: Sequence[int], columns: Sequence[Sequence[Any]]) -> bytes:
+    """A chunk of len(ts) rows; columns[i][row] is None where the row lacks that field."""
+    n = len(ts)
+    out = [_HEADER.pack(_VERSION, n, len(columns))]
+    ts_payload = _encode_ints(list(ts))
+    if ts_payload is None:
+        raise ChunkError("timestamps do not fit 64 bits")
+    out += [struct.pack("<I", len(ts_payload)), ts_payload]
+    for col in columns:
+        present = [v is not None for v in col]
+        sparse = not all(present)
+        kind, payload = _encode_column([v for v in col if v is not None] if sparse else list(col))
+        out.append(_COLUMN.pack(kind, sparse, len(payload)))
+        if sparse:
+            out.append(bytes(present))
+        out.append(payload)
+    return _zstd()[0].compress(b"".join(out))
+
+
+def decode(blob: bytes) -> tuple[list[int], list[list[Any]]]:
+    """(timestamps, columns) of a chunk, as `encode` was given them."""
+    try:
+        data = memoryview(_zstd()[1].decompress(blob))
+        version, n, ncols = _HEADER.unpack_from(data, 0)
+        if version != _VERSION:
+            raise ChunkError(f"chunk format {version}, this db2vtop reads {_VERSION}")
+        pos = _HEADER.size
+        (size,) = struct.unpack_from("<I", data, pos)
+        pos += 4
+        ts = _decode_ints(data[pos:pos + size], n)
+        pos += size
+        columns = []
+        for _ in range(ncols):
+            kind, sparse, size = _COLUMN.unpack_from(data, pos)
+            pos += _COLUMN.size
+            if sparse:
+                present = bytes(data[pos:pos + n])
+                pos += n
+                values = iter(_decode_column(kind, data[pos:pos + size], present.count(1)))
+                columns.append([next(values) if p else None for p in present])
+            else:
+                columns.append(_decode_column(kind, data[pos:pos + size], n))
+            pos += size
+        if pos != len(data):
+            raise ChunkError(f"{len(data) - pos} bytes left over after the last column")
+        return ts, columns
+    except ChunkError:
+        raise
+    except (zstandard.ZstdError, struct.error, ValueError, IndexError, StopIteration) as e:
+        raise ChunkError(f"damaged chunk: {e}") from None
