@@ -121,6 +121,7 @@ def build(path: Path, stacks: int, hosts: int, seconds: int, step: int, t0: int)
                              edge_marker("first", END, ts=t0 + seconds // 2 * S),
                              edge_marker("second", BEGIN, ts=t0 + seconds // 2 * S + S),
                              edge_marker("second", END, ts=t0 + seconds * S)])
+        w.compact()  # as the agent's writer seals the spans that are over: the report reads chunks
     return written
 
 
