@@ -1,7 +1,7 @@
 # db2vtop: `make run` starts the TUI on this machine, `make test` installs what the tests
 # need and runs them. Everything lands in .venv/, build/ and ~/.cache/db2vtop/ (influxd 1.8.10,
 # built once with `go install`); nothing is installed globally except Debian packages
-# (openssh-server, sysstat, tmux, systemd) that the tests use as real peers.
+# (openssh-server, sysstat, tmux, systemd, chromium) that the tests use as real peers.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -64,7 +64,9 @@ bench: $(STAMP) test-deps $(VSPHERE_SIM)
 	$(PY) bench/db2.py
 	$(PY) bench/vsphere.py
 	$(PY) bench/triage.py
+	$(PY) bench/report.py
 	$(PY) bench/influx.py
+	$(PY) bench/fleet_influx.py
 	$(PY) bench/tui.py
 
 # Regenerate the TUI's SVG snapshots after a deliberate change (Textual upgrade, new layout);

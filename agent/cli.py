@@ -124,7 +124,37 @@ def build_parser() -> argparse.ArgumentParser:
                                     "it to its sinks.")
     mk.add_argument("name", metavar="NAME")
     mk.add_argument("--text", default="", help="a longer description")
+    edge = mk.add_mutually_exclusive_group()
+    edge.add_argument("--begin", action="store_true",
+                      help="the begin of run NAME (marker `NAME begin`), for `db2vtop report NAME`")
+    edge.add_argument("--end", action="store_true", help="the end of run NAME (marker `NAME end`)")
     common(mk)
+
+    rn = sub.add_parser("run", help="run a benchmark command between begin and end markers, then summarise it",
+                        usage="db2vtop run NAME [-c FILE] [--store PATH] [--baseline RUN] -- COMMAND [ARGS...]",
+                        description="Mark the begin of run NAME, run COMMAND with this terminal's stdin, stdout "
+                                    "and stderr, mark the end (with its exit status) and print the run's summary on "
+                                    "stderr: the key figures of every stack and layer against the baseline (by "
+                                    "default the previous run of the same name). The exit status is the command's. "
+                                    "Markers go through the marker inbox when an agent or watch writes the store; "
+                                    "without one, nothing is collected during the run.")
+    rn.add_argument("name", metavar="NAME")
+    common(rn)
+    rn.add_argument("--baseline", metavar="RUN", help="compare with this run (default: the previous run of NAME)")
+
+    rr = sub.add_parser("report", help="a run's figures per stack and layer, against a baseline run",
+                        description="For every stack and layer, the run's figures (p50, p95, max, mean, with units), "
+                                    "the findings opened during the run and the verdict over it; with --baseline, "
+                                    "each figure beside the baseline's with the change in percent, and the layers "
+                                    "that moved most. RUN is a run's name (its latest run) or two marker names, "
+                                    "FIRST..SECOND.")
+    rr.add_argument("run", metavar="RUN")
+    common(rr)
+    rr.add_argument("--baseline", metavar="RUN", help="the run to compare with (a name, or FIRST..SECOND)")
+    rr.add_argument("--format", choices=["text", "markdown", "html", "json"], default="text")
+    rr.add_argument("-o", "--output", type=Path, metavar="FILE", help="write to FILE instead of stdout")
+    rr.add_argument("--stack", action="append", default=[], metavar="NAME",
+                    help="report only this stack (repeatable)")
 
     t = sub.add_parser("triage", help="one-shot diagnosis: findings and the verdict, exit 0/1/2/3",
                        description="Judge recent history (the store, vCenter's realtime hour) and one fresh look at "
@@ -169,7 +199,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         argv.insert(0, "watch")
+    command: list[str] = []
+    if argv[0] == "run" and "--" in argv:  # everything after `--` is the benchmark's own command line
+        cut = argv.index("--")
+        argv, command = argv[:cut], argv[cut + 1:]
     args = build_parser().parse_args(argv)
+    args.command_argv = command
     try:
         if args.command == "watch":
             return cmd_watch(args)
@@ -183,6 +218,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_replay(args)
         if args.command == "mark":
             return cmd_mark(args)
+        if args.command == "run":
+            return cmd_run(args)
+        if args.command == "report":
+            return cmd_report(args)
         if args.command == "rules":
             return cmd_rules(args)
         if args.command == "stacks":
@@ -407,7 +446,64 @@ def cmd_mark(args: argparse.Namespace) -> int:
     from db2vtop.agent.core.model import Annotation
 
     cfg = resolve_config(args.config)
-    print(deliver_marker(_store_path(args, cfg), Annotation("marker", args.name, {"by": "cli"}, args.text)))
+    if args.begin or args.end:
+        from db2vtop.agent.core.runs import BEGIN, END, edge_marker
+
+        marker = edge_marker(args.name, BEGIN if args.begin else END, args.text, {"by": "cli"})
+    else:
+        marker = Annotation("marker", args.name, {"by": "cli"}, args.text)
+    print(deliver_marker(_store_path(args, cfg), marker))
+    return EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from db2vtop.agent.core.runs import RunNotFoundError
+    from db2vtop.agent.runs import make_report, run_command
+    from db2vtop.checks.report_render import summary
+
+    if not args.command_argv:
+        print("usage: db2vtop run NAME [-c FILE] [--store PATH] [--baseline RUN] -- COMMAND [ARGS...]\n"
+              "db2vtop run: error: no command after --", file=sys.stderr)
+        return EXIT_USAGE
+    cfg = resolve_config(args.config)
+    path = _store_path(args, cfg)
+    outcome = run_command(path, args.name, args.command_argv)
+    if outcome.recorded:
+        try:
+            report = make_report(cfg, path, args.name, args.baseline, previous=True)
+            sys.stderr.write(summary(report))
+        except (RunNotFoundError, StoreError) as e:
+            print(f"db2vtop: run {args.name}: no summary: {e}", file=sys.stderr)
+    return outcome.status
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from db2vtop.agent.core.runs import RunNotFoundError
+    from db2vtop.agent.runs import make_report
+    from db2vtop.checks import report_render
+
+    cfg = resolve_config(args.config)
+    path = _store_path(args, cfg)
+    if not path.exists():
+        raise CommandError(f"no store at {path}")
+    try:
+        report = make_report(cfg, path, args.run, args.baseline, stacks=args.stack)
+    except RunNotFoundError as e:
+        raise CommandError(f"{path}: {e}") from None
+    if args.format == "json":
+        text = report_render.to_json(report) + "\n"
+    elif args.format == "html":
+        text = report_render.to_html(report)
+    else:
+        text = report_render.to_text(report, markdown=args.format == "markdown")
+    if args.output is None:
+        sys.stdout.write(text)
+        return EXIT_OK
+    try:
+        args.output.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise CommandError(f"cannot write {args.output}: {e.strerror}") from None
+    print(f"wrote {args.output}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -101,15 +101,15 @@ class _Reader:
             if not match(s.tags):
                 continue
             points: dict[int, list[float]] = defaultdict(list)
-            for ts, v in self.store.window(s.id, fld, self.since, self.until):
-                if at is not None and not at(s.tags, ts):
-                    continue
-                if isinstance(v, int | float) and not isinstance(v, bool):
-                    points[ts // BUCKET_NS].append(float(v))
-                    self.samples += 1
+            tags = s.tags
+            numbers = [(ts, v) for ts, v in self.store.window(s.id, fld, self.since, self.until)
+                       if (type(v) is float or type(v) is int) and (at is None or at(tags, ts))]  # not bool, not text
+            self.samples += len(numbers)
+            for ts, v in numbers:
+                points[ts // BUCKET_NS].append(v)
             for b, vs in points.items():
-                per_bucket[b].append(fmean(vs))
-        return {b: combine(vs) for b, vs in per_bucket.items()}
+                per_bucket[b].append(vs[0] if len(vs) == 1 else fmean(vs))
+        return {b: vs[0] if len(vs) == 1 else combine(vs) for b, vs in per_bucket.items()}
 
 
 def _over(series: dict[int, float], buckets: Iterable[int]) -> float | None:

@@ -204,12 +204,57 @@ def check_measurements(problems: list[str], write: bool = False) -> None:
                                 "run `python -m tests.docs_check --write`")
 
 
+RUNS_DOC = ROOT / "docs" / "runs.md"
+FIGURES_BEGIN = "<!-- generated from checks/report.py FIGURES by `python -m tests.docs_check --write`; do not edit -->"
+
+
+def figures_markdown() -> str:
+    """The report's figures, per layer, as docs/runs.md lists them."""
+    from db2vtop.checks.report import FIGURES, LAYER_TITLES, LAYERS
+
+    out = []
+    for layer in LAYERS:
+        out += [f"### {LAYER_TITLES[layer]} (`{layer}`)", "", "| figure | unit | what | across series | key |",
+                "|---|---|---|---|---|"]
+        for f in FIGURES:
+            if f.layer == layer:
+                where = "".join(f", `{k}` = `{v}`" for k, v in f.where)
+                out.append(f"| `{f.id}` | {f.unit} | {f.label}{where} | {f.combine} | {'key' if f.key else ''} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def check_figures(problems: list[str], write: bool = False) -> None:
+    """Every figure of the report is a declared field of a declared measurement, and docs/runs.md
+    lists them as the code has them."""
+    from db2vtop.checks.report import FIGURES
+
+    declared = {m.name: {f.name: f.kind for f in m.fields} for ms in measurement_catalog().values() for m in ms}
+    for f in FIGURES:
+        if declared.get(f.measurement, {}).get(f.field) != "number":
+            problems.append(f"checks/report.py: figure {f.id} is not a declared number field (agent/core/schema.py)")
+    doc = RUNS_DOC.read_text()
+    head, begin, rest = doc.partition(FIGURES_BEGIN)
+    _, end, tail = rest.partition(END)
+    if not begin or not end:
+        problems.append(f"{RUNS_DOC.relative_to(ROOT)}: no generated figure block ({FIGURES_BEGIN})")
+        return
+    fresh = f"{head}{FIGURES_BEGIN}\n{figures_markdown()}\n{END}{tail}"
+    if fresh != doc:
+        if write:
+            RUNS_DOC.write_text(fresh)
+        else:
+            problems.append(f"{RUNS_DOC.relative_to(ROOT)}: the figure tables differ from checks/report.py FIGURES; "
+                            "run `python -m tests.docs_check --write`")
+
+
 def main() -> int:
     problems: list[str] = []
     check_config(problems)
     check_cli(problems)
     check_examples(problems)
     check_measurements(problems, write="--write" in sys.argv[1:])
+    check_figures(problems, write="--write" in sys.argv[1:])
     for p in problems:
         print(p)
     return 1 if problems else 0

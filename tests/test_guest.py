@@ -22,7 +22,7 @@ from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.guest import procfs
 from db2vtop.collectors.guest.local import LocalGuestCollector, read_files
 from db2vtop.collectors.guest.metrics import cpu_fields, disk_fields, guest_facts, guest_samples
-from db2vtop.collectors.guest.procfs import DiskCounters, ProcFormatError, snapshot
+from db2vtop.collectors.guest.procfs import DiskCounters, ProcFormatError, parse_vmstat, snapshot
 
 
 def real_snapshot():
@@ -188,6 +188,11 @@ def test_facts_from_sysfs_texts():
 
 
 REAL = read_files(procfs.SNAPSHOT_FILES)
+
+
+def test_a_non_ascii_digit_in_vmstat_is_skipped_not_a_crash():
+    """Found by the fuzz test below: str.isdigit() accepts "²", int() does not."""
+    assert parse_vmstat("pgfault ²\npgmajfault 12\n") == {"pgmajfault": 12}
 
 
 @settings(max_examples=400, deadline=None)

@@ -370,6 +370,23 @@ async def test_the_verdict_is_shown_and_its_failure_too(fleet_store, utc, monkey
         await pilot.press("q")
 
 
+async def test_run_command_centres_a_benchmark_run(tmp_path, utc):
+    from db2vtop.agent.core.runs import BEGIN, END, edge_marker
+
+    path = build_store(tmp_path / "runs.db")
+    with Store(path, writer=True) as w:  # a 4-minute run from 12:02 (db2vtop run, mark --begin/--end)
+        w.write(annotations=[edge_marker("oltp", BEGIN, ts=T0 + 120 * S), edge_marker("oltp", END, ts=T0 + 360 * S)])
+    app = replay(path, read_only=True)
+    async with app.run_test(size=(170, 50)) as pilot:
+        app.run_command("zoom 1h")
+        app.run_command("run oltp")
+        assert app.cursor.window_s == 300 and app.cursor.end_ns == T0 + 390 * S  # 12:01:30 to 12:06:30
+        assert not app.cursor.live and "run oltp" in app._suggestions()
+        with pytest.raises(ValueError, match="no run named 'nope'; runs: oltp"):
+            app.run_command("run nope")
+        await pilot.press("q")
+
+
 async def test_commands_time_travel_and_the_palette(fleet_store, utc):
     path, stacks = fleet_store
     app = replay(path, stacks, read_only=True)  # as `db2vtop replay` opens a recording

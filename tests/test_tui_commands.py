@@ -11,7 +11,8 @@ from db2vtop.tui.commands import COMMANDS, parse
     ("stack  prod 01 ", "stack", "prod 01"), ("findings", "findings", ""), ("findings swap", "findings", "swap"),
     ("local", "local", ""), ("local db2prod01", "local", "db2prod01"), ("zoom 1h", "zoom", "1h"),
     ("goto -10m", "goto", "-10m"), ("goto 2024-05-01 14:05", "goto", "2024-05-01 14:05"),
-    ("mark", "mark", ""), ("mark run 2 start", "mark", "run 2 start"), ("q", "quit", ""), ("exit", "quit", ""),
+    ("mark", "mark", ""), ("mark run 2 start", "mark", "run 2 start"), ("run oltp 2", "run", "oltp 2"),
+    ("q", "quit", ""), ("exit", "quit", ""),
 ])
 def test_verbs_aliases_and_arguments(text, verb, arg):
     command, got = parse(text)
@@ -22,7 +23,7 @@ def test_verbs_aliases_and_arguments(text, verb, arg):
     ("frobnicate", "unknown command 'frobnicate'"), ("", "unknown command ''"),
     ("stack", "stack needs NAME: stack NAME"), ("zoom", "zoom needs DURATION: zoom 1h"),
     ("goto", "goto needs TIME: goto 14:05"), ("fleet now", "fleet takes no argument"),
-    ("quit please", "quit takes no argument"),
+    ("quit please", "quit takes no argument"), ("run", "run needs NAME: run NAME"),
 ])
 def test_clear_errors(text, message):
     with pytest.raises(ValueError, match=message.replace("|", r"\|")):

@@ -36,6 +36,7 @@ from textual.worker import get_current_worker
 from db2vtop.agent.core.config import Config, StackConfig
 from db2vtop.agent.core.markers import deliver_marker
 from db2vtop.agent.core.model import Annotation, Output
+from db2vtop.agent.core.runs import find_run, runs
 from db2vtop.agent.core.store import Store, StoreError
 from db2vtop.agent.core.units import format_duration, parse_duration
 from db2vtop.tui import commands
@@ -403,8 +404,13 @@ class Db2vtopApp(App):
         self.push_screen(CommandBar(self._suggestions()), self._run_command)
 
     def _suggestions(self) -> list[str]:
+        try:
+            with Store(self.store_path) as store:
+                names = list(dict.fromkeys(r.name for r in reversed(runs(store.annotations()))))
+        except StoreError:
+            names = []
         return commands.suggestions([f"zoom {format_duration(w)}" for w in WINDOWS]
-                                    + [f"stack {s.name}" for s in self.known_stacks])
+                                    + [f"stack {s.name}" for s in self.known_stacks] + [f"run {n}" for n in names])
 
     def _run_command(self, text: str | None) -> None:
         if not text:
@@ -467,6 +473,20 @@ class Db2vtopApp(App):
 
     def _cmd_mark(self, arg: str) -> None:
         self.action_mark(arg or None)
+
+    def _cmd_run(self, arg: str) -> None:
+        """The run's span, centred in the smallest zoom step that holds it (`db2vtop run`, `mark --begin`)."""
+        try:
+            with Store(self.store_path) as store:
+                run = find_run(store.annotations(), arg)  # RunNotFoundError is a ValueError: notified
+        except StoreError as e:
+            raise ValueError(str(e)) from None
+        now = self.clock()
+        span = run.until(now) - run.begin_ns
+        self.cursor.window_s = next((w for w in WINDOWS if w * 1e9 >= span * 1.1), WINDOWS[-1])
+        self.cursor.goto(run.until(now) + max(0, int(self.cursor.window_s * 1e9) - span) // 2, now)
+        self.notify(f"run {run.name}: {span / 1e9:,.0f} s" + (", still running" if run.open else ""))
+        self.reload()
 
     def _cmd_help(self, _arg: str) -> None:
         self.action_help()

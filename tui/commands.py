@@ -82,6 +82,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("live", "back to live (the end of a replay)"),
     Command("start", "the start of the recording"),
     Command("mark", "a benchmark marker at the cursor's time", "[NAME]", example="mark NAME"),
+    Command("run", "the window around a benchmark run (its begin and end markers)", "NAME"),
     Command("sort", "sort the Fleet by the column whose name starts so", "COLUMN"),
     Command("filter", "show only the rows that match", "TEXT"),
     Command("help", "the keys and commands"),

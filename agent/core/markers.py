@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 
 from db2vtop.agent.core.model import Annotation
-from db2vtop.agent.core.store import Store, StoreLockedError
+from db2vtop.agent.core.store import Store, StoreError, StoreLockedError
 
 
 def inbox_of(store_path: Path) -> Path:
@@ -33,12 +34,39 @@ def drop_marker(store_path: Path, marker: Annotation) -> Path:
     return final
 
 
-def deliver_marker(store_path: Path, marker: Annotation) -> str:
-    """Write the marker now if nobody writes the store, else queue it for the writer."""
+def record_marker(store_path: Path, marker: Annotation) -> str | None:
+    """Write the marker now if nobody writes the store (None), else queue it for the writer and
+    say who holds the store."""
     try:
         with Store(store_path, writer=True) as store:
             store.write(annotations=[marker])
-        return f"marker {marker.name!r} stored in {store_path}"
+        return None
     except StoreLockedError as e:
         drop_marker(store_path, marker)
-        return f"marker {marker.name!r} queued for the process writing the store ({e})"
+        return str(e)
+
+
+def deliver_marker(store_path: Path, marker: Annotation) -> str:
+    """Write the marker now if nobody writes the store, else queue it for the writer."""
+    holder = record_marker(store_path, marker)
+    if holder is None:
+        return f"marker {marker.name!r} stored in {store_path}"
+    return f"marker {marker.name!r} queued for the process writing the store ({holder})"
+
+
+def wait_recorded(store_path: Path, marker: Annotation, timeout: float) -> bool:
+    """Whether the marker is in the store within `timeout` seconds (a queued one is recorded by the
+    writer's inbox collector about a second later)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = []
+        try:
+            with Store(store_path) as store:
+                found = store.annotations(marker.ts, marker.ts)
+            if any(a.name == marker.name and a.kind == marker.kind for a in found):
+                return True
+        except StoreError:
+            pass
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)

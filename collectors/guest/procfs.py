@@ -150,7 +150,7 @@ def parse_vmstat(text: str) -> dict[str, int]:
     out = {}
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) == 2 and parts[1].lstrip("-").isdigit():
+        if len(parts) == 2 and parts[1].isascii() and parts[1].lstrip("-").isdigit():  # "²" is a digit to isdigit
             out[parts[0]] = int(parts[1])
     return out
 

@@ -1,0 +1,150 @@
+"""`db2vtop run NAME -- COMMAND`: a benchmark command between its run's begin and end markers.
+
+The command inherits stdin, stdout and stderr, and its exit status is passed through (a
+command killed by signal N gives 128 + N, as a shell reports it; one that cannot be started
+127 or 126). The markers go into the store directly when nobody writes it, else into the
+marker inbox of the agent or `watch` that does (agent/core/markers.py); the end marker carries
+the exit status. SIGINT reaches the command from the terminal, which is where it belongs: this
+process waits for the command to end and still marks the end. SIGTERM and SIGHUP are passed on.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from db2vtop.agent.core.config import Config
+from db2vtop.agent.core.markers import record_marker, wait_recorded
+from db2vtop.agent.core.runs import BEGIN, END, RunNotFoundError, edge_marker, find_run, previous_run
+from db2vtop.agent.core.store import Store
+from db2vtop.checks.report import Report, build_report, report_stacks
+from db2vtop.checks.topology import infer_stacks
+
+#: how long to wait for the process writing the store to record the end marker
+RECORD_TIMEOUT_S = 15.0
+
+
+@dataclass
+class RunOutcome:
+    status: int  # the command's exit status as a shell would report it
+    begin_ns: int
+    end_ns: int
+    recorded: bool  # the end marker is in the store (the report can find the run)
+    collected: bool  # another process (agent, watch) was writing the store: samples were collected
+
+
+def run_command(store_path: Path, name: str, argv: list[str], text: str = "",
+                err: TextIO = sys.stderr) -> RunOutcome:
+    command = shlex.join(argv)
+    begin = edge_marker(name, BEGIN, text or command, {"by": "run", "command": command})
+    try:
+        child = subprocess.Popen(argv)  # the user's own command, as given
+    except FileNotFoundError:
+        print(f"db2vtop: run {name}: command not found: {argv[0]}", file=err)
+        return RunOutcome(127, begin.ts, begin.ts, False, False)
+    except PermissionError:
+        print(f"db2vtop: run {name}: permission denied: {argv[0]}", file=err)
+        return RunOutcome(126, begin.ts, begin.ts, False, False)
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal sends it to the command too
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, _frame: child.send_signal(signum))
+    holder: str | None = None
+    try:
+        try:
+            holder = record_marker(store_path, begin)
+        except Exception as e:  # the command runs anyway: a benchmark is not stopped for a marker
+            print(f"db2vtop: run {name}: could not mark the begin: {e}", file=err)
+        if holder is None:
+            print(f"db2vtop: run {name}: no agent or watch is recording {store_path}; the run is marked "
+                  "but nothing is collected (start `db2vtop agent` first)", file=err)
+        rc = child.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    end_ns = time.time_ns()
+    status = 128 - rc if rc < 0 else rc
+    end = edge_marker(name, END, f"exit status {status}", {"by": "run", "command": command,
+                                                           "exit_status": str(status)}, end_ns)
+    recorded = False
+    try:
+        queued = record_marker(store_path, end)
+        recorded = True if queued is None else wait_recorded(store_path, end, RECORD_TIMEOUT_S)
+        if not recorded:
+            print(f"db2vtop: run {name}: the end marker is still queued after {RECORD_TIMEOUT_S:g}s "
+                  f"({queued}); it is recorded when that process reads its inbox", file=err)
+    except Exception as e:
+        print(f"db2vtop: run {name}: could not mark the end: {e}", file=err)
+    if recorded and holder is not None:
+        settle(store_path, end_ns, SETTLE_TIMEOUT_S)
+    return RunOutcome(status, begin.ts, end_ns, recorded, holder is not None)
+
+
+#: how long to wait for the first sample after the end of the series that were reporting
+SETTLE_TIMEOUT_S = 10.0
+#: a series whose newest sample is older than this before the end has stopped reporting
+STOPPED_NS = 60 * 10**9
+
+
+def settle(store_path: Path, end_ns: int, timeout: float) -> bool:
+    """Wait until every series that reported near the end of the run has a sample after it (the one
+    that covers the run's last moments), at most `timeout` seconds; whether they all have."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pending = 0
+        try:
+            with Store(store_path) as store:
+                for m in store.measurements():
+                    if m.startswith("db2vtop_"):  # the agent's own: every cycle, nothing to wait for
+                        continue
+                    pending += sum(1 for _sid, newest in store.newest(m, end_ns - STOPPED_NS, 2**63 - 1)
+                                   if newest < end_ns)
+        except Exception:
+            return False
+        if not pending:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.25)
+
+
+def describe_status(status: int) -> str:
+    if status > 128 and status - 128 in signal.valid_signals():
+        try:
+            return f"exit status {status} ({signal.Signals(status - 128).name})"
+        except ValueError:
+            pass
+    return f"exit status {status}"
+
+
+
+def make_report(cfg: Config, store_path: Path, spec: str, baseline: str | None = None, previous: bool = False,
+                stacks: Sequence[str] = (), now_ns: int | None = None, workers: int | None = None) -> Report:
+    """The report of run `spec` against `baseline` (or, with `previous`, the run of the same name
+    before it, when there is one), over the stacks of the config and the store (or those named)."""
+    with Store(store_path) as store:
+        annotations = store.annotations()
+        run = find_run(annotations, spec)
+        base = find_run(annotations, baseline) if baseline else previous_run(annotations, run) if previous else None
+        facts = store.facts()
+        inferred = infer_stacks(cfg, facts)
+        chosen = report_stacks([i.stack for i in inferred if i.configured],
+                               [i.stack for i in inferred if not i.configured], store)
+        if stacks:
+            every = {s.name: s for s in [*chosen, *(i.stack for i in inferred)]}
+            missing = [n for n in stacks if n not in every]
+            if missing:
+                raise RunNotFoundError(f"no stack named {', '.join(missing)} (db2vtop stacks lists them; without "
+                                       f"--stack the report covers: {', '.join(s.name for s in chosen) or 'none'})")
+            chosen = [every[n] for n in dict.fromkeys(stacks)]
+        if workers is None:  # a large fleet is read by up to 4 processes
+            workers = max(1, min(4, len(os.sched_getaffinity(0))))
+        return build_report(store, chosen, run, base, facts, cfg.checks, now_ns, workers)
