@@ -118,10 +118,12 @@ def test_a_kill_9_during_an_outage_keeps_the_spool_for_the_next_start(tmp_path, 
     cfg = write_agent_config(tmp_path / "config.toml", influxd, bucket, store)
     log = tmp_path / "agent.log"
     agent = start_agent(cfg, log)
-    wait_for(lambda: "unreachable" in sink_states(store), 60, "the sink noticing the outage")
-    time.sleep(2)
-    agent.kill()
-    agent.wait(30)
+    try:
+        wait_for(lambda: "unreachable" in sink_states(store), 60, "the sink noticing the outage")
+        time.sleep(2)
+    finally:  # killed whatever happens: a failed wait must not leave an agent running
+        agent.kill()
+        agent.wait(30)
     killed_at = time.time_ns()
     spool = Spool(tmp_path / "spool", 2**30)
     spooled = spool.pending_points

@@ -64,9 +64,8 @@ def fleet(tmp_path_factory):
     influx = InfluxServer(base / "influxd")
     influx.start()
     bucket = influx.create_db("fleet")
-    sims = []
+    sims, agents = [], []
     try:
-        agents = []
         for site in ("a", "b"):
             d = base / f"agent-{site}"
             d.mkdir()
@@ -83,6 +82,9 @@ def fleet(tmp_path_factory):
             assert p.returncode == 0, out
         yield base, influx, bucket
     finally:
+        for p in agents:  # a failed run must not leave an agent behind
+            p.kill()
+            p.wait(30)
         for sim in sims:
             sim.stop()
         influx.stop()
