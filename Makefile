@@ -66,6 +66,7 @@ bench: $(STAMP) test-deps $(VSPHERE_SIM)
 	$(PY) bench/triage.py
 	$(PY) bench/report.py
 	$(PY) bench/influx.py
+	$(PY) bench/fleet_influx.py
 	$(PY) bench/tui.py
 
 # Regenerate the TUI's SVG snapshots after a deliberate change (Textual upgrade, new layout);

@@ -15,11 +15,13 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from db2vtop.agent import __version__
 from db2vtop.agent.core.config import Config, ConfigError, load_config, resolve_config
+from db2vtop.agent.core.influx_source import InfluxSource
 from db2vtop.agent.core.paths import default_config_path, state_dir
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.agent.core.store import Store, StoreError, StoreLockedError
@@ -65,12 +67,18 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"config file (default: {default_config_path()} if it exists, else local guest only)")
         sp.add_argument("--store", type=Path, metavar="PATH", help="embedded store file (default: [store] path)")
 
+    def source(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--source", choices=["store", "influxdb"], metavar="{store,influxdb}",
+                        help="read the embedded store file, or every agent's data from the config's [influxdb] "
+                             "(default: [view] source, else store)")
+
     w = sub.add_parser("watch", help="live terminal UI, collecting in-process (the default command)",
                        description="Live terminal UI. Collects in-process into the store; if an agent is already "
                                    "writing the store, attaches to it and shows its data instead. Opens on the "
                                    "Fleet with more than one stack or host, on the stack with one, else on Local. "
                                    "Press ? in the UI for every key.")
     common(w)
+    source(w)
     w.add_argument("--read-only", action="store_true", help="no benchmark markers from the UI")
 
     a = sub.add_parser("agent", help="headless collection into the store",
@@ -91,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Print the samples of one measurement as a JSON array of "
                                    '{"ts": ns, "measurement", "tags": {...}, "fields": {...}} or as CSV.')
     common(q)
+    source(q)
     q.add_argument("--measurement", "-m", required=True, metavar="M", help="e.g. guest_disk")
     q.add_argument("--since", type=_duration, default=3600.0, metavar="DURATION",
                    help="how far back from now (default 1h)")
@@ -102,7 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "unless --annotate. Stacks come from the config's [[stack]] sections; without "
                                     "-c, one stack per DB2 database in the store, joined to the guest and VM of the "
                                     "same name.")
-    rp.add_argument("--store", type=Path, metavar="PATH", required=True)
+    rp.add_argument("--store", type=Path, metavar="PATH", help="the recording (required unless --source influxdb)")
+    source(rp)
     rp.add_argument("-c", "--config", type=Path, metavar="FILE",
                     help="config whose [[stack]] sections and [checks] levels to use")
     rp.add_argument("--annotate", action="store_true",
@@ -151,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "every configured source against the documented practices. Exit status: 0 OK, "
                                    "1 warning, 2 critical, 3 could not run (config, connection).")
     common(t)
+    source(t)
     t.add_argument("--lookback", type=_duration, default=3600.0, metavar="DURATION",
                    help="how far back to judge (default 1h; vCenter keeps at most 1h of 20 s samples)")
     t.add_argument("--format", choices=["text", "markdown", "json"], default="text")
@@ -232,6 +243,23 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into head(1) and closed: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+
+
+def _source(args: argparse.Namespace, cfg: Config | None) -> str:
+    return args.source or (cfg.view.source if cfg else "store")
+
+
+def _influx_opener(cfg: Config) -> Callable[[], InfluxSource]:
+    if cfg.influxdb is None:
+        where = f" in {cfg.source}" if cfg.source else " (no config file was found)"
+        raise CommandError(f"--source influxdb needs an [influxdb] section{where}", EXIT_USAGE)
+    influx = cfg.influxdb
+    return lambda: InfluxSource(influx)
+
+
+def _open_reader(args: argparse.Namespace, cfg: Config) -> Store | InfluxSource:
+    """The store file, or InfluxDB with `--source influxdb`: the same reading methods."""
+    return _influx_opener(cfg)() if _source(args, cfg) == "influxdb" else Store(_store_path(args, cfg))
 
 
 def _store_path(args: argparse.Namespace, cfg: Config) -> Path:
@@ -372,14 +400,20 @@ def cmd_watch(args: argparse.Namespace) -> int:
     log_file.parent.mkdir(parents=True, exist_ok=True)
     setup_logging("info", stream=log_file.open("a", encoding="utf-8"))
     path = _store_path(args, cfg)
+    fleet = _source(args, cfg) == "influxdb"
+    pipeline: Pipeline | None = None
+    if fleet:  # a read-only console over every agent's data: nothing collected here
+        open_fleet = _influx_opener(cfg)
+        with open_fleet() as fleet_source:
+            fleet_source.measurements()  # an unreachable InfluxDB is said here, not in an empty screen
+    else:  # if an agent is collecting into this store, show its data (and leave InfluxDB to it)
+        with contextlib.suppress(StoreLockedError):
+            pipeline = Pipeline(cfg, path)
     try:
-        pipeline: Pipeline | None = Pipeline(cfg, path)
-    except StoreLockedError:
-        pipeline = None  # an agent is collecting into this store: show its data (and leave InfluxDB to it)
-    try:
-        Db2vtopApp(path, pipeline.runtime if pipeline else None, stacks=cfg.stack, read_only=args.read_only,
-                   prefer_fleet=len(cfg.stack) > 1 or bool(cfg.vcenter) or len(cfg.esxtop) > 1,
-                   overrides=cfg.checks, config=cfg).run()
+        Db2vtopApp(path, pipeline.runtime if pipeline else None, stacks=cfg.stack, read_only=args.read_only or fleet,
+                   prefer_fleet=fleet or len(cfg.stack) > 1 or bool(cfg.vcenter) or len(cfg.esxtop) > 1,
+                   overrides=cfg.checks, config=cfg, source=open_fleet if fleet else None,
+                   store_label=cfg.influxdb.url if fleet and cfg.influxdb else None).run()
     finally:
         if pipeline is not None:
             pipeline.close()
@@ -390,14 +424,20 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from db2vtop.tui.app import Db2vtopApp
     from db2vtop.tui.timecursor import TimeCursor
 
-    path = Path(os.path.expanduser(str(args.store)))
-    cfg = load_config(args.config) if args.config else None
-    with Store(path) as store:
+    # the default config file only where InfluxDB is to be read: a recording needs none
+    cfg = load_config(args.config) if args.config else resolve_config(None) if args.source == "influxdb" else None
+    fleet = _source(args, cfg) == "influxdb"
+    if not fleet and args.store is None:
+        raise CommandError("replay needs --store PATH (or --source influxdb)", EXIT_USAGE)
+    path = Path(os.path.expanduser(str(args.store))) if args.store else Path(os.devnull)
+    opener = _influx_opener(cfg) if fleet and cfg else (lambda: Store(path))
+    with opener() as store:
         span = store.time_range()
     if span is None:
-        raise CommandError(f"{path} holds no samples to replay")
+        raise CommandError(f"{store.path} holds no samples to replay")
     Db2vtopApp(path, None, cursor=TimeCursor.replay(*span), stacks=cfg.stack if cfg else [],
-               read_only=not args.annotate, overrides=cfg.checks if cfg else None, config=cfg).run()
+               read_only=fleet or not args.annotate, overrides=cfg.checks if cfg else None, config=cfg,
+               source=opener if fleet else None, store_label=str(store.path) if fleet else None).run()
     return EXIT_OK
 
 
@@ -471,7 +511,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     from db2vtop.agent.query import write_csv, write_json
 
     cfg = resolve_config(args.config)
-    with Store(_store_path(args, cfg)) as store:
+    with _open_reader(args, cfg) as store:
         known = store.measurements()
         if args.measurement not in known:
             raise CommandError(f"no measurement {args.measurement!r} in {store.path}; it has: "
@@ -492,11 +532,13 @@ def cmd_triage(args: argparse.Namespace) -> int:
     cfg = resolve_config(args.config)
     progress = (lambda m: print(f"… {m}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else (lambda m: None)
     try:
-        result = run_triage(cfg, _store_path(args, cfg), args.lookback, progress, vms=args.vm, stacks=args.stack)
+        result = run_triage(cfg, _store_path(args, cfg), args.lookback, progress, vms=args.vm, stacks=args.stack,
+                            source=_source(args, cfg))
     except NoSuchTargetError as e:
         print(f"db2vtop: {e}", file=sys.stderr)
         return EXIT_TRIAGE_UNKNOWN
-    reason = could_not_run(result)
+    reason = could_not_run(result) or (result.sources["influxdb"] if result.sources.get(
+        "influxdb", "ok").startswith("error") else None)  # what was asked to be read could not be
     if reason:
         print(f"db2vtop: triage could not run: {reason}", file=sys.stderr)
         return EXIT_TRIAGE_UNKNOWN

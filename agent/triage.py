@@ -16,7 +16,8 @@ from typing import Any
 
 from db2vtop.agent.assemble import build_collectors
 from db2vtop.agent.core.config import Config
-from db2vtop.agent.core.model import Fact, Sample
+from db2vtop.agent.core.influx_source import InfluxSource
+from db2vtop.agent.core.model import Fact, Finding, Sample
 from db2vtop.agent.core.store import Store, StoreError
 from db2vtop.checks.topology import Inferred, infer_stacks
 from db2vtop.checks.triage import TriageResult, judge
@@ -62,22 +63,29 @@ def pick(stacks: list[Inferred], vms: Sequence[str], names: Sequence[str]) -> li
 
 def run_triage(cfg: Config, store_path: Path, lookback_s: float,
                progress: Callable[[str], None] = lambda _m: None, now_ns: int | None = None,
-               vms: Sequence[str] = (), stacks: Sequence[str] = ()) -> TriageResult:
+               vms: Sequence[str] = (), stacks: Sequence[str] = (), source: str = "store") -> TriageResult:
+    """With source "influxdb" the history is every agent's, read from [influxdb], and the findings
+    those agents recorded in the lookback count too."""
     now = now_ns if now_ns is not None else time.time_ns()
     since = now - int(lookback_s * 1e9)
     sources: dict[str, str] = {}
     samples: list[Any] = []
     facts: list[Fact] = []
-    if store_path.exists():
-        progress(f"reading the last {lookback_s:g}s from {store_path}")
+    recorded: list[Finding] = []
+    fleet = source == "influxdb" and cfg.influxdb is not None
+    if fleet or store_path.exists():
+        name = "influxdb" if fleet else "store"
+        progress(f"reading the last {lookback_s:g}s from {cfg.influxdb.url if fleet and cfg.influxdb else store_path}")
         try:
-            with Store(store_path) as store:
-                facts += store.facts()
-                for m in store.measurements():
-                    samples += store.rows(m, since, now)
-            sources["store"] = f"ok: {len(samples)} samples"
+            with InfluxSource(cfg.influxdb) if fleet and cfg.influxdb else Store(store_path) as reader:
+                facts += reader.facts()
+                for m in reader.measurements():
+                    samples += reader.rows(m, since, now)
+                if fleet:
+                    recorded = [f for f in reader.findings(open_only=False) if f.last_seen >= since]
+            sources[name] = f"ok: {len(samples)} samples"
         except StoreError as e:
-            sources["store"] = f"error: {e}"
+            sources[name] = f"error: {e}"
     collectors = [c for c in build_collectors(cfg) if c.name != "self"]  # no store: no marker inbox
     if collectors:
         progress("collecting now from " + ", ".join(c.name for c in collectors))
@@ -97,4 +105,5 @@ def run_triage(cfg: Config, store_path: Path, lookback_s: float,
             sources[c.name] = status
     chosen = pick(infer_stacks(cfg, facts), vms, stacks)
     progress(f"checking {len(samples)} samples and {len(facts)} facts, {len(chosen)} stack(s)")
-    return judge(cfg, samples, facts, sources, lookback_s, now, [i.stack for i in chosen], bool(vms or stacks))
+    return judge(cfg, samples, facts, sources, lookback_s, now, [i.stack for i in chosen], bool(vms or stacks),
+                 recorded)

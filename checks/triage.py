@@ -3,6 +3,7 @@ the same engine the agent runs, so a triage verdict and a live finding never dis
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -49,11 +50,13 @@ class TriageResult:
 
 
 def judge(cfg: Config, samples: list[Any], facts: list[Fact], sources: dict[str, str], lookback_s: float,
-          now: int, stacks: list[StackConfig] | None = None, targeted: bool = False) -> TriageResult:
+          now: int, stacks: list[StackConfig] | None = None, targeted: bool = False,
+          recorded: Sequence[Finding] = ()) -> TriageResult:
     """Everything gathered, judged in time order by the engine the agent runs. A verdict for each of
     `stacks` (default: the configured ones); targeted (`--vm`, `--stack`), only those stacks' findings
     count and every verdict is shown, else the configured stacks and those with a layer to blame are
-    shown and the healthy inferred ones counted."""
+    shown and the healthy inferred ones counted. `recorded`: findings agents stored that this pass did
+    not find itself (its own judgement of a rule and subject wins)."""
     engine = build_engine(cfg)
     since = now - int(lookback_s * 1e9)
     engine.feed(facts=facts)
@@ -62,6 +65,8 @@ def judge(cfg: Config, samples: list[Any], facts: list[Fact], sources: dict[str,
     changed = {f.key: f for f in engine.changes()}
     for f in engine.open_findings():
         changed[f.key] = f
+    for f in recorded:
+        changed.setdefault(f.key, f)
     findings = sorted(changed.values(), key=lambda f: (f.resolved_at is not None, severity_rank(f.severity),
                                                        f.rule, sorted(f.subject.items())))
     stacks = cfg.stack if stacks is None else stacks

@@ -7,13 +7,13 @@ import time
 
 import psutil
 
-from db2vtop.agent.core.model import Record, Sample
+from db2vtop.agent.core.model import AGENT_MEASUREMENT, Record, Sample
 from db2vtop.agent.core.schema import Measurement, fields
 from db2vtop.collectors.base import BaseCollector
 
 MEASUREMENTS = (
     Measurement(
-        "db2vtop_agent", "db2vtop's own process: its cost on the machine it watches.",
+        AGENT_MEASUREMENT, "db2vtop's own process: its cost on the machine it watches.",
         {"agent": "this machine's host name"},
         fields("rss_bytes", "threads", "open_fds", cpu_seconds="user + system CPU time since the process started",
                cpu_pct="CPU used since the previous sample, % of one core"),
@@ -40,7 +40,7 @@ class SelfCollector(BaseCollector):
         fields = {"rss_bytes": mem.rss, "threads": threads, "open_fds": fds, "cpu_seconds": round(cpu_s, 3)}
         if last is not None and now > last[0]:
             fields["cpu_pct"] = round((cpu_s - last[1]) / (now - last[0]) * 100.0, 3)
-        return [Sample("db2vtop_agent", {"agent": self.agent}, fields)]
+        return [Sample(AGENT_MEASUREMENT, {"agent": self.agent}, fields)]
 
     async def collect(self) -> list[Record]:
         return await self.run_blocking(self._read)

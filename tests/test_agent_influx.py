@@ -16,10 +16,18 @@ from pathlib import Path
 
 import pytest
 
-from db2vtop.agent.core.store import Store
+from db2vtop.agent.core.store import Store, StoreError
 from db2vtop.agent.sinks.spool import Spool
 from tests.conftest import ROOT, run_cli
-from tests.infra.influxd import InfluxServer, influx_keys, store_keys, wait_for, write_agent_config
+from tests.infra.influxd import (
+    InfluxServer,
+    fact_entities,
+    influx_keys,
+    store_fact_entities,
+    store_keys,
+    wait_for,
+    write_agent_config,
+)
 
 OUTAGE_S = 30  # the scenario: InfluxDB away for 30 s while the agent collects
 DASHBOARD = ROOT / "contrib" / "grafana" / "db2vtop-dashboard.json"
@@ -37,10 +45,11 @@ def stop_agent(p: subprocess.Popen, log: Path) -> None:
 
 
 def sink_states(store: Path) -> list[str]:
-    if not store.exists():
+    try:
+        with Store(store) as s:
+            return [r.fields["state"] for r in s.rows("db2vtop_sink")] if "db2vtop_sink" in s.measurements() else []
+    except StoreError:  # not there yet, or its writer is still creating it
         return []
-    with Store(store) as s:
-        return [r.fields["state"] for r in s.rows("db2vtop_sink")] if "db2vtop_sink" in s.measurements() else []
 
 
 @pytest.fixture
@@ -70,6 +79,7 @@ def test_an_outage_in_the_middle_of_an_agent_run_loses_nothing(tmp_path, influxd
     in_store, in_influx = store_keys(store), influx_keys(influxd, "e2e")
     assert len(in_store) > 500
     assert in_influx == in_store
+    assert fact_entities(influxd, "e2e") == store_fact_entities(store) != set()
     assert store_keys(store, findings=True) <= influx_keys(influxd, "e2e", findings=True)
     markers = influxd.points("e2e", "db2vtop_annotation")
     assert {"sink_unreachable", "sink_ok"} <= {tags["kind"] for _, tags, _ in markers}
@@ -108,10 +118,12 @@ def test_a_kill_9_during_an_outage_keeps_the_spool_for_the_next_start(tmp_path, 
     cfg = write_agent_config(tmp_path / "config.toml", influxd, bucket, store)
     log = tmp_path / "agent.log"
     agent = start_agent(cfg, log)
-    wait_for(lambda: "unreachable" in sink_states(store), 60, "the sink noticing the outage")
-    time.sleep(2)
-    agent.kill()
-    agent.wait(30)
+    try:
+        wait_for(lambda: "unreachable" in sink_states(store), 60, "the sink noticing the outage")
+        time.sleep(2)
+    finally:  # killed whatever happens: a failed wait must not leave an agent running
+        agent.kill()
+        agent.wait(30)
     killed_at = time.time_ns()
     spool = Spool(tmp_path / "spool", 2**30)
     spooled = spool.pending_points
@@ -127,8 +139,9 @@ def test_a_kill_9_during_an_outage_keeps_the_spool_for_the_next_start(tmp_path, 
     first_settled = {k for k in in_store if k[2] < killed_at - 2 * 10**9}
     assert first_settled <= in_influx
     assert second == {k for k in in_influx if k[2] >= second_start}
-    first = {k for k in in_influx | influx_keys(influxd, "k9", findings=True) if k[2] < second_start}
-    assert len(first) == spooled  # the spooled points (findings too), each once
+    first = {k for k in in_influx | influx_keys(influxd, "k9", findings=True) | influx_keys(influxd, "k9", facts=True)
+             if k[2] < second_start}
+    assert len(first) == spooled  # the spooled points (findings and facts too), each once
 
 
 @pytest.mark.slow

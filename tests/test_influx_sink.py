@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from db2vtop.agent.core.config import InfluxConfig
-from db2vtop.agent.core.model import Annotation, Finding, Sample
+from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample
 from db2vtop.agent.sinks.influx import InfluxSink
 from db2vtop.agent.sinks.monitor import MEASUREMENT, SinkMonitor
 from tests.infra.influxd import InfluxServer, free_port, wait_for
@@ -69,7 +69,9 @@ def test_points_read_back_exactly_with_their_tags_types_and_timestamps(influxd, 
                  Sample("odd", {"dir": "C:\\tmp"}, {"msg": "line1\nline2"}, T0)],
                 annotations=[Annotation("marker", "run-42 start", {"stack": "prod"}, "TPC-C warm-up", T0 + 5)])
     sink.submit(findings=[Finding("cpu-ready", "warning", {"layer": "vm", "vm": "db2prod01"}, "ready 7.5%",
-                                  {}, "why", "fix", [], T0 - 10**9, T0 + 7)])
+                                  {"cpu_ready_pct": 7.5}, "why", "fix", ["NetApp WP-7109 §5.3"], T0 - 10**9, T0 + 7)],
+                facts=[Fact("vsphere_vm", {"vcenter": "vc1", "vm": "db2prod01"}, {"num_cpu": 12, "host": "esx01"},
+                            T0 + 8)])
     assert sink.flush(30)
     points = influxd.points(db, "db2 perf")
     want_tags = {"agent": "a1", "vm": "db2 prod,01", "path": "a=b", "city": "Zürich"}  # empty values are left out
@@ -82,8 +84,12 @@ def test_points_read_back_exactly_with_their_tags_types_and_timestamps(influxd, 
         (T0 + 5, {"agent": "a1", "kind": "marker", "name": "run-42 start", "stack": "prod"}, {"text": "TPC-C warm-up"})]
     assert influxd.points(db, "db2vtop_finding") == [
         (T0 + 7, {"agent": "a1", "layer": "vm", "vm": "db2prod01", "rule": "cpu-ready", "severity": "warning"},
-         {"summary": "ready 7.5%", "state": "open", "first_seen_ns": T0 - 10**9})]
-    assert sink.snapshot()["sent"] == 5 and sink.snapshot()["dead_lettered"] == 0
+         {"summary": "ready 7.5%", "state": "open", "first_seen_ns": T0 - 10**9, "evidence": '{"cpu_ready_pct":7.5}',
+          "why": "why", "fix": "fix", "refs": '["NetApp WP-7109 §5.3"]'})]
+    assert influxd.points(db, "db2vtop_fact") == [
+        (T0 + 8, {"agent": "a1", "fact": "vsphere_vm", "vcenter": "vc1", "vm": "db2prod01"},
+         {"data": '{"host":"esx01","num_cpu":12}'})]
+    assert sink.snapshot()["sent"] == 6 and sink.snapshot()["dead_lettered"] == 0
 
 
 def test_a_fields_type_stays_what_it_was_first_even_across_restarts(influxd, db, tmp_path, make_sink):

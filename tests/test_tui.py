@@ -12,6 +12,7 @@ from textual.widgets import Input, Static
 
 from db2vtop.agent.core.config import GuestConfig, StackConfig, load_config
 from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample
+from db2vtop.agent.core.runs import BEGIN, END, edge_marker
 from db2vtop.agent.core.store import Store, StoreWriter
 from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.guest.local import LocalGuestCollector
@@ -28,7 +29,7 @@ from db2vtop.tui.screens.stack import StackScreen
 from db2vtop.tui.stacks import Target, infer_stacks, resolve
 from db2vtop.tui.table import GridTable, cell_text
 from db2vtop.tui.timecursor import TimeCursor
-from db2vtop.tui.widgets import FilterBar
+from db2vtop.tui.widgets import FilterBar, StripView
 from tests.tui_fixture import T0, Fleet, build_store, write_config
 
 S = 10**9
@@ -149,6 +150,21 @@ async def test_attached_to_an_agent_shows_its_data_and_queues_markers_for_it(sto
     assert isinstance(queued, Annotation) and queued.name == "attached marker"
     assert await inbox.collect() == []
     writer.close()
+
+
+async def test_a_benchmark_run_is_a_span_on_the_local_time_axis(store_path):
+    now = time.time_ns()
+    history(store_path, now)
+    with Store(store_path, writer=True) as w:
+        w.write(annotations=[edge_marker("tpcc", BEGIN, ts=now - 200 * S), edge_marker("tpcc", END, ts=now - 80 * S)])
+    app = Db2vtopApp(store_path, None, refresh_s=0.2)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: local(app).view is not None and local(app).view.cpu)
+        assert local(app).view.runs == [(now - 200 * S, now - 80 * S)]
+        axis = app.screen.query_one("#cpu-axis", StripView).strips[0].text
+        assert axis.count("▼") == 2 and axis.count("━") >= 5
+        assert axis.index("▼") < axis.index("━") < axis.rindex("━") < axis.rindex("▼")
+        await pilot.press("q")
 
 
 async def test_old_data_is_shown_as_stale(store_path):

@@ -81,6 +81,18 @@ def test_time_axis_labels_are_local_times_on_round_minutes():
     assert "└12:02" not in text  # its place is the marker's: labels give way
 
 
+def test_a_benchmark_run_is_a_span_under_the_chart_where_no_label_or_marker_is():
+    since, until = T0 + 10 * S, T0 + 310 * S
+    marks = Marks.at(since, until, 60, [T0 + 130 * S, T0 + 250 * S],
+                     runs=[(T0 + 130 * S, T0 + 250 * S), (T0 - 100 * S, T0 + 20 * S)])  # the second began earlier
+    axis = time_axis(since, until, 60, marks).text
+    assert axis[24] == "▼" and axis[48] == "▼"  # the run's begin and end markers stay
+    assert axis[:3] == "━━━" and axis[3] == " "  # clipped at the window's start, ends at its end
+    inside = axis[25:48]
+    assert inside.count("━") >= 10 and set(inside) <= set("━└0123456789:")  # the labels keep their place
+    assert "━" not in axis[49:]
+
+
 def test_spark_cells_mark_markers_and_leave_gaps_blank():
     cells = spark([0.0, None, 5.0, 10.0], 10.0, Marks(frozenset({1}), frozenset()))
     assert "".join(t for t, _ in cells) == "▁│▅█"

@@ -10,6 +10,7 @@ stays at 1.5 ms, so log writes and VMDK latency rise and TPS falls.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -202,25 +203,36 @@ def _findings(f: Fleet) -> list[Finding]:
     ]
 
 
+def steps(fleet: Fleet = Fleet()) -> Iterator[list[Sample]]:
+    """The recording's samples, one collection step at a time."""
+    for k in range(fleet.steps):
+        yield _step(fleet, k)
+
+
+def records(fleet: Fleet = Fleet()) -> tuple[list[Fact], list[Annotation], list[Finding]]:
+    """The recording's facts, annotations (markers, a counter reset) and findings (resolved ones too)."""
+    facts = [Fact("guest", {"guest": fleet.vm(i)}, {"hostname": fleet.vm(i)}, T0) for i in range(fleet.stacks)]
+    facts += [Fact("db2_database", {"db2": f"prod{i + 1:02d}", "database": "PROD"},
+                   {"log_path": "/db2/log/NODE0000/LOGSTREAM0000/"}, T0) for i in range(fleet.stacks)]
+    marks = [Annotation("marker", "run 1 start", {"by": "cli"}, "", T0 + 2 * 60 * S),
+             Annotation("marker", "run 1 stop", {"by": "cli"}, "", T0 + 12 * 60 * S),
+             Annotation("reset", "prod01 member 0", {"db2": "prod01", "database": "PROD", "member": "0"},
+                        "MON_GET_DATABASE", T0 + 10 * 60 * S)]
+    return facts, [m for m in marks if m.ts <= fleet.end_ns], _findings(fleet)
+
+
 def build_store(path: Path, fleet: Fleet = Fleet()) -> Path:
     """Write the fleet's recording to a new store at `path`."""
     with Store(path, writer=True) as store:
         batch: list[Sample] = []
-        for k in range(fleet.steps):
-            batch += _step(fleet, k)
+        for step in steps(fleet):
+            batch += step
             if len(batch) > 20000:
                 store.write(batch)
                 batch = []
-        facts = [Fact("guest", {"guest": fleet.vm(i)}, {"hostname": fleet.vm(i)}, T0) for i in range(fleet.stacks)]
-        facts += [Fact("db2_database", {"db2": f"prod{i + 1:02d}", "database": "PROD"},
-                       {"log_path": "/db2/log/NODE0000/LOGSTREAM0000/"}, T0) for i in range(fleet.stacks)]
-        marks = [Annotation("marker", "run 1 start", {"by": "cli"}, "", T0 + 2 * 60 * S),
-                 Annotation("marker", "run 1 stop", {"by": "cli"}, "", T0 + 12 * 60 * S),
-                 Annotation("reset", "prod01 member 0", {"db2": "prod01", "database": "PROD", "member": "0"},
-                            "MON_GET_DATABASE", T0 + 10 * 60 * S)]
-        findings = _findings(fleet)
+        facts, marks, findings = records(fleet)
         opened = [dataclasses.replace(x, resolved_at=None) for x in findings]  # the store opens, then resolves
-        store.write(batch, facts=facts, annotations=[m for m in marks if m.ts <= fleet.end_ns], findings=opened)
+        store.write(batch, facts=facts, annotations=marks, findings=opened)
         store.write(findings=[x for x in findings if x.resolved_at is not None])
         store.compact()  # what an agent's writer would have sealed by then: the screens read chunks
         store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -229,7 +241,7 @@ def build_store(path: Path, fleet: Fleet = Fleet()) -> Path:
 
 def field_values(fleet: Fleet = Fleet()) -> int:
     """How many field values `build_store` writes (bench/store.py's bytes per value)."""
-    return sum(len(s.fields) for k in range(fleet.steps) for s in _step(fleet, k))
+    return sum(len(s.fields) for step in steps(fleet) for s in step)
 
 
 def write_config(path: Path, fleet: Fleet = Fleet()) -> Path:

@@ -90,10 +90,14 @@ class Db2vtopApp(App):
     def __init__(self, store_path: Path, runtime: Collecting | None = None, *, cursor: TimeCursor | None = None,
                  clock: Callable[[], int] = time.time_ns, refresh_s: float = 1.0,
                  stacks: list[StackConfig] | None = None, read_only: bool = False, store_label: str | None = None,
-                 prefer_fleet: bool = False, overrides: dict[str, dict] | None = None, config: Config | None = None):
+                 prefer_fleet: bool = False, overrides: dict[str, dict] | None = None, config: Config | None = None,
+                 source: Callable[[], Any] | None = None):
         apply_overrides(overrides)  # [checks.RULE]: the colours follow the rules the user tuned
         self.config = config  # its [[ssh]]/[[db2]] sections infer the DB2 VMs' stacks
         self.store_path = Path(store_path)
+        # what the screens read: the store file, or InfluxDB (`--source influxdb`), same interface
+        self._open = source or (lambda: Store(self.store_path))
+        self._source_name = "source" if source else "store"
         self.runtime = runtime
         self.cursor = cursor or TimeCursor()
         self.clock = clock
@@ -122,7 +126,7 @@ class Db2vtopApp(App):
     def _start_mode(self, prefer_fleet: bool) -> str:
         """Fleet when there is more than one stack or host, a stack's screen when there is one, else Local."""
         try:
-            with Store(self.store_path) as store:
+            with self._open() as store:
                 hosts = {s.tags.get("host") for m in (*HOST_MEASUREMENTS, "esxtop_vm") for s in store.series(m)}
                 hosts.discard(None)
                 stacks = self.configured or self._infer(store)
@@ -210,7 +214,7 @@ class Db2vtopApp(App):
             t0 = time.perf_counter()
             try:
                 if self._reader is None:
-                    self._reader = Reader(Store(self.store_path))
+                    self._reader = Reader(self._open())
                 self._reader.begin()
                 view = screen.load_view(self._reader, since, until)
             except StoreError as e:
@@ -247,7 +251,7 @@ class Db2vtopApp(App):
     def _store_error(self, screen: Screen, message: str) -> None:
         if screen.is_attached:
             for status in screen.query(StatusLine):
-                status.update(Text(f"store: {message}", style="bold red"))
+                status.update(Text(f"{self._source_name}: {message}", style="bold red"))
 
     # --- navigation ---------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from textual.strip import Strip
 Points = Sequence[tuple[int, float]]
 
 MARKER_STYLE = "bold magenta"
+RUN_STYLE = "magenta"
 EVENT_STYLE = "yellow"
 GAP_FACTOR = 1.5
 
@@ -47,16 +48,22 @@ def style(name: str | None) -> Style | None:
 
 @dataclass(frozen=True)
 class Marks:
-    """Columns of one chart width that carry a marker or an event."""
+    """Columns of one chart width that carry a marker or an event, or lie inside a benchmark run."""
 
     markers: frozenset[int] = frozenset()
     events: frozenset[int] = frozenset()
+    runs: frozenset[int] = frozenset()
 
     @classmethod
-    def at(cls, since: int, until: int, cols: int, markers: Iterable[int], events: Iterable[int] = ()) -> Marks:
+    def at(cls, since: int, until: int, cols: int, markers: Iterable[int], events: Iterable[int] = (),
+           runs: Iterable[tuple[int, int]] = ()) -> Marks:
+        """`runs`: (begin, end) of the runs, drawn as a span on the time axis where they overlap."""
         def columns(times: Iterable[int]) -> frozenset[int]:
             return frozenset(c for ts in times if 0 <= (c := column(ts, since, until, cols)) < cols)
-        return cls(columns(markers), columns(events))
+        spans = frozenset(c for begin, end in runs if begin <= until and end >= since
+                          for c in range(column(max(begin, since), since, until, cols),
+                                         min(column(min(end, until), since, until, cols), cols - 1) + 1))
+        return cls(columns(markers), columns(events), spans)
 
 
 def column(ts: int, since: int, until: int, cols: int) -> int:
@@ -230,7 +237,7 @@ _TICKS = (10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43
 
 
 def time_axis(since: int, until: int, cols: int, marks: Marks = Marks(), gutter: int = 0) -> Strip:
-    """Tick labels under a chart of `cols` columns; local time, markers as ▼."""
+    """Tick labels under a chart of `cols` columns; local time, markers as ▼, benchmark runs as ━."""
     span_s = max((until - since) / 1e9, 1e-9)
     label_w = 9 if span_s <= 600 else 6
     step = next((t for t in _TICKS if t / span_s * cols >= label_w + 2), _TICKS[-1])
@@ -251,6 +258,9 @@ def time_axis(since: int, until: int, cols: int, marks: Marks = Marks(), gutter:
         if c + len(label) <= cols and all(ch == " " for ch, _ in cells[max(0, c - 1): c + len(label) + 1]):
             cells[c: c + len(label)] = [(ch, "dim") for ch in label]
         t += step
+    for c in marks.runs:  # a benchmark run: a line under its span, where no label or marker is
+        if c < cols and cells[c][0] == " ":
+            cells[c] = ("━", RUN_STYLE)
     if gutter:
         cells.insert(0, (" " * gutter, None))
     return Strip(_run_segments(cells))

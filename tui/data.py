@@ -17,6 +17,7 @@ from statistics import median
 from typing import Any
 
 from db2vtop.agent.core.model import SELF_MEASUREMENT, Annotation, FieldValue, Finding, severity_rank
+from db2vtop.agent.core.runs import runs
 from db2vtop.agent.core.store import Row, Series, Store
 from db2vtop.tui.chart import NO_THRESHOLDS, Marks, Thresholds, buckets, merge_max, nice_top, short, spark
 from db2vtop.tui.table import TableModel, arrange
@@ -28,6 +29,7 @@ PERIOD_SERIES = 8  # series a measurement's sampling period is measured over
 # after their time), and is read whole every FULL_READ_S (an outage's backfill reaches further).
 CATCH_UP_NS = 600 * 10**9
 LATE_NS = 180 * 10**9
+RUN_LOOKBACK_NS = 24 * 3600 * 10**9
 FULL_READ_S = 60.0
 
 
@@ -147,6 +149,12 @@ class Reader:
 
     def points(self, series: Series, field_name: str, since_ns: int, until_ns: int) -> list[tuple[int, float]]:
         return numbers(self.store.window(series.id, field_name, since_ns, until_ns))
+
+    def run_spans(self, since_ns: int, until_ns: int) -> list[tuple[int, int]]:
+        """(begin, end) of the benchmark runs overlapping [since, until] (begun up to a day before it),
+        an open run ending at `until`: the time axes draw them as spans."""
+        found = runs(self.store.annotations(since_ns - RUN_LOOKBACK_NS, until_ns))
+        return [(r.begin_ns, r.until(until_ns)) for r in found if r.until(until_ns) >= since_ns]
 
     def findings(self, ttl_s: float = 5.0) -> list[Finding]:
         """Every finding, open or resolved (time travel filters them); re-read every few seconds."""
@@ -337,6 +345,7 @@ class LocalView:
     now_ns: int
     since_ns: int
     markers: list[Annotation] = field(default_factory=list)
+    runs: list[tuple[int, int]] = field(default_factory=list)
     age_s: float | None = None
     interval_s: float | None = None
     cpu: dict[str, FieldValue] = field(default_factory=dict)
@@ -368,7 +377,7 @@ def pick_guest(store: Store) -> str | None:
 
 def load_local(reader: Reader, guest: str | None, since: int, now_ns: int, spark_width: int = 20) -> LocalView:
     view = LocalView(guest=guest, now_ns=now_ns, since_ns=since, markers=reader.store.annotations(since, now_ns),
-                     collectors=load_status(reader, now_ns))
+                     collectors=load_status(reader, now_ns), runs=reader.run_spans(since, now_ns))
     if guest is None:
         return view
 

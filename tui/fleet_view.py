@@ -10,7 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from db2vtop.agent.core.config import StackConfig
-from db2vtop.agent.core.model import Annotation, Finding, severity_rank
+from db2vtop.agent.core.model import AGENT_MEASUREMENT, SINK_MEASUREMENT, Annotation, Finding, severity_rank
 from db2vtop.agent.core.store import Row
 from db2vtop.tui.chart import Thresholds
 from db2vtop.tui.data import (
@@ -39,7 +39,7 @@ COLUMNS = [  # fixed widths but for the names: measuring 2,000 rows every second
     Column("I/O ms trend", width=16, sortable=False),
 ]
 FINDING_COL, READY_TREND, IO_TREND = 3, 10, 11
-KIND_ORDER = {"stack": 0, "vm": 1, "host": 2, "guest": 3}
+KIND_ORDER = {"stack": 0, "vm": 1, "host": 2, "guest": 3, "agent": 4}
 
 
 @dataclass
@@ -165,10 +165,12 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
         return (f" STALE {ago(age)}" if stale else ""), stale
 
     def add(kind: str, name: str, where: str, finding: Finding | None, figures: tuple, target: Target,
-            stale: bool) -> None:
+            stale: bool, status: Cell | None = None) -> None:
         nonlocal stale_rows
         key = f"{kind}:{name}"
         cell, rank = _finding_cell(finding)
+        if status is not None:  # an agent's delivery error stands where a finding would
+            cell, rank = status, (0, "")
         tps_v, cpu, ready, balloon, log, io = figures
         cells = [kind, name, where, cell, _cell(tps_v), _cell(cpu, PCT_BUSY), _cell(ready, READY),
                  (size(balloon), "bold red" if balloon else "") if balloon is not None else "—",
@@ -236,6 +238,18 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
             (None, value(row.fields, "busy_pct"), None, None, None, guest_await.get(name)), Target.of_guest(name),
             stale)
         sources[f"guest:{name}"] = ("guest", name)
+
+    # the agents themselves (one per machine feeding the store or InfluxDB): delivery, backlog, own CPU
+    agent_cpu = _newest_by(rd.latest(AGENT_MEASUREMENT, until), "agent")
+    for name, row in sorted(_newest_by(rd.latest(SINK_MEASUREMENT, until), "agent").items()):
+        f = row.fields
+        last = f.get("last_success_ns")
+        wrote = f"wrote {ago((until - last) / 1e9)}" if isinstance(last, int) and last else "nothing delivered yet"
+        note, stale = age_note(row, SINK_MEASUREMENT)
+        error = str(f.get("last_error") or "")
+        add("agent", name, f"sink {f.get('state', '?')} · {wrote} · backlog {num(value(f, 'pending'), 0)}{note}",
+            None, (None, value(agent_cpu[name].fields, "cpu_pct") if name in agent_cpu else None, None, None, None,
+                   None), Target.of_guest(name), stale, [("ERR ", "bold red"), (error, None)] if error else None)
 
     model = TableModel(COLUMNS, rows)
     markers = [a for a in rd.store.annotations(since, until) if a.kind == "marker"]

@@ -222,14 +222,15 @@ def load_stack(rd: Reader, target: Target, since: int, until: int, panel: str, g
                                     [e.ts for e in events if _layer_of_annotation(e) == key])
 
     layers = _draw_layers(rd, [f(rd, r, until) for f in LAYERS], since, until, geo, marks(a_cols), marks(b_cols))
-    all_marks = Marks.at(since, until, a_cols, [m.ts for m in markers], [e.ts for e in events])
+    spans = rd.run_spans(since, until)
+    all_marks = Marks.at(since, until, a_cols, [m.ts for m in markers], [e.ts for e in events], spans)
     summary, model, trends, column = PANEL_LOADERS.get(panel, cpu_panel)(rd, r, until)
     if trends:
         fill_trends(rd, model, trends.get, column, table, since, until, geo.spark_cols, [m.ts for m in markers])
     findings = _stack_findings(rd, r, until)
     axis_a = time_axis(since, until, a_cols, all_marks, GUTTER)
     axis_b = time_axis(since, until, b_cols, Marks.at(since, until, b_cols, [m.ts for m in markers],
-                                                      [e.ts for e in events]), GUTTER)
+                                                      [e.ts for e in events], spans), GUTTER)
     return StackView(target, r, until, since, _verdict(rd, target, since, until), layers,
                      _block(layers, axis_a, axis_b, geo), panel, summary, model,
                      load_status(rd, until, r.collectors()), markers, findings)

@@ -24,6 +24,7 @@ import struct
 import threading
 from collections.abc import Sequence
 from itertools import accumulate, pairwise
+from operator import xor
 from typing import Any
 
 import zstandard
@@ -136,7 +137,7 @@ def _decode_column(kind: int, data: memoryview, count: int) -> list[Any]:
         scale = 10 ** data[0]
         return [s / scale for s in _decode_ints(data[1:], count)]
     if kind == _XOR:
-        words = list(accumulate(_unplanes(data, count), lambda a, b: a ^ b))
+        words = list(accumulate(_unplanes(data, count), xor))
         return list(struct.unpack(f"<{count}d", struct.pack(f"<{count}Q", *words)))
     if kind == _JSON:
         values = json.loads(bytes(data))

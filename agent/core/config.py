@@ -347,6 +347,13 @@ class VSphereConfig:
 
 
 @dataclass(frozen=True)
+class ViewConfig:
+    """Where watch, replay, triage and query read from (their --source overrides it)."""
+
+    source: Choice("store", "influxdb") = "store"
+
+
+@dataclass(frozen=True)
 class InfluxConfig:
     url: Url
     bucket: str
@@ -389,6 +396,7 @@ class Config:
     stack: list[StackConfig] = field(default_factory=list)
     influxdb: InfluxConfig | None = None
     vsphere: VSphereConfig = field(default_factory=VSphereConfig)
+    view: ViewConfig = field(default_factory=ViewConfig)
     checks: dict[str, dict[str, CheckValue]] = field(default_factory=dict)
     source: Path | None = field(default=None, metadata={"toml": False})
 

@@ -17,6 +17,8 @@ from typing import Any, Protocol
 
 FieldValue = int | float | str | bool
 SELF_MEASUREMENT = "db2vtop_collector"  # the runtime's sample of each collector cycle
+SINK_MEASUREMENT = "db2vtop_sink"  # each agent's InfluxDB sink: delivery, backlog, errors
+AGENT_MEASUREMENT = "db2vtop_agent"  # each agent's own process: its cost
 
 
 def now_ns() -> int:

@@ -539,14 +539,23 @@ class Store:
             for (ts, _), fields in found:
                 yield Row(ts, s.measurement, s.tags, fields)
 
-    def _latest_in_chunk(self, sid: int, until_ns: int, newer_than: int) -> tuple[int, dict[str, FieldValue]] | None:
-        """The newest row at or before `until` held in a chunk, if newer than `newer_than`."""
-        c = self.db.execute(
-            "SELECT id, fieldset, data, first_ts FROM chunks WHERE series_id=? AND span <= ? AND first_ts <= ?"
-            " ORDER BY span DESC LIMIT 1", (sid, until_ns // CHUNK_SPAN_NS, until_ns)).fetchone()
-        if c is None:
+    def _latest_in_chunk(self, sid: int, until_ns: int, newer_than: int,
+                         candidate: tuple[int, int] | None = None) -> tuple[int, dict[str, FieldValue]] | None:
+        """The newest row at or before `until` held in a chunk, if newer than `newer_than` (the head's).
+        `candidate`: that chunk's (id, last_ts), when the caller found it already. A chunk whose last
+        row is not newer than the head's is not read (the live case: the head holds the newest row)."""
+        if candidate is None:
+            candidate = self.db.execute(
+                "SELECT id, last_ts FROM chunks WHERE series_id=? AND span <= ? AND first_ts <= ?"
+                " ORDER BY span DESC LIMIT 1", (sid, until_ns // CHUNK_SPAN_NS, until_ns)).fetchone()
+        if candidate is None or candidate[1] <= newer_than:
             return None
-        ts, names, columns = self._chunk(*c[:3])
+        cid = candidate[0]
+        hit = self._chunk_cache.get(cid)
+        if hit is None:
+            fid, data = self.db.execute("SELECT fieldset, data FROM chunks WHERE id=?", (cid,)).fetchone()
+            hit = self._chunk(cid, fid, data)
+        ts, names, columns = hit
         i = bisect_right(ts, until_ns) - 1
         if ts[i] <= newer_than:
             return None
@@ -564,7 +573,7 @@ class Store:
             if until_ns is None or not self._chunked:
                 return [Row(ts, measurement, json.loads(tags), self._decode(fid, vals))
                         for ts, fid, vals, tags in head.values() if ts >= since_ns]
-            return self._latest_sealed(self.series(measurement), head, since_ns, until)
+            return self._latest_sealed(self.series(measurement), head, since_ns, until, measurement)
 
     def latest_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None) -> list[Row]:
         """`latest` for a few chosen series of a large measurement (one index probe each)."""
@@ -583,12 +592,24 @@ class Store:
                         for s in chosen if s.id in head and head[s.id][0] >= since_ns]
             return self._latest_sealed(chosen, head, since_ns, until)
 
-    def _latest_sealed(self, series: list[Series], head: dict[int, tuple], since_ns: int, until_ns: int) -> list[Row]:
-        """`latest` back in time: a series' newest row before `until` may be in a chunk."""
+    def _latest_sealed(self, series: list[Series], head: dict[int, tuple], since_ns: int, until_ns: int,
+                       measurement: str | None = None) -> list[Row]:
+        """`latest` back in time: a series' newest row before `until` may be in a chunk. For a whole
+        measurement, each series' candidate chunk is found by one query."""
+        candidates: dict[int, tuple[int, int]] = {}
+        if measurement is not None:
+            candidates = {sid: (cid, last) for sid, cid, last in self.db.execute(
+                "SELECT s.id, c.id, c.last_ts FROM series s JOIN chunks c ON c.series_id = s.id AND c.span = "
+                "(SELECT span FROM chunks WHERE series_id = s.id AND span <= ? AND first_ts <= ? ORDER BY span DESC"
+                " LIMIT 1) WHERE s.measurement=?", (until_ns // CHUNK_SPAN_NS, until_ns, measurement))}
         out = []
         for s in series:
             h = head.get(s.id)
-            found = self._latest_in_chunk(s.id, until_ns, h[0] if h else -1)
+            newer_than = h[0] if h else -1
+            if measurement is not None and candidates.get(s.id, (0, -1))[1] <= newer_than:
+                found = None  # no chunk, or the head's row is newer than all of it
+            else:
+                found = self._latest_in_chunk(s.id, until_ns, newer_than, candidates.get(s.id))
             if found is None and h is not None:
                 found = (h[0], self._decode(h[1], h[2]))
             if found is not None and found[0] >= since_ns:

@@ -142,9 +142,10 @@ class InfluxSink:
     def submit(self, samples: Iterable[Sample] = (), facts: Iterable[Fact] = (),
                annotations: Iterable[Annotation] = (), findings: Iterable[Finding] = ()) -> None:
         """Queue for the spool. Findings (the check runner's changes) become `db2vtop_finding`
-        points; facts stay in the embedded store (they are documents, not series)."""
+        points, facts `db2vtop_fact` points (their data as a JSON document), so views reading
+        InfluxDB see what the embedded store holds."""
         if not self._closed:
-            self._q.put((list(samples), list(annotations), list(findings)))
+            self._q.put((list(samples), list(annotations), list(findings), list(facts)))
 
     def take_events(self) -> list[Annotation]:
         with self._events_lock:
@@ -222,11 +223,12 @@ class InfluxSink:
                 elif isinstance(item, threading.Event):
                     markers.append(item)
                 else:
-                    samples, annotations, findings = item
+                    samples, annotations, findings, facts = item
                     try:
                         lines += self.encoder.samples(samples)
                         lines += self.encoder.annotations(annotations)
                         lines += self.encoder.findings(findings)
+                        lines += self.encoder.facts(facts)
                     except Exception:  # a bug in a collector's values must not stop the sink
                         log.exception("influxdb: could not encode a batch; it is not sent")
             self.append_lines(lines)

@@ -29,12 +29,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from db2vtop.agent.core.model import Annotation, Finding, Sample
+from db2vtop.agent.core.influx_source import ANNOTATION_MEASUREMENT, FACT_MEASUREMENT, FINDING_MEASUREMENT
+from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample
 
 log = logging.getLogger(__name__)
 
-ANNOTATION_MEASUREMENT = "db2vtop_annotation"
-FINDING_MEASUREMENT = "db2vtop_finding"
 
 _NAME = str.maketrans({"\\": "/", "\n": "\\ ", "\r": "\\ ", ",": "\\,", "=": "\\=", " ": "\\ "})
 _MEASUREMENT = str.maketrans({"\\": "/", "\n": "\\ ", "\r": "\\ ", ",": "\\,", " ": "\\ "})
@@ -180,12 +179,27 @@ class LineEncoder:
         return out
 
     def findings(self, findings: Iterable[Finding]) -> list[str]:
+        """Everything a view shows of a finding, so `--source influxdb` reads it back whole."""
         out = []
         for f in findings:
             state = "open" if f.resolved_at is None else "resolved"
-            fields = {"summary": f.summary, "state": state, "first_seen_ns": int(f.first_seen)}
+            fields = {"summary": f.summary, "state": state, "first_seen_ns": int(f.first_seen),
+                      "evidence": _json(f.evidence), "why": f.why, "fix": f.fix, "refs": _json(f.references)}
             ts = f.last_seen if f.resolved_at is None else f.resolved_at
             x = self.line(FINDING_MEASUREMENT, {**f.subject, "rule": f.rule, "severity": f.severity}, fields, ts)
             if x is not None:
                 out.append(x)
         return out
+
+    def facts(self, facts: Iterable[Fact]) -> list[str]:
+        """A fact as one point: its kind and entity tags, its data as a JSON document."""
+        out = []
+        for f in facts:
+            x = self.line(FACT_MEASUREMENT, {**f.tags, "fact": f.kind}, {"data": _json(f.data)}, f.ts)
+            if x is not None:
+                out.append(x)
+        return out
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)

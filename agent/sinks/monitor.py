@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import socket
 
-from db2vtop.agent.core.model import Record, Sample
+from db2vtop.agent.core.model import SINK_MEASUREMENT, Record, Sample
 from db2vtop.agent.core.schema import Measurement, fields
 from db2vtop.agent.sinks.influx import InfluxSink
 from db2vtop.collectors.base import BaseCollector
 
-MEASUREMENT = "db2vtop_sink"
+MEASUREMENT = SINK_MEASUREMENT
 MEASUREMENTS = (
     Measurement(
         MEASUREMENT, "A sink's health: delivery, spool backlog and errors.",

@@ -186,10 +186,26 @@ def store_keys(path: Path, findings: bool = False) -> set[Key]:
     return keys
 
 
-def influx_keys(srv: InfluxServer, db: str, findings: bool = False) -> set[Key]:
-    """(measurement, tags, ts) of every point in a database: db2vtop_finding's, or all others."""
-    return {(m, _tags(tags), ts) for m in srv.measurements(db) if (m == "db2vtop_finding") == findings
+def influx_keys(srv: InfluxServer, db: str, findings: bool = False, facts: bool = False) -> set[Key]:
+    """(measurement, tags, ts) of every point in a database: db2vtop_finding's, db2vtop_fact's, or all
+    others (facts are a point per facts pass where the store keeps a version per change: fact_entities)."""
+    wanted = "db2vtop_finding" if findings else "db2vtop_fact" if facts else None
+    return {(m, _tags(tags), ts) for m in srv.measurements(db)
+            if (m == wanted if wanted else m not in ("db2vtop_finding", "db2vtop_fact"))
             for ts, tags, _ in srv.points(db, m)}
+
+
+def fact_entities(srv: InfluxServer, db: str) -> set[tuple[str, tuple[tuple[str, str], ...]]]:
+    """(kind, entity tags) of every fact written to a database."""
+    return {(tags["fact"], _tags({k: v for k, v in tags.items() if k != "fact"}))
+            for _, tags, _ in srv.points(db, "db2vtop_fact")}
+
+
+def store_fact_entities(path: Path) -> set[tuple[str, tuple[tuple[str, str], ...]]]:
+    from db2vtop.agent.core.store import Store
+
+    with Store(path) as s:
+        return {(f.kind, _tags(f.tags)) for f in s.facts()}
 
 
 def wait_for(cond, timeout: float = 30.0, what: str = "condition"):

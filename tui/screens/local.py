@@ -45,10 +45,10 @@ class LocalFrame:
 
 
 def _chart(points: list[tuple[int, float]], since: int, until: int, cells: tuple[int, int],
-           marks: list[int]) -> tuple[list[Strip], Strip]:
+           marks: list[int], runs: list[tuple[int, int]]) -> tuple[list[Strip], Strip]:
     cols = max(cells[0] - GUTTER, 4)
     values = buckets(points, since, until, 2 * cols)
-    m = Marks.at(since, until, cols, marks)
+    m = Marks.at(since, until, cols, marks, runs=runs)
     return (braille(values, max(cells[1], 1), 100.0, m, thresholds=PCT_BUSY, gutter=GUTTER),
             time_axis(since, until, cols, m, GUTTER))
 
@@ -130,8 +130,8 @@ class LocalScreen(ViewScreen):
             self.guest = pick_guest(reader.store)
         view = load_local(reader, self.guest, since_ns, until_ns, SPARK)
         marks = [m.ts for m in view.markers if m.kind == "marker"]
-        cpu, cpu_axis = _chart(view.cpu_history, since_ns, until_ns, self.cpu_chart.cells, marks)
-        mem, mem_axis = _chart(view.mem_history, since_ns, until_ns, self.mem_chart.cells, marks)
+        cpu, cpu_axis = _chart(view.cpu_history, since_ns, until_ns, self.cpu_chart.cells, marks, view.runs)
+        mem, mem_axis = _chart(view.mem_history, since_ns, until_ns, self.mem_chart.cells, marks, view.runs)
         spark_marks = Marks.at(since_ns, until_ns, SPARK, marks)
         return LocalFrame(view, cpu, mem, cpu_axis, mem_axis, _disks(view, spark_marks), _nets(view, spark_marks))
 

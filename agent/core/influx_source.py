@@ -1,0 +1,461 @@
+"""The fleet read back from InfluxDB: the embedded store's reader interface over InfluxQL.
+
+InfluxQL, not Flux: it is the one query language InfluxDB 1.8 (`/query`), 2.x (`/query`, the
+v1 compatibility API, through a DBRP mapping of the bucket) and 3.x (`/query`) all answer;
+InfluxDB 3 dropped Flux. Every query is bounded by time and, where the view names series, by
+their tags; the newest row of each series comes from `ORDER BY time DESC LIMIT 1` per series
+(`last(*)` would give each field its own time). What the agents write (agent/sinks/lineproto.py)
+is read back as it was stored: samples by measurement and tags, annotations, findings and facts
+from their own measurements. A failed request raises SourceError, a StoreError, so every view
+handles an unreachable InfluxDB as it handles an unreadable store file.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import urllib3
+
+from db2vtop.agent.core.config import InfluxConfig
+from db2vtop.agent.core.model import Annotation, Fact, FieldValue, Finding
+from db2vtop.agent.core.store import Row, Series, StoreError
+
+ANNOTATION_MEASUREMENT = "db2vtop_annotation"
+FINDING_MEASUREMENT = "db2vtop_finding"
+FACT_MEASUREMENT = "db2vtop_fact"
+RECORD_MEASUREMENTS = (ANNOTATION_MEASUREMENT, FINDING_MEASUREMENT, FACT_MEASUREMENT)
+_END = 2**63 - 1
+_SERIES_TTL_S = 30.0  # how long a listing of the series is trusted before it is read again
+# "the newest value of each series" looks back this far at most: an unbounded last-row query
+# would make InfluxDB open every shard of the retention period
+LATEST_HORIZON_NS = 3600 * 10**9
+# the caches that keep a 1 s refresh cheap. A cursor moving forward by up to CATCH_UP_NS reads only
+# the points stamped in the last RECENT_NS (a guest's points arrive a flush interval after their
+# time); every SWEEP_S it reads the last LATE_NS again, for points stamped well before they arrive
+# (vCenter's 20 s samples). A jump, or FULL_READ_S after the last whole read, reads all again.
+CATCH_UP_NS = 600 * 10**9
+RECENT_NS = 2 * 10**9
+LATE_NS = 180 * 10**9
+SWEEP_S = 15.0
+FULL_READ_S = 120.0
+
+
+@dataclass
+class _Cache:
+    since: int
+    until: int
+    read_at: float
+    swept_at: float
+    data: dict[tuple, Any]  # by _key(tags): the newest Row, or a window's {ts: value}
+
+    def fresh_for(self, since_ns: int, until_ns: int, now: float) -> bool:
+        return (self.since <= since_ns and self.until <= until_ns <= self.until + CATCH_UP_NS
+                and now - self.read_at < FULL_READ_S)
+
+    def catch_up_from(self, now: float) -> int:
+        if now - self.swept_at >= SWEEP_S:
+            self.swept_at = now
+            return self.until - LATE_NS
+        return self.until - RECENT_NS
+
+
+class SourceError(StoreError):
+    """InfluxDB could not be read: says which server and what went wrong (never the token)."""
+
+
+def ident(name: str) -> str:
+    """An InfluxQL identifier, quoted."""
+    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def literal(value: str) -> str:
+    """An InfluxQL string literal."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _where(since_ns: int, until_ns: int, tags: dict[str, str] | None = None) -> str:
+    parts = [f"time >= {int(since_ns)}", f"time <= {int(min(until_ns, _END))}"]
+    parts += [f"{ident(k)} = {literal(v)}" for k, v in sorted((tags or {}).items())]
+    return " WHERE " + " AND ".join(parts)
+
+
+def _key(tags: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """A tag set's identity, cheaper than its canonical text (10,000 lookups a refresh)."""
+    return tuple(sorted(tags.items()))
+
+
+def parse_series_key(key: str) -> tuple[str, dict[str, str]]:
+    """(measurement, tags) of a `SHOW SERIES` key such as `m,a=1,b=x\\,y`: split at unescaped
+    commas, each tag at its first unescaped `=`, escapes removed."""
+    items: list[tuple[str, int | None]] = []
+    buf: list[str] = []
+    eq: int | None = None
+    i = 0
+    while i < len(key):
+        c = key[i]
+        if c == "\\" and i + 1 < len(key):
+            buf.append(key[i + 1])
+            i += 2
+            continue
+        if c == ",":
+            items.append(("".join(buf), eq))
+            buf, eq = [], None
+        elif c == "=" and eq is None and items:  # the measurement (first item) may hold a "="
+            eq = len(buf)
+        else:
+            buf.append(c)
+        i += 1
+    items.append(("".join(buf), eq))
+    (measurement, _), *pairs = items
+    return measurement, {text[:at]: text[at:] for text, at in pairs if at is not None}
+
+
+class InfluxSource:
+    """A read-only connection to the `[influxdb]` the agents write; same methods as Store's readers."""
+
+    def __init__(self, cfg: InfluxConfig):
+        self.cfg = cfg
+        self.path = cfg.url  # what messages name, as a Store names its file
+        self.db, _, self.rp = cfg.bucket.partition("/")
+        ref = cfg.token()
+        try:
+            token = ref.resolve() if ref else ""
+        except Exception as e:
+            raise SourceError(f"influxdb at {cfg.url}: token: {e}") from None
+        self._headers = {"Accept": "application/json"}
+        if token:
+            self._headers["Authorization"] = f"Token {token}"
+        self._http = urllib3.PoolManager(
+            cert_reqs="CERT_REQUIRED" if cfg.verify_tls else "CERT_NONE",
+            ca_certs=str(cfg.ca_file) if cfg.ca_file else None,
+            timeout=urllib3.Timeout(connect=min(cfg.timeout, 5.0), read=cfg.timeout), retries=False)
+        self._lock = threading.Lock()
+        self._series: dict[tuple, Series] = {}
+        self._by_id: dict[int, Series] = {}
+        self._listed_at = -_SERIES_TTL_S
+        self._version = 0
+        self._types: dict[str, dict[str, str]] = {}
+        self._latest: dict[str, _Cache] = {}
+        self._windows: dict[tuple[str, str], _Cache] = {}
+
+    def close(self) -> None:
+        self._http.clear()
+
+    def __enter__(self) -> InfluxSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- the wire -------------------------------------------------------------------
+
+    def query(self, q: str) -> list[dict[str, Any]]:
+        """The series of one InfluxQL statement's result."""
+        return self.query_many([q])[0]
+
+    def query_many(self, statements: list[str]) -> list[list[dict[str, Any]]]:
+        """The series of each statement's result, all in one request."""
+        fields = {"db": self.db, "q": ";".join(statements), "epoch": "ns"}
+        if self.rp:
+            fields["rp"] = self.rp
+        try:
+            r = self._http.request("POST", f"{self.cfg.url.rstrip('/')}/query", fields=fields,
+                                   headers=self._headers, encode_multipart=False)
+        except urllib3.exceptions.HTTPError as e:
+            raise SourceError(f"influxdb at {self.cfg.url} did not answer: {_reason(e)}") from None
+        try:
+            doc = json.loads(r.data or b"{}")
+        except ValueError:
+            doc = {}
+        error = doc.get("error") or next((x.get("error") for x in doc.get("results", []) if x.get("error")), None)
+        if r.status != 200 or error:
+            raise SourceError(f"influxdb at {self.cfg.url} answered {r.status}: "
+                              f"{error or r.data[:200].decode(errors='replace')}")
+        results = {x.get("statement_id", i): x.get("series") or [] for i, x in enumerate(doc.get("results") or [])}
+        return [results.get(i, []) for i in range(len(statements))]
+
+    # --- series ---------------------------------------------------------------------
+
+    def _list_series(self) -> None:
+        with self._lock:
+            if time.monotonic() - self._listed_at < _SERIES_TTL_S:
+                return
+            known = dict(self._series)
+            for s in self.query("SHOW SERIES"):
+                for (key,) in s.get("values") or []:
+                    m, tags = parse_series_key(key)
+                    if m in RECORD_MEASUREMENTS:
+                        continue
+                    k = (m, _key(tags))
+                    if k not in known:
+                        known[k] = Series(len(known) + 1, m, tags)
+            if len(known) != len(self._series):
+                self._series = known
+                self._by_id = {x.id: x for x in known.values()}
+                self._version += 1
+            self._listed_at = time.monotonic()
+
+    def _series_of(self, measurement: str, tags: dict[str, str]) -> Series:
+        k = (measurement, _key(tags))
+        s = self._series.get(k)
+        if s is None:  # written since the last listing
+            with self._lock:
+                s = self._series.setdefault(k, Series(len(self._series) + 1, measurement, tags))
+                self._by_id[s.id] = s
+                self._version += 1
+        return s
+
+    def measurements(self) -> list[str]:
+        names = [v[0] for s in self.query("SHOW MEASUREMENTS") for v in s.get("values") or []]
+        return sorted(n for n in names if n not in RECORD_MEASUREMENTS)
+
+    def series(self, measurement: str | None = None) -> list[Series]:
+        self._list_series()
+        return [s for s in self._series.values() if measurement is None or s.measurement == measurement]
+
+    def series_version(self) -> int:
+        self._list_series()
+        return self._version
+
+    # --- samples --------------------------------------------------------------------
+
+    def _field_types(self, measurement: str) -> dict[str, str]:
+        types = self._types.get(measurement)
+        if types is None:
+            types = {}
+            for s in self.query(f"SHOW FIELD KEYS FROM {ident(measurement)}"):
+                types.update({name: kind for name, kind in s.get("values") or []})
+            self._types[measurement] = types
+        return types
+
+    def _rows(self, measurement: str, q: str) -> list[Row]:
+        return self._to_rows(measurement, self.query(q))
+
+    def _to_rows(self, measurement: str, found: list[dict[str, Any]]) -> list[Row]:
+        """Rows of a `... GROUP BY *` result; a float field that JSON gave back as an integer is a float."""
+        types = self._field_types(measurement)
+        out = []
+        for s in found:
+            tags = {k: v for k, v in (s.get("tags") or {}).items() if v != ""}
+            columns = s["columns"]
+            floats = [i for i, c in enumerate(columns) if types.get(c) == "float"]
+            for values in s.get("values") or []:
+                for i in floats:
+                    if isinstance(values[i], int):
+                        values[i] = float(values[i])
+                fields = {c: v for c, v in zip(columns[1:], values[1:], strict=True) if v is not None}
+                if fields:
+                    out.append(Row(values[0], s.get("name", measurement), tags, fields))
+        return out
+
+    def rows(self, measurement: str, since_ns: int = 0, until_ns: int | None = None) -> Iterator[Row]:
+        """Every sample of one measurement in [since, until], oldest first."""
+        found = self._rows(measurement, f"SELECT * FROM {ident(measurement)}"
+                                        f"{_where(since_ns, until_ns or _END)} GROUP BY *")
+        order = {_key(s.tags): s.id for s in self.series(measurement)}
+        found.sort(key=lambda r: (r.ts, order.get(_key(r.tags), 0)))
+        yield from found
+
+    def _of(self, series: Iterable[Series], select: str, since_ns: int, until_ns: int, tail: str = "") -> list[Row]:
+        """Rows of chosen series: one query per measurement, the series' tag sets OR'ed."""
+        by_m: dict[str, list[Series]] = {}
+        for s in series:
+            by_m.setdefault(s.measurement, []).append(s)
+        out = []
+        for m, chosen in by_m.items():
+            wanted = {_key(s.tags) for s in chosen}
+            alts = " OR ".join("(" + " AND ".join(f"{ident(k)} = {literal(v)}" for k, v in sorted(s.tags.items()))
+                               + ")" for s in chosen if s.tags)
+            where = _where(since_ns, until_ns) + (f" AND ({alts})" if alts else "")
+            out += [r for r in self._rows(m, f"SELECT {select} FROM {ident(m)}{where} GROUP BY *{tail}")
+                    if _key(r.tags) in wanted]
+        return out
+
+    def rows_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None) -> Iterator[Row]:
+        chosen = list(series)
+        rows = self._of(chosen, "*", since_ns, until_ns or _END)
+        order = {(s.measurement, _key(s.tags)): i for i, s in enumerate(chosen)}
+        rows.sort(key=lambda r: (order[r.measurement, _key(r.tags)], r.ts))
+        yield from rows
+
+    def _latest_rows(self, measurement: str, until_ns: int) -> dict[tuple, Row]:
+        """The newest row of every series of a measurement at `until`, by _key(tags), from a cache
+        that a cursor moving forward refreshes with the points written since (see _Cache). The
+        measurements read before are brought up to date together, in one request."""
+        now = time.monotonic()
+        cached = self._latest.get(measurement)
+        if cached and cached.fresh_for(0, until_ns, now) and until_ns == cached.until:
+            return cached.data  # read at this cursor already (every collector's row asks in turn)
+        if not (cached and cached.fresh_for(0, until_ns, now)):
+            cached = self._latest[measurement] = _Cache(0, until_ns, now, now, {})
+            cached.until = until_ns - LATEST_HORIZON_NS  # nothing read yet: read the whole horizon
+        due = {m: c for m, c in self._latest.items() if c.until < until_ns and c.fresh_for(0, until_ns, now)}
+        due[measurement] = cached
+        names = list(due)
+        statements = [f"SELECT * FROM {ident(m)}{_where(self._catch_up(due[m], now, until_ns), until_ns)}"
+                      " GROUP BY * ORDER BY time DESC LIMIT 1" for m in names]
+        for m, found in zip(names, self.query_many(statements), strict=True):
+            c = due[m]
+            for r in self._to_rows(m, found):
+                key = _key(r.tags)
+                old = c.data.get(key)
+                if old is None or old.ts <= r.ts:
+                    c.data[key] = r
+            c.until = until_ns
+        return cached.data
+
+    @staticmethod
+    def _catch_up(cached: _Cache, now: float, until_ns: int) -> int:
+        """Where a read of a cached measurement starts: all of the horizon the first time."""
+        return cached.until if cached.until <= until_ns - LATEST_HORIZON_NS else cached.catch_up_from(now)
+
+    def latest(self, measurement: str, since_ns: int = 0, until_ns: int | None = None) -> list[Row]:
+        """The newest sample of each series of a measurement in [since, until] (at most an hour back)."""
+        until = until_ns if until_ns is not None else time.time_ns()
+        return [r for r in self._latest_rows(measurement, until).values() if r.ts >= since_ns]
+
+    def latest_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None) -> list[Row]:
+        until = until_ns if until_ns is not None else time.time_ns()
+        out = []
+        for s in series:
+            r = self._latest_rows(s.measurement, until).get(_key(s.tags))
+            if r is not None and r.ts >= since_ns:
+                out.append(r)
+        return out
+
+    def newest(self, measurement: str, since_ns: int, until_ns: int) -> list[tuple[int, int]]:
+        return sorted((self._series_of(measurement, r.tags).id, r.ts)
+                      for r in self.latest(measurement, since_ns, until_ns))
+
+    def window(self, series_id: int, field_name: str, since_ns: int,
+               until_ns: int | None = None) -> list[tuple[int, FieldValue]]:
+        """One field of one series, from a cache per field and window: a series is read alone the
+        first time, then every series that was asked for is brought up to date together, each
+        field's in one statement of one request (trend columns of 60 rows cost one request a
+        refresh, not 120)."""
+        s = self._by_id.get(series_id)
+        if s is None:
+            return []
+        until = until_ns if until_ns is not None else time.time_ns()
+        now = time.monotonic()
+        cached = self._windows.get((s.measurement, field_name))
+        if not (cached and cached.fresh_for(since_ns, until, now)):
+            cached = self._windows[s.measurement, field_name] = _Cache(since_ns, until, now, now, {})
+        elif until > cached.until:
+            due = {k: c for k, c in self._windows.items() if c.until < until and c.fresh_for(c.since, until, now)}
+            for c in due.values():
+                c.since = max(c.since, since_ns) if c is cached else c.since
+            self._read_windows([(*k, c, c.catch_up_from(now), until, None) for k, c in due.items()])
+        key = _key(s.tags)
+        if key not in cached.data:
+            cached.data[key] = {}
+            self._read_windows([(s.measurement, field_name, cached, cached.since, cached.until, [s.tags])])
+        return sorted((ts, v) for ts, v in cached.data[key].items() if since_ns <= ts <= until)
+
+    def _read_windows(self, reads: list[tuple[str, str, _Cache, int, int, list[dict[str, str]] | None]]) -> None:
+        """Points into window caches, one statement each in one request: the cached series (or the
+        tag sets given) by their tags when they are few, else the whole measurement (cheaper than a
+        long OR). Points that fell out of a cache's window are forgotten."""
+        reads = [r for r in reads if r[2].data]
+        statements = []
+        for measurement, field_name, cached, since_ns, until_ns, tag_sets in reads:
+            for points in cached.data.values():
+                for ts in [t for t in points if t < cached.since]:
+                    del points[ts]
+            if tag_sets is None:
+                tag_sets = [dict(k) for k in cached.data] if len(cached.data) <= 100 else []
+            alts = " OR ".join("(" + " AND ".join(f"{ident(k)} = {literal(v)}" for k, v in sorted(t.items())) + ")"
+                               for t in tag_sets if t)
+            where = _where(since_ns, until_ns) + (f" AND ({alts})" if alts else "")
+            statements.append(f"SELECT {ident(field_name)} FROM {ident(measurement)}{where} GROUP BY *")
+            cached.until = max(cached.until, until_ns)
+        if not statements:
+            return
+        for (measurement, field_name, cached, *_), found in zip(reads, self.query_many(statements), strict=True):
+            for r in self._to_rows(measurement, found):
+                points = cached.data.get(_key(r.tags))
+                if points is not None:
+                    points[r.ts] = r.fields[field_name]
+
+    def time_range(self) -> tuple[int, int] | None:
+        """First and last sample time over every measurement (two queries)."""
+        ends = []
+        for order in ("ASC", "DESC"):
+            found = self.query(f"SELECT * FROM /.*/ ORDER BY time {order} LIMIT 1")
+            stamps = [s["values"][0][0] for s in found
+                      if s.get("values") and s.get("name") not in RECORD_MEASUREMENTS]
+            if not stamps:
+                return None
+            ends.append(min(stamps) if order == "ASC" else max(stamps))
+        return ends[0], ends[1]
+
+    # --- records --------------------------------------------------------------------
+
+    def facts(self, kind: str | None = None) -> list[Fact]:
+        """The newest version of every entity's facts the agents wrote (of one kind, or all)."""
+        where = f" WHERE {ident('fact')} = {literal(kind)}" if kind else ""
+        out = []
+        for s in self.query(f"SELECT last({ident('data')}) FROM {FACT_MEASUREMENT}{where} GROUP BY *"):
+            tags = {k: v for k, v in (s.get("tags") or {}).items() if v != ""}
+            fact_kind = tags.pop("fact", "")
+            for ts, data in s.get("values") or []:
+                out.append(Fact(fact_kind, tags, json.loads(data), ts))
+        out.sort(key=lambda f: (f.kind, _key(f.tags)))
+        return out
+
+    def fact_history(self, kind: str, tags: dict[str, str]) -> list[Fact]:
+        """Each version of one entity's facts, oldest first."""
+        out: list[Fact] = []
+        for s in self.query(f"SELECT {ident('data')} FROM {FACT_MEASUREMENT}"
+                            f"{_where(0, _END, {**tags, 'fact': kind})} GROUP BY *"):
+            if {k: v for k, v in (s.get("tags") or {}).items() if v != "" and k != "fact"} != tags:
+                continue
+            for ts, data in s.get("values") or []:
+                doc = json.loads(data)
+                if not out or out[-1].data != doc:
+                    out.append(Fact(kind, dict(tags), doc, ts))
+        return out
+
+    def annotations(self, since_ns: int = 0, until_ns: int | None = None) -> list[Annotation]:
+        out = []
+        for s in self.query(f"SELECT {ident('text')} FROM {ANNOTATION_MEASUREMENT}"
+                            f"{_where(since_ns, until_ns or _END)} GROUP BY *"):
+            tags = {k: v for k, v in (s.get("tags") or {}).items() if v != ""}
+            kind, name = tags.pop("kind", ""), tags.pop("name", "")
+            out += [Annotation(kind, name, dict(tags), text or "", ts) for ts, text in s.get("values") or []]
+        out.sort(key=lambda a: a.ts)
+        return out
+
+    def findings(self, open_only: bool = True) -> list[Finding]:
+        """Each finding's newest state as its agent recorded it; open ones only by default."""
+        newest: dict[str, Finding] = {}
+        for s in self.query(f"SELECT * FROM {FINDING_MEASUREMENT} GROUP BY * ORDER BY time DESC LIMIT 1"):
+            subject = {k: v for k, v in (s.get("tags") or {}).items() if v != ""}
+            rule, severity = subject.pop("rule", ""), subject.pop("severity", "info")
+            row = dict(zip(s["columns"], s["values"][0], strict=True))
+            ts = row["time"]
+            resolved = row.get("state") == "resolved"
+            f = Finding(rule, severity, subject, row.get("summary") or "", _doc(row.get("evidence"), {}),
+                        row.get("why") or "", row.get("fix") or "", _doc(row.get("refs"), []),
+                        int(row.get("first_seen_ns") or ts), ts, ts if resolved else None)
+            if f.key not in newest or newest[f.key].last_seen < ts:  # a severity change is a new series
+                newest[f.key] = f
+        found = [f for f in newest.values() if not open_only or f.resolved_at is None]
+        return sorted(found, key=lambda f: f.first_seen)
+
+
+def _doc(text: Any, default: Any) -> Any:
+    try:
+        return json.loads(text) if text else default
+    except ValueError:
+        return default
+
+
+def _reason(e: BaseException) -> str:
+    reason = getattr(e, "reason", None)
+    return str(reason or e).split(": ", 1)[-1] if str(reason or e) else type(e).__name__

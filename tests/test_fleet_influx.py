@@ -1,0 +1,245 @@
+"""Fleet mode: two agents, each with its own simulated vCenter, write to one real influxd; a third
+"machine" (another HOME, no store of its own) reads both back with `--source influxdb`."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import socket
+import ssl
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from db2vtop.agent.core.influx_source import parse_series_key
+from tests.conftest import ROOT, run_cli
+from tests.infra.influxd import InfluxServer
+from tests.test_triage_vsphere import LUN, SCENARIO
+from tests.vsphere_sim import Simulator
+
+
+def scenario(site: str) -> dict:
+    """The triage scenario with names of this site: db2<site>01 has the designed departures."""
+    doc = copy.deepcopy(SCENARIO)
+    host = doc["hosts"][0]
+    host["name"] = f"esx-{site}"
+    for vm in host["vms"]:
+        vm["name"] = vm["name"].replace("db2prod", f"db2{site}").replace("db2test", f"db2{site}test")
+    return doc
+
+
+def agent_config(d: Path, site: str, sim: Simulator, influx: InfluxServer, bucket: str) -> Path:
+    ca = d / "sim-ca.pem"
+    ca.write_text(ssl.get_server_certificate(("127.0.0.1", sim.port)))
+    cfg = d / "agent.toml"
+    cfg.write_text(f'[store]\npath = "{d / "metrics.db"}"\n[guest]\nenabled = false\n'
+                   f'[[vcenter]]\nname = "vc-{site}"\nurl = "{sim.url}"\nuser = "monitor"\n'
+                   f'password_env = "VC_PASSWORD"\nca_file = "{ca}"\n'
+                   f'[influxdb]\nurl = "{influx.url}"\nbucket = "{bucket}"\nspool_dir = "{d / "spool"}"\n'
+                   f'flush_interval = "200ms"\nflush_timeout = "30s"\ntags = {{agent = "{site}"}}\n')
+    return cfg
+
+
+def third_machine(tmp_path: Path, influx: InfluxServer, bucket: str) -> tuple[Path, dict[str, str]]:
+    """A config with only [influxdb], under a HOME of its own with no store."""
+    home = tmp_path / "console-home"
+    home.mkdir()
+    cfg = home / "fleet.toml"
+    cfg.write_text(f'[guest]\nenabled = false\n[influxdb]\nurl = "{influx.url}"\nbucket = "{bucket}"\n'
+                   f'spool_dir = "{home / "spool"}"\ntimeout = "5s"\n')
+    env = {"HOME": str(home), "XDG_DATA_HOME": str(home / "data"), "XDG_STATE_HOME": str(home / "state"),
+           "XDG_CONFIG_HOME": str(home / "config")}
+    return cfg, env
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    """Both agents have collected three vCenter cycles (the rules' "3 samples" to open a finding)
+    and delivered everything to influxd."""
+    base = tmp_path_factory.mktemp("fleet")
+    influx = InfluxServer(base / "influxd")
+    influx.start()
+    bucket = influx.create_db("fleet")
+    sims, agents = [], []
+    try:
+        for site in ("a", "b"):
+            d = base / f"agent-{site}"
+            d.mkdir()
+            (d / "scenario.json").write_text(json.dumps(scenario(site)))
+            sim = Simulator(d / "scenario.json").start()
+            sims.append(sim)
+            agents.append(subprocess.Popen(
+                [sys.executable, "-m", "db2vtop.agent", "agent", "--duration", "50", "-c",
+                 str(agent_config(d, site, sim, influx, bucket))],
+                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                env={**os.environ, "VC_PASSWORD": "secret", "XDG_STATE_HOME": str(d / "state")}))
+        for p in agents:
+            out, _ = p.communicate(timeout=180)
+            assert p.returncode == 0, out
+        yield base, influx, bucket
+    finally:
+        for p in agents:  # a failed run must not leave an agent behind
+            p.kill()
+            p.wait(30)
+        for sim in sims:
+            sim.stop()
+        influx.stop()
+
+
+def test_query_reads_rows_of_both_vcenters(fleet, tmp_path):
+    _, influx, bucket = fleet
+    cfg, env = third_machine(tmp_path, influx, bucket)
+    r = run_cli("query", "-c", str(cfg), "--source", "influxdb", "-m", "vsphere_vm", "--since", "1h", env=env)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert {(row["tags"]["vcenter"], row["tags"]["vm"]) for row in rows} == {
+        ("vc-a", "db2a01"), ("vc-a", "db2atest01"), ("vc-b", "db2b01"), ("vc-b", "db2btest01")}
+    assert all(isinstance(row["fields"]["cpu_ready_pct"], float) for row in rows if "cpu_ready_pct" in row["fields"])
+    assert rows == sorted(rows, key=lambda row: row["ts"])
+    r = run_cli("query", "-c", str(cfg), "--source", "influxdb", "-m", "no_such_thing", env=env)
+    assert r.returncode == 1 and "no measurement 'no_such_thing'" in r.stderr and influx.url in r.stderr
+
+
+def test_triage_finds_the_designed_findings_of_both_vcenters(fleet, tmp_path):
+    _, influx, bucket = fleet
+    cfg, env = third_machine(tmp_path, influx, bucket)
+    r = run_cli("triage", "-c", str(cfg), "--source", "influxdb", "--format", "json", "--lookback", "30m",
+                env=env, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr  # warnings, no critical: as for the local store
+    doc = json.loads(r.stdout)
+    assert doc["sources"]["influxdb"].startswith("ok")
+    got = sorted((f["rule"], f["subject"].get("vcenter"), f["subject"].get("vm") or f["subject"].get("lun"))
+                 for f in doc["findings"] if f["severity"] != "info")
+    for site in ("a", "b"):
+        vm = f"db2{site}01"
+        for rule in ("balloon-zero", "cpu-ready", "vm-fits-numa-node"):
+            assert (rule, f"vc-{site}", vm) in got, (rule, site, got)
+        assert ("disk-queue-saturation", f"vc-{site}", LUN) in got, got
+    assert not any(vm and "test" in vm for _, _, vm in got), got  # the twins stay clean
+    for f in doc["findings"]:
+        assert f["why"] and f["fix"] and f["references"]
+
+
+def test_facts_and_findings_read_back_whole(fleet, tmp_path):
+    from db2vtop.agent.core.config import load_config
+    from db2vtop.agent.core.influx_source import InfluxSource
+
+    _, influx, bucket = fleet
+    cfg, _ = third_machine(tmp_path, influx, bucket)
+    with InfluxSource(load_config(cfg).influxdb) as src:
+        vms = {(f.tags["vcenter"], f.tags["vm"]): f for f in src.facts("vsphere_vm")}
+        assert {("vc-a", "db2a01"), ("vc-b", "db2b01")} <= set(vms)
+        assert vms["vc-a", "db2a01"].data["num_cpu"] == 12 and vms["vc-a", "db2a01"].tags["agent"] == "a"
+        recorded = src.findings()
+        ready = [f for f in recorded if f.rule == "cpu-ready" and f.subject.get("vm") == "db2b01"]
+        assert ready and ready[0].evidence and ready[0].references and ready[0].resolved_at is None
+        series = src.series("vsphere_vm")
+        one = next(s for s in series if s.tags.get("vm") == "db2a01")
+        assert [r.tags for r in src.latest_of([one])] == [one.tags]
+        assert src.time_range() is not None
+
+
+def test_an_influxdb_outage_is_a_clear_source_error_and_triage_exits_3(tmp_path):
+    srv = InfluxServer(tmp_path / "gone")  # never started: nothing listens on its port
+    cfg, env = third_machine(tmp_path, srv, "fleet/autogen")
+    r = run_cli("triage", "-c", str(cfg), "--source", "influxdb", env=env, timeout=60)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert f"influxdb at {srv.url} did not answer" in r.stderr
+    r = run_cli("query", "-c", str(cfg), "--source", "influxdb", "-m", "vsphere_vm", env=env, timeout=60)
+    assert r.returncode == 1 and f"influxdb at {srv.url} did not answer" in r.stderr
+    for view in (("watch",), ("replay",)):
+        r = run_cli(*view, "-c", str(cfg), "--source", "influxdb", env=env, timeout=60)
+        assert r.returncode == 1 and f"influxdb at {srv.url} did not answer" in r.stderr, r.stderr
+
+
+async def test_watch_over_influxdb_shows_both_vcenters_on_the_fleet(fleet, tmp_path):
+    from db2vtop.agent.core.config import load_config
+    from db2vtop.agent.core.influx_source import InfluxSource
+    from db2vtop.tui.app import Db2vtopApp
+    from db2vtop.tui.screens.fleet import FleetScreen
+    from db2vtop.tui.timecursor import TimeCursor
+    from tests.test_tui import wait_for
+
+    _, influx, bucket = fleet
+    cfg = load_config(third_machine(tmp_path, influx, bucket)[0])
+    app = Db2vtopApp(tmp_path / "none.db", None, refresh_s=0.5, config=cfg, prefer_fleet=True, read_only=True,
+                     source=lambda: InfluxSource(cfg.influxdb))
+    async with app.run_test(size=(170, 40)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.view is not None, 20)
+        keys = {r.key for r in app.screen.view.model.rows}
+        assert {"vm:db2a01", "vm:db2b01", "vm:db2atest01", "vm:db2btest01"} <= keys, keys
+        assert {"host:esx-a", "host:esx-b"} <= keys, keys
+        # the agents themselves: both ran on this machine, so one row for its host name
+        agent = next(r for r in app.screen.view.model.rows if r.key == f"agent:{socket.gethostname()}")
+        # its last sample was taken before the final flush delivered the points behind it
+        assert re.fullmatch(r"sink ok · wrote \S+ ago · backlog \d+", agent.cells[2]), agent.cells
+        await pilot.press("q")
+
+    with InfluxSource(cfg.influxdb) as src:
+        span = src.time_range()
+    app = Db2vtopApp(tmp_path / "none.db", None, cursor=TimeCursor.replay(*span), config=cfg, read_only=True,
+                     source=lambda: InfluxSource(cfg.influxdb))  # replay --source influxdb
+    async with app.run_test(size=(170, 40)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.view is not None, 20)
+        assert {"vm:db2a01", "vm:db2b01"} <= {r.key for r in app.screen.view.model.rows}
+        await pilot.press("q")
+
+
+async def test_an_influxdb_outage_is_shown_on_screen(tmp_path):
+    from db2vtop.agent.core.config import load_config
+    from db2vtop.agent.core.influx_source import InfluxSource
+    from db2vtop.tui.app import Db2vtopApp
+    from tests.test_tui import text, wait_for
+
+    srv = InfluxServer(tmp_path / "gone")
+    cfg = load_config(third_machine(tmp_path, srv, "fleet/autogen")[0])
+    app = Db2vtopApp(tmp_path / "none.db", None, refresh_s=0.2, config=cfg, prefer_fleet=True, read_only=True,
+                     source=lambda: InfluxSource(cfg.influxdb))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_for(pilot, lambda: f"source: influxdb at {srv.url} did not answer" in text(app, "#status"), 20)
+        await pilot.press("q")
+
+
+def test_the_latest_and_window_caches_follow_points_written_since(fleet, tmp_path):
+    """A moving cursor reads only what was written since; what it answers is what a fresh read answers."""
+    import urllib.request
+
+    from db2vtop.agent.core.config import load_config
+    from db2vtop.agent.core.influx_source import InfluxSource
+
+    _, influx, _ = fleet
+    bucket = influx.create_db("cache")
+    t0 = 1_700_000_000 * 10**9
+
+    def write(*lines: str) -> None:
+        req = urllib.request.Request(f"{influx.url}/write?db=cache&precision=ns", data="\n".join(lines).encode(),
+                                     method="POST")
+        with urllib.request.urlopen(req, timeout=30) as r:
+            assert r.status == 204
+
+    def answers(src: InfluxSource, until: int) -> tuple:
+        a = next(s for s in src.series("m") if s.tags == {"vm": "a"})
+        return ([(r.tags["vm"], r.ts, r.fields) for r in sorted(src.latest("m", 0, until), key=lambda r: r.tags["vm"])],
+                src.window(a.id, "v", t0 - 60 * 10**9, until))
+
+    cfg = load_config(third_machine(tmp_path, influx, bucket)[0]).influxdb
+    write(f"m,vm=a v=1 {t0}", f"m,vm=b v=1 {t0}")
+    with InfluxSource(cfg) as src:
+        assert answers(src, t0 + 10**9) == ([("a", t0, {"v": 1.0}), ("b", t0, {"v": 1.0})], [(t0, 1.0)])
+        write(f"m,vm=a v=2 {t0 + 20 * 10**9}", f"m,vm=b v=3 {t0 + 10**9 // 2}")  # b's is late: before the cursor
+        moved = answers(src, t0 + 21 * 10**9)
+        assert moved == ([("a", t0 + 20 * 10**9, {"v": 2.0}), ("b", t0 + 10**9 // 2, {"v": 3.0})],
+                         [(t0, 1.0), (t0 + 20 * 10**9, 2.0)])
+        with InfluxSource(cfg) as fresh:
+            assert answers(fresh, t0 + 21 * 10**9) == moved
+        assert answers(src, t0 + 10**9)[0][0] == ("a", t0, {"v": 1.0})  # back in time: read again
+
+
+def test_series_keys_are_unescaped_as_line_protocol_escapes_them():
+    assert parse_series_key(r"vsphere_vm,vcenter=vc1,vm=db2\,prod\ 01") == (
+        "vsphere_vm", {"vcenter": "vc1", "vm": "db2,prod 01"})
+    assert parse_series_key(r"m\ x,k\=1=v\=2") == ("m x", {"k=1": "v=2"})
