@@ -237,6 +237,8 @@ def test_the_latest_and_window_caches_follow_points_written_since(fleet, tmp_pat
         with InfluxSource(cfg) as fresh:
             assert answers(fresh, t0 + 21 * 10**9) == moved
         assert answers(src, t0 + 10**9)[0][0] == ("a", t0, {"v": 1.0})  # back in time: read again
+        a = next(x for x in src.series("m") if x.tags == {"vm": "a"})
+        assert src.window(a.id, "v", t0 - 60 * 10**9, t0 + 10**9) == [(t0, 1.0)]  # a range inside the cached one
 
 
 def test_series_keys_are_unescaped_as_line_protocol_escapes_them():

@@ -52,9 +52,13 @@ class _Cache:
     read_at: float
     swept_at: float
     data: dict[tuple, Any]  # by _key(tags): the newest Row, or a window's {ts: value}
+    ranged: bool = False  # a window's: holds every point of [since, until], not only the newest
 
     def fresh_for(self, since_ns: int, until_ns: int, now: float) -> bool:
-        return (self.since <= since_ns and self.until <= until_ns <= self.until + CATCH_UP_NS
+        """The cache answers [since, until] as it is or after a catch-up read (a window's cache also
+        answers a range inside it: each collector's interval asks for the hour before its last row)."""
+        low = self.since if self.ranged else self.until
+        return (self.since <= since_ns and low <= until_ns <= self.until + CATCH_UP_NS
                 and now - self.read_at < FULL_READ_S)
 
     def catch_up_from(self, now: float) -> int:
@@ -345,7 +349,7 @@ class InfluxSource:
         now = time.monotonic()
         cached = self._windows.get((s.measurement, field_name))
         if not (cached and cached.fresh_for(since_ns, until, now)):
-            cached = self._windows[s.measurement, field_name] = _Cache(since_ns, until, now, now, {})
+            cached = self._windows[s.measurement, field_name] = _Cache(since_ns, until, now, now, {}, ranged=True)
         elif until > cached.until:
             due = {k: c for k, c in self._windows.items() if c.until < until and c.fresh_for(c.since, until, now)}
             for c in due.values():
