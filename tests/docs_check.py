@@ -189,19 +189,25 @@ def measurement_docs() -> dict[Path, str]:
 def check_measurements(problems: list[str], write: bool = False) -> None:
     """The generated blocks equal what the declarations generate (`--write` regenerates them)."""
     for path, text in measurement_docs().items():
-        doc = path.read_text()
-        head, begin, rest = doc.partition(BEGIN)
-        _, end, tail = rest.partition(END)
-        if not begin or not end:
-            problems.append(f"{path.relative_to(ROOT)}: no generated measurement block ({BEGIN})")
-            continue
-        fresh = f"{head}{BEGIN}\n{text}\n{END}{tail}"
-        if fresh != doc:
-            if write:
-                path.write_text(fresh)
-            else:
-                problems.append(f"{path.relative_to(ROOT)}: the measurement tables differ from the declarations; "
-                                "run `python -m tests.docs_check --write`")
+        _generated_block(problems, write, path, BEGIN, text, "measurement", "the declarations")
+
+
+def _generated_block(problems: list[str], write: bool, path: Path, begin_marker: str, text: str, what: str,
+                     source: str) -> None:
+    """The block after `begin_marker` in a doc equals `text` (`--write` rewrites it)."""
+    doc = path.read_text()
+    head, begin, rest = doc.partition(begin_marker)
+    _, end, tail = rest.partition(END)
+    if not begin or not end:
+        problems.append(f"{path.relative_to(ROOT)}: no generated {what} block ({begin_marker})")
+        return
+    fresh = f"{head}{begin_marker}\n{text}\n{END}{tail}"
+    if fresh != doc:
+        if write:
+            path.write_text(fresh)
+        else:
+            problems.append(f"{path.relative_to(ROOT)}: the {what} tables differ from {source}; "
+                            "run `python -m tests.docs_check --write`")
 
 
 RUNS_DOC = ROOT / "docs" / "runs.md"
@@ -233,19 +239,8 @@ def check_figures(problems: list[str], write: bool = False) -> None:
     for f in FIGURES:
         if declared.get(f.measurement, {}).get(f.field) != "number":
             problems.append(f"checks/report.py: figure {f.id} is not a declared number field (agent/core/schema.py)")
-    doc = RUNS_DOC.read_text()
-    head, begin, rest = doc.partition(FIGURES_BEGIN)
-    _, end, tail = rest.partition(END)
-    if not begin or not end:
-        problems.append(f"{RUNS_DOC.relative_to(ROOT)}: no generated figure block ({FIGURES_BEGIN})")
-        return
-    fresh = f"{head}{FIGURES_BEGIN}\n{figures_markdown()}\n{END}{tail}"
-    if fresh != doc:
-        if write:
-            RUNS_DOC.write_text(fresh)
-        else:
-            problems.append(f"{RUNS_DOC.relative_to(ROOT)}: the figure tables differ from checks/report.py FIGURES; "
-                            "run `python -m tests.docs_check --write`")
+    _generated_block(problems, write, RUNS_DOC, FIGURES_BEGIN, figures_markdown(), "figure",
+                     "checks/report.py FIGURES")
 
 
 def main() -> int:
