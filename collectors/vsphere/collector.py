@@ -24,7 +24,7 @@ from db2vtop.agent.core.model import Annotation, Fact, Record, Sample
 from db2vtop.collectors.base import BaseCollector, CollectorError
 from db2vtop.collectors.vsphere import inventory as inv_mod
 from db2vtop.collectors.vsphere.connection import Connector, Session, SoapFaultError, is_session_lost, is_unreachable
-from db2vtop.collectors.vsphere.facts import TagMaps, build_facts
+from db2vtop.collectors.vsphere.facts import FactsBuilder, TagMaps, build_facts
 from db2vtop.collectors.vsphere.inventory import FullRead, Inventory, Rows
 from db2vtop.collectors.vsphere.perf import (
     REALTIME_KEEP_S,
@@ -156,10 +156,17 @@ class VSphereCollector(BaseCollector):
         return vms, hosts, rest[0] if rest else []
 
     async def describe(self) -> list[Fact]:
+        """The facts pass: hosts and datastores (small), then every VM's full row page by page, each
+        made a fact as it comes (a page of parsed XML is the most ever held, not the whole vCenter's)."""
         async def step(conn: _Conn) -> list[Fact]:
-            vms, hosts, datastores = await self._read(conn, full=True)
-            read = FullRead(self.inventory, vms, hosts, datastores)
-            facts, self.maps = build_facts(self.cfg.name, read, time.time_ns())
+            s, view = conn.session, conn.view
+            host_rows, ds_rows = await asyncio.gather(self.run_blocking(inv_mod.read_hosts, s, view, True),
+                                                      self.run_blocking(inv_mod.read_datastores, s, view))
+            hosts = inv_mod.hosts_from(host_rows)
+            builder = FactsBuilder(self.cfg.name, hosts, ds_rows, time.time_ns())
+            await self.run_blocking(inv_mod.each_vm, s, view, builder.add_vm)
+            self._set_inventory(Inventory(builder.vms, hosts))
+            facts, self.maps = builder.finish(host_rows)
             return facts
         return await self._with_session(step)
 
