@@ -39,6 +39,7 @@ from db2vtop.collectors.vsphere.perf import (
     to_samples,
 )
 from db2vtop.collectors.vsphere.soapxml import Ref
+from db2vtop.collectors.vsphere.watch import InventoryWatch, WatchLostError
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,7 @@ class _Conn:
         self.session = session
         self.view = inv_mod.create_view(session.content)._moId
         self.ids = CounterIds(counter_names(session.content.perfManager.perfCounter))
+        self.watch: InventoryWatch | None = None   # the light inventory's filter, made on first use
         if self.ids.missing:
             log.warning("vcenter counters not available here: %s", ", ".join(self.ids.missing))
 
@@ -144,16 +146,26 @@ class VSphereCollector(BaseCollector):
 
     # --- collector API ----------------------------------------------------------------
 
-    async def _read(self, conn: _Conn, full: bool) -> tuple[Rows, Rows, Rows]:
-        """VMs, hosts (and, for facts, datastores): one paged call each, side by side."""
-        s, view = conn.session, conn.view
-        reads = [self.run_blocking(inv_mod.read_vms, s, view, full),
-                 self.run_blocking(inv_mod.read_hosts, s, view, full)]
-        if full:
-            reads.append(self.run_blocking(inv_mod.read_datastores, s, view))
-        vms, hosts, *rest = await asyncio.gather(*reads)
-        self._set_inventory(Inventory(inv_mod.vms_from(vms), inv_mod.hosts_from(hosts)))
-        return vms, hosts, rest[0] if rest else []
+    async def _light(self, conn: _Conn) -> Rows:
+        """The light inventory brought up to date (a full read the first time on a session, then only
+        what changed); every VM's light row."""
+        for attempt in (1, 2):
+            if conn.watch is None:
+                conn.watch = await self.run_blocking(InventoryWatch, conn.session, conn.view)
+            try:
+                changed = await self.run_blocking(conn.watch.poll)
+            except WatchLostError as e:
+                conn.watch = None
+                if attempt == 2:
+                    raise
+                log.info("vcenter %s: %s; reading the inventory again", self.cfg.name, e)
+                continue
+            if changed or not self.inventory.hosts:
+                self._set_inventory(conn.watch.inventory())
+            else:
+                self._inventory_at = time.monotonic()
+            return conn.watch.vm_rows()
+        raise AssertionError("unreachable")
 
     async def describe(self) -> list[Fact]:
         """The facts pass: hosts and datastores (small), then every VM's full row page by page, each
@@ -177,7 +189,7 @@ class VSphereCollector(BaseCollector):
         wanted = set(vms)
 
         async def step(conn: _Conn) -> list[Fact]:
-            light, _hosts, _ = await self._read(conn, full=False)
+            light = await self._light(conn)
             s = conn.session
             targets = [Ref("VirtualMachine", m) for m, v in self.inventory.vms.items() if v.name in wanted]
             hosts = sorted({self.inventory.vms[t.value].host for t in targets} & set(self.inventory.hosts))
@@ -194,7 +206,7 @@ class VSphereCollector(BaseCollector):
     async def collect(self) -> list[Record]:
         async def step(conn: _Conn) -> list[Record]:
             if time.monotonic() - self._inventory_at > self.interval / 2:
-                await self._read(conn, full=False)
+                await self._light(conn)
             out: list[Record] = self._quickstats()
             lost = self.perf_state.lost(conn.session.server_now())
             if lost is not None:
@@ -214,7 +226,7 @@ class VSphereCollector(BaseCollector):
 
         async def step(conn: _Conn) -> list[Sample]:
             if not self.inventory.hosts:
-                await self._read(conn, full=False)
+                await self._light(conn)
             return await self._perf(conn, conn.session.server_now() - seconds, names)
         return await self._with_session(step)
 

@@ -72,7 +72,7 @@ def create_view(content: Any) -> Any:
     return content.viewManager.CreateContainerView(content.rootFolder, VIEW_TYPES, True)
 
 
-def _prop_set(props: dict[str, tuple[str, ...]]) -> str:
+def prop_set(props: dict[str, tuple[str, ...]]) -> str:
     return "".join(f"<propSet><type>{t}</type><all>false</all>"
                    + "".join(f"<pathSet>{escape(p)}</pathSet>" for p in paths) + "</propSet>"
                    for t, paths in props.items())
@@ -80,7 +80,7 @@ def _prop_set(props: dict[str, tuple[str, ...]]) -> str:
 
 def retrieve_xml(pc: str, view: str, props: dict[str, tuple[str, ...]], page: int) -> bytes:
     return envelope(
-        f'<RetrievePropertiesEx xmlns="urn:vim25">{this("PropertyCollector", pc)}<specSet>{_prop_set(props)}'
+        f'<RetrievePropertiesEx xmlns="urn:vim25">{this("PropertyCollector", pc)}<specSet>{prop_set(props)}'
         f'<objectSet><obj type="ContainerView">{escape(view)}</obj><skip>true</skip>'
         '<selectSet xsi:type="TraversalSpec"><name>view</name><type>ContainerView</type><path>view</path>'
         f'<skip>false</skip></selectSet></objectSet></specSet><options><maxObjects>{page}</maxObjects></options>'
@@ -92,7 +92,7 @@ def objects_xml(pc: str, objs: list[Ref], props: dict[str, tuple[str, ...]]) -> 
     objects = "".join(f'<objectSet><obj type="{escape(o.type)}">{escape(o.value)}</obj><skip>false</skip></objectSet>'
                       for o in objs)
     return envelope(f'<RetrievePropertiesEx xmlns="urn:vim25">{this("PropertyCollector", pc)}<specSet>'
-                    f"{_prop_set(props)}{objects}</specSet><options/></RetrievePropertiesEx>")
+                    f"{prop_set(props)}{objects}</specSet><options/></RetrievePropertiesEx>")
 
 
 def continue_xml(pc: str, token: str) -> bytes:
