@@ -298,10 +298,14 @@ class VSphereCollector(BaseCollector):
         caps = [c for c in (self.cfg.max_query_metrics, s.max_query_metrics) if c > 0]
         calls = chunk(specs, min(caps) if caps else 0, self.cfg.max_query_entities)
 
-        results = await asyncio.gather(*(self._query(s, b) for b in calls))
         state = self.perf_state if since is None else None
-        return to_samples((e for r in results for e in r), kinds, conn.ids, self.inventory, self.maps,
-                          self.cfg.name, state)
+
+        async def one(batch: list[Spec]) -> list[Sample]:
+            # each call's parsed answer becomes samples as soon as it is in, and goes
+            return to_samples(await self._query(s, batch), kinds, conn.ids, self.inventory, self.maps,
+                              self.cfg.name, state)
+
+        return [x for part in await asyncio.gather(*(one(b) for b in calls)) for x in part]
 
     async def _query(self, s: Session, batch: list[Spec]) -> list[EntityResult]:
         """One QueryPerf call. An entity that vanished since the inventory was read (a VM
