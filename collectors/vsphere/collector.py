@@ -34,10 +34,9 @@ from db2vtop.collectors.vsphere.perf import (
     Spec,
     chunk,
     counter_names,
-    parse_response,
-    request_xml,
     to_samples,
 )
+from db2vtop.collectors.vsphere.perf import query as perf_query
 from db2vtop.collectors.vsphere.soapxml import Ref
 from db2vtop.collectors.vsphere.watch import InventoryWatch, WatchLostError
 
@@ -312,7 +311,7 @@ class VSphereCollector(BaseCollector):
         deleted, a host disconnected) fails the whole call in vCenter: halve the batch and
         retry, so it costs only its own samples. Any other fault fails the cycle."""
         try:
-            return await self.run_blocking(lambda: parse_response(s.post(request_xml(s.perf_manager, batch))))
+            return await self.run_blocking(perf_query, s, s.perf_manager, batch)
         except SoapFaultError as e:
             if e.name not in ENTITY_FAULTS:
                 raise

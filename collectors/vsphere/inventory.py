@@ -38,7 +38,7 @@ CLUSTER = ("name",)
 DS_FULL = ("name", "summary.type", "summary.capacity", "summary.freeSpace", "info", "host")
 VIEW_TYPES = [vim.VirtualMachine, vim.HostSystem, vim.ComputeResource, vim.Datastore]
 PAGE = 1000        # objects per PropertyCollector page
-FULL_PAGE = 250    # VMs per page with their device lists (~5 MB parsed; vCenter caps elements too)
+FULL_PAGE = 100    # VMs per page with their device lists (~2 MB parsed; vCenter caps elements too)
 
 Rows = list[tuple[Ref, dict[str, Any]]]
 
