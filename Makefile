@@ -63,6 +63,7 @@ bench: $(STAMP) test-deps $(VSPHERE_SIM)
 	$(PY) bench/remote.py
 	$(PY) bench/db2.py
 	$(PY) bench/vsphere.py
+	$(PY) bench/vsphere_vs_telegraf.py
 	$(PY) bench/triage.py
 	$(PY) bench/report.py
 	$(PY) bench/influx.py

@@ -266,9 +266,23 @@ def _store_path(args: argparse.Namespace, cfg: Config) -> Path:
     return Path(os.path.expanduser(str(args.store))) if args.store else cfg.store.path
 
 
+def _few_malloc_arenas(n: int = 2) -> None:
+    """glibc gives each thread that allocates its own malloc arena (up to 8 per core) and keeps their
+    freed memory: collector worker threads parsing vCenter answers held ~10 MB of RSS more at 2,000
+    VMs. The same as MALLOC_ARENA_MAX, set before any worker starts; a no-op off glibc."""
+    if os.environ.get("MALLOC_ARENA_MAX"):
+        return
+    try:
+        import ctypes
+        ctypes.CDLL(None).mallopt(-8, n)  # M_ARENA_MAX
+    except (OSError, AttributeError):
+        pass
+
+
 def cmd_agent(args: argparse.Namespace) -> int:
     from db2vtop.agent.pipeline import Pipeline
 
+    _few_malloc_arenas()
     setup_logging(args.log_level, args.log_format)
     cfg = resolve_config(args.config)
     pipeline = Pipeline(cfg, _store_path(args, cfg))

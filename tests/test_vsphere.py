@@ -517,3 +517,52 @@ def test_facts_of_named_vms_are_those_of_the_full_read(sim, collected):
     assert [f.tags["host"] for f in narrow if f.kind == "vsphere_host"] == [vm.data["host"]]
     for f in narrow:
         assert f.data == full[(f.kind, tuple(sorted(f.tags.items())))], f.kind
+
+
+def _wait_task(task, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while task.info.state not in ("success", "error") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert task.info.state == "success"
+
+
+def test_inventory_watch_reads_everything_once_then_only_changes(tmp_path):
+    """The light inventory is a PropertyCollector filter: the first poll is the full read (truncated
+    update sets followed to the end: 120 VMs is more than a page), later ones bring only changes."""
+    from pyVmomi import vim
+    with Simulator(write_scenario(tmp_path, {"generate": {"hosts": 3, "vms_per_host": 40}})) as s:
+        async def go(c):
+            await c.collect()
+            first = s.stats()["methods"]
+            vms = dict(c.inventory.vms)
+            updates = c._conn.watch.updates
+            c._inventory_at = 0.0
+            await c.collect()
+            second = s.stats()["methods"]
+            quiet = c._conn.watch.updates - updates
+            moid = next(m for m, v in vms.items() if v.name == "gen-esx001-vm07")
+            _wait_task(vim.VirtualMachine(moid, c._conn.session.si._stub).PowerOffVM_Task())
+            c._inventory_at = 0.0
+            records = await c.collect()
+            return first, second, vms, quiet, c.inventory.vms[moid], records
+        first, second, vms, quiet, off, records = run(using(s.url, go))
+    assert len(vms) == 120 and all(v.powered_on for v in vms.values())
+    assert first.get("WaitForUpdatesEx", 0) >= 2              # truncated, followed
+    assert "RetrievePropertiesEx" not in first                # no separate inventory read
+    assert quiet == 0 and second["WaitForUpdatesEx"] == first["WaitForUpdatesEx"] + 1
+    assert "RetrievePropertiesEx" not in second
+    assert not off.powered_on
+    assert "gen-esx001-vm07" not in {x.tags["vm"] for x in pick(records, "vsphere_vm_quickstats")}
+
+
+def test_a_lost_inventory_watch_is_read_again_in_full(sim):
+    async def go(c):
+        await c.collect()
+        before = sim.stats()["methods"]
+        c._conn.watch.pc = "session[gone]propertyCollector"  # as after a vCenter restart
+        c._inventory_at = 0.0
+        records = await c.collect()
+        return before, sim.stats()["methods"], records
+    before, after, records = run(using(sim.url, go))
+    assert after["CreatePropertyCollector"] == before["CreatePropertyCollector"] + 1
+    assert {x.tags["vm"] for x in pick(records, "vsphere_vm_quickstats")} >= {"db2prod01", "app01"}

@@ -24,7 +24,7 @@ from db2vtop.agent.core.model import Annotation, Fact, Record, Sample
 from db2vtop.collectors.base import BaseCollector, CollectorError
 from db2vtop.collectors.vsphere import inventory as inv_mod
 from db2vtop.collectors.vsphere.connection import Connector, Session, SoapFaultError, is_session_lost, is_unreachable
-from db2vtop.collectors.vsphere.facts import TagMaps, build_facts
+from db2vtop.collectors.vsphere.facts import FactsBuilder, TagMaps, build_facts
 from db2vtop.collectors.vsphere.inventory import FullRead, Inventory, Rows
 from db2vtop.collectors.vsphere.perf import (
     REALTIME_KEEP_S,
@@ -34,11 +34,11 @@ from db2vtop.collectors.vsphere.perf import (
     Spec,
     chunk,
     counter_names,
-    parse_response,
-    request_xml,
     to_samples,
 )
+from db2vtop.collectors.vsphere.perf import query as perf_query
 from db2vtop.collectors.vsphere.soapxml import Ref
+from db2vtop.collectors.vsphere.watch import InventoryWatch, WatchLostError
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +81,7 @@ class _Conn:
         self.session = session
         self.view = inv_mod.create_view(session.content)._moId
         self.ids = CounterIds(counter_names(session.content.perfManager.perfCounter))
+        self.watch: InventoryWatch | None = None   # the light inventory's filter, made on first use
         if self.ids.missing:
             log.warning("vcenter counters not available here: %s", ", ".join(self.ids.missing))
 
@@ -144,22 +145,39 @@ class VSphereCollector(BaseCollector):
 
     # --- collector API ----------------------------------------------------------------
 
-    async def _read(self, conn: _Conn, full: bool) -> tuple[Rows, Rows, Rows]:
-        """VMs, hosts (and, for facts, datastores): one paged call each, side by side."""
-        s, view = conn.session, conn.view
-        reads = [self.run_blocking(inv_mod.read_vms, s, view, full),
-                 self.run_blocking(inv_mod.read_hosts, s, view, full)]
-        if full:
-            reads.append(self.run_blocking(inv_mod.read_datastores, s, view))
-        vms, hosts, *rest = await asyncio.gather(*reads)
-        self._set_inventory(Inventory(inv_mod.vms_from(vms), inv_mod.hosts_from(hosts)))
-        return vms, hosts, rest[0] if rest else []
+    async def _light(self, conn: _Conn) -> Rows:
+        """The light inventory brought up to date (a full read the first time on a session, then only
+        what changed); every VM's light row."""
+        for attempt in (1, 2):
+            if conn.watch is None:
+                conn.watch = await self.run_blocking(InventoryWatch, conn.session, conn.view)
+            try:
+                changed = await self.run_blocking(conn.watch.poll)
+            except WatchLostError as e:
+                conn.watch = None
+                if attempt == 2:
+                    raise
+                log.info("vcenter %s: %s; reading the inventory again", self.cfg.name, e)
+                continue
+            if changed or not self.inventory.hosts:
+                self._set_inventory(conn.watch.inventory())
+            else:
+                self._inventory_at = time.monotonic()
+            return conn.watch.vm_rows()
+        raise AssertionError("unreachable")
 
     async def describe(self) -> list[Fact]:
+        """The facts pass: hosts and datastores (small), then every VM's full row page by page, each
+        made a fact as it comes (a page of parsed XML is the most ever held, not the whole vCenter's)."""
         async def step(conn: _Conn) -> list[Fact]:
-            vms, hosts, datastores = await self._read(conn, full=True)
-            read = FullRead(self.inventory, vms, hosts, datastores)
-            facts, self.maps = build_facts(self.cfg.name, read, time.time_ns())
+            s, view = conn.session, conn.view
+            host_rows, ds_rows = await asyncio.gather(self.run_blocking(inv_mod.read_hosts, s, view, True),
+                                                      self.run_blocking(inv_mod.read_datastores, s, view))
+            hosts = inv_mod.hosts_from(host_rows)
+            builder = FactsBuilder(self.cfg.name, hosts, ds_rows, time.time_ns())
+            await self.run_blocking(inv_mod.each_vm, s, view, builder.add_vm)
+            self._set_inventory(Inventory(builder.vms, hosts))
+            facts, self.maps = builder.finish(host_rows)
             return facts
         return await self._with_session(step)
 
@@ -170,7 +188,7 @@ class VSphereCollector(BaseCollector):
         wanted = set(vms)
 
         async def step(conn: _Conn) -> list[Fact]:
-            light, _hosts, _ = await self._read(conn, full=False)
+            light = await self._light(conn)
             s = conn.session
             targets = [Ref("VirtualMachine", m) for m, v in self.inventory.vms.items() if v.name in wanted]
             hosts = sorted({self.inventory.vms[t.value].host for t in targets} & set(self.inventory.hosts))
@@ -187,7 +205,7 @@ class VSphereCollector(BaseCollector):
     async def collect(self) -> list[Record]:
         async def step(conn: _Conn) -> list[Record]:
             if time.monotonic() - self._inventory_at > self.interval / 2:
-                await self._read(conn, full=False)
+                await self._light(conn)
             out: list[Record] = self._quickstats()
             lost = self.perf_state.lost(conn.session.server_now())
             if lost is not None:
@@ -207,7 +225,7 @@ class VSphereCollector(BaseCollector):
 
         async def step(conn: _Conn) -> list[Sample]:
             if not self.inventory.hosts:
-                await self._read(conn, full=False)
+                await self._light(conn)
             return await self._perf(conn, conn.session.server_now() - seconds, names)
         return await self._with_session(step)
 
@@ -279,17 +297,21 @@ class VSphereCollector(BaseCollector):
         caps = [c for c in (self.cfg.max_query_metrics, s.max_query_metrics) if c > 0]
         calls = chunk(specs, min(caps) if caps else 0, self.cfg.max_query_entities)
 
-        results = await asyncio.gather(*(self._query(s, b) for b in calls))
         state = self.perf_state if since is None else None
-        return to_samples((e for r in results for e in r), kinds, conn.ids, self.inventory, self.maps,
-                          self.cfg.name, state)
+
+        async def one(batch: list[Spec]) -> list[Sample]:
+            # each call's parsed answer becomes samples as soon as it is in, and goes
+            return to_samples(await self._query(s, batch), kinds, conn.ids, self.inventory, self.maps,
+                              self.cfg.name, state)
+
+        return [x for part in await asyncio.gather(*(one(b) for b in calls)) for x in part]
 
     async def _query(self, s: Session, batch: list[Spec]) -> list[EntityResult]:
         """One QueryPerf call. An entity that vanished since the inventory was read (a VM
         deleted, a host disconnected) fails the whole call in vCenter: halve the batch and
         retry, so it costs only its own samples. Any other fault fails the cycle."""
         try:
-            return await self.run_blocking(lambda: parse_response(s.post(request_xml(s.perf_manager, batch))))
+            return await self.run_blocking(perf_query, s, s.perf_manager, batch)
         except SoapFaultError as e:
             if e.name not in ENTITY_FAULTS:
                 raise

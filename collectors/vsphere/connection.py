@@ -15,6 +15,7 @@ import ssl
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
@@ -80,11 +81,37 @@ class Session:
 
     # --- raw SOAP -------------------------------------------------------------------
 
+    def post_each(self, body: bytes, tag: str, handle: Callable[[ET.Element], None]) -> ET.Element:
+        """POST one SOAP request and parse the answer as it arrives: each `tag` element is handed to
+        `handle` as soon as it is complete, then emptied, so a bulk answer is never held whole as a
+        tree. Returns the Body's first child (what is left of it); a Fault raises SoapFaultError."""
+        stub = self.si._stub
+        conn = stub.GetConnection()
+        try:
+            conn.request("POST", stub.path, body, self._headers())
+            resp = conn.getresponse()
+            if resp.status not in (200, 500):
+                raise http.client.HTTPException(f"HTTP {resp.status} {resp.reason}")
+            root = _parse_stream(resp, tag, handle)
+        except (OSError, http.client.HTTPException):
+            conn.close()
+            stub.DropConnections()
+            raise
+        except BaseException:
+            conn.close()  # an answer read only in part cannot be reused
+            raise
+        stub.ReturnConnection(conn)
+        return _first(root)
+
+    def _headers(self) -> dict[str, str]:
+        stub = self.si._stub
+        return {"Cookie": stub.cookie, "SOAPAction": stub.versionId,
+                "Content-Type": "text/xml; charset=UTF-8", "Accept-Encoding": "gzip"}
+
     def post(self, body: bytes) -> ET.Element:
         """POST one SOAP request on the session; returns the Body's first child."""
         stub = self.si._stub
-        headers = {"Cookie": stub.cookie, "SOAPAction": stub.versionId,
-                   "Content-Type": "text/xml; charset=UTF-8", "Accept-Encoding": "gzip"}
+        headers = self._headers()
         conn = stub.GetConnection()
         try:
             conn.request("POST", stub.path, body, headers)
@@ -105,12 +132,50 @@ class Session:
         return soap_body(data)
 
 
+_CHUNK = 1 << 16
+
+
+def _parse_stream(resp: http.client.HTTPResponse, tag: str, handle: Callable[[ET.Element], None]) -> ET.Element:
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS) if resp.getheader("Content-Encoding", "").lower() == "gzip" \
+        else None
+    parser = ET.XMLPullParser(events=("end",))
+    root: ET.Element | None = None
+
+    def drain() -> None:
+        nonlocal root
+        for _, el in parser.read_events():
+            if el.tag == tag:
+                handle(el)
+                el.clear()
+            elif el.tag == _SOAP_NS + "Envelope":
+                root = el
+    try:
+        while chunk := resp.read(_CHUNK):
+            parser.feed(inflate.decompress(chunk) if inflate else chunk)
+            drain()
+        if inflate:
+            parser.feed(inflate.flush())
+        parser.close()
+        drain()
+    except zlib.error as e:
+        raise SoapFaultError("InvalidResponse", f"corrupt gzip body: {e}") from None
+    except ET.ParseError as e:
+        raise SoapFaultError("InvalidResponse", f"unparsable SOAP response: {e}") from None
+    if root is None:
+        raise SoapFaultError("InvalidResponse", "SOAP response without an envelope")
+    return root
+
+
 def soap_body(data: bytes) -> ET.Element:
     """The first element of a SOAP response's Body; a Fault or malformed XML raises SoapFaultError."""
     try:
         root = ET.fromstring(data)
     except ET.ParseError as e:
         raise SoapFaultError("InvalidResponse", f"unparsable SOAP response: {e}") from None
+    return _first(root)
+
+
+def _first(root: ET.Element) -> ET.Element:
     body_el = root.find(_SOAP_NS + "Body")
     if body_el is None or len(body_el) == 0:
         raise SoapFaultError("InvalidResponse", "SOAP response without a body")

@@ -8,7 +8,7 @@ from typing import Any
 from pyVmomi import vim
 
 from db2vtop.agent.core.model import Fact
-from db2vtop.collectors.vsphere.inventory import FullRead, Host, Rows
+from db2vtop.collectors.vsphere.inventory import VM, FullRead, Host, Rows, vm_from
 from db2vtop.collectors.vsphere.soapxml import Node, Ref, as_list, is_a, to_bool, to_int
 
 NIC_TYPES = {"VirtualVmxnet3": "vmxnet3", "VirtualVmxnet3Vrdma": "vmxnet3-vrdma", "VirtualVmxnet2": "vmxnet2",
@@ -56,14 +56,25 @@ def _label(d: Node) -> str | None:
     return info.get("label") if isinstance(info, Node) else None
 
 
-def build_facts(vcenter: str, read: FullRead, ts: int) -> tuple[list[Fact], TagMaps]:
-    maps = TagMaps()
-    ds_names: dict[str, str] = {}
-    facts: list[Fact] = []
-    hosts = read.inventory.hosts
-    for obj, p in read.ds_rows:
+class FactsBuilder:
+    """The facts pass, one object at a time: datastores first (VM disks name them), then each VM row as
+    it is read (its fact and inventory entry made at once, the row then dropped: a page of parsed XML is
+    the most ever held), then the hosts with their VMs' totals."""
+
+    def __init__(self, vcenter: str, hosts: dict[str, Host], ds_rows: Rows, ts: int):
+        self.vcenter, self.hosts, self.ts = vcenter, hosts, ts
+        self.maps = TagMaps()
+        self.ds_names: dict[str, str] = {}
+        self.facts: list[Fact] = []
+        self.vms: dict[str, VM] = {}
+        self.per_host: dict[str, dict[str, int]] = {}
+        for obj, p in ds_rows:
+            self.facts.append(self._datastore(obj, p))
+
+    def _datastore(self, obj: Ref, p: dict) -> Fact:
+        maps, hosts = self.maps, self.hosts
         name = p.get("name") or obj.value
-        ds_names[obj.value] = name
+        self.ds_names[obj.value] = name
         info = p.get("info") if isinstance(p.get("info"), Node) else {}
         data: dict[str, Any] = {"moid": obj.value, "type": p.get("summary.type"),
                                 "capacity_bytes": to_int(p.get("summary.capacity")),
@@ -85,15 +96,44 @@ def build_facts(vcenter: str, read: FullRead, ts: int) -> tuple[list[Fact], TagM
         maps.ds_luns[name] = luns
         for lun in luns:
             maps.lun_ds[lun] = name
-        facts.append(Fact("vsphere_datastore", {"vcenter": vcenter, "datastore": name}, data, ts))
+        return Fact("vsphere_datastore", {"vcenter": self.vcenter, "datastore": name}, data, self.ts)
 
-    per_host = _per_host(read, read.agg_rows or read.vm_rows)
+    def count(self, obj: Ref, p: dict) -> VM:
+        """A VM's inventory entry, and its share of its host's totals (a light row carries enough)."""
+        vm = vm_from(obj, p)
+        self.vms[obj.value] = vm
+        if vm.powered_on and vm.host in self.hosts:
+            agg = self.per_host.setdefault(vm.host, {"vms_powered_on": 0, "vcpus_powered_on": 0,
+                                                     "vm_memory_mb_powered_on": 0})
+            agg["vms_powered_on"] += 1
+            agg["vcpus_powered_on"] += vm.vcpus
+            agg["vm_memory_mb_powered_on"] += to_int(p.get("config.hardware.memoryMB"), 0) or 0
+        return vm
+
+    def add_vm(self, obj: Ref, p: dict, counted: bool = False) -> None:
+        """A VM's full row: its fact (and, unless `counted` already, its inventory entry and totals)."""
+        vm = self.vms[obj.value] if counted and obj.value in self.vms else self.count(obj, p)
+        self.facts.append(_vm_fact(self.vcenter, vm, self.hosts.get(vm.host), obj, p, self.ds_names, self.maps,
+                                   self.ts))
+
+    def finish(self, host_rows: Rows) -> tuple[list[Fact], TagMaps]:
+        for obj, p in host_rows:
+            if obj.value in self.hosts:
+                self.facts.append(_host_fact(self.vcenter, self.hosts[obj.value], p, self.ds_names, self.maps,
+                                             self.per_host.get(obj.value, {}), self.ts))
+        return self.facts, self.maps
+
+
+def build_facts(vcenter: str, read: FullRead, ts: int) -> tuple[list[Fact], TagMaps]:
+    """Facts and tag maps from rows already read (every VM's light row in agg_rows when vm_rows holds
+    only some)."""
+    b = FactsBuilder(vcenter, read.inventory.hosts, read.ds_rows, ts)
+    if read.agg_rows:
+        for obj, p in read.agg_rows:
+            b.count(obj, p)
     for obj, p in read.vm_rows:
-        facts.append(_vm_fact(vcenter, read, obj, p, ds_names, maps, ts))
-    for obj, p in read.host_rows:
-        if obj.value in hosts:
-            facts.append(_host_fact(vcenter, hosts[obj.value], p, ds_names, maps, per_host.get(obj.value, {}), ts))
-    return facts, maps
+        b.add_vm(obj, p, counted=bool(read.agg_rows))
+    return b.finish(read.host_rows)
 
 
 def _devices(p: dict, ds_names: dict[str, str], maps: TagMaps) -> tuple[list, list, list, dict]:
@@ -126,10 +166,8 @@ def _devices(p: dict, ds_names: dict[str, str], maps: TagMaps) -> tuple[list, li
     return nics, scsi, disks, vm_disks
 
 
-def _vm_fact(vcenter: str, read: FullRead, obj: Ref, p: dict, ds_names: dict[str, str], maps: TagMaps,
+def _vm_fact(vcenter: str, vm: VM, host: Host | None, obj: Ref, p: dict, ds_names: dict[str, str], maps: TagMaps,
              ts: int) -> Fact:
-    vm = read.inventory.vms[obj.value]
-    host = read.inventory.hosts.get(vm.host)
     nics, scsi, disks, maps.vm_disks[obj.value] = _devices(p, ds_names, maps)
     cpu, mem = _alloc(p.get("config.cpuAllocation")), _alloc(p.get("config.memoryAllocation"))
     cores = to_int(p.get("config.hardware.numCoresPerSocket"), 1) or 1
@@ -154,20 +192,6 @@ def _vm_fact(vcenter: str, read: FullRead, obj: Ref, p: dict, ds_names: dict[str
         "guest_hostname": p.get("guest.hostName"), "ip_addresses": sorted(ips),
     }
     return Fact("vsphere_vm", {"vcenter": vcenter, "vm": vm.name}, data, ts)
-
-
-def _per_host(read: FullRead, rows: Rows) -> dict[str, dict[str, int]]:
-    """Each host's powered-on VMs, vCPUs and memory, from every VM's row (light rows carry enough)."""
-    per_host: dict[str, dict[str, int]] = {}
-    for obj, p in rows:
-        vm = read.inventory.vms.get(obj.value)
-        if vm is None or not vm.powered_on or vm.host not in read.inventory.hosts:
-            continue
-        agg = per_host.setdefault(vm.host, {"vms_powered_on": 0, "vcpus_powered_on": 0, "vm_memory_mb_powered_on": 0})
-        agg["vms_powered_on"] += 1
-        agg["vcpus_powered_on"] += vm.vcpus
-        agg["vm_memory_mb_powered_on"] += to_int(p.get("config.hardware.memoryMB"), 0) or 0
-    return per_host
 
 
 def _host_fact(vcenter: str, host: Host, p: dict, ds_names: dict[str, str], maps: TagMaps, agg: dict,

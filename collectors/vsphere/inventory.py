@@ -8,6 +8,7 @@ are parsed with ElementTree (soapxml.py), not pyvmomi's per-element objects.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from xml.sax.saxutils import escape
@@ -37,7 +38,7 @@ CLUSTER = ("name",)
 DS_FULL = ("name", "summary.type", "summary.capacity", "summary.freeSpace", "info", "host")
 VIEW_TYPES = [vim.VirtualMachine, vim.HostSystem, vim.ComputeResource, vim.Datastore]
 PAGE = 1000        # objects per PropertyCollector page
-FULL_PAGE = 500    # VMs per page with their device lists (vCenter caps XML elements per response)
+FULL_PAGE = 100    # VMs per page with their device lists (~2 MB parsed; vCenter caps elements too)
 
 Rows = list[tuple[Ref, dict[str, Any]]]
 
@@ -71,7 +72,7 @@ def create_view(content: Any) -> Any:
     return content.viewManager.CreateContainerView(content.rootFolder, VIEW_TYPES, True)
 
 
-def _prop_set(props: dict[str, tuple[str, ...]]) -> str:
+def prop_set(props: dict[str, tuple[str, ...]]) -> str:
     return "".join(f"<propSet><type>{t}</type><all>false</all>"
                    + "".join(f"<pathSet>{escape(p)}</pathSet>" for p in paths) + "</propSet>"
                    for t, paths in props.items())
@@ -79,7 +80,7 @@ def _prop_set(props: dict[str, tuple[str, ...]]) -> str:
 
 def retrieve_xml(pc: str, view: str, props: dict[str, tuple[str, ...]], page: int) -> bytes:
     return envelope(
-        f'<RetrievePropertiesEx xmlns="urn:vim25">{this("PropertyCollector", pc)}<specSet>{_prop_set(props)}'
+        f'<RetrievePropertiesEx xmlns="urn:vim25">{this("PropertyCollector", pc)}<specSet>{prop_set(props)}'
         f'<objectSet><obj type="ContainerView">{escape(view)}</obj><skip>true</skip>'
         '<selectSet xsi:type="TraversalSpec"><name>view</name><type>ContainerView</type><path>view</path>'
         f'<skip>false</skip></selectSet></objectSet></specSet><options><maxObjects>{page}</maxObjects></options>'
@@ -91,7 +92,7 @@ def objects_xml(pc: str, objs: list[Ref], props: dict[str, tuple[str, ...]]) -> 
     objects = "".join(f'<objectSet><obj type="{escape(o.type)}">{escape(o.value)}</obj><skip>false</skip></objectSet>'
                       for o in objs)
     return envelope(f'<RetrievePropertiesEx xmlns="urn:vim25">{this("PropertyCollector", pc)}<specSet>'
-                    f"{_prop_set(props)}{objects}</specSet><options/></RetrievePropertiesEx>")
+                    f"{prop_set(props)}{objects}</specSet><options/></RetrievePropertiesEx>")
 
 
 def continue_xml(pc: str, token: str) -> bytes:
@@ -145,16 +146,16 @@ def retrieve_objects(session: Any, objs: list[Ref], props: dict[str, tuple[str, 
     return _paged(session, objects_xml(session.content.propertyCollector._moId, objs, props))
 
 
+def vm_from(obj: Ref, p: dict[str, Any]) -> VM:
+    host = p.get("runtime.host")
+    qs = {q: int(p[f"summary.quickStats.{q}"]) for q in VM_QUICKSTATS
+          if to_int(p.get(f"summary.quickStats.{q}")) is not None}
+    return VM(obj.value, p.get("name") or obj.value, host.value if isinstance(host, Ref) else "",
+              p.get("runtime.powerState") == "poweredOn", to_int(p.get("config.hardware.numCPU"), 1), qs)
+
+
 def vms_from(rows: Rows) -> dict[str, VM]:
-    vms = {}
-    for obj, p in rows:
-        host = p.get("runtime.host")
-        qs = {q: int(p[f"summary.quickStats.{q}"]) for q in VM_QUICKSTATS
-              if to_int(p.get(f"summary.quickStats.{q}")) is not None}
-        vms[obj.value] = VM(obj.value, p.get("name") or obj.value, host.value if isinstance(host, Ref) else "",
-                            p.get("runtime.powerState") == "poweredOn", to_int(p.get("config.hardware.numCPU"), 1),
-                            qs)
-    return vms
+    return {obj.value: vm_from(obj, p) for obj, p in rows}
 
 
 def hosts_from(rows: Rows) -> dict[str, Host]:
@@ -170,6 +171,19 @@ def hosts_from(rows: Rows) -> dict[str, Host]:
                                 clusters.get(parent.value, "") if isinstance(parent, Ref) else "",
                                 to_int(p.get("summary.hardware.numCpuThreads"), 1), qs)
     return hosts
+
+
+def each_vm(session: Any, view: str, handle: Callable[[Ref, dict[str, Any]], None]) -> None:
+    """Every VM's full row handed to `handle` page by page (its device list is the bulk of a facts pass:
+    ~2,500 XML elements a VM), each page dropped before the next is read."""
+    pc = session.content.propertyCollector._moId
+    request: bytes | None = retrieve_xml(pc, view, {"VirtualMachine": VM_FULL}, FULL_PAGE)
+    while request is not None:
+        rows, token = parse_objects(session.post(request))
+        for row in rows:
+            handle(*row)
+        rows = row = None  # the page's XML goes before the next page is read
+        request = continue_xml(pc, token) if token else None
 
 
 def read_vms(session: Any, view: str, full: bool) -> Rows:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Any
 from xml.etree import ElementTree as ET
 from xml.sax.saxutils import escape
 
@@ -128,22 +129,42 @@ def parse_response(el: ET.Element) -> list[EntityResult]:
         raise CollectorError(f"malformed QueryPerf response: {e}") from None
 
 
+RETURNVAL = _NS + "returnval"
+
+
+def query(session: Any, perf_manager: str, specs: list[Spec]) -> list[EntityResult]:
+    """One QueryPerf call, its answer parsed entity by entity as it arrives (never a whole tree)."""
+    out: list[EntityResult] = []
+
+    def entity(rv: ET.Element) -> None:
+        try:
+            out.append(_entity(rv))
+        except (ValueError, TypeError, OverflowError) as e:
+            raise CollectorError(f"malformed QueryPerf response: {e}") from None
+    session.post_each(request_xml(perf_manager, specs), RETURNVAL, entity)
+    return out
+
+
 def _parse(el: ET.Element) -> Iterator[EntityResult]:
-    for rv in el.iter(_NS + "returnval"):
-        entity = rv.findtext(_NS + "entity") or ""
-        info = (rv.findtext(_NS + "sampleInfoCSV") or "").split(",")
-        intervals = [int(x) for x in info[0::2] if x]
-        stamps = [_parse_ts(x) for x in info[1::2] if x]
-        series = []
-        for v in rv.findall(_NS + "value"):
-            ident = v.find(_NS + "id")
-            if ident is None:
-                continue
-            key = int(ident.findtext(_NS + "counterId") or -1)
-            inst = ident.findtext(_NS + "instance") or ""
-            raw = (v.findtext(_NS + "value") or "").split(",")
-            series.append((key, inst, [int(x) if x else None for x in raw]))
-        yield EntityResult(entity, stamps, intervals, series)
+    for rv in el.iter(RETURNVAL):
+        yield _entity(rv)
+
+
+def _entity(rv: ET.Element) -> EntityResult:
+    entity = rv.findtext(_NS + "entity") or ""
+    info = (rv.findtext(_NS + "sampleInfoCSV") or "").split(",")
+    intervals = [int(x) for x in info[0::2] if x]
+    stamps = [_parse_ts(x) for x in info[1::2] if x]
+    series = []
+    for v in rv.findall(_NS + "value"):
+        ident = v.find(_NS + "id")
+        if ident is None:
+            continue
+        key = int(ident.findtext(_NS + "counterId") or -1)
+        inst = ident.findtext(_NS + "instance") or ""
+        raw = (v.findtext(_NS + "value") or "").split(",")
+        series.append((key, inst, [int(x) if x else None for x in raw]))
+    return EntityResult(entity, stamps, intervals, series)
 
 
 def window_start(server_now: float) -> float:

@@ -443,7 +443,45 @@ func scsiKind(s string) string {
 	return "pvscsi"
 }
 
+// ownControllers gives the VM its own copy of the default controllers. govmomi's simulator adds the
+// same package-level PCI/PS2/SIO/IDE controller objects to every VM it creates, and each VM's devices
+// are appended to their device lists: at 2,000 VMs one VM's PCI controller would list ~2,000 devices
+// of other VMs (a device read ~20x a real vCenter's). A real controller lists its own VM's devices.
+func ownControllers(vm *simulator.VirtualMachine) {
+	devs := vm.Config.Hardware.Device
+	own := func(key int32) []int32 {
+		var keys []int32
+		for _, d := range devs {
+			if d.GetVirtualDevice().ControllerKey == key {
+				keys = append(keys, d.GetVirtualDevice().Key)
+			}
+		}
+		return keys
+	}
+	for i, d := range devs {
+		switch c := d.(type) {
+		case *types.VirtualPCIController:
+			cp := *c
+			cp.Device = own(c.Key)
+			devs[i] = &cp
+		case *types.VirtualPS2Controller:
+			cp := *c
+			cp.Device = own(c.Key)
+			devs[i] = &cp
+		case *types.VirtualSIOController:
+			cp := *c
+			cp.Device = own(c.Key)
+			devs[i] = &cp
+		case *types.VirtualIDEController:
+			cp := *c
+			cp.Device = own(c.Key)
+			devs[i] = &cp
+		}
+	}
+}
+
 func (b *builder) configureVM(v *VMSpec, vm *simulator.VirtualMachine) error {
+	ownControllers(vm)
 	var diskInst, nicInst, dsInst []string
 	seenDS := map[string]bool{}
 	diskIdx := 0

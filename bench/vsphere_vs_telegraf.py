@@ -1,0 +1,224 @@
+"""db2vtop's vSphere collection against Telegraf's `inputs.vsphere`, side by side on ONE simulator.
+
+One scenario simulator (tests/vsphere-sim, 50 hosts x 40 VMs = 2,000 VMs by default) serves
+both tools in turn, in one run:
+
+- one-shot: `telegraf --once` and `db2vtop agent --once` (one `[[vcenter]]`, nothing else):
+  wall time, the process's CPU seconds, the simulator's CPU seconds while it ran, peak RSS
+  (the kernel's ru_maxrss of the child, from wait4);
+- steady: each tool runs with a 20 s interval; after its first cycle, CPU (its own and the
+  simulator's) is sampled over `--cycles` whole 20 s periods and divided by their number;
+  peak RSS is the whole run's.
+
+Telegraf 1.36.4 is built once with `go install` (tags custom,inputs.vsphere,outputs.discard)
+into ~/.cache/db2vtop/telegraf-1.36.4/. Telegraf asks for the same counters db2vtop reads
+(VM and host realtime counters of collectors/vsphere/counters.py; datastore, cluster,
+datacenter, resource pool and vSAN objects excluded). Every ratio is db2vtop / Telegraf:
+at or below 1.0 db2vtop is the lighter.
+
+    .venv/bin/python bench/vsphere_vs_telegraf.py [--hosts 50] [--vms-per-host 40] [--cycles 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from db2vtop.collectors.vsphere.counters import HOST_COUNTERS, VM_COUNTERS
+from tests.vsphere_sim import Simulator
+
+TELEGRAF_VERSION = "1.36.4"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "db2vtop" / f"telegraf-{TELEGRAF_VERSION}"
+TELEGRAF = CACHE / "telegraf"
+INTERVAL_S = 20
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+def build_telegraf() -> Path:
+    if TELEGRAF.exists():
+        return TELEGRAF
+    CACHE.mkdir(parents=True, exist_ok=True)
+    print(f"building telegraf {TELEGRAF_VERSION} into {CACHE} (minutes, once)", file=sys.stderr)
+    subprocess.run(["go", "install", "-tags", "custom,inputs.vsphere,outputs.discard",
+                    f"github.com/influxdata/telegraf/cmd/telegraf@v{TELEGRAF_VERSION}"],
+                   check=True, env={**os.environ, "GOBIN": str(CACHE), "GOFLAGS": "-buildvcs=false"})
+    return TELEGRAF
+
+
+def _toml_list(names: list[str]) -> str:
+    return "[" + ", ".join(json.dumps(n) for n in names) + "]"
+
+
+def telegraf_config(url: str, interval: int) -> str:
+    vm = sorted({c.name for c in VM_COUNTERS})
+    host = sorted({c.name for c in HOST_COUNTERS})
+    return f"""
+[agent]
+  interval = "{interval}s"
+  round_interval = true
+  flush_interval = "{interval}s"
+  omit_hostname = true
+  quiet = true
+[[inputs.vsphere]]
+  vcenters = ["{url}"]
+  username = "bench"
+  password = "bench"
+  insecure_skip_verify = true
+  vm_metric_include = {_toml_list(vm)}
+  host_metric_include = {_toml_list(host)}
+  datastore_metric_exclude = ["*"]
+  cluster_metric_exclude = ["*"]
+  datacenter_metric_exclude = ["*"]
+  resource_pool_metric_exclude = ["*"]
+  vsan_metric_exclude = ["*"]
+[[outputs.discard]]
+"""
+
+
+def db2vtop_config(url: str, store: Path, interval: int) -> str:
+    return f"""
+[store]
+path = "{store}"
+[guest]
+enabled = false
+[[vcenter]]
+name = "bench"
+url = "{url}"
+user = "bench"
+password_env = "DB2VTOP_BENCH_VC_PASSWORD"
+verify_tls = false
+interval = "{interval}s"
+"""
+
+
+def proc_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK
+
+
+def _wait(proc: subprocess.Popen) -> tuple[int, float, float]:
+    """(exit status, CPU seconds, peak RSS MB) of a child, from wait4's rusage."""
+    _, status, ru = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
+
+
+def one_shot(cmd: list[str], sim: Simulator, env: dict[str, str], log: Path) -> dict:
+    sim0 = sim.cpu_seconds()
+    t0 = time.perf_counter()
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+        rc, cpu, rss = _wait(proc)
+    wall = time.perf_counter() - t0
+    return {"exit": rc, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+            "vcenter_cpu_s": round(sim.cpu_seconds() - sim0, 2), "peak_rss_mb": round(rss, 1)}
+
+
+def steady(cmd: list[str], sim: Simulator, env: dict[str, str], log: Path, cycles: int) -> dict:
+    """CPU per 20 s cycle once running: sampled on the same phase of two cycles `cycles` apart."""
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+        try:
+            # the first cycle (discovery, facts) lands in the first period; start counting after it,
+            # mid-period, so both samples are at the same phase of the schedule
+            time.sleep(INTERVAL_S * 2 + INTERVAL_S / 2 - (time.time() % INTERVAL_S))
+            if proc.poll() is not None:
+                raise RuntimeError(f"{cmd[0]} exited early; see {log}")
+            c0, s0 = proc_cpu(proc.pid), sim.cpu_seconds()
+            time.sleep(INTERVAL_S * cycles)
+            c1, s1 = proc_cpu(proc.pid), sim.cpu_seconds()
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                rc, _, rss = _wait_timeout(proc, 30)
+            except TimeoutError:
+                proc.kill()
+                rc, _, rss = _wait(proc)
+    return {"cycles": cycles, "cpu_s_per_cycle": round((c1 - c0) / cycles, 3),
+            "vcenter_cpu_s_per_cycle": round((s1 - s0) / cycles, 3), "peak_rss_mb": round(rss, 1), "exit": rc}
+
+
+def _wait_timeout(proc: subprocess.Popen, timeout: float) -> tuple[int, float, float]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return proc.returncode, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
+        time.sleep(0.1)
+    raise TimeoutError
+
+
+def ratio(a: float, b: float) -> float | None:
+    return round(a / b, 2) if b else None
+
+
+def run(hosts: int, vms_per_host: int, cycles: int, only: str | None) -> dict:
+    telegraf = build_telegraf() if only != "db2vtop" else TELEGRAF
+    with tempfile.TemporaryDirectory() as tmp:
+        t = Path(tmp)
+        scenario = t / "scenario.json"
+        scenario.write_text(json.dumps({"generate": {"hosts": hosts, "vms_per_host": vms_per_host}}))
+        env = {**os.environ, "DB2VTOP_BENCH_VC_PASSWORD": "bench", "PYTHONUNBUFFERED": "1"}
+        agent = [sys.executable, "-m", "db2vtop.agent", "agent", "-c", str(t / "db2vtop.toml")]
+        tg = [str(telegraf), "--config", str(t / "telegraf.conf")]
+        out: dict = {"benchmark": "vsphere_vs_telegraf", "telegraf": TELEGRAF_VERSION, "hosts": hosts,
+                     "vms": hosts * vms_per_host, "vm_counters": len({c.name for c in VM_COUNTERS}),
+                     "host_counters": len({c.name for c in HOST_COUNTERS}), "cpus": os.cpu_count()}
+        with Simulator(scenario) as sim:
+            (t / "telegraf.conf").write_text(telegraf_config(sim.url, INTERVAL_S))
+            (t / "db2vtop.toml").write_text(db2vtop_config(sim.url, t / "once.db", INTERVAL_S))
+            (t / "db2vtop.toml").chmod(0o600)
+            if only != "db2vtop":
+                out["telegraf_once"] = one_shot([*tg, "--once"], sim, env, t / "telegraf-once.log")
+            if only != "telegraf":
+                out["db2vtop_once"] = one_shot([*agent, "--once"], sim, env, t / "db2vtop-once.log")
+            if cycles:
+                (t / "db2vtop.toml").write_text(db2vtop_config(sim.url, t / "steady.db", INTERVAL_S))
+                if only != "db2vtop":
+                    out["telegraf_steady"] = steady(tg, sim, env, t / "telegraf-steady.log", cycles)
+                if only != "telegraf":
+                    out["db2vtop_steady"] = steady(agent, sim, env, t / "db2vtop-steady.log", cycles)
+            for name in ("db2vtop-once.log", "telegraf-once.log"):
+                p = t / name
+                if p.exists() and p.stat().st_size:
+                    tail = p.read_text(errors="replace").strip().splitlines()[-3:]
+                    out.setdefault("log_tails", {})[name] = tail
+    if only is None:
+        d, g = out["db2vtop_once"], out["telegraf_once"]
+        ratios = {"once_wall": ratio(d["wall_s"], g["wall_s"]), "once_cpu": ratio(d["cpu_s"], g["cpu_s"]),
+                  "once_vcenter_cpu": ratio(d["vcenter_cpu_s"], g["vcenter_cpu_s"])}
+        rss_d, rss_g = d["peak_rss_mb"], g["peak_rss_mb"]
+        if cycles:
+            ds, gs = out["db2vtop_steady"], out["telegraf_steady"]
+            ratios["steady_cpu_per_cycle"] = ratio(ds["cpu_s_per_cycle"], gs["cpu_s_per_cycle"])
+            ratios["steady_vcenter_cpu_per_cycle"] = ratio(ds["vcenter_cpu_s_per_cycle"],
+                                                           gs["vcenter_cpu_s_per_cycle"])
+            rss_d, rss_g = max(rss_d, ds["peak_rss_mb"]), max(rss_g, gs["peak_rss_mb"])
+        ratios["peak_rss"] = ratio(rss_d, rss_g)
+        out["ratios_db2vtop_over_telegraf"] = ratios
+        out["all_at_or_below_1"] = all(v is not None and v <= 1.0 for v in ratios.values())
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hosts", type=int, default=50)
+    ap.add_argument("--vms-per-host", type=int, default=40)
+    ap.add_argument("--cycles", type=int, default=3, help="20 s cycles measured in steady state (0: one-shot only)")
+    ap.add_argument("--only", choices=("db2vtop", "telegraf"), help="run one tool only (no ratios)")
+    args = ap.parse_args()
+    print(json.dumps(run(args.hosts, args.vms_per_host, args.cycles, args.only), indent=2))
+
+
+if __name__ == "__main__":
+    main()
