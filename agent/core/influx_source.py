@@ -145,6 +145,7 @@ class InfluxSource:
         self._version = 0
         self._types: dict[str, dict[str, str]] = {}
         self._latest: dict[str, _Cache] = {}
+        self._ids: dict[str, dict[tuple, int]] = {}  # measurement -> _key(tags) -> series id
         self._windows: dict[tuple[str, str], _Cache] = {}
 
     def close(self) -> None:
@@ -333,8 +334,17 @@ class InfluxSource:
         return out
 
     def newest(self, measurement: str, since_ns: int, until_ns: int) -> list[tuple[int, int]]:
-        return sorted((self._series_of(measurement, r.tags).id, r.ts)
-                      for r in self.latest(measurement, since_ns, until_ns))
+        """(series id, newest ts) of the series with samples in [since, until] (asked every refresh
+        for every measurement on screen: the ids are looked up once per series)."""
+        ids = self._ids.setdefault(measurement, {})
+        out = []
+        for key, r in self._latest_rows(measurement, until_ns).items():
+            if r.ts >= since_ns:
+                sid = ids.get(key)
+                if sid is None:
+                    sid = ids[key] = self._series_of(measurement, r.tags).id
+                out.append((sid, r.ts))
+        return sorted(out)
 
     def window(self, series_id: int, field_name: str, since_ns: int,
                until_ns: int | None = None) -> list[tuple[int, FieldValue]]:
