@@ -551,8 +551,9 @@ def cmd_triage(args: argparse.Namespace) -> int:
     except NoSuchTargetError as e:
         print(f"db2vtop: {e}", file=sys.stderr)
         return EXIT_TRIAGE_UNKNOWN
-    reason = could_not_run(result) or (result.sources["influxdb"] if result.sources.get(
-        "influxdb", "ok").startswith("error") else None)  # what was asked to be read could not be
+    fleet = result.sources.get("influxdb", "ok")
+    # what was asked to be read could not be: the history is missing, whatever else looked now
+    reason = could_not_run(result) or (fleet.removeprefix("error: ") if fleet.startswith("error") else None)
     if reason:
         print(f"db2vtop: triage could not run: {reason}", file=sys.stderr)
         return EXIT_TRIAGE_UNKNOWN
