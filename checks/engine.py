@@ -88,13 +88,16 @@ class Engine:
         key = (rule.id, canonical_tags(verdict.subject))
         track = self._tracks.get(key)
         if track is None:
+            if verdict.severity is None:  # a clean subject needs no state: most of a healthy fleet
+                return
             track = self._tracks[key] = _Track(recent=deque(maxlen=int(t["window"])))
         track.recent.append(verdict.severity)
         track.samples += 1
         if verdict.severity is None:
             track.clean_run += 1
             if track.finding is None:
-                track.first_bad_ts = None if not any(track.recent) else track.first_bad_ts
+                if not any(track.recent):  # all clean again: the same as no track at all
+                    del self._tracks[key]
             elif track.clean_run >= int(t["clear_samples"]):
                 self._resolve(track.finding, row.ts)
                 track.finding, track.first_bad_ts = None, None

@@ -173,10 +173,10 @@ def window_start(server_now: float) -> float:
 
 
 class PerfState:
-    """High-water marks: the newest sample timestamp taken per (entity, counter, instance)."""
+    """High-water marks: the newest sample timestamp taken per entity (one QueryPerf answer gives all
+    of an entity's series the same timestamps, so a mark per series would only cost memory)."""
 
     def __init__(self) -> None:
-        self.marks: dict[tuple[str, int, str], int] = {}
         self.entity_start: dict[str, int] = {}
 
     def start_for(self, moid: str, server_now: float) -> float | None:
@@ -197,7 +197,6 @@ class PerfState:
         if gone:
             for moid in gone:
                 del self.entity_start[moid]
-            self.marks = {k: v for k, v in self.marks.items() if k[0] not in gone}
 
 
 def to_samples(results: Iterable[EntityResult], kinds: dict[str, str], ids: CounterIds, inv: Inventory,
@@ -213,6 +212,7 @@ def to_samples(results: Iterable[EntityResult], kinds: dict[str, str], ids: Coun
             continue
         rows: dict[tuple[str, str, int], dict] = {}
         newest = max(r.stamps)
+        mark = state.entity_start.get(r.moid, 0) if state is not None else 0
         for key, inst, values in r.series:
             c = ids.by_key.get(key, {}).get(kind)
             if c is None:
@@ -224,17 +224,13 @@ def to_samples(results: Iterable[EntityResult], kinds: dict[str, str], ids: Coun
                 continue
             field = c.field.removeprefix("cpu_") if measurement == "vsphere_vm_cpu" else c.field
             row_cpus = 1 if per_row else cpus
-            mark_key = (r.moid, key, inst)
-            mark = state.marks.get(mark_key, 0) if state is not None else 0
             for ts, interval, raw in zip(r.stamps, r.intervals, values, strict=False):
                 if ts <= mark or raw is None or raw < 0:  # -1 is vCenter's "no sample"
                     continue
                 value = convert(c.convert, raw, interval or REALTIME_S, row_cpus if c.convert == MS_PCT else 1)
                 rows.setdefault((measurement, inst, ts), {})[field] = value
-            if state is not None and r.stamps:
-                state.marks[mark_key] = max(mark, newest)
         if state is not None:
-            state.entity_start[r.moid] = newest
+            state.entity_start[r.moid] = max(mark, newest)
         for (measurement, inst, ts), fields in rows.items():
             tags = dict(base)
             if measurement == "vsphere_vm":

@@ -30,7 +30,7 @@ from db2vtop.collectors.vsphere.soapxml import NS, Ref, envelope, this, value
 
 #: faults after which the filter's state cannot be trusted: start again with a full read
 LOST_FAULTS = frozenset({"InvalidCollectorVersion", "ManagedObjectNotFound", "InvalidArgument"})
-MAX_OBJECT_UPDATES = 1000
+MAX_OBJECT_UPDATES = 200
 
 
 class WatchLostError(CollectorError):

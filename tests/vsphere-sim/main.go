@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log"
 	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"os"
 	"os/signal"
@@ -133,6 +134,8 @@ func main() {
 	model.Service.TLS = new(tls.Config)
 	model.Service.Listen = &url.URL{Host: *listen}
 	model.Service.HandleFunc("/sim/stats", counter.serveStats)
+	// CPU profiles of the simulator itself, for benchmarks that ask where vCenter time goes
+	model.Service.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	server := model.Service.NewServer()
 	u := *server.URL
 	u.User = nil
