@@ -136,7 +136,7 @@ class Runtime:
     async def _cycle(self, c: BaseCollector) -> None:
         t0 = time.perf_counter()
         facts: list[Fact] = []
-        records: list[Record] = []
+        records: list[Record | Fact] = []
         errors: list[str] = []
 
         async def work() -> None:
@@ -162,6 +162,8 @@ class Runtime:
                 r.fields = clean_fields(r.fields)
                 if r.fields:
                     samples.append(r)
+            elif isinstance(r, Fact):  # a collector that follows changes hands facts in with its samples
+                facts.append(r)
             else:
                 annotations.append(r)
         status = "ok" if not errors else ("timeout" if "timed out" in errors[-1] else "error")

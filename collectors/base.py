@@ -76,7 +76,9 @@ class BaseCollector:
     async def start(self) -> None:
         """Prepare before the first cycle (take a baseline, connect)."""
 
-    async def collect(self) -> list[Record]:
+    async def collect(self) -> list[Record | Fact]:
+        """This cycle's samples and annotations; a collector that follows changes (vSphere) adds the facts
+        of what changed, so they need not wait for the next describe()."""
         raise NotImplementedError
 
     async def describe(self) -> list[Fact]:

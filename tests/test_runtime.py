@@ -136,6 +136,22 @@ async def test_samples_are_cleaned_and_facts_come_first_and_on_request():
     assert out.annotations and out.annotations[0].name == "m"
 
 
+class Follower(BaseCollector):
+    """A collector that notices changes itself and hands their facts in with its samples."""
+
+    async def collect(self):
+        return [Sample("tick", {"c": self.name}, {"v": 1.0}), Fact("thing", {"c": self.name}, {"changed": True})]
+
+
+async def test_facts_a_collector_returns_from_collect_reach_the_outputs_as_facts():
+    out = Capture()
+    rt = Runtime([Follower("follow", 10.0)], [out])
+    await rt.run_once()
+    assert [f.data for f in out.facts] == [{"changed": True}]
+    assert [s.fields for s in out.of("tick")] == [{"v": 1.0}]
+    assert not out.annotations
+
+
 async def test_run_once_waits_for_the_baseline_then_runs_each_collector_once():
     class Baseline(Ticker):
         first_delay = 0.2

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from db2vtop.agent.core.config import VCenterConfig
-from db2vtop.agent.core.model import SELF_MEASUREMENT, Annotation, Sample
+from db2vtop.agent.core.model import SELF_MEASUREMENT, Annotation, Fact, Sample
 from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.base import BaseCollector, CollectorError
 from db2vtop.collectors.vsphere.collector import VSphereCollector
@@ -565,3 +565,39 @@ def test_a_lost_inventory_watch_is_read_again_in_full(sim):
     before, after, records = run(using(sim.url, go))
     assert after["CreatePropertyCollector"] == before["CreatePropertyCollector"] + 1
     assert {x.tags["vm"] for x in pick(records, "vsphere_vm_quickstats")} >= {"db2prod01", "app01"}
+
+
+def test_reconfigured_and_moved_vms_have_new_facts_within_a_cycle(tmp_path):
+    """After the first facts pass a VM's fact follows its own changes: a reservation change (vCenter's
+    config.changeVersion moves) and a vMotion are read again, by reference, in the next cycle, with
+    both hosts' totals; nothing else is read again."""
+    from pyVmomi import vim
+    with Simulator(write_scenario(tmp_path, {"generate": {"hosts": 3, "vms_per_host": 4}})) as s:
+        async def go(c):
+            first = await c.describe()
+            await c.collect()
+            c._inventory_at = 0.0
+            quiet = await c.collect()            # the watch's first read: nothing differs from the facts
+            stub = c._conn.session.si._stub
+            vms = {v.name: m for m, v in c.inventory.vms.items()}
+            hosts = {h.name: m for m, h in c.inventory.hosts.items()}
+            spec = vim.vm.ConfigSpec(cpuAllocation=vim.ResourceAllocationInfo(reservation=1234))
+            _wait_task(vim.VirtualMachine(vms["gen-esx000-vm01"], stub).ReconfigVM_Task(spec))
+            move = vim.vm.RelocateSpec(host=vim.HostSystem(hosts["gen-esx002"], stub))
+            _wait_task(vim.VirtualMachine(vms["gen-esx000-vm02"], stub).RelocateVM_Task(move))
+            before = s.stats()["methods"]
+            c._inventory_at = 0.0
+            changed = await c.collect()
+            return first, quiet, changed, before, s.stats()["methods"]
+        first, quiet, changed, before, after = run(using(s.url, go))
+    assert not [r for r in quiet if isinstance(r, Fact)]
+    facts = [r for r in changed if isinstance(r, Fact)]
+    assert sorted(f.tags["vm"] for f in facts if f.kind == "vsphere_vm") == ["gen-esx000-vm01", "gen-esx000-vm02"]
+    assert fact(first, "vsphere_vm", vm="gen-esx000-vm01")["cpu_reservation_mhz"] != 1234
+    assert fact(facts, "vsphere_vm", vm="gen-esx000-vm01")["cpu_reservation_mhz"] == 1234
+    assert fact(facts, "vsphere_vm", vm="gen-esx000-vm02")["host"] == "gen-esx002"
+    assert sorted(f.tags["host"] for f in facts if f.kind == "vsphere_host") == ["gen-esx000", "gen-esx002"]
+    assert fact(facts, "vsphere_host", host="gen-esx000")["vms_powered_on"] == 3
+    assert fact(facts, "vsphere_host", host="gen-esx002")["vms_powered_on"] == 5
+    assert {s.tags["host"] for s in pick(changed, "vsphere_vm_quickstats", vm="gen-esx000-vm02")} == {"gen-esx002"}
+    assert after["RetrievePropertiesEx"] - before.get("RetrievePropertiesEx", 0) == 3  # VMs, hosts, datastores

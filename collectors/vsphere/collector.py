@@ -1,7 +1,8 @@
 """The vSphere collector: one vCenter (or ESXi host) per instance.
 
-Each cycle: the light inventory (placement, vCPUs, quickStats) in two PropertyCollector
-calls, then realtime perf for every powered-on VM and every host in a few batched
+Each cycle: the light inventory (placement, vCPUs, quickStats, configuration version) brought
+up to date by one WaitForUpdatesEx, the facts of the VMs it shows changed, then realtime perf
+for every powered-on VM and every host in a few batched
 QueryPerf calls run on the collector's thread pool. A lost session is logged in again
 and the step retried within the same cycle; an unreachable vCenter is a recorded error,
 retried with backoff, never the end of the agent.
@@ -98,6 +99,7 @@ class VSphereCollector(BaseCollector):
         self.maps = TagMaps()
         self.perf_state = PerfState()
         self.logins = 0
+        self._identity: dict[str, tuple] = {}   # VM moid -> what its last fact was built from
 
     # --- session ----------------------------------------------------------------------
 
@@ -167,17 +169,30 @@ class VSphereCollector(BaseCollector):
         raise AssertionError("unreachable")
 
     async def describe(self) -> list[Fact]:
-        """The facts pass: hosts and datastores (small), then every VM's full row page by page, each
-        made a fact as it comes (a page of parsed XML is the most ever held, not the whole vCenter's)."""
+        """The facts pass. The first on this collector reads every VM's full row page by page, each made a
+        fact as it comes (a page of parsed XML is the most ever held); later passes read only hosts and
+        datastores: a VM's fact follows its own changes, found by collect() within a cycle."""
         async def step(conn: _Conn) -> list[Fact]:
             s, view = conn.session, conn.view
             host_rows, ds_rows = await asyncio.gather(self.run_blocking(inv_mod.read_hosts, s, view, True),
                                                       self.run_blocking(inv_mod.read_datastores, s, view))
             hosts = inv_mod.hosts_from(host_rows)
             builder = FactsBuilder(self.cfg.name, hosts, ds_rows, time.time_ns())
-            await self.run_blocking(inv_mod.each_vm, s, view, builder.add_vm)
+            if self._identity:
+                for obj, p in await self._light(conn):
+                    builder.count(obj, p)
+                builder.maps.vm_disks = self.maps.vm_disks
+                facts, self.maps = builder.finish(host_rows)
+                return facts
+            seen: dict[str, tuple] = {}
+
+            def add(obj: Ref, p: dict) -> None:
+                seen[obj.value] = inv_mod.identity(p)
+                builder.add_vm(obj, p)
+            await self.run_blocking(inv_mod.each_vm, s, view, add)
             self._set_inventory(Inventory(builder.vms, hosts))
             facts, self.maps = builder.finish(host_rows)
+            self._identity = seen
             return facts
         return await self._with_session(step)
 
@@ -189,24 +204,54 @@ class VSphereCollector(BaseCollector):
 
         async def step(conn: _Conn) -> list[Fact]:
             light = await self._light(conn)
-            s = conn.session
             targets = [Ref("VirtualMachine", m) for m, v in self.inventory.vms.items() if v.name in wanted]
-            hosts = sorted({self.inventory.vms[t.value].host for t in targets} & set(self.inventory.hosts))
-            vm_rows, host_rows, ds_rows = await asyncio.gather(
-                self.run_blocking(inv_mod.retrieve_objects, s, targets, {"VirtualMachine": inv_mod.VM_FULL}),
-                self.run_blocking(inv_mod.retrieve_objects, s, [Ref("HostSystem", h) for h in hosts],
-                                  {"HostSystem": inv_mod.HOST_FULL}),
-                self.run_blocking(inv_mod.read_datastores, s, conn.view))
-            read = FullRead(self.inventory, vm_rows, host_rows, ds_rows, agg_rows=light)
-            facts, self.maps = build_facts(self.cfg.name, read, time.time_ns())
+            facts, self.maps, _ = await self._facts_of(conn, targets, set(), light)
             return facts
         return await self._with_session(step)
 
-    async def collect(self) -> list[Record]:
-        async def step(conn: _Conn) -> list[Record]:
+    async def _facts_of(self, conn: _Conn, targets: list[Ref], more_hosts: set[str],
+                        light: Rows) -> tuple[list[Fact], TagMaps, Rows]:
+        """Facts of the given VMs (their full rows read by reference), of their hosts and `more_hosts`
+        (totals from every VM's light row), and of the datastores."""
+        s = conn.session
+        hosts = sorted(({self.inventory.vms[t.value].host for t in targets if t.value in self.inventory.vms}
+                        | more_hosts) & set(self.inventory.hosts))
+        vm_rows, host_rows, ds_rows = await asyncio.gather(
+            self.run_blocking(inv_mod.retrieve_objects, s, targets, {"VirtualMachine": inv_mod.VM_FULL}),
+            self.run_blocking(inv_mod.retrieve_objects, s, [Ref("HostSystem", h) for h in hosts],
+                              {"HostSystem": inv_mod.HOST_FULL}),
+            self.run_blocking(inv_mod.read_datastores, s, conn.view))
+        read = FullRead(self.inventory, vm_rows, host_rows, ds_rows, agg_rows=light)
+        facts, maps = build_facts(self.cfg.name, read, time.time_ns())
+        return facts, maps, vm_rows
+
+    async def _changed_facts(self, conn: _Conn, light: Rows) -> list[Fact]:
+        """Facts of the VMs whose configuration version, placement, power, size or guest identity differs
+        from what their last fact was built from (a reconfiguration, a vMotion, a new VM), and of the
+        hosts they left or joined. Nothing before the first facts pass."""
+        if not self._identity:
+            return []
+        present = {obj.value for obj, _ in light}
+        for gone in set(self._identity) - present:
+            del self._identity[gone]
+        changed = [obj for obj, p in light if self._identity.get(obj.value) != inv_mod.identity(p)]
+        if not changed:
+            return []
+        left = {old[1].value for obj in changed if (old := self._identity.get(obj.value)) and isinstance(old[1], Ref)}
+        facts, maps, rows = await self._facts_of(conn, changed, left, light)
+        maps.vm_disks = {**self.maps.vm_disks, **maps.vm_disks}
+        self.maps = maps
+        for obj, p in rows:
+            self._identity[obj.value] = inv_mod.identity(p)
+        log.info("vcenter %s: facts of %d changed VM(s) read again", self.cfg.name, len(rows))
+        return facts
+
+    async def collect(self) -> list[Record | Fact]:
+        async def step(conn: _Conn) -> list[Record | Fact]:
+            out: list[Record | Fact] = []
             if time.monotonic() - self._inventory_at > self.interval / 2:
-                await self._light(conn)
-            out: list[Record] = self._quickstats()
+                out.extend(await self._changed_facts(conn, await self._light(conn)))
+            out.extend(self._quickstats())
             lost = self.perf_state.lost(conn.session.server_now())
             if lost is not None:
                 out.append(self._gap(*lost))

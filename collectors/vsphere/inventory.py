@@ -1,9 +1,10 @@
 """Inventory in bulk: one PropertyCollector pass per object type over a ContainerView.
 
 Every cycle reads the few properties that tag samples (names, VM -> host placement,
-vCPU count, quickStats); the facts pass (every facts_interval) reads the configuration
-the static checks need. Nothing is ever read one object at a time, and the responses
-are parsed with ElementTree (soapxml.py), not pyvmomi's per-element objects.
+vCPU count, quickStats) and tell when a VM's configuration changed; the facts pass reads
+the configuration the static checks need (every VM once, then only what changed). Nothing is
+ever read one object at a time, and the responses are parsed with ElementTree (soapxml.py),
+not pyvmomi's per-element objects.
 """
 
 from __future__ import annotations
@@ -20,13 +21,16 @@ from db2vtop.collectors.vsphere.soapxml import NS, Ref, envelope, this, to_int, 
 
 VM_QUICKSTATS = ("balloonedMemory", "swappedMemory", "compressedMemory", "overallCpuUsage", "guestMemoryUsage",
                  "hostMemoryUsage", "consumedOverheadMemory")
-VM_LIGHT = ("name", "runtime.host", "runtime.powerState", "config.hardware.numCPU", "config.hardware.memoryMB",
-            *(f"summary.quickStats.{q}" for q in VM_QUICKSTATS))
+#: what a VM's fact is built from, beyond its configuration: when any of these (or config.changeVersion,
+#: which vCenter changes with every reconfiguration: devices, reservations, shares) differs from what the
+#: last fact saw, the VM's full row is read again
+VM_IDENTITY = ("name", "runtime.host", "runtime.powerState", "config.hardware.numCPU", "config.hardware.memoryMB",
+               "config.changeVersion", "guest.hostName", "guest.ipAddress", "guest.toolsRunningStatus")
+VM_LIGHT = (*VM_IDENTITY, *(f"summary.quickStats.{q}" for q in VM_QUICKSTATS))
 VM_FULL = (*VM_LIGHT, "config.hardware.numCoresPerSocket", "config.cpuAllocation",
            "config.memoryAllocation", "config.memoryReservationLockedToMax", "config.latencySensitivity.level",
            "config.cpuHotAddEnabled", "config.version", "config.swapPlacement", "config.hardware.device",
-           "guest.toolsRunningStatus", "guest.toolsVersionStatus2", "guest.toolsVersion", "guest.hostName",
-           "guest.ipAddress", "guest.net")
+           "guest.toolsVersionStatus2", "guest.toolsVersion", "guest.net")
 HOST_LIGHT = ("name", "parent", "summary.hardware.numCpuThreads", "summary.quickStats.overallCpuUsage",
               "summary.quickStats.overallMemoryUsage")
 HOST_FULL = (*HOST_LIGHT, "summary.hardware.cpuModel", "summary.hardware.cpuMhz", "summary.hardware.numCpuPkgs",
@@ -152,6 +156,11 @@ def vm_from(obj: Ref, p: dict[str, Any]) -> VM:
           if to_int(p.get(f"summary.quickStats.{q}")) is not None}
     return VM(obj.value, p.get("name") or obj.value, host.value if isinstance(host, Ref) else "",
               p.get("runtime.powerState") == "poweredOn", to_int(p.get("config.hardware.numCPU"), 1), qs)
+
+
+def identity(p: dict[str, Any]) -> tuple:
+    """What a VM's fact was built from (see VM_IDENTITY), comparable between a full and a light row."""
+    return tuple(p.get(k) for k in VM_IDENTITY)
 
 
 def vms_from(rows: Rows) -> dict[str, VM]:

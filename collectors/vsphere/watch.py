@@ -1,9 +1,10 @@
 """The light inventory kept current by a PropertyCollector filter: one full read, then only changes.
 
 A collector of our own (CreatePropertyCollector) holds one filter over the ContainerView for the
-light properties (VM placement, power state, vCPUs, quickStats; host name, parent, threads,
-quickStats; cluster names). WaitForUpdatesEx with the last version and maxWaitSeconds = 0 answers
-at once with what changed since, or nothing: a steady cycle no longer reads every VM's row again.
+light properties (VM placement, power state, vCPUs, quickStats, configuration version, guest
+identity; host name, parent, threads, quickStats; cluster names). WaitForUpdatesEx with the
+last version and maxWaitSeconds = 0 answers at once with what changed since, or nothing: a steady
+cycle no longer reads every VM's row again.
 The first call (no version) is the full read; a truncated update set is followed until complete.
 A collector or version the server no longer knows (vCenter restarted, session lost and logged in
 again) raises WatchLostError; the caller starts a new watch, which reads everything again.
