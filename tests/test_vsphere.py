@@ -531,7 +531,10 @@ def test_inventory_watch_reads_everything_once_then_only_changes(tmp_path):
     from pyVmomi import vim
     with Simulator(write_scenario(tmp_path, {"generate": {"hosts": 3, "vms_per_host": 40}})) as s:
         async def go(c):
-            await c.collect()
+            cold = await c.collect()             # the first cycle is the facts pass, perf asked page by page
+            base = s.stats()["methods"]
+            c._inventory_at = 0.0
+            await c.collect()                    # the watch's first poll: everything
             first = s.stats()["methods"]
             vms = dict(c.inventory.vms)
             updates = c._conn.watch.updates
@@ -543,20 +546,27 @@ def test_inventory_watch_reads_everything_once_then_only_changes(tmp_path):
             _wait_task(vim.VirtualMachine(moid, c._conn.session.si._stub).PowerOffVM_Task())
             c._inventory_at = 0.0
             records = await c.collect()
-            return first, second, vms, quiet, c.inventory.vms[moid], records
-        first, second, vms, quiet, off, records = run(using(s.url, go))
+            return cold, base, first, second, vms, quiet, c.inventory.vms[moid], records
+        cold, base, first, second, vms, quiet, off, records = run(using(s.url, go))
     assert len(vms) == 120 and all(v.powered_on for v in vms.values())
+    assert len([f for f in cold if isinstance(f, Fact) and f.kind == "vsphere_vm"]) == 120
+    disks = pick(cold, "vsphere_vm_disk")
+    assert {d.tags["vm"] for d in disks} == {v.name for v in vms.values()} and all(d.tags["datastore"] for d in disks)
+    assert base["QueryPerf"] >= 3                                 # the hosts, then each page of VMs
+    assert "WaitForUpdatesEx" not in base
     assert first.get("WaitForUpdatesEx", 0) >= 2              # truncated, followed
-    assert "RetrievePropertiesEx" not in first                # no separate inventory read
+    assert first["RetrievePropertiesEx"] == base["RetrievePropertiesEx"]  # no separate inventory read
     assert quiet == 0 and second["WaitForUpdatesEx"] == first["WaitForUpdatesEx"] + 1
-    assert "RetrievePropertiesEx" not in second
+    assert second["RetrievePropertiesEx"] == base["RetrievePropertiesEx"]
     assert not off.powered_on
     assert "gen-esx001-vm07" not in {x.tags["vm"] for x in pick(records, "vsphere_vm_quickstats")}
 
 
 def test_a_lost_inventory_watch_is_read_again_in_full(sim):
     async def go(c):
-        await c.collect()
+        await c.collect()                        # the facts pass
+        c._inventory_at = 0.0
+        await c.collect()                        # the watch
         before = sim.stats()["methods"]
         c._conn.watch.pc = "session[gone]propertyCollector"  # as after a vCenter restart
         c._inventory_at = 0.0

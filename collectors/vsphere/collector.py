@@ -168,33 +168,56 @@ class VSphereCollector(BaseCollector):
             return conn.watch.vm_rows()
         raise AssertionError("unreachable")
 
+    def facts_due(self) -> bool:
+        """The first facts pass is collect()'s own (it queries perf page by page as the VMs come)."""
+        return bool(self._identity) and super().facts_due()
+
     async def describe(self) -> list[Fact]:
-        """The facts pass. The first on this collector reads every VM's full row page by page, each made a
-        fact as it comes (a page of parsed XML is the most ever held); later passes read only hosts and
-        datastores: a VM's fact follows its own changes, found by collect() within a cycle."""
+        """The facts pass. The first on this collector reads every VM's full row (see _full_pass); later
+        ones read only hosts and datastores: a VM's fact follows its own changes, found by collect()
+        within a cycle."""
         async def step(conn: _Conn) -> list[Fact]:
+            if not self._identity:
+                return await self._full_pass(conn, None)
             s, view = conn.session, conn.view
             host_rows, ds_rows = await asyncio.gather(self.run_blocking(inv_mod.read_hosts, s, view, True),
                                                       self.run_blocking(inv_mod.read_datastores, s, view))
-            hosts = inv_mod.hosts_from(host_rows)
-            builder = FactsBuilder(self.cfg.name, hosts, ds_rows, time.time_ns())
-            if self._identity:
-                for obj, p in await self._light(conn):
-                    builder.count(obj, p)
-                builder.maps.vm_disks = self.maps.vm_disks
-                facts, self.maps = builder.finish(host_rows)
-                return facts
-            seen: dict[str, tuple] = {}
-
-            def add(obj: Ref, p: dict) -> None:
-                seen[obj.value] = inv_mod.identity(p)
-                builder.add_vm(obj, p)
-            await self.run_blocking(inv_mod.each_vm, s, view, add)
-            self._set_inventory(Inventory(builder.vms, hosts))
+            builder = FactsBuilder(self.cfg.name, inv_mod.hosts_from(host_rows), ds_rows, time.time_ns())
+            for obj, p in await self._light(conn):
+                builder.count(obj, p)
+            builder.maps.vm_disks = self.maps.vm_disks
             facts, self.maps = builder.finish(host_rows)
-            self._identity = seen
             return facts
         return await self._with_session(step)
+
+    async def _full_pass(self, conn: _Conn, early: list[asyncio.Future] | None) -> list[Fact]:
+        """Hosts and datastores, then every VM's full row page by page, each made a fact as it comes (a
+        page of parsed XML is the most ever held). With `early` (a collect cycle's cold start), each
+        page's realtime perf is queried while vCenter serves the next page: tasks added to `early`."""
+        s, view = conn.session, conn.view
+        host_rows, ds_rows = await asyncio.gather(self.run_blocking(inv_mod.read_hosts, s, view, True),
+                                                  self.run_blocking(inv_mod.read_datastores, s, view))
+        hosts = inv_mod.hosts_from(host_rows)
+        builder = FactsBuilder(self.cfg.name, hosts, ds_rows, time.time_ns())
+        seen: dict[str, tuple] = {}
+        tagging = (Inventory(builder.vms, hosts), builder.maps)
+        if early is not None:
+            early.append(asyncio.ensure_future(self._perf(conn, None, [], list(hosts), tagging)))
+
+        def add(obj: Ref, p: dict) -> None:
+            seen[obj.value] = inv_mod.identity(p)
+            builder.add_vm(obj, p)
+        request: bytes | None = inv_mod.vm_pages(s, view)
+        while request is not None:
+            before = len(builder.vms)
+            request = await self.run_blocking(inv_mod.vm_page, s, request, add)
+            if early is not None:
+                page = [m for m in list(builder.vms)[before:] if builder.vms[m].powered_on]
+                early.append(asyncio.ensure_future(self._perf(conn, None, page, [], tagging)))
+        self._set_inventory(Inventory(builder.vms, hosts))
+        facts, self.maps = builder.finish(host_rows)
+        self._identity = seen
+        return facts
 
     async def describe_vms(self, vms: Iterable[str]) -> list[Fact]:
         """Facts of the named VMs and their hosts only (triage --vm of one VM among thousands): the light
@@ -247,15 +270,31 @@ class VSphereCollector(BaseCollector):
         return facts
 
     async def collect(self) -> list[Record | Fact]:
+        """The cycle. The first one (and the first after a failed pass) is the facts pass as well, with
+        realtime perf asked for page by page as the VMs come: samples first, not after the whole
+        vCenter's configuration."""
         async def step(conn: _Conn) -> list[Record | Fact]:
             out: list[Record | Fact] = []
-            if time.monotonic() - self._inventory_at > self.interval / 2:
-                out.extend(await self._changed_facts(conn, await self._light(conn)))
-            out.extend(self._quickstats())
-            lost = self.perf_state.lost(conn.session.server_now())
-            if lost is not None:
-                out.append(self._gap(*lost))
-            out.extend(await self._perf(conn, None))
+            early: list[asyncio.Future] = []
+            try:
+                if not self._identity:
+                    out.extend(await self._full_pass(conn, early))
+                    self.facts_done()
+                elif time.monotonic() - self._inventory_at > self.interval / 2:
+                    out.extend(await self._changed_facts(conn, await self._light(conn)))
+                out.extend(self._quickstats())
+                lost = self.perf_state.lost(conn.session.server_now())
+                if lost is not None:
+                    out.append(self._gap(*lost))
+                if early:
+                    out.extend(x for part in await asyncio.gather(*early) for x in part)
+                else:
+                    out.extend(await self._perf(conn, None, *self._entities()))
+            except BaseException:
+                for task in early:
+                    task.cancel()
+                await asyncio.gather(*early, return_exceptions=True)
+                raise
             return out
         return await self._with_session(step)
 
@@ -271,7 +310,7 @@ class VSphereCollector(BaseCollector):
         async def step(conn: _Conn) -> list[Sample]:
             if not self.inventory.hosts:
                 await self._light(conn)
-            return await self._perf(conn, conn.session.server_now() - seconds, names)
+            return await self._perf(conn, conn.session.server_now() - seconds, *self._entities(names))
         return await self._with_session(step)
 
     # --- steps ------------------------------------------------------------------------
@@ -323,14 +362,21 @@ class VSphereCollector(BaseCollector):
             out.append(Sample("vsphere_host_quickstats", tags, fields, ts))
         return out
 
-    async def _perf(self, conn: _Conn, since: float | None, vm_names: set[str] | None = None) -> list[Sample]:
-        """Realtime samples: new ones since the marks (since=None), or all after `since`."""
+    def _entities(self, vm_names: set[str] | None = None) -> tuple[list[str], list[str]]:
+        """Powered-on VMs (all, or those named) and the hosts to query with them."""
+        inv = self.inventory
+        vms = [m for m, v in inv.vms.items() if v.powered_on and (vm_names is None or v.name in vm_names)]
+        hosts = list(inv.hosts) if vm_names is None else sorted({inv.vms[m].host for m in vms})
+        return vms, hosts
+
+    async def _perf(self, conn: _Conn, since: float | None, vms: list[str], hosts: list[str],
+                    tagging: tuple[Inventory, TagMaps] | None = None) -> list[Sample]:
+        """Realtime samples of these entities: new ones since the marks (since=None), or all after `since`;
+        tagged from `tagging` (a facts pass still under way) or the collector's inventory and maps."""
         s = conn.session
         now = s.server_now()
         kinds: dict[str, str] = {}
         specs: list[Spec] = []
-        vms = [m for m, v in self.inventory.vms.items() if v.powered_on and (vm_names is None or v.name in vm_names)]
-        hosts = list(self.inventory.hosts) if vm_names is None else sorted({self.inventory.vms[m].host for m in vms})
         for kind, moids in (("host", hosts), ("vm", vms)):
             ids = conn.ids.metric_ids[kind]
             if not ids:
@@ -346,8 +392,9 @@ class VSphereCollector(BaseCollector):
 
         async def one(batch: list[Spec]) -> list[Sample]:
             # each call's parsed answer becomes samples as soon as it is in, and goes
-            return to_samples(await self._query(s, batch), kinds, conn.ids, self.inventory, self.maps,
-                              self.cfg.name, state)
+            results = await self._query(s, batch)
+            inv, maps = tagging or (self.inventory, self.maps)
+            return to_samples(results, kinds, conn.ids, inv, maps, self.cfg.name, state)
 
         return [x for part in await asyncio.gather(*(one(b) for b in calls)) for x in part]
 

@@ -182,17 +182,18 @@ def hosts_from(rows: Rows) -> dict[str, Host]:
     return hosts
 
 
-def each_vm(session: Any, view: str, handle: Callable[[Ref, dict[str, Any]], None]) -> None:
-    """Every VM's full row handed to `handle` page by page (its device list is the bulk of a facts pass:
-    ~2,500 XML elements a VM), each page dropped before the next is read."""
-    pc = session.content.propertyCollector._moId
-    request: bytes | None = retrieve_xml(pc, view, {"VirtualMachine": VM_FULL}, FULL_PAGE)
-    while request is not None:
-        rows, token = parse_objects(session.post(request))
-        for row in rows:
-            handle(*row)
-        rows = row = None  # the page's XML goes before the next page is read
-        request = continue_xml(pc, token) if token else None
+def vm_pages(session: Any, view: str) -> bytes:
+    """The request for the first page of every VM's full row (see vm_page)."""
+    return retrieve_xml(session.content.propertyCollector._moId, view, {"VirtualMachine": VM_FULL}, FULL_PAGE)
+
+
+def vm_page(session: Any, request: bytes, handle: Callable[[Ref, dict[str, Any]], None]) -> bytes | None:
+    """One page of VMs' full rows, each handed to `handle` (its device list is the bulk of a facts pass:
+    ~2,500 XML elements a VM), the page dropped before the next is read; the next page's request."""
+    rows, token = parse_objects(session.post(request))
+    for row in rows:
+        handle(*row)
+    return continue_xml(session.content.propertyCollector._moId, token) if token else None
 
 
 def read_vms(session: Any, view: str, full: bool) -> Rows:
