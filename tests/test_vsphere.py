@@ -28,6 +28,7 @@ from db2vtop.collectors.vsphere.collector import VSphereCollector
 from db2vtop.collectors.vsphere.connection import soap_body
 from db2vtop.collectors.vsphere.inventory import parse_objects
 from db2vtop.collectors.vsphere.perf import Spec, chunk, parse_response
+from db2vtop.collectors.vsphere.soapxml import Ref
 from tests.conftest import run_cli
 from tests.vsphere_sim import Simulator
 
@@ -298,6 +299,22 @@ def test_a_vanished_vm_costs_only_its_own_samples(sim, caplog):
     records = run(using(sim.url, go))
     assert {s.tags["vm"] for s in pick(records, "vsphere_vm")} == {"db2prod01", "app01"}
     assert "vm-999999" in caplog.text
+
+
+def test_a_vm_vanished_during_the_facts_pass_costs_only_its_own_row(sim, monkeypatch):
+    """The full rows are read by reference; a VM deleted after its reference was read faults the
+    whole page in vCenter, so the page is halved until only that VM is left out."""
+    from db2vtop.collectors.vsphere import inventory
+    listed = inventory.vm_refs
+    monkeypatch.setattr(inventory, "vm_refs", lambda s, view: [*listed(s, view), Ref("VirtualMachine", "vm-999999")])
+    records = run(using(sim.url, lambda c: c.collect()))
+    vms = sorted(f.tags["vm"] for f in records if isinstance(f, Fact) and f.kind == "vsphere_vm")
+    assert vms == sorted(f.tags["vm"] for f in collected_facts(sim) if f.kind == "vsphere_vm")
+    assert {s.tags["vm"] for s in pick(records, "vsphere_vm")} == {"db2prod01", "app01"}
+
+
+def collected_facts(sim) -> list[Fact]:
+    return run(using(sim.url, lambda c: c.describe()))
 
 
 def test_an_outage_longer_than_vcenters_hour_is_annotated(sim):

@@ -191,29 +191,41 @@ class VSphereCollector(BaseCollector):
         return await self._with_session(step)
 
     async def _full_pass(self, conn: _Conn, early: list[asyncio.Future] | None) -> list[Fact]:
-        """Hosts and datastores, then every VM's full row page by page, each made a fact as it comes (a
-        page of parsed XML is the most ever held). With `early` (a collect cycle's cold start), each
-        page's realtime perf is queried while vCenter serves the next page: tasks added to `early`."""
+        """Hosts and datastores, then every VM's full row, 100 VMs a page, each made a fact as it comes.
+        Pages are asked for by reference, two in flight: vCenter prepares the next while this one is made
+        facts (a single paged read would have it prepare every VM before the first page), and a page of
+        parsed XML is dropped before the next but one is read. With `early` (a collect cycle's cold
+        start), each page's realtime perf is asked for as soon as its facts are made: tasks added there."""
         s, view = conn.session, conn.view
-        host_rows, ds_rows = await asyncio.gather(self.run_blocking(inv_mod.read_hosts, s, view, True),
-                                                  self.run_blocking(inv_mod.read_datastores, s, view))
+        host_rows, ds_rows, refs = await asyncio.gather(
+            self.run_blocking(inv_mod.read_hosts, s, view, True), self.run_blocking(inv_mod.read_datastores, s, view),
+            self.run_blocking(inv_mod.vm_refs, s, view))
         hosts = inv_mod.hosts_from(host_rows)
         builder = FactsBuilder(self.cfg.name, hosts, ds_rows, time.time_ns())
         seen: dict[str, tuple] = {}
         tagging = (Inventory(builder.vms, hosts), builder.maps)
         if early is not None:
             early.append(asyncio.ensure_future(self._perf(conn, None, [], list(hosts), tagging)))
+        pages = [refs[i:i + inv_mod.FULL_PAGE] for i in range(0, len(refs), inv_mod.FULL_PAGE)]
 
-        def add(obj: Ref, p: dict) -> None:
-            seen[obj.value] = inv_mod.identity(p)
-            builder.add_vm(obj, p)
-        request: bytes | None = inv_mod.vm_pages(s, view)
-        while request is not None:
-            before = len(builder.vms)
-            request = await self.run_blocking(inv_mod.vm_page, s, request, add)
-            if early is not None:
-                page = [m for m in list(builder.vms)[before:] if builder.vms[m].powered_on]
-                early.append(asyncio.ensure_future(self._perf(conn, None, page, [], tagging)))
+        def fetch(page: list[Ref]) -> asyncio.Future:
+            return asyncio.ensure_future(self.run_blocking(inv_mod.full_vm_rows, s, page))
+        inflight = [fetch(p) for p in pages[:2]]
+        try:
+            for i in range(len(pages)):
+                rows = await inflight.pop(0)
+                if i + 2 < len(pages):
+                    inflight.append(fetch(pages[i + 2]))
+                for obj, p in rows:
+                    seen[obj.value] = inv_mod.identity(p)
+                    builder.add_vm(obj, p)
+                if early is not None:
+                    page = [r.value for r, _ in rows if builder.vms[r.value].powered_on]
+                    early.append(asyncio.ensure_future(self._perf(conn, None, page, [], tagging)))
+                rows = []
+        finally:
+            for f in inflight:
+                f.cancel()
         self._set_inventory(Inventory(builder.vms, hosts))
         facts, self.maps = builder.finish(host_rows)
         self._identity = seen

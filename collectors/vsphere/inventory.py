@@ -9,7 +9,6 @@ not pyvmomi's per-element objects.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from xml.sax.saxutils import escape
@@ -17,6 +16,7 @@ from xml.sax.saxutils import escape
 from pyVmomi import vim
 
 from db2vtop.collectors.base import CollectorError
+from db2vtop.collectors.vsphere.connection import SoapFaultError
 from db2vtop.collectors.vsphere.soapxml import NS, Ref, envelope, this, to_int, value
 
 VM_QUICKSTATS = ("balloonedMemory", "swappedMemory", "compressedMemory", "overallCpuUsage", "guestMemoryUsage",
@@ -182,18 +182,24 @@ def hosts_from(rows: Rows) -> dict[str, Host]:
     return hosts
 
 
-def vm_pages(session: Any, view: str) -> bytes:
-    """The request for the first page of every VM's full row (see vm_page)."""
-    return retrieve_xml(session.content.propertyCollector._moId, view, {"VirtualMachine": VM_FULL}, FULL_PAGE)
+def vm_refs(session: Any, view: str) -> list[Ref]:
+    """Every VM in the view, without a property (the cheapest read there is)."""
+    return [obj for obj, _ in retrieve(session, view, {"VirtualMachine": ()}, PAGE)]
 
 
-def vm_page(session: Any, request: bytes, handle: Callable[[Ref, dict[str, Any]], None]) -> bytes | None:
-    """One page of VMs' full rows, each handed to `handle` (its device list is the bulk of a facts pass:
-    ~2,500 XML elements a VM), the page dropped before the next is read; the next page's request."""
-    rows, token = parse_objects(session.post(request))
-    for row in rows:
-        handle(*row)
-    return continue_xml(session.content.propertyCollector._moId, token) if token else None
+def full_vm_rows(session: Any, vms: list[Ref]) -> Rows:
+    """These VMs' full rows (a page of a facts pass: their device lists are the bulk of it, ~2,500 XML
+    elements a VM). A VM deleted since its reference was read fails the whole call in vCenter: the page
+    is halved until only that VM is left out."""
+    try:
+        return retrieve_objects(session, vms, {"VirtualMachine": VM_FULL})
+    except SoapFaultError as e:
+        if e.name != "ManagedObjectNotFound":
+            raise
+        if len(vms) == 1:
+            return []
+    half = len(vms) // 2
+    return full_vm_rows(session, vms[:half]) + full_vm_rows(session, vms[half:])
 
 
 def read_vms(session: Any, view: str, full: bool) -> Rows:
