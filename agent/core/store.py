@@ -150,10 +150,10 @@ class Store:
                 self.db.execute("PRAGMA journal_mode=WAL")
                 self.db.execute("PRAGMA synchronous=NORMAL")
                 self.db.execute("PRAGMA wal_autocheckpoint=256")  # pages: 16 MiB of WAL at 64 KiB pages
-                # 16 MiB: a cycle of a large fleet touches every leaf page of the head, more than any cache
+                # 4 MiB: a cycle of a large fleet touches every leaf page of the head, more than any cache
                 # an agent can afford holds; pages come back from the OS cache in microseconds, and a
                 # bigger cache only grew the agent's memory for half an hour
-                self.db.execute("PRAGMA cache_size=-16384")
+                self.db.execute("PRAGMA cache_size=-4096")
                 if not new_file:
                     self._check_schema()  # a newer schema is refused before anything is touched
                 self.db.executescript(_SCHEMA)
