@@ -116,15 +116,6 @@ def settle(store_path: Path, end_ns: int, timeout: float) -> bool:
         time.sleep(0.25)
 
 
-def describe_status(status: int) -> str:
-    if status > 128 and status - 128 in signal.valid_signals():
-        try:
-            return f"exit status {status} ({signal.Signals(status - 128).name})"
-        except ValueError:
-            pass
-    return f"exit status {status}"
-
-
 
 def make_report(cfg: Config, store_path: Path, spec: str, baseline: str | None = None, previous: bool = False,
                 stacks: Sequence[str] = (), now_ns: int | None = None, workers: int | None = None) -> Report:

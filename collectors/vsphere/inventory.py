@@ -202,10 +202,6 @@ def full_vm_rows(session: Any, vms: list[Ref]) -> Rows:
     return full_vm_rows(session, vms[:half]) + full_vm_rows(session, vms[half:])
 
 
-def read_vms(session: Any, view: str, full: bool) -> Rows:
-    return retrieve(session, view, {"VirtualMachine": VM_FULL if full else VM_LIGHT}, FULL_PAGE if full else PAGE)
-
-
 def read_hosts(session: Any, view: str, full: bool) -> Rows:
     return retrieve(session, view, {"HostSystem": HOST_FULL if full else HOST_LIGHT,
                                     "ClusterComputeResource": CLUSTER}, PAGE)
