@@ -47,6 +47,8 @@ MAX_LOOKBACK_S = REALTIME_KEEP_S
 #: faults vCenter gives a whole QueryPerf call for one entity that is gone or unreachable
 ENTITY_FAULTS = frozenset({"ManagedObjectNotFound", "NotFound", "HostNotConnected", "HostNotReachable"})
 
+_HOST = inv_mod.VM_IDENTITY.index("runtime.host")   # where a VM's identity holds its host
+
 _gc_lock = threading.Lock()
 _gc_holders = 0
 _gc_was_enabled = False
@@ -252,7 +254,7 @@ class VSphereCollector(BaseCollector):
         hosts = sorted(({self.inventory.vms[t.value].host for t in targets if t.value in self.inventory.vms}
                         | more_hosts) & set(self.inventory.hosts))
         vm_rows, host_rows, ds_rows = await asyncio.gather(
-            self.run_blocking(inv_mod.retrieve_objects, s, targets, {"VirtualMachine": inv_mod.VM_FULL}),
+            self.run_blocking(inv_mod.full_vm_rows, s, targets),
             self.run_blocking(inv_mod.retrieve_objects, s, [Ref("HostSystem", h) for h in hosts],
                               {"HostSystem": inv_mod.HOST_FULL}),
             self.run_blocking(inv_mod.read_datastores, s, conn.view))
@@ -272,7 +274,8 @@ class VSphereCollector(BaseCollector):
         changed = [obj for obj, p in light if self._identity.get(obj.value) != inv_mod.identity(p)]
         if not changed:
             return []
-        left = {old[1].value for obj in changed if (old := self._identity.get(obj.value)) and isinstance(old[1], Ref)}
+        left = {old[_HOST].value for obj in changed
+                if (old := self._identity.get(obj.value)) and isinstance(old[_HOST], Ref)}
         facts, maps, rows = await self._facts_of(conn, changed, left, light)
         maps.vm_disks = {**self.maps.vm_disks, **maps.vm_disks}
         self.maps = maps
