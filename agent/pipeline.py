@@ -14,12 +14,13 @@ from pathlib import Path
 
 from db2vtop.agent.assemble import build_collectors, build_sink
 from db2vtop.agent.core.config import Config
-from db2vtop.agent.core.store import StoreWriter
+from db2vtop.agent.core.store import Store, StoreWriter
 from db2vtop.agent.runtime import Runtime
 from db2vtop.agent.sinks.influx import InfluxSink
 from db2vtop.agent.sinks.spool import SpoolError
 from db2vtop.checks.engine import Engine
 from db2vtop.checks.runner import CheckRunner, build_engine
+from db2vtop.collectors.base import BaseCollector
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +48,21 @@ class Pipeline:
         return [self.sink] if self.sink else []
 
     def _start(self, engine: Engine) -> None:
-        """The check runner, resumed from the store on the writer's thread (after queued batches)."""
+        """The check runner and the collectors that can, resumed from the store on the writer's thread
+        (after queued batches)."""
         self.checks = CheckRunner(engine, [self.writer, *self.sinks])
-        self.writer.call(self.checks.resume)
-        self.runtime = Runtime(build_collectors(self.cfg, self.writer.path, self.sinks),
-                               [self.writer, self.checks, *self.sinks])
+        collectors = build_collectors(self.cfg, self.writer.path, self.sinks)
+        self.writer.call(lambda store: self._resume(store, collectors))
+        self.runtime = Runtime(collectors, [self.writer, self.checks, *self.sinks])
+
+    def _resume(self, store: Store, collectors: list[BaseCollector]) -> None:
+        """One read of the stored facts serves the check runner and the collectors that resume from them."""
+        assert self.checks is not None
+        facts = store.facts()
+        self.checks.resume(store, facts)
+        for c in collectors:
+            if c.resumes:
+                c.resume([f for f in facts if f.kind in c.resumes])
 
     def reload(self, new: Config, engine: Engine) -> None:
         """Apply a re-read config: collectors and checks anew, the sink only if [influxdb] changed

@@ -37,9 +37,10 @@ class CheckRunner:
         self._thread = threading.Thread(target=self._run, name="checks", daemon=True)
         self._thread.start()
 
-    def resume(self, store: Store) -> None:
-        """Continue where the last run stopped: its open findings and the current facts."""
-        self._q.put((store.findings(open_only=True), [], store.facts()))
+    def resume(self, store: Store, facts: list[Fact] | None = None) -> None:
+        """Continue where the last run stopped: its open findings and the current facts (`facts` when the
+        caller has read them already)."""
+        self._q.put((store.findings(open_only=True), [], store.facts() if facts is None else facts))
 
     def submit(self, samples: Iterable[Sample] = (), facts: Iterable[Fact] = (),
                annotations: Iterable[Annotation] = (), findings: Iterable[Finding] = ()) -> None:

@@ -84,6 +84,13 @@ class BaseCollector:
     async def describe(self) -> list[Fact]:
         return []
 
+    #: fact kinds this collector can resume from (the store's, handed in by the pipeline at start)
+    resumes: tuple[str, ...] = ()
+
+    def resume(self, facts: Iterable[Fact]) -> None:
+        """The facts of `resumes` kinds the last run stored, before start(): a source whose facts are costly
+        to read (vCenter's device lists) reads again only what changed since."""
+
     async def describe_vms(self, vms: Iterable[str]) -> list[Fact]:
         """Facts for triage of the named VMs; a source that can narrow its read (vCenter) does."""
         return await self.describe()

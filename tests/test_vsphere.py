@@ -628,3 +628,77 @@ def test_reconfigured_and_moved_vms_have_new_facts_within_a_cycle(tmp_path):
     assert fact(facts, "vsphere_host", host="gen-esx002")["vms_powered_on"] == 5
     assert {s.tags["host"] for s in pick(changed, "vsphere_vm_quickstats", vm="gen-esx000-vm02")} == {"gen-esx002"}
     assert after["RetrievePropertiesEx"] - before.get("RetrievePropertiesEx", 0) == 3  # VMs, hosts, datastores
+
+
+def test_a_restart_resumed_from_stored_facts_reads_again_only_what_changed_meanwhile(tmp_path):
+    """A new collector handed the last run's VM facts (as the pipeline hands it the store's) makes facts
+    only for the VMs reconfigured or moved while it was down, keeps every other VM's disk tags, and lets a
+    fact whose digest no longer matches (an older db2vtop's) be read again."""
+    from pyVmomi import vim
+    with Simulator(write_scenario(tmp_path, {"generate": {"hosts": 3, "vms_per_host": 4}})) as s:
+        async def go(first):
+            before = await first.collect()         # the cold start: every VM's full row
+            stub = first._conn.session.si._stub
+            vms = {v.name: m for m, v in first.inventory.vms.items()}
+            hosts = {h.name: m for m, h in first.inventory.hosts.items()}
+            spec = vim.vm.ConfigSpec(cpuAllocation=vim.ResourceAllocationInfo(reservation=2345))
+            _wait_task(vim.VirtualMachine(vms["gen-esx001-vm03"], stub).ReconfigVM_Task(spec))
+            move = vim.vm.RelocateSpec(host=vim.HostSystem(hosts["gen-esx000"], stub))
+            _wait_task(vim.VirtualMachine(vms["gen-esx002-vm01"], stub).RelocateVM_Task(move))
+            await first.close()                    # the changes above happen while no collector runs
+            stored = [f for f in before if isinstance(f, Fact)]
+            old = next(f for f in stored if f.tags.get("vm") == "gen-esx000-vm00")
+            old.data = {**old.data, "identity": "built-by-an-older-db2vtop"}
+            again = VSphereCollector(vcenter(s.url))
+            try:
+                again.resume(stored)
+                assert again.facts_due()            # the runtime's first cycle: describe(), then collect()
+                facts = await again.describe()
+                return before, facts, await again.collect()
+            finally:
+                await again.close()
+        before, facts, samples = run(using(s.url, go))
+    assert len([f for f in before if isinstance(f, Fact) and f.kind == "vsphere_vm"]) == 12
+    assert sorted(f.tags["vm"] for f in facts if f.kind == "vsphere_vm") == [
+        "gen-esx000-vm00", "gen-esx001-vm03", "gen-esx002-vm01"]
+    assert fact(facts, "vsphere_vm", vm="gen-esx001-vm03")["cpu_reservation_mhz"] == 2345
+    assert fact(facts, "vsphere_vm", vm="gen-esx002-vm01")["host"] == "gen-esx000"
+    host_facts = [f for f in facts if f.kind == "vsphere_host"]
+    assert {f.tags["host"] for f in host_facts} == {"gen-esx000", "gen-esx001", "gen-esx002"}
+    assert {f.data["vms_powered_on"] for f in host_facts if f.tags["host"] == "gen-esx000"} == {5}
+    assert not [r for r in samples if isinstance(r, Fact)]
+    disks = pick(samples, "vsphere_vm_disk")
+    assert {d.tags["vm"] for d in disks} == {f.tags["vm"] for f in before if isinstance(f, Fact)
+                                              and f.kind == "vsphere_vm" and f.data["power_state"] == "poweredOn"}
+    assert all(d.tags.get("datastore") for d in disks)
+
+
+def test_agent_restarted_on_its_store_reads_again_only_the_vms_changed_meanwhile(tmp_path):
+    """The pipeline hands the collector the store's VM facts: a second `agent --once` on the same store
+    reads only the VM reconfigured between the two runs, and the store gets its new fact."""
+    from pyVmomi import vim
+
+    from db2vtop.agent.core.store import Store
+    with Simulator(write_scenario(tmp_path, {"generate": {"hosts": 2, "vms_per_host": 3}})) as s:
+        cfg, store = tmp_path / "db2vtop.toml", tmp_path / "m.db"
+        cfg.write_text(f'[store]\npath = "{store}"\n[guest]\nenabled = false\n[[vcenter]]\nname = "vc1"\n'
+                       f'url = "{s.url}"\nuser = "monitor"\npassword_env = "VC_TEST_PASSWORD"\nverify_tls = false\n')
+        cfg.chmod(0o600)
+        first = run_cli("agent", "--once", "-c", str(cfg), env={"VC_TEST_PASSWORD": "x"})
+        assert first.returncode == 0, first.stderr
+
+        async def reconfigure(c):
+            await c.collect()
+            vm = next(m for m, v in c.inventory.vms.items() if v.name == "gen-esx001-vm02")
+            spec = vim.vm.ConfigSpec(memoryAllocation=vim.ResourceAllocationInfo(reservation=4096))
+            _wait_task(vim.VirtualMachine(vm, c._conn.session.si._stub).ReconfigVM_Task(spec))
+        run(using(s.url, reconfigure))
+        second = run_cli("agent", "--once", "-c", str(cfg), env={"VC_TEST_PASSWORD": "x"})
+        assert second.returncode == 0, second.stderr
+    assert "changed VM" not in first.stderr
+    assert "vcenter vc1: facts of 1 changed VM(s) read again" in second.stderr
+    with Store(store) as st:
+        assert len(st.facts("vsphere_vm")) == 6
+        history = st.fact_history("vsphere_vm", {"vcenter": "vc1", "vm": "gen-esx001-vm02"})
+        assert [h.data["mem_reservation_mb"] for h in history][-1] == 4096
+        assert len(st.fact_history("vsphere_vm", {"vcenter": "vc1", "vm": "gen-esx000-vm00"})) == 1

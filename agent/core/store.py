@@ -229,11 +229,13 @@ class Store:
         # tens of thousands of series)
         key = "\0".join((measurement, *(f"{k}\0{v}" for k, v in sorted(tags.items()))))
         sid = self._series.get(key)
-        if sid is None:
+        if sid is None:  # one statement for a new series (a first cycle makes thousands), two for a known one
             row = (measurement, canonical_tags(tags))
-            self.db.execute("INSERT OR IGNORE INTO series(measurement, tags) VALUES (?, ?)", row)
-            sid = self.db.execute("SELECT id FROM series WHERE measurement=? AND tags=?", row).fetchone()[0]
-            self._series[key] = sid
+            found = self.db.execute("INSERT INTO series(measurement, tags) VALUES (?, ?) ON CONFLICT DO NOTHING "
+                                    "RETURNING id", row).fetchone()
+            if found is None:
+                found = self.db.execute("SELECT id FROM series WHERE measurement=? AND tags=?", row).fetchone()
+            sid = self._series[key] = found[0]
         return sid
 
     def _fieldset_id(self, names: tuple[str, ...]) -> int:

@@ -47,11 +47,16 @@ MAX_LOOKBACK_S = REALTIME_KEEP_S
 #: faults vCenter gives a whole QueryPerf call for one entity that is gone or unreachable
 ENTITY_FAULTS = frozenset({"ManagedObjectNotFound", "NotFound", "HostNotConnected", "HostNotReachable"})
 
-_HOST = inv_mod.VM_IDENTITY.index("runtime.host")   # where a VM's identity holds its host
-
 _gc_lock = threading.Lock()
 _gc_holders = 0
 _gc_was_enabled = False
+
+
+def _seen(p: dict) -> tuple[str, str]:
+    """What the collector remembers of a VM's row once its fact is made: the identity digest, and the host
+    (whose totals change when the VM leaves it)."""
+    host = p.get("runtime.host")
+    return inv_mod.identity(p), host.value if isinstance(host, Ref) else ""
 
 
 @contextlib.contextmanager
@@ -90,6 +95,8 @@ class _Conn:
 
 
 class VSphereCollector(BaseCollector):
+    resumes = ("vsphere_vm",)
+
     def __init__(self, cfg: VCenterConfig):
         super().__init__(f"vsphere:{cfg.name}", cfg.interval, cfg.timeout)
         self.cfg = cfg
@@ -101,7 +108,8 @@ class VSphereCollector(BaseCollector):
         self.maps = TagMaps()
         self.perf_state = PerfState()
         self.logins = 0
-        self._identity: dict[str, tuple] = {}   # VM moid -> what its last fact was built from
+        #: VM moid -> (digest of what its last fact was built from, its host then)
+        self._identity: dict[str, tuple[str, str]] = {}
 
     # --- session ----------------------------------------------------------------------
 
@@ -175,9 +183,9 @@ class VSphereCollector(BaseCollector):
         return bool(self._identity) and super().facts_due()
 
     async def describe(self) -> list[Fact]:
-        """The facts pass. The first on this collector reads every VM's full row (see _full_pass); later
-        ones read only hosts and datastores: a VM's fact follows its own changes, found by collect()
-        within a cycle."""
+        """The facts pass. The first on this collector reads every VM's full row (see _full_pass) unless
+        resume() gave it the last run's; later ones read hosts and datastores, and the VMs whose identity
+        moved (collect() finds those within a cycle)."""
         async def step(conn: _Conn) -> list[Fact]:
             if not self._identity:
                 return await self._full_pass(conn, None)
@@ -185,12 +193,27 @@ class VSphereCollector(BaseCollector):
             host_rows, ds_rows = await asyncio.gather(self.run_blocking(inv_mod.read_hosts, s, view, True),
                                                       self.run_blocking(inv_mod.read_datastores, s, view))
             builder = FactsBuilder(self.cfg.name, inv_mod.hosts_from(host_rows), ds_rows, time.time_ns())
-            for obj, p in await self._light(conn):
+            light = await self._light(conn)
+            for obj, p in light:
                 builder.count(obj, p)
             builder.maps.vm_disks = self.maps.vm_disks
             facts, self.maps = builder.finish(host_rows)
-            return facts
+            return facts + await self._changed_facts(conn, light)
         return await self._with_session(step)
+
+    def resume(self, facts: Iterable[Fact]) -> None:
+        """This vCenter's VM facts as the last run left them: a VM whose identity digest is the same at the
+        first poll keeps its fact and disk tags and is not read again, so a restart costs vCenter the light
+        inventory, not every VM's device list."""
+        for f in facts:
+            d = f.data
+            if f.kind != "vsphere_vm" or f.tags.get("vcenter") != self.cfg.name or not d.get("identity"):
+                continue
+            moid = str(d.get("moid"))
+            self._identity[moid] = (str(d["identity"]), str(d.get("host_moid") or ""))
+            self.maps.vm_disks[moid] = {str(x.get("instance")): (x.get("datastore") or "",
+                                                                  ",".join(x.get("luns") or []))
+                                        for x in d.get("disks") or [] if isinstance(x, dict)}
 
     async def _full_pass(self, conn: _Conn, early: list[asyncio.Future] | None) -> list[Fact]:
         """Hosts and datastores, then every VM's full row, 100 VMs a page, each made a fact as it comes.
@@ -204,7 +227,7 @@ class VSphereCollector(BaseCollector):
             self.run_blocking(inv_mod.vm_refs, s, view))
         hosts = inv_mod.hosts_from(host_rows)
         builder = FactsBuilder(self.cfg.name, hosts, ds_rows, time.time_ns())
-        seen: dict[str, tuple] = {}
+        seen: dict[str, tuple[str, str]] = {}
         tagging = (Inventory(builder.vms, hosts), builder.maps)
         if early is not None:
             early.append(asyncio.ensure_future(self._perf(conn, None, [], list(hosts), tagging)))
@@ -219,8 +242,8 @@ class VSphereCollector(BaseCollector):
                 if i + 2 < len(pages):
                     inflight.append(fetch(pages[i + 2]))
                 for obj, p in rows:
-                    seen[obj.value] = inv_mod.identity(p)
                     builder.add_vm(obj, p)
+                    seen[obj.value] = _seen(p)
                 if early is not None:
                     page = [r.value for r, _ in rows if builder.vms[r.value].powered_on]
                     early.append(asyncio.ensure_future(self._perf(conn, None, page, [], tagging)))
@@ -271,16 +294,16 @@ class VSphereCollector(BaseCollector):
         present = {obj.value for obj, _ in light}
         for gone in set(self._identity) - present:
             del self._identity[gone]
-        changed = [obj for obj, p in light if self._identity.get(obj.value) != inv_mod.identity(p)]
+            self.maps.vm_disks.pop(gone, None)
+        changed = [obj for obj, p in light if (self._identity.get(obj.value) or ("",))[0] != inv_mod.identity(p)]
         if not changed:
             return []
-        left = {old[_HOST].value for obj in changed
-                if (old := self._identity.get(obj.value)) and isinstance(old[_HOST], Ref)}
+        left = {old[1] for obj in changed if (old := self._identity.get(obj.value)) and old[1]}
         facts, maps, rows = await self._facts_of(conn, changed, left, light)
         maps.vm_disks = {**self.maps.vm_disks, **maps.vm_disks}
         self.maps = maps
         for obj, p in rows:
-            self._identity[obj.value] = inv_mod.identity(p)
+            self._identity[obj.value] = _seen(p)
         log.info("vcenter %s: facts of %d changed VM(s) read again", self.cfg.name, len(rows))
         return facts
 

@@ -8,7 +8,7 @@ from typing import Any
 from pyVmomi import vim
 
 from db2vtop.agent.core.model import Fact
-from db2vtop.collectors.vsphere.inventory import VM, FullRead, Host, Rows, vm_from
+from db2vtop.collectors.vsphere.inventory import VM, FullRead, Host, Rows, identity, vm_from
 from db2vtop.collectors.vsphere.soapxml import Node, Ref, as_list, is_a, to_bool, to_int
 
 NIC_TYPES = {"VirtualVmxnet3": "vmxnet3", "VirtualVmxnet3Vrdma": "vmxnet3-vrdma", "VirtualVmxnet2": "vmxnet2",
@@ -176,7 +176,8 @@ def _vm_fact(vcenter: str, vm: VM, host: Host | None, obj: Ref, p: dict, ds_name
     if p.get("guest.ipAddress"):
         ips.add(p["guest.ipAddress"])
     data = {
-        "moid": obj.value, "host": host.name if host else "", "cluster": host.cluster if host else "",
+        "moid": obj.value, "host": host.name if host else "", "host_moid": vm.host,
+        "cluster": host.cluster if host else "", "identity": identity(p),
         "power_state": p.get("runtime.powerState"), "num_cpu": vm.vcpus, "cores_per_socket": cores,
         "sockets": max(vm.vcpus // cores, 1), "memory_mb": memory_mb,
         "cpu_reservation_mhz": cpu.get("reservation"), "cpu_limit_mhz": cpu.get("limit"),

@@ -9,6 +9,7 @@ not pyvmomi's per-element objects.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 from xml.sax.saxutils import escape
@@ -26,6 +27,8 @@ VM_QUICKSTATS = ("balloonedMemory", "swappedMemory", "compressedMemory", "overal
 #: last fact saw, the VM's full row is read again
 VM_IDENTITY = ("name", "runtime.host", "runtime.powerState", "config.hardware.numCPU", "config.hardware.memoryMB",
                "config.changeVersion", "guest.hostName", "guest.ipAddress", "guest.toolsRunningStatus")
+#: bumped whenever a VM fact's content changes for the same vCenter answer (see identity())
+FACTS_VERSION = "1"
 VM_LIGHT = (*VM_IDENTITY, *(f"summary.quickStats.{q}" for q in VM_QUICKSTATS))
 VM_FULL = (*VM_LIGHT, "config.hardware.numCoresPerSocket", "config.cpuAllocation",
            "config.memoryAllocation", "config.memoryReservationLockedToMax", "config.latencySensitivity.level",
@@ -158,9 +161,13 @@ def vm_from(obj: Ref, p: dict[str, Any]) -> VM:
               p.get("runtime.powerState") == "poweredOn", to_int(p.get("config.hardware.numCPU"), 1), qs)
 
 
-def identity(p: dict[str, Any]) -> tuple:
-    """What a VM's fact was built from (see VM_IDENTITY), comparable between a full and a light row."""
-    return tuple(p.get(k) for k in VM_IDENTITY)
+def identity(p: dict[str, Any]) -> str:
+    """A digest of what a VM's fact was built from (VM_IDENTITY), the same from a full or a light row and
+    from one process to the next: the fact carries it, so a restart re-reads only VMs whose digest moved.
+    FACTS_VERSION is in it, so facts an older db2vtop built are read again."""
+    parts = [FACTS_VERSION, *((v.value if isinstance(v, Ref) else "" if v is None else str(v))
+                              for v in (p.get(k) for k in VM_IDENTITY))]
+    return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=12).hexdigest()
 
 
 def vms_from(rows: Rows) -> dict[str, VM]:
