@@ -19,8 +19,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import urllib3
-
 from db2vtop.agent.core.config import InfluxConfig
 from db2vtop.agent.core.model import Annotation, Fact, FieldValue, Finding
 from db2vtop.agent.core.store import Row, Series, StoreError
@@ -134,6 +132,9 @@ class InfluxSource:
         self._headers = {"Accept": "application/json"}
         if token:
             self._headers["Authorization"] = f"Token {token}"
+        import urllib3  # here, not at import: the agent and the TUI on the embedded store never load it
+
+        self._http_error = urllib3.exceptions.HTTPError
         self._http = urllib3.PoolManager(
             cert_reqs="CERT_REQUIRED" if cfg.verify_tls else "CERT_NONE",
             ca_certs=str(cfg.ca_file) if cfg.ca_file else None,
@@ -171,7 +172,7 @@ class InfluxSource:
         try:
             r = self._http.request("POST", f"{self.cfg.url.rstrip('/')}/query", fields=fields,
                                    headers=self._headers, encode_multipart=False)
-        except urllib3.exceptions.HTTPError as e:
+        except self._http_error as e:
             raise SourceError(f"influxdb at {self.cfg.url} did not answer: {_reason(e)}") from None
         try:
             doc = json.loads(r.data or b"{}")

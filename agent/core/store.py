@@ -708,8 +708,11 @@ class Store:
         args: tuple = ()
         if kind is not None:
             sql, args = sql + " AND kind=?", (kind,)
-        cur = self.db.execute(sql + " ORDER BY id", args)
-        return [Fact(k, json.loads(e), json.loads(d), ts) for k, e, d, ts in cur]
+        rows = self.db.execute(sql + " ORDER BY id", args).fetchall()
+        # one parse of them all: the decoder shares a key's string within a call, and 2,000 VM facts
+        # parsed one by one would hold 2,000 copies of each field name (measured: 14 MB instead of 9)
+        tags, data = (json.loads("[" + ",".join(r[i] for r in rows) + "]") for i in (1, 2))
+        return [Fact(k, t, d, ts) for (k, _, _, ts), t, d in zip(rows, tags, data, strict=True)]
 
     def fact_history(self, kind: str, tags: dict[str, str]) -> list[Fact]:
         cur = self.db.execute("SELECT data, first_seen FROM facts WHERE kind=? AND entity=? ORDER BY id",

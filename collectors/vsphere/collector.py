@@ -34,7 +34,7 @@ from db2vtop.collectors.vsphere.perf import (
     PerfState,
     Spec,
     chunk,
-    counter_names,
+    read_counters,
     to_samples,
 )
 from db2vtop.collectors.vsphere.perf import query as perf_query
@@ -88,7 +88,7 @@ class _Conn:
     def __init__(self, session: Session):
         self.session = session
         self.view = inv_mod.create_view(session.content)._moId
-        self.ids = CounterIds(counter_names(session.content.perfManager.perfCounter))
+        self.ids = CounterIds(read_counters(session))
         self.watch: InventoryWatch | None = None   # the light inventory's filter, made on first use
         if self.ids.missing:
             log.warning("vcenter counters not available here: %s", ", ".join(self.ids.missing))

@@ -18,11 +18,11 @@ from xml.sax.saxutils import escape
 
 from db2vtop.agent.core.model import Sample
 from db2vtop.collectors.base import CollectorError
-from db2vtop.collectors.vsphere.counters import HOST_COUNTERS, MEASUREMENTS, MS_PCT, VM_COUNTERS, Counter, convert
+from db2vtop.collectors.vsphere.counters import HOST_COUNTERS, MEASUREMENTS, MS_PCT, VM_COUNTERS, convert
 from db2vtop.collectors.vsphere.facts import TagMaps
-from db2vtop.collectors.vsphere.inventory import Inventory
+from db2vtop.collectors.vsphere.inventory import Inventory, retrieve_objects
 from db2vtop.collectors.vsphere.soapxml import NS as _NS
-from db2vtop.collectors.vsphere.soapxml import envelope, this
+from db2vtop.collectors.vsphere.soapxml import Node, Ref, as_list, envelope, this, to_int
 
 REALTIME_S = 20
 REALTIME_KEEP_S = 3600   # vCenter keeps an hour of realtime samples
@@ -38,26 +38,48 @@ class Spec:
 
 
 class CounterIds:
-    """Counter keys resolved by name once per connection; names the server lacks are skipped."""
+    """Counter keys resolved by name once per connection; names the server lacks are skipped.
+
+    `rows[kind][per_instance][key]` is where a series of that counter goes: (measurement, field,
+    conversion), worked out here once rather than for each of a cycle's ~90,000 series."""
 
     def __init__(self, by_name: dict[str, int]):
-        self.by_key: dict[int, dict[str, Counter]] = {}
         self.metric_ids: dict[str, tuple[tuple[int, str], ...]] = {}
+        self.rows: dict[str, tuple[dict[int, tuple[str, str, str]], ...]] = {}
         self.missing: list[str] = []
         for kind, counters in (("vm", VM_COUNTERS), ("host", HOST_COUNTERS)):
             ids = []
+            rows: tuple[dict[int, tuple[str, str, str]], ...] = ({}, {})
             for c in counters:
                 key = by_name.get(c.name)
                 if key is None:
                     self.missing.append(f"{kind}:{c.name}")
                     continue
-                self.by_key.setdefault(key, {})[kind] = c
                 ids.append((key, "*" if c.per_instance else ""))
+                for per_row in (False, True):
+                    measurement = MEASUREMENTS.get((kind, c.name.split(".", 1)[0], per_row))
+                    if measurement is not None:
+                        field = c.field.removeprefix("cpu_") if measurement == "vsphere_vm_cpu" else c.field
+                        rows[per_row][key] = (measurement, field, c.convert)
             self.metric_ids[kind] = tuple(ids)
+            self.rows[kind] = rows
 
 
-def counter_names(perf_counters: Iterable) -> dict[str, int]:
-    return {f"{c.groupInfo.key}.{c.nameInfo.key}.{c.rollupType}": c.key for c in perf_counters}
+def read_counters(session: Any) -> dict[str, int]:
+    """Every counter's key by `group.name.rollup`, from the PerformanceManager's perfCounter read as XML
+    (pyvmomi would build a typed object per element of its hundreds of PerfCounterInfo: a tenth of a
+    cold start's CPU)."""
+    rows = retrieve_objects(session, [Ref("PerformanceManager", session.perf_manager)],
+                            {"PerformanceManager": ("perfCounter",)})
+    names: dict[str, int] = {}
+    for _, p in rows:
+        for c in as_list(p.get("perfCounter")):
+            group = c.get("groupInfo") if isinstance(c, Node) else None
+            name = c.get("nameInfo") if isinstance(c, Node) else None
+            key = to_int(c.get("key")) if isinstance(c, Node) else None
+            if isinstance(group, Node) and isinstance(name, Node) and key is not None:
+                names[f"{group.get('key')}.{name.get('key')}.{c.get('rollupType')}"] = key
+    return names
 
 
 def chunk(specs: list[Spec], max_metrics: int, max_entities: int) -> list[list[Spec]]:
@@ -213,21 +235,17 @@ def to_samples(results: Iterable[EntityResult], kinds: dict[str, str], ids: Coun
         rows: dict[tuple[str, str, int], dict] = {}
         newest = max(r.stamps)
         mark = state.entity_start.get(r.moid, 0) if state is not None else 0
+        whole, per_instance = ids.rows[kind]
         for key, inst, values in r.series:
-            c = ids.by_key.get(key, {}).get(kind)
-            if c is None:
+            plan = (per_instance if inst else whole).get(key)
+            if plan is None:
                 continue
-            group = c.name.split(".", 1)[0]
-            per_row = inst != ""
-            measurement = MEASUREMENTS.get((kind, group, per_row))
-            if measurement is None:
-                continue
-            field = c.field.removeprefix("cpu_") if measurement == "vsphere_vm_cpu" else c.field
-            row_cpus = 1 if per_row else cpus
+            measurement, field, conversion = plan
+            row_cpus = (1 if inst else cpus) if conversion == MS_PCT else 1
             for ts, interval, raw in zip(r.stamps, r.intervals, values, strict=False):
                 if ts <= mark or raw is None or raw < 0:  # -1 is vCenter's "no sample"
                     continue
-                value = convert(c.convert, raw, interval or REALTIME_S, row_cpus if c.convert == MS_PCT else 1)
+                value = convert(conversion, raw, interval or REALTIME_S, row_cpus)
                 rows.setdefault((measurement, inst, ts), {})[field] = value
         if state is not None:
             state.entity_start[r.moid] = max(mark, newest)
