@@ -43,6 +43,10 @@ class FactIndex:
         changed = set()
         for f in facts:
             key = tuple(sorted(f.tags.items()))
+            if f.removed:
+                if self.by_kind.get(f.kind, {}).pop(key, None) is not None:
+                    changed.add(f.kind)
+                continue
             known = self.by_kind.setdefault(f.kind, {}).get(key)
             if known is None or known.data != f.data:
                 changed.add(f.kind)

@@ -133,3 +133,18 @@ def test_memory_reservation_against_db2_committed_memory():
     (f,) = judged(mem, [vm_fact(mem_reservation_mb=8192)], stacks=stacks)["mem-reservation-db2-shm"]
     assert f.evidence["values"]["db2_committed_bytes"] == 22 * 2**30
     assert "mem-reservation-db2-shm" not in judged(mem, [vm_fact(mem_reservation_mb=24576)], stacks=stacks)
+
+
+def test_the_static_findings_of_a_removed_vm_resolve():
+    from db2vtop.checks.engine import Engine
+    from db2vtop.checks.rules import all_rules
+    engine = Engine(all_rules())
+    bad = vm_fact(nics=[{"type": "e1000"}])
+    engine.feed(facts=[bad, replace(vm_fact(), tags={"vcenter": "vc1", "vm": "other"})])
+    opened = {f.rule for f in engine.changes() if f.resolved_at is None and f.subject.get("vm") == "db2prod01"}
+    assert "nic-vmxnet3" in opened
+    engine.feed(facts=[Fact.removal("vsphere_vm", bad.tags, T0 + 10**9)])
+    resolved = [f for f in engine.changes() if f.subject.get("vm") == "db2prod01"]
+    assert {f.rule for f in resolved} >= {"nic-vmxnet3"} and all(f.resolved_at for f in resolved)
+    assert not [f for f in engine.open_findings() if f.subject.get("vm") == "db2prod01"]
+    assert engine.facts.find("vsphere_vm", vm="other") is not None

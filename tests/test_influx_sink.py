@@ -92,6 +92,19 @@ def test_points_read_back_exactly_with_their_tags_types_and_timestamps(influxd, 
     assert sink.snapshot()["sent"] == 6 and sink.snapshot()["dead_lettered"] == 0
 
 
+def test_a_removed_entity_leaves_the_facts_the_fleet_reads_back(influxd, db, tmp_path, make_sink):
+    from db2vtop.agent.core.influx_source import InfluxSource
+    cfg = config(influxd.url, f"{db}/autogen", tmp_path / "spool")
+    sink = make_sink(cfg)
+    gone, stays = {"vcenter": "vc1", "vm": "deleted01"}, {"vcenter": "vc1", "vm": "db2prod01"}
+    sink.submit(facts=[Fact("vsphere_vm", gone, {"num_cpu": 4}, T0), Fact("vsphere_vm", stays, {"num_cpu": 8}, T0)])
+    sink.submit(facts=[Fact.removal("vsphere_vm", gone, T0 + 10**9)])
+    assert sink.flush(30)
+    with InfluxSource(cfg) as src:
+        assert [f.tags["vm"] for f in src.facts("vsphere_vm")] == ["db2prod01"]
+        assert [f.removed for f in src.fact_history("vsphere_vm", gone)] == [False, True]
+
+
 def test_a_fields_type_stays_what_it_was_first_even_across_restarts(influxd, db, tmp_path, make_sink):
     cfg = config(influxd.url, f"{db}/autogen", tmp_path / "spool")
     sink = make_sink(cfg)

@@ -84,6 +84,22 @@ def test_facts_keep_a_version_per_change(store_path):
     assert current == {"db2prod01": 12, "other": 2}
 
 
+def test_a_removed_entity_leaves_the_current_facts_and_keeps_its_history(store_path):
+    vm = {"vm": "gone01"}
+    with Store(store_path, writer=True) as w:
+        w.write(facts=[Fact("vm", vm, {"num_cpu": 8}, T0), Fact("vm", {"vm": "stays"}, {"num_cpu": 2}, T0)])
+        w.write(facts=[Fact.removal("vm", vm, T0 + 1)])
+        w.write(facts=[Fact.removal("vm", vm, T0 + 2)])             # said again: no new version
+    with Store(store_path) as r:
+        assert [f.tags for f in r.facts("vm")] == [{"vm": "stays"}]
+        assert [f.tags for f in r.facts()] == [{"vm": "stays"}]
+        assert [(f.ts, f.removed) for f in r.fact_history("vm", vm)] == [(T0, False), (T0 + 1, True)]
+    with Store(store_path, writer=True) as w:                          # the name comes back: a new entity
+        w.write(facts=[Fact("vm", vm, {"num_cpu": 4}, T0 + 3)])
+    with Store(store_path) as r:
+        assert {f.tags["vm"]: f.data["num_cpu"] for f in r.facts("vm")} == {"gone01": 4, "stays": 2}
+
+
 def test_annotations(store_path):
     with Store(store_path, writer=True) as w:
         w.write(annotations=[Annotation("marker", "run-2 start", {"by": "me"}, "", T0),

@@ -702,3 +702,36 @@ def test_agent_restarted_on_its_store_reads_again_only_the_vms_changed_meanwhile
         history = st.fact_history("vsphere_vm", {"vcenter": "vc1", "vm": "gen-esx001-vm02"})
         assert [h.data["mem_reservation_mb"] for h in history][-1] == 4096
         assert len(st.fact_history("vsphere_vm", {"vcenter": "vc1", "vm": "gen-esx000-vm00"})) == 1
+
+
+def test_deleted_and_renamed_vms_and_a_host_gone_meanwhile_get_removals(tmp_path):
+    """A VM deleted or renamed is followed within a cycle by a removal of the fact it had (so its findings
+    resolve); a restart on stored facts gives removals for what went while it was down, hosts included."""
+    from pyVmomi import vim
+    with Simulator(write_scenario(tmp_path, {"generate": {"hosts": 2, "vms_per_host": 3}})) as s:
+        async def go(c):
+            before = await c.collect()
+            stub = c._conn.session.si._stub
+            vms = {v.name: vim.VirtualMachine(m, stub) for m, v in c.inventory.vms.items()}
+            _wait_task(vms["gen-esx000-vm01"].PowerOffVM_Task())
+            _wait_task(vms["gen-esx000-vm01"].Destroy_Task())
+            _wait_task(vms["gen-esx001-vm02"].Rename_Task("db2prod-renamed"))
+            c._inventory_at = 0.0
+            after = await c.collect()
+            stored = [f for f in before if isinstance(f, Fact)]
+            stored.append(Fact("vsphere_host", {"vcenter": "vc1", "host": "esx-decommissioned"}, {"moid": "host-x"}))
+            again = VSphereCollector(vcenter(s.url))
+            try:
+                again.resume(stored)
+                return after, await again.describe()
+            finally:
+                await again.close()
+        after, restarted = run(using(s.url, go))
+    facts = [r for r in after if isinstance(r, Fact)]
+    assert sorted((f.tags["vm"], f.removed) for f in facts if f.kind == "vsphere_vm") == [
+        ("db2prod-renamed", False), ("gen-esx000-vm01", True), ("gen-esx001-vm02", True)]
+    removed = sorted((f.kind, f.tags.get("vm") or f.tags.get("host")) for f in restarted if f.removed)
+    assert removed == [("vsphere_host", "esx-decommissioned"), ("vsphere_vm", "gen-esx000-vm01"),
+                       ("vsphere_vm", "gen-esx001-vm02")]
+    assert [f.tags["vm"] for f in restarted if f.kind == "vsphere_vm" and not f.removed] == ["db2prod-renamed"]
+    assert all(f.tags["vcenter"] == "vc1" for f in restarted)

@@ -419,7 +419,9 @@ class InfluxSource:
             tags = {k: v for k, v in (s.get("tags") or {}).items() if v != ""}
             fact_kind = tags.pop("fact", "")
             for ts, data in s.get("values") or []:
-                out.append(Fact(fact_kind, tags, json.loads(data), ts))
+                fact = Fact(fact_kind, tags, json.loads(data), ts)
+                if not fact.removed:
+                    out.append(fact)
         out.sort(key=lambda f: (f.kind, _key(f.tags)))
         return out
 

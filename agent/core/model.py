@@ -38,6 +38,10 @@ class Sample:
     ts: int = field(default_factory=now_ns)
 
 
+#: the whole data of a removal version (Fact.removal)
+REMOVED: dict[str, Any] = {"_removed": True}
+
+
 @dataclass(slots=True)
 class Fact:
     """Configuration of one entity (a VM, a disk, a DB2 database) at a time.
@@ -50,6 +54,16 @@ class Fact:
     tags: dict[str, str]
     data: dict[str, Any]
     ts: int = field(default_factory=now_ns)
+
+    @classmethod
+    def removal(cls, kind: str, tags: dict[str, str], ts: int | None = None) -> Fact:
+        """The version that says the entity is gone (a VM deleted or renamed, a host removed): current facts
+        leave it out and the checks resolve its findings; its history keeps it."""
+        return cls(kind, dict(tags), dict(REMOVED), now_ns() if ts is None else ts)
+
+    @property
+    def removed(self) -> bool:
+        return self.data == REMOVED
 
 
 @dataclass(slots=True)

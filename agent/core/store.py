@@ -35,7 +35,16 @@ from pathlib import Path
 from typing import Any
 
 from db2vtop.agent.core import chunks
-from db2vtop.agent.core.model import Annotation, Fact, FieldValue, Finding, Sample, canonical_tags, clean_fields
+from db2vtop.agent.core.model import (
+    REMOVED,
+    Annotation,
+    Fact,
+    FieldValue,
+    Finding,
+    Sample,
+    canonical_tags,
+    clean_fields,
+)
 
 log = logging.getLogger(__name__)
 
@@ -705,10 +714,10 @@ class Store:
     def facts(self, kind: str | None = None) -> list[Fact]:
         """The current version of every entity's facts (of one kind, or all)."""
         sql = ("SELECT kind, entity, data, last_seen FROM facts WHERE id IN "
-               "(SELECT max(id) FROM facts GROUP BY kind, entity)")
-        args: tuple = ()
+               "(SELECT max(id) FROM facts GROUP BY kind, entity) AND data != ?")
+        args: tuple = (_doc(REMOVED),)
         if kind is not None:
-            sql, args = sql + " AND kind=?", (kind,)
+            sql, args = sql + " AND kind=?", (*args, kind)
         rows = self.db.execute(sql + " ORDER BY id", args).fetchall()
         # one parse of them all: the decoder shares a key's string within a call, and 2,000 VM facts
         # parsed one by one would hold 2,000 copies of each field name; short values (a power state, a

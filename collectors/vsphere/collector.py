@@ -52,11 +52,11 @@ _gc_holders = 0
 _gc_was_enabled = False
 
 
-def _seen(p: dict) -> tuple[str, str]:
-    """What the collector remembers of a VM's row once its fact is made: the identity digest, and the host
-    (whose totals change when the VM leaves it)."""
+def _seen(obj: Ref, p: dict) -> tuple[str, str, str]:
+    """What the collector remembers of a VM's row once its fact is made: the identity digest, the host
+    (whose totals change when the VM leaves it) and the name its fact is tagged with."""
     host = p.get("runtime.host")
-    return inv_mod.identity(p), host.value if isinstance(host, Ref) else ""
+    return inv_mod.identity(p), host.value if isinstance(host, Ref) else "", p.get("name") or obj.value
 
 
 @contextlib.contextmanager
@@ -95,8 +95,6 @@ class _Conn:
 
 
 class VSphereCollector(BaseCollector):
-    resumes = ("vsphere_vm",)
-
     def __init__(self, cfg: VCenterConfig):
         super().__init__(f"vsphere:{cfg.name}", cfg.interval, cfg.timeout)
         self.cfg = cfg
@@ -108,8 +106,10 @@ class VSphereCollector(BaseCollector):
         self.maps = TagMaps()
         self.perf_state = PerfState()
         self.logins = 0
-        #: VM moid -> (digest of what its last fact was built from, its host then)
-        self._identity: dict[str, tuple[str, str]] = {}
+        #: VM moid -> (digest of what its last fact was built from, its host then, its name then)
+        self._identity: dict[str, tuple[str, str, str]] = {}
+        #: the hosts and datastores whose facts the last whole pass made, by fact kind
+        self._described: dict[str, set[str]] = {}
 
     # --- session ----------------------------------------------------------------------
 
@@ -198,19 +198,25 @@ class VSphereCollector(BaseCollector):
                 builder.count(obj, p)
             builder.maps.vm_disks = self.maps.vm_disks
             facts, self.maps = builder.finish(host_rows)
-            return facts + await self._changed_facts(conn, light)
+            return self._retire(facts) + facts + await self._changed_facts(conn, light)
         return await self._with_session(step)
 
+    resumes = ("vsphere_vm", "vsphere_host", "vsphere_datastore")
+
     def resume(self, facts: Iterable[Fact]) -> None:
-        """This vCenter's VM facts as the last run left them: a VM whose identity digest is the same at the
-        first poll keeps its fact and disk tags and is not read again, so a restart costs vCenter the light
-        inventory, not every VM's device list."""
+        """This vCenter's facts as the last run left them. A VM whose identity digest is the same at the first
+        poll keeps its fact and disk tags and is not read again, so a restart costs vCenter the light
+        inventory, not every VM's device list; a VM, host or datastore gone meanwhile gets its removal."""
         for f in facts:
             d = f.data
-            if f.kind != "vsphere_vm" or f.tags.get("vcenter") != self.cfg.name or not d.get("identity"):
+            if f.tags.get("vcenter") != self.cfg.name:
                 continue
-            moid = str(d.get("moid"))
-            self._identity[moid] = (str(d["identity"]), str(d.get("host_moid") or ""))
+            if f.kind != "vsphere_vm":
+                tag = f.kind.removeprefix("vsphere_")
+                self._described.setdefault(f.kind, set()).add(f.tags.get(tag, ""))
+                continue
+            moid = str(d.get("moid"))  # a fact without a digest (an older db2vtop's) is read again
+            self._identity[moid] = (str(d.get("identity") or ""), str(d.get("host_moid") or ""), f.tags.get("vm", ""))
             self.maps.vm_disks[moid] = {str(x.get("instance")): (x.get("datastore") or "",
                                                                   ",".join(x.get("luns") or []))
                                         for x in d.get("disks") or [] if isinstance(x, dict)}
@@ -227,7 +233,7 @@ class VSphereCollector(BaseCollector):
             self.run_blocking(inv_mod.vm_refs, s, view))
         hosts = inv_mod.hosts_from(host_rows)
         builder = FactsBuilder(self.cfg.name, hosts, ds_rows, time.time_ns())
-        seen: dict[str, tuple[str, str]] = {}
+        seen: dict[str, tuple[str, str, str]] = {}
         tagging = (Inventory(builder.vms, hosts), builder.maps)
         if early is not None:
             early.append(asyncio.ensure_future(self._perf(conn, None, [], list(hosts), tagging)))
@@ -243,7 +249,7 @@ class VSphereCollector(BaseCollector):
                     inflight.append(fetch(pages[i + 2]))
                 for obj, p in rows:
                     builder.add_vm(obj, p)
-                    seen[obj.value] = _seen(p)
+                    seen[obj.value] = _seen(obj, p)
                 if early is not None:
                     page = [r.value for r, _ in rows if builder.vms[r.value].powered_on]
                     early.append(asyncio.ensure_future(self._perf(conn, None, page, [], tagging)))
@@ -253,8 +259,25 @@ class VSphereCollector(BaseCollector):
                 f.cancel()
         self._set_inventory(Inventory(builder.vms, hosts))
         facts, self.maps = builder.finish(host_rows)
+        removals = [self._vm_removal(old) for moid, old in self._identity.items()
+                    if moid not in seen or seen[moid][2] != old[2]]   # deleted, or renamed
         self._identity = seen
-        return facts
+        return removals + self._retire(facts) + facts
+
+    def _retire(self, facts: list[Fact]) -> list[Fact]:
+        """Removals of the hosts and datastores the last whole pass made facts of and this one (`facts`)
+        did not find: removed from vCenter, or unmounted everywhere."""
+        out = []
+        for kind in ("vsphere_host", "vsphere_datastore"):
+            tag = kind.removeprefix("vsphere_")
+            now = {f.tags[tag] for f in facts if f.kind == kind}
+            out += [Fact.removal(kind, {"vcenter": self.cfg.name, tag: name})
+                    for name in sorted(self._described.get(kind, set()) - now)]
+            self._described[kind] = now
+        return out
+
+    def _vm_removal(self, seen: tuple[str, str, str]) -> Fact:
+        return Fact.removal("vsphere_vm", {"vcenter": self.cfg.name, "vm": seen[2]})
 
     async def describe_vms(self, vms: Iterable[str]) -> list[Fact]:
         """Facts of the named VMs and their hosts only (triage --vm of one VM among thousands): the light
@@ -292,20 +315,28 @@ class VSphereCollector(BaseCollector):
         if not self._identity:
             return []
         present = {obj.value for obj, _ in light}
+        removals = []
         for gone in set(self._identity) - present:
-            del self._identity[gone]
+            removals.append(self._vm_removal(self._identity.pop(gone)))
             self.maps.vm_disks.pop(gone, None)
-        changed = [obj for obj, p in light if (self._identity.get(obj.value) or ("",))[0] != inv_mod.identity(p)]
+        changed = [(obj, p) for obj, p in light if (self._identity.get(obj.value) or ("",))[0] != inv_mod.identity(p)]
+        if len(changed) > inv_mod.FULL_PAGE:  # a mass change, or an older db2vtop's facts: the paged pass
+            log.info("vcenter %s: %d VMs changed, reading every VM again", self.cfg.name, len(changed))
+            return removals + await self._full_pass(conn, None)
         if not changed:
-            return []
-        left = {old[1] for obj in changed if (old := self._identity.get(obj.value)) and old[1]}
-        facts, maps, rows = await self._facts_of(conn, changed, left, light)
+            return removals
+        olds = [old for obj, _ in changed if (old := self._identity.get(obj.value))]
+        left = {old[1] for old in olds if old[1]}
+        facts, maps, rows = await self._facts_of(conn, [obj for obj, _ in changed], left, light)
         maps.vm_disks = {**self.maps.vm_disks, **maps.vm_disks}
         self.maps = maps
         for obj, p in rows:
-            self._identity[obj.value] = _seen(p)
+            old = self._identity.get(obj.value)
+            self._identity[obj.value] = _seen(obj, p)
+            if old and old[2] != self._identity[obj.value][2]:  # renamed: its fact is tagged anew
+                removals.append(self._vm_removal(old))
         log.info("vcenter %s: facts of %d changed VM(s) read again", self.cfg.name, len(rows))
-        return facts
+        return removals + facts
 
     async def collect(self) -> list[Record | Fact]:
         """The cycle. The first one (and the first after a failed pass) is the facts pass as well, with
