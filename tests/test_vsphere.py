@@ -594,24 +594,30 @@ def test_a_lost_inventory_watch_is_read_again_in_full(sim):
     assert {x.tags["vm"] for x in pick(records, "vsphere_vm_quickstats")} >= {"db2prod01", "app01"}
 
 
+def _reserve_and_move(c: VSphereCollector, vm: str, reservation_mhz: int, moved: str, to_host: str) -> None:
+    """Through the collector's own session: a CPU reservation on `vm` (ReconfigVM), `moved` to `to_host`
+    (RelocateVM, a vMotion)."""
+    from pyVmomi import vim
+    stub = c._conn.session.si._stub
+    vms = {v.name: m for m, v in c.inventory.vms.items()}
+    hosts = {h.name: m for m, h in c.inventory.hosts.items()}
+    spec = vim.vm.ConfigSpec(cpuAllocation=vim.ResourceAllocationInfo(reservation=reservation_mhz))
+    _wait_task(vim.VirtualMachine(vms[vm], stub).ReconfigVM_Task(spec))
+    move = vim.vm.RelocateSpec(host=vim.HostSystem(hosts[to_host], stub))
+    _wait_task(vim.VirtualMachine(vms[moved], stub).RelocateVM_Task(move))
+
+
 def test_reconfigured_and_moved_vms_have_new_facts_within_a_cycle(tmp_path):
     """After the first facts pass a VM's fact follows its own changes: a reservation change (vCenter's
     config.changeVersion moves) and a vMotion are read again, by reference, in the next cycle, with
     both hosts' totals; nothing else is read again."""
-    from pyVmomi import vim
     with Simulator(write_scenario(tmp_path, {"generate": {"hosts": 3, "vms_per_host": 4}})) as s:
         async def go(c):
             first = await c.describe()
             await c.collect()
             c._inventory_at = 0.0
             quiet = await c.collect()            # the watch's first read: nothing differs from the facts
-            stub = c._conn.session.si._stub
-            vms = {v.name: m for m, v in c.inventory.vms.items()}
-            hosts = {h.name: m for m, h in c.inventory.hosts.items()}
-            spec = vim.vm.ConfigSpec(cpuAllocation=vim.ResourceAllocationInfo(reservation=1234))
-            _wait_task(vim.VirtualMachine(vms["gen-esx000-vm01"], stub).ReconfigVM_Task(spec))
-            move = vim.vm.RelocateSpec(host=vim.HostSystem(hosts["gen-esx002"], stub))
-            _wait_task(vim.VirtualMachine(vms["gen-esx000-vm02"], stub).RelocateVM_Task(move))
+            _reserve_and_move(c, "gen-esx000-vm01", 1234, "gen-esx000-vm02", "gen-esx002")
             before = s.stats()["methods"]
             c._inventory_at = 0.0
             changed = await c.collect()
@@ -634,17 +640,10 @@ def test_a_restart_resumed_from_stored_facts_reads_again_only_what_changed_meanw
     """A new collector handed the last run's VM facts (as the pipeline hands it the store's) makes facts
     only for the VMs reconfigured or moved while it was down, keeps every other VM's disk tags, and lets a
     fact whose digest no longer matches (an older db2vtop's) be read again."""
-    from pyVmomi import vim
     with Simulator(write_scenario(tmp_path, {"generate": {"hosts": 3, "vms_per_host": 4}})) as s:
         async def go(first):
             before = await first.collect()         # the cold start: every VM's full row
-            stub = first._conn.session.si._stub
-            vms = {v.name: m for m, v in first.inventory.vms.items()}
-            hosts = {h.name: m for m, h in first.inventory.hosts.items()}
-            spec = vim.vm.ConfigSpec(cpuAllocation=vim.ResourceAllocationInfo(reservation=2345))
-            _wait_task(vim.VirtualMachine(vms["gen-esx001-vm03"], stub).ReconfigVM_Task(spec))
-            move = vim.vm.RelocateSpec(host=vim.HostSystem(hosts["gen-esx000"], stub))
-            _wait_task(vim.VirtualMachine(vms["gen-esx002-vm01"], stub).RelocateVM_Task(move))
+            _reserve_and_move(first, "gen-esx001-vm03", 2345, "gen-esx002-vm01", "gen-esx000")
             await first.close()                    # the changes above happen while no collector runs
             stored = [f for f in before if isinstance(f, Fact)]
             old = next(f for f in stored if f.tags.get("vm") == "gen-esx000-vm00")
