@@ -9,6 +9,7 @@ open; `changes()` hands new, updated and resolved findings to the store and sink
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -70,12 +71,26 @@ class Engine:
     # --- feeding ----------------------------------------------------------------------
 
     def feed(self, samples: Iterable[Sample | Row] = (), facts: Iterable[Fact] = ()) -> None:
+        facts = list(facts)
         changed_kinds = self.facts.add(facts)
+        for f in facts:
+            if f.removed:
+                self._forget(f)
         if changed_kinds:
             self._judge_static(changed_kinds)
         for s in samples:
             for rule in self._live.get(s.measurement, ()):
                 self._judge_live(rule, s)
+
+    def _forget(self, gone: Fact) -> None:
+        """An entity is gone (a VM deleted or renamed): no sample will clear its live findings, so they
+        resolve now, and its tracks go. Its subject is any whose tags include all of the removed fact's."""
+        for key, track in list(self._tracks.items()):
+            subject = json.loads(key[1])
+            if all(subject.get(k) == v for k, v in gone.tags.items()):
+                if track.finding is not None:
+                    self._resolve(track.finding, gone.ts)
+                del self._tracks[key]
 
     def _judge_live(self, rule: LiveRule, row: Sample | Row) -> None:
         subject = rule.subject(row)  # type: ignore[arg-type]

@@ -135,16 +135,23 @@ def test_memory_reservation_against_db2_committed_memory():
     assert "mem-reservation-db2-shm" not in judged(mem, [vm_fact(mem_reservation_mb=24576)], stacks=stacks)
 
 
-def test_the_static_findings_of_a_removed_vm_resolve():
+def test_the_static_and_live_findings_of_a_removed_vm_resolve():
     from db2vtop.checks.engine import Engine
     from db2vtop.checks.rules import all_rules
     engine = Engine(all_rules())
     bad = vm_fact(nics=[{"type": "e1000"}])
-    engine.feed(facts=[bad, replace(vm_fact(), tags={"vcenter": "vc1", "vm": "other"})])
+    other = {"vcenter": "vc1", "vm": "other"}
+    engine.feed(facts=[bad, replace(vm_fact(), tags=other)])
+    balloon = {"mem_balloon_bytes": 100 * MIB}
+    engine.feed(live("vsphere_vm", VM, balloon) + live("vsphere_vm", {**VM, **other}, balloon))
     opened = {f.rule for f in engine.changes() if f.resolved_at is None and f.subject.get("vm") == "db2prod01"}
-    assert "nic-vmxnet3" in opened
-    engine.feed(facts=[Fact.removal("vsphere_vm", bad.tags, T0 + 10**9)])
+    assert {"nic-vmxnet3", "balloon-zero"} <= opened
+    gone_at = T0 + 600 * 10**9
+    engine.feed(facts=[Fact.removal("vsphere_vm", bad.tags, gone_at)])
     resolved = [f for f in engine.changes() if f.subject.get("vm") == "db2prod01"]
-    assert {f.rule for f in resolved} >= {"nic-vmxnet3"} and all(f.resolved_at for f in resolved)
+    assert {f.rule for f in resolved} >= {"nic-vmxnet3", "balloon-zero"}
+    assert all(f.resolved_at for f in resolved)
+    assert next(f for f in resolved if f.rule == "balloon-zero").resolved_at == gone_at
     assert not [f for f in engine.open_findings() if f.subject.get("vm") == "db2prod01"]
+    assert [f.rule for f in engine.open_findings() if f.subject.get("vm") == "other"] == ["balloon-zero"]
     assert engine.facts.find("vsphere_vm", vm="other") is not None
