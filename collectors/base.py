@@ -86,6 +86,9 @@ class BaseCollector:
 
     #: fact kinds this collector can resume from (the store's, handed in by the pipeline at start)
     resumes: tuple[str, ...] = ()
+    #: describe() reports every entity of each kind it returns: the runtime gives a removal for an entity
+    #: it reported last time and not now (a disk detached, a LUN destroyed)
+    complete_facts: bool = False
 
     def resume(self, facts: Iterable[Fact]) -> None:
         """The facts of `resumes` kinds the last run stored, before start(): a source whose facts are costly

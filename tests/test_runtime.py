@@ -152,6 +152,42 @@ async def test_facts_a_collector_returns_from_collect_reach_the_outputs_as_facts
     assert not out.annotations
 
 
+class Describer(BaseCollector):
+    """Describes the entities it is told, every cycle."""
+
+    def __init__(self, name, complete: bool):
+        super().__init__(name, 10.0)
+        self.complete_facts, self.entities = complete, [("disk", "sda"), ("disk", "sdb"), ("mount", "/")]
+
+    def facts_due(self):
+        return True
+
+    async def collect(self):
+        return []
+
+    async def describe(self):
+        return [Fact(kind, {"guest": "g1", kind: name}, {"n": 1}) for kind, name in self.entities]
+
+
+async def test_an_entity_a_complete_describe_no_longer_reports_gets_one_removal():
+    complete, partial = Describer("complete", True), Describer("partial", False)
+    out = Capture()
+    rt = Runtime([complete, partial], [out])
+    await rt._cycle(complete)
+    await rt._cycle(partial)
+    for c in (complete, partial):
+        c.entities = [("disk", "sda")]       # sdb detached; no mount reported (not read this time)
+    for _ in range(2):
+        await rt._cycle(complete)
+        await rt._cycle(partial)
+    removed = [f for f in out.facts if f.removed]
+    assert [(f.kind, f.tags) for f in removed] == [("disk", {"guest": "g1", "disk": "sdb"})]
+    assert removed[0].ts > 0
+    complete.entities = [("disk", "sda"), ("disk", "sdb")]    # back again: a fact, no removal
+    await rt._cycle(complete)
+    assert [f.removed for f in out.facts if f.tags.get("disk") == "sdb"][-1] is False
+
+
 async def test_run_once_waits_for_the_baseline_then_runs_each_collector_once():
     class Baseline(Ticker):
         first_delay = 0.2

@@ -42,6 +42,8 @@ def read_files(patterns: tuple[str, ...], link_patterns: tuple[str, ...] = ()) -
 
 
 class LocalGuestCollector(BaseCollector):
+    complete_facts = True
+
     def __init__(self, cfg: GuestConfig, name: str = "guest"):
         super().__init__(name, cfg.interval, cfg.timeout)
         self.first_delay = min(1.0, cfg.interval)

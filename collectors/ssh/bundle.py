@@ -184,6 +184,7 @@ class BundleCollector(BaseCollector):
     together) and the collect() that follows reuses it, so that cycle is one round trip
     too. A new connection marks the facts stale: it may be a rebooted or rebuilt host.
     """
+    complete_facts = True
 
     def __init__(self, name: str, interval: float, timeout: float | None, target: SSHTarget, what: str):
         super().__init__(name, interval, timeout)

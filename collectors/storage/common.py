@@ -21,6 +21,8 @@ class StorageFormatError(CollectorError):
 
 
 class StorageCollector(BaseCollector):
+    complete_facts = True
+
     def __init__(self, cfg: StorageConfig):
         super().__init__(f"storage:{cfg.name}", cfg.interval, cfg.timeout)
         self.cfg = cfg
