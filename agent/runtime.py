@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from db2vtop.agent.core.model import SELF_MEASUREMENT, Fact, Output, Record, Sample, canonical_tags, clean_fields
+from db2vtop.agent.core.model import SELF_MEASUREMENT, Fact, Output, Record, Sample, clean_fields
 from db2vtop.agent.core.schema import Measurement, fields
 from db2vtop.collectors.base import BaseCollector, CollectorError
 
@@ -58,8 +58,6 @@ class Runtime:
         self.collectors = list(collectors)
         self.outputs = list(outputs)
         self.stats = {c.name: CollectorStats() for c in self.collectors}
-        #: per collector with complete_facts: kind -> the entities (canonical tags -> tags) it last described
-        self._described: dict[str, dict[str, dict[str, dict[str, str]]]] = {}
         self._stop: asyncio.Event | None = None
         self._cycles: set[asyncio.Task] = set()
 
@@ -148,7 +146,7 @@ class Runtime:
                     facts = await c.describe()
                     c.facts_done()
                     if c.complete_facts:
-                        facts = self._removals(c.name, facts) + facts
+                        facts = c.removals(facts) + facts
                 except (CollectorError, OSError, ValueError) as e:
                     errors.append(_describe_error(e, c.timeout, "describe"))
             records = await c.collect()
@@ -174,18 +172,6 @@ class Runtime:
         me = self._record(c, status, "; ".join(errors), (time.perf_counter() - t0) * 1000, len(samples), ts)
         for out in self.outputs:
             out.submit([*samples, me], facts, annotations)
-
-    def _removals(self, name: str, facts: list[Fact]) -> list[Fact]:
-        """Removals of the entities a collector described last time and not now, within the kinds it
-        described now: a kind missing altogether is taken for one not read this time, not for all gone."""
-        now: dict[str, dict[str, dict[str, str]]] = {}
-        for f in facts:
-            now.setdefault(f.kind, {})[canonical_tags(f.tags)] = f.tags
-        before = self._described.get(name, {})
-        self._described[name] = {**before, **now}
-        ts = time.time_ns()
-        return [Fact.removal(kind, tags, ts) for kind, seen in now.items()
-                for key, tags in before.get(kind, {}).items() if key not in seen]
 
     def _skip(self, c: BaseCollector, n: int) -> None:
         st = self.stats[c.name]

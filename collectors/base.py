@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from db2vtop.agent.core.model import Fact, Record
+from db2vtop.agent.core.model import Fact, Record, canonical_tags, now_ns
 
 T = TypeVar("T")
 
@@ -44,6 +44,8 @@ class BaseCollector:
         self._inflight = 0
         self._inflight_lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
+        #: kind -> the entities (canonical tags -> tags) the last whole read of that kind reported
+        self._reported: dict[str, dict[str, dict[str, str]]] = {}
 
     @property
     def busy(self) -> bool:
@@ -93,6 +95,24 @@ class BaseCollector:
     def resume(self, facts: Iterable[Fact]) -> None:
         """The facts of `resumes` kinds the last run stored, before start(): a source whose facts are costly
         to read (vCenter's device lists) reads again only what changed since."""
+
+    def remember(self, facts: Iterable[Fact]) -> None:
+        """Entities reported before (a resumed run's stored facts): removals() compares with them."""
+        for f in facts:
+            self._reported.setdefault(f.kind, {})[canonical_tags(f.tags)] = f.tags
+
+    def removals(self, facts: list[Fact], kinds: Iterable[str] | None = None) -> list[Fact]:
+        """Removals of the entities reported last time and not in `facts`, a whole read. Without `kinds`,
+        within the kinds `facts` reports (a kind missing altogether is taken for one not read this time,
+        not for all gone); with them, those kinds only, each read whole even when it came back empty."""
+        now: dict[str, dict[str, dict[str, str]]] = {k: {} for k in kinds or ()}
+        for f in facts:
+            if kinds is None or f.kind in now:
+                now.setdefault(f.kind, {})[canonical_tags(f.tags)] = f.tags
+        before, self._reported = self._reported, {**self._reported, **now}
+        ts = now_ns()
+        return [Fact.removal(kind, tags, ts) for kind, seen in now.items()
+                for key, tags in before.get(kind, {}).items() if key not in seen]
 
     async def describe_vms(self, vms: Iterable[str]) -> list[Fact]:
         """Facts for triage of the named VMs; a source that can narrow its read (vCenter) does."""

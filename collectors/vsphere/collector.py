@@ -108,8 +108,6 @@ class VSphereCollector(BaseCollector):
         self.logins = 0
         #: VM moid -> (digest of what its last fact was built from, its host then, its name then)
         self._identity: dict[str, tuple[str, str, str]] = {}
-        #: the hosts and datastores whose facts the last whole pass made, by fact kind
-        self._described: dict[str, set[str]] = {}
 
     # --- session ----------------------------------------------------------------------
 
@@ -212,8 +210,7 @@ class VSphereCollector(BaseCollector):
             if f.tags.get("vcenter") != self.cfg.name:
                 continue
             if f.kind != "vsphere_vm":
-                tag = f.kind.removeprefix("vsphere_")
-                self._described.setdefault(f.kind, set()).add(f.tags.get(tag, ""))
+                self.remember([f])
                 continue
             moid = str(d.get("moid"))  # a fact without a digest (an older db2vtop's) is read again
             self._identity[moid] = (str(d.get("identity") or ""), str(d.get("host_moid") or ""), f.tags.get("vm", ""))
@@ -266,15 +263,8 @@ class VSphereCollector(BaseCollector):
 
     def _retire(self, facts: list[Fact]) -> list[Fact]:
         """Removals of the hosts and datastores the last whole pass made facts of and this one (`facts`)
-        did not find: removed from vCenter, or unmounted everywhere."""
-        out = []
-        for kind in ("vsphere_host", "vsphere_datastore"):
-            tag = kind.removeprefix("vsphere_")
-            now = {f.tags[tag] for f in facts if f.kind == kind}
-            out += [Fact.removal(kind, {"vcenter": self.cfg.name, tag: name})
-                    for name in sorted(self._described.get(kind, set()) - now)]
-            self._described[kind] = now
-        return out
+        did not find: removed from vCenter, or unmounted everywhere. (A pass reads VMs only in part.)"""
+        return self.removals(facts, ("vsphere_host", "vsphere_datastore"))
 
     def _vm_removal(self, seen: tuple[str, str, str]) -> Fact:
         return Fact.removal("vsphere_vm", {"vcenter": self.cfg.name, "vm": seen[2]})
