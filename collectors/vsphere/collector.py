@@ -450,7 +450,8 @@ class VSphereCollector(BaseCollector):
         state = self.perf_state if since is None else None
 
         async def one(batch: list[Spec]) -> list[Sample]:
-            # each call's parsed answer becomes samples as soon as it is in, and goes
+            # each call's answer becomes samples as soon as it is in: its parsed form is dropped while
+            # the other calls are still out
             results = await self._query(s, batch)
             inv, maps = tagging or (self.inventory, self.maps)
             return to_samples(results, kinds, conn.ids, inv, maps, self.cfg.name, state)

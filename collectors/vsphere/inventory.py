@@ -85,13 +85,17 @@ def prop_set(props: dict[str, tuple[str, ...]]) -> str:
                    for t, paths in props.items())
 
 
+def view_objects(view: str) -> str:
+    """The objectSet of every object in a ContainerView (the view itself skipped)."""
+    return (f'<objectSet><obj type="ContainerView">{escape(view)}</obj><skip>true</skip>'
+            '<selectSet xsi:type="TraversalSpec"><name>view</name><type>ContainerView</type><path>view</path>'
+            "<skip>false</skip></selectSet></objectSet>")
+
+
 def retrieve_xml(pc: str, view: str, props: dict[str, tuple[str, ...]], page: int) -> bytes:
     return envelope(
         f'<RetrievePropertiesEx xmlns="urn:vim25">{this("PropertyCollector", pc)}<specSet>{prop_set(props)}'
-        f'<objectSet><obj type="ContainerView">{escape(view)}</obj><skip>true</skip>'
-        '<selectSet xsi:type="TraversalSpec"><name>view</name><type>ContainerView</type><path>view</path>'
-        f'<skip>false</skip></selectSet></objectSet></specSet><options><maxObjects>{page}</maxObjects></options>'
-        "</RetrievePropertiesEx>")
+        f"{view_objects(view)}</specSet><options><maxObjects>{page}</maxObjects></options></RetrievePropertiesEx>")
 
 
 def objects_xml(pc: str, objs: list[Ref], props: dict[str, tuple[str, ...]]) -> bytes:

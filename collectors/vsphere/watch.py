@@ -25,6 +25,7 @@ from db2vtop.collectors.vsphere.inventory import (
     Rows,
     hosts_from,
     prop_set,
+    view_objects,
     vms_from,
 )
 from db2vtop.collectors.vsphere.soapxml import NS, Ref, envelope, this, value
@@ -45,11 +46,8 @@ def _create_collector_xml(pc: str) -> bytes:
 
 def _create_filter_xml(pc: str, view: str) -> bytes:
     props = prop_set({"VirtualMachine": VM_LIGHT, "HostSystem": HOST_LIGHT, "ClusterComputeResource": CLUSTER})
-    return envelope(
-        f'<CreateFilter xmlns="urn:vim25">{this("PropertyCollector", pc)}<spec>{props}'
-        f'<objectSet><obj type="ContainerView">{escape(view)}</obj><skip>true</skip>'
-        '<selectSet xsi:type="TraversalSpec"><name>view</name><type>ContainerView</type><path>view</path>'
-        "<skip>false</skip></selectSet></objectSet></spec><partialUpdates>false</partialUpdates></CreateFilter>")
+    return envelope(f'<CreateFilter xmlns="urn:vim25">{this("PropertyCollector", pc)}<spec>{props}'
+                    f"{view_objects(view)}</spec><partialUpdates>false</partialUpdates></CreateFilter>")
 
 
 def _wait_xml(pc: str, version: str) -> bytes:
