@@ -24,6 +24,7 @@ from db2vtop.agent.core.config import VCenterConfig
 from db2vtop.agent.core.model import SELF_MEASUREMENT, Annotation, Fact, Sample
 from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.base import BaseCollector, CollectorError
+from db2vtop.collectors.vsphere import inventory as inv_mod
 from db2vtop.collectors.vsphere.collector import VSphereCollector
 from db2vtop.collectors.vsphere.connection import soap_body
 from db2vtop.collectors.vsphere.inventory import parse_objects
@@ -734,3 +735,25 @@ def test_deleted_and_renamed_vms_and_a_host_gone_meanwhile_get_removals(tmp_path
                        ("vsphere_vm", "gen-esx001-vm02")]
     assert [f.tags["vm"] for f in restarted if f.kind == "vsphere_vm" and not f.removed] == ["db2prod-renamed"]
     assert all(f.tags["vcenter"] == "vc1" for f in restarted)
+
+
+def test_the_simulators_controllers_list_their_own_vms_devices_only(sim):
+    """govmomi's simulator shares its default PCI/PS2/SIO/IDE controllers between VMs; ours gives each
+    VM its own, as vCenter does (a shared one lists every VM's devices: a device read many times too big)."""
+    from db2vtop.collectors.vsphere.soapxml import Node, as_list, to_int
+
+    async def go(c):
+        conn = await c._connection()
+        return inv_mod.full_vm_rows(conn.session, inv_mod.vm_refs(conn.session, conn.view))
+    rows = run(using(sim.url, go))
+    assert len(rows) >= 2
+    checked = 0
+    for _, p in rows:
+        devices = [d for d in as_list(p.get("config.hardware.device")) if isinstance(d, Node)]
+        for ctrl in (d for d in devices if d.type in ("VirtualPCIController", "VirtualPS2Controller",
+                                                      "VirtualSIOController", "VirtualIDEController")):
+            key = to_int(ctrl.get("key"))
+            listed = sorted(to_int(k) for k in as_list(ctrl.get("device")))
+            assert listed == sorted(to_int(d.get("key")) for d in devices if to_int(d.get("controllerKey")) == key)
+            checked += 1
+    assert checked >= 4 * len(rows)

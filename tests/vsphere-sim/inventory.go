@@ -461,23 +461,28 @@ func ownControllers(vm *simulator.VirtualMachine) {
 	for i, d := range devs {
 		switch c := d.(type) {
 		case *types.VirtualPCIController:
-			cp := *c
-			cp.Device = own(c.Key)
-			devs[i] = &cp
+			devs[i] = ownCopy(c, own)
 		case *types.VirtualPS2Controller:
-			cp := *c
-			cp.Device = own(c.Key)
-			devs[i] = &cp
+			devs[i] = ownCopy(c, own)
 		case *types.VirtualSIOController:
-			cp := *c
-			cp.Device = own(c.Key)
-			devs[i] = &cp
+			devs[i] = ownCopy(c, own)
 		case *types.VirtualIDEController:
-			cp := *c
-			cp.Device = own(c.Key)
-			devs[i] = &cp
+			devs[i] = ownCopy(c, own)
 		}
 	}
+}
+
+// ownCopy is a copy of the shared controller c whose device list is its own VM's.
+func ownCopy[C any, P interface {
+	*C
+	types.BaseVirtualDevice
+	GetVirtualController() *types.VirtualController
+}](c P, own func(key int32) []int32) types.BaseVirtualDevice {
+	cp := P(new(C))
+	*cp = *c
+	vc := cp.GetVirtualController()
+	vc.Device = own(vc.Key)
+	return cp
 }
 
 func (b *builder) configureVM(v *VMSpec, vm *simulator.VirtualMachine) error {
