@@ -9,7 +9,7 @@ repeated sample; each sample keeps its own 20 s timestamp.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -143,33 +143,22 @@ def _parse_ts(text: str) -> int:
     return ts
 
 
-def parse_response(el: ET.Element) -> list[EntityResult]:
-    """EntityResults from a QueryPerfResponse element in CSV format."""
-    try:
-        return list(_parse(el))
-    except (ValueError, TypeError, OverflowError) as e:
-        raise CollectorError(f"malformed QueryPerf response: {e}") from None
-
-
 RETURNVAL = _NS + "returnval"
 
 
 def query(session: Any, perf_manager: str, specs: list[Spec]) -> list[EntityResult]:
     """One QueryPerf call, its answer parsed entity by entity as it arrives (never a whole tree)."""
     out: list[EntityResult] = []
-
-    def entity(rv: ET.Element) -> None:
-        try:
-            out.append(_entity(rv))
-        except (ValueError, TypeError, OverflowError) as e:
-            raise CollectorError(f"malformed QueryPerf response: {e}") from None
-    session.post_each(request_xml(perf_manager, specs), RETURNVAL, entity)
+    session.post_each(request_xml(perf_manager, specs), RETURNVAL, lambda rv: out.append(entity_result(rv)))
     return out
 
 
-def _parse(el: ET.Element) -> Iterator[EntityResult]:
-    for rv in el.iter(RETURNVAL):
-        yield _entity(rv)
+def entity_result(rv: ET.Element) -> EntityResult:
+    """One entity's `returnval` of a QueryPerf answer in CSV form; malformed content is a CollectorError."""
+    try:
+        return _entity(rv)
+    except (ValueError, TypeError, OverflowError) as e:
+        raise CollectorError(f"malformed QueryPerf response: {e}") from None
 
 
 def _entity(rv: ET.Element) -> EntityResult:
