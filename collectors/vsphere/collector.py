@@ -52,11 +52,11 @@ _gc_holders = 0
 _gc_was_enabled = False
 
 
-def _seen(obj: Ref, p: dict) -> tuple[str, str, str]:
-    """What the collector remembers of a VM's row once its fact is made: the identity digest, the host
-    (whose totals change when the VM leaves it) and the name its fact is tagged with."""
-    host = p.get("runtime.host")
-    return inv_mod.identity(p), host.value if isinstance(host, Ref) else "", p.get("name") or obj.value
+def _seen(vm: Fact) -> tuple[str, str, str]:
+    """What the collector remembers of a VM once its fact is made or read back from the store: the
+    identity digest, the host (whose totals change when the VM leaves it) and the name its fact is tagged
+    with. A fact without a digest (an older db2vtop's) never matches, so the VM is read again."""
+    return str(vm.data.get("identity") or ""), str(vm.data.get("host_moid") or ""), vm.tags.get("vm", "")
 
 
 @contextlib.contextmanager
@@ -95,6 +95,8 @@ class _Conn:
 
 
 class VSphereCollector(BaseCollector):
+    resumes = ("vsphere_vm", "vsphere_host", "vsphere_datastore")
+
     def __init__(self, cfg: VCenterConfig):
         super().__init__(f"vsphere:{cfg.name}", cfg.interval, cfg.timeout)
         self.cfg = cfg
@@ -199,8 +201,6 @@ class VSphereCollector(BaseCollector):
             return self._retire(facts) + facts + await self._changed_facts(conn, light)
         return await self._with_session(step)
 
-    resumes = ("vsphere_vm", "vsphere_host", "vsphere_datastore")
-
     def resume(self, facts: Iterable[Fact]) -> None:
         """This vCenter's facts as the last run left them. A VM whose identity digest is the same at the first
         poll keeps its fact and disk tags and is not read again, so a restart costs vCenter the light
@@ -212,8 +212,8 @@ class VSphereCollector(BaseCollector):
             if f.kind != "vsphere_vm":
                 self.remember([f])
                 continue
-            moid = str(d.get("moid"))  # a fact without a digest (an older db2vtop's) is read again
-            self._identity[moid] = (str(d.get("identity") or ""), str(d.get("host_moid") or ""), f.tags.get("vm", ""))
+            moid = str(d.get("moid"))
+            self._identity[moid] = _seen(f)
             self.maps.vm_disks[moid] = {str(x.get("instance")): (x.get("datastore") or "",
                                                                   ",".join(x.get("luns") or []))
                                         for x in d.get("disks") or [] if isinstance(x, dict)}
@@ -245,8 +245,7 @@ class VSphereCollector(BaseCollector):
                 if i + 2 < len(pages):
                     inflight.append(fetch(pages[i + 2]))
                 for obj, p in rows:
-                    builder.add_vm(obj, p)
-                    seen[obj.value] = _seen(obj, p)
+                    seen[obj.value] = _seen(builder.add_vm(obj, p))
                 if early is not None:
                     page = [r.value for r, _ in rows if builder.vms[r.value].powered_on]
                     early.append(asyncio.ensure_future(self._perf(conn, None, page, [], tagging)))
@@ -278,12 +277,12 @@ class VSphereCollector(BaseCollector):
         async def step(conn: _Conn) -> list[Fact]:
             light = await self._light(conn)
             targets = [Ref("VirtualMachine", m) for m, v in self.inventory.vms.items() if v.name in wanted]
-            facts, self.maps, _ = await self._facts_of(conn, targets, set(), light)
+            facts, self.maps = await self._facts_of(conn, targets, set(), light)
             return facts
         return await self._with_session(step)
 
     async def _facts_of(self, conn: _Conn, targets: list[Ref], more_hosts: set[str],
-                        light: Rows) -> tuple[list[Fact], TagMaps, Rows]:
+                        light: Rows) -> tuple[list[Fact], TagMaps]:
         """Facts of the given VMs (their full rows read by reference), of their hosts and `more_hosts`
         (totals from every VM's light row), and of the datastores."""
         s = conn.session
@@ -295,8 +294,7 @@ class VSphereCollector(BaseCollector):
                               {"HostSystem": inv_mod.HOST_FULL}),
             self.run_blocking(inv_mod.read_datastores, s, conn.view))
         read = FullRead(self.inventory, vm_rows, host_rows, ds_rows, agg_rows=light)
-        facts, maps = build_facts(self.cfg.name, read, time.time_ns())
-        return facts, maps, vm_rows
+        return build_facts(self.cfg.name, read, time.time_ns())
 
     async def _changed_facts(self, conn: _Conn, light: Rows) -> list[Fact]:
         """Facts of the VMs whose configuration version, placement, power, size or guest identity differs
@@ -317,15 +315,16 @@ class VSphereCollector(BaseCollector):
             return removals
         olds = [old for obj, _ in changed if (old := self._identity.get(obj.value))]
         left = {old[1] for old in olds if old[1]}
-        facts, maps, rows = await self._facts_of(conn, [obj for obj, _ in changed], left, light)
+        facts, maps = await self._facts_of(conn, [obj for obj, _ in changed], left, light)
         maps.vm_disks = {**self.maps.vm_disks, **maps.vm_disks}
         self.maps = maps
-        for obj, p in rows:
-            old = self._identity.get(obj.value)
-            self._identity[obj.value] = _seen(obj, p)
-            if old and old[2] != self._identity[obj.value][2]:  # renamed: its fact is tagged anew
+        vm_facts = [f for f in facts if f.kind == "vsphere_vm"]
+        for f in vm_facts:
+            old = self._identity.get(f.data["moid"])
+            self._identity[f.data["moid"]] = _seen(f)
+            if old and old[2] != f.tags["vm"]:  # renamed: its fact is tagged anew
                 removals.append(self._vm_removal(old))
-        log.info("vcenter %s: facts of %d changed VM(s) read again", self.cfg.name, len(rows))
+        log.info("vcenter %s: facts of %d changed VM(s) read again", self.cfg.name, len(vm_facts))
         return removals + facts
 
     async def collect(self) -> list[Record | Fact]:

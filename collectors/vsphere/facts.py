@@ -110,11 +110,13 @@ class FactsBuilder:
             agg["vm_memory_mb_powered_on"] += to_int(p.get("config.hardware.memoryMB"), 0) or 0
         return vm
 
-    def add_vm(self, obj: Ref, p: dict, counted: bool = False) -> None:
-        """A VM's full row: its fact (and, unless `counted` already, its inventory entry and totals)."""
+    def add_vm(self, obj: Ref, p: dict, counted: bool = False) -> Fact:
+        """A VM's full row: its fact, returned (and, unless `counted` already, its inventory entry and
+        totals)."""
         vm = self.vms[obj.value] if counted and obj.value in self.vms else self.count(obj, p)
-        self.facts.append(_vm_fact(self.vcenter, vm, self.hosts.get(vm.host), obj, p, self.ds_names, self.maps,
-                                   self.ts))
+        fact = _vm_fact(self.vcenter, vm, self.hosts.get(vm.host), obj, p, self.ds_names, self.maps, self.ts)
+        self.facts.append(fact)
+        return fact
 
     def finish(self, host_rows: Rows) -> tuple[list[Fact], TagMaps]:
         for obj, p in host_rows:
