@@ -39,13 +39,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from db2vtop.collectors.vsphere.counters import HOST_COUNTERS, VM_COUNTERS
-from tests.vsphere_sim import Simulator
+from tests.vsphere_sim import Simulator, process_cpu_seconds
 
 TELEGRAF_VERSION = "1.36.4"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "db2vtop" / f"telegraf-{TELEGRAF_VERSION}"
 TELEGRAF = CACHE / "telegraf"
 INTERVAL_S = 20
-CLK = os.sysconf("SC_CLK_TCK")
 
 
 def build_telegraf() -> Path:
@@ -118,11 +117,6 @@ def compile_db2vtop() -> None:
                    stdout=subprocess.DEVNULL)
 
 
-def proc_cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK
-
-
 def _wait(proc: subprocess.Popen) -> tuple[int, float, float]:
     """(exit status, CPU seconds, peak RSS MB) of a child, from wait4's rusage."""
     _, status, ru = os.wait4(proc.pid, 0)
@@ -151,9 +145,9 @@ def steady(cmd: list[str], sim: Simulator, env: dict[str, str], log: Path, cycle
             time.sleep(INTERVAL_S * 2 + INTERVAL_S / 2 - (time.time() % INTERVAL_S))
             if proc.poll() is not None:
                 raise RuntimeError(f"{cmd[0]} exited early; see {log}")
-            c0, s0 = proc_cpu(proc.pid), sim.cpu_seconds()
+            c0, s0 = process_cpu_seconds(proc.pid), sim.cpu_seconds()
             time.sleep(INTERVAL_S * cycles)
-            c1, s1 = proc_cpu(proc.pid), sim.cpu_seconds()
+            c1, s1 = process_cpu_seconds(proc.pid), sim.cpu_seconds()
         finally:
             proc.send_signal(signal.SIGTERM)
             try:

@@ -24,6 +24,12 @@ def ensure_built() -> Path:
     return BINARY
 
 
+
+def process_cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds a live process has used so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
 class Simulator:
     """One simulator process on 127.0.0.1; `stop()` always ends it."""
 
@@ -95,8 +101,7 @@ class Simulator:
 
     def cpu_seconds(self) -> float:
         assert self.proc is not None
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return process_cpu_seconds(self.proc.pid)
 
     def __enter__(self) -> Simulator:
         return self.start()
