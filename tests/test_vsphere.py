@@ -175,9 +175,8 @@ def test_cpu_ready_and_costop_per_vcpu(collected):
     assert vm["cpu_costop_pct"] == pytest.approx(3.0)
     assert vm["cpu_usage_pct"] == pytest.approx(87.65)
     assert vm["cpu_swapwait_pct"] == pytest.approx(0.25)
-    assert newest(samples, "vsphere_vm_cpu", vm="db2prod01", instance="0")["ready_pct"] == pytest.approx(20.0)
-    assert newest(samples, "vsphere_vm_cpu", vm="db2prod01", instance="3")["costop_pct"] == pytest.approx(6.0)
-    assert {s.tags["instance"] for s in pick(samples, "vsphere_vm_cpu", vm="db2prod01")} == {str(i) for i in range(12)}
+    # asked for the VM as a whole: one row per sample, not one per vCPU
+    assert len(pick(samples, "vsphere_vm", vm="db2prod01")) == len({s.ts for s in pick(samples, "vsphere_vm")})
 
 
 def test_cpu_limit(collected):
@@ -476,7 +475,8 @@ def test_consecutive_cycles_neither_lose_nor_repeat_a_sample(sim):
     series: dict[tuple, list[int]] = {}
     for r in rows:
         series.setdefault((r.measurement, tuple(sorted(r.tags.items()))), []).append(r.ts)
-    assert len(series) > 20
+    assert {m for m, _ in series} == {"vsphere_vm", "vsphere_vm_disk", "vsphere_vm_net", "vsphere_host",
+                                      "vsphere_host_lun", "vsphere_datastore"}
     for key, stamps in series.items():
         assert len(stamps) >= 2, key
         assert sorted(stamps) == list(range(min(stamps), max(stamps) + 1, 20 * 10**9)), key
@@ -495,7 +495,7 @@ def test_agent_once_fills_the_store(sim, tmp_path):
     assert done.returncode == 0, done.stderr
     with Store(store) as s:
         measurements = set(s.measurements())
-        assert {"vsphere_vm", "vsphere_vm_cpu", "vsphere_vm_disk", "vsphere_vm_net", "vsphere_host",
+        assert {"vsphere_vm", "vsphere_vm_disk", "vsphere_vm_net", "vsphere_host",
                 "vsphere_host_lun", "vsphere_datastore", "vsphere_vm_quickstats"} <= measurements
         assert {f.tags["vm"] for f in s.facts("vsphere_vm")} == {"db2prod01", "app01", "off01"}
         assert [f.tags["host"] for f in s.facts("vsphere_host")] == ["esx01"]
