@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from db2vtop.agent.core.model import SELF_MEASUREMENT, Fact, Output, Record, Sample, clean_fields
+from db2vtop.agent.core.model import SELF_MEASUREMENT, Annotation, Fact, Output, Record, Sample, clean_fields
 from db2vtop.agent.core.schema import Measurement, fields
 from db2vtop.collectors.base import BaseCollector, CollectorError
 
@@ -138,6 +138,16 @@ class Runtime:
         facts: list[Fact] = []
         records: list[Record | Fact] = []
         errors: list[str] = []
+        handed = 0  # samples the cycle handed on before its end
+
+        def hand_on(part: list[Record | Fact]) -> None:
+            nonlocal facts, handed
+            if facts:  # the describe pass's facts go before any sample
+                part, facts = [*facts, *part], []
+            samples, more, annotations = _split(part)
+            handed += len(samples)
+            for out in self.outputs:
+                out.submit(samples, more, annotations)
 
         async def work() -> None:
             nonlocal facts, records
@@ -151,27 +161,21 @@ class Runtime:
                     errors.append(_describe_error(e, c.timeout, "describe"))
             records = await c.collect()
 
+        c.handoff = hand_on
         try:
             await asyncio.wait_for(work(), c.timeout)
         except Exception as e:  # any collector failure is data, never a crash
             errors.append(_describe_error(e, c.timeout, "collect"))
             if not isinstance(e, CollectorError | TimeoutError):
                 log.debug("collector %s failed", c.name, exc_info=True)
+        finally:
+            c.handoff = None
         ts = time.time_ns()
-        samples, annotations = [], []
-        for r in records:
-            if isinstance(r, Sample):
-                r.fields = clean_fields(r.fields)
-                if r.fields:
-                    samples.append(r)
-            elif isinstance(r, Fact):  # a collector that follows changes hands facts in with its samples
-                facts.append(r)
-            else:
-                annotations.append(r)
+        samples, more, annotations = _split(records)
         status = "ok" if not errors else ("timeout" if "timed out" in errors[-1] else "error")
-        me = self._record(c, status, "; ".join(errors), (time.perf_counter() - t0) * 1000, len(samples), ts)
+        me = self._record(c, status, "; ".join(errors), (time.perf_counter() - t0) * 1000, handed + len(samples), ts)
         for out in self.outputs:
-            out.submit([*samples, me], facts, annotations)
+            out.submit([*samples, me], facts + more, annotations)
 
     def _skip(self, c: BaseCollector, n: int) -> None:
         st = self.stats[c.name]
@@ -200,6 +204,23 @@ class Runtime:
         return Sample(SELF_MEASUREMENT, {"collector": name},
                       {"duration_ms": round(ms, 3), "samples": n, "errors": st.errors, "skipped": st.skipped,
                        "status": status, "last_error": st.last_error}, ts)
+
+
+def _split(records: list[Record | Fact]) -> tuple[list[Sample], list[Fact], list[Annotation]]:
+    """A collector's records by kind; samples cleaned of what no store holds (and dropped when nothing is left)."""
+    samples: list[Sample] = []
+    facts: list[Fact] = []
+    annotations: list[Annotation] = []
+    for r in records:
+        if isinstance(r, Sample):
+            r.fields = clean_fields(r.fields)
+            if r.fields:
+                samples.append(r)
+        elif isinstance(r, Fact):  # a collector that follows changes hands facts in with its samples
+            facts.append(r)
+        else:
+            annotations.append(r)
+    return samples, facts, annotations
 
 
 def _sane_schedule(c: BaseCollector) -> None:

@@ -34,6 +34,10 @@ class BaseCollector:
     facts_interval: float = 900.0
     #: threads for blocking calls; more only where a collector fans out (vSphere chunks)
     workers: int = 1
+    #: set by the runtime while a cycle runs: takes records the cycle has ready before collect() returns, so
+    #: a cycle of a large source (10,000 VMs' samples) need not hold them all until its end. Facts of an
+    #: entity go before its samples (live rules read them).
+    handoff: Callable[[list[Record | Fact]], None] | None = None
 
     def __init__(self, name: str, interval: float, timeout: float | None = None):
         self.name = name

@@ -14,9 +14,10 @@ import asyncio
 import contextlib
 import gc
 import logging
+import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -44,6 +45,9 @@ from db2vtop.collectors.vsphere.watch import InventoryWatch, WatchLostError
 log = logging.getLogger(__name__)
 
 MAX_LOOKBACK_S = REALTIME_KEEP_S
+#: records a cycle holds before it hands them on (BaseCollector.handoff): a 4,000-VM part of a cycle; a
+#: 2,000-VM vCenter's cycle stays one batch (each batch is a store transaction and a sealing step)
+HANDOFF = 20_000
 #: faults vCenter gives a whole QueryPerf call for one entity that is gone or unreachable
 ENTITY_FAULTS = frozenset({"ManagedObjectNotFound", "NotFound", "HostNotConnected", "HostNotReachable"})
 
@@ -110,6 +114,7 @@ class VSphereCollector(BaseCollector):
         self.logins = 0
         #: VM moid -> (digest of what its last fact was built from, its host then, its name then)
         self._identity: dict[str, tuple[str, str, str]] = {}
+        self._held: list[Record | Fact] = []   # records of the cycle under way not handed on yet
 
     # --- session ----------------------------------------------------------------------
 
@@ -215,7 +220,7 @@ class VSphereCollector(BaseCollector):
             moid = str(d.get("moid"))
             self._identity[moid] = _seen(f)
             self.maps.vm_disks[moid] = {str(x.get("instance")): (x.get("datastore") or "",
-                                                                  ",".join(x.get("luns") or []))
+                                                                  sys.intern(",".join(x.get("luns") or [])))
                                         for x in d.get("disks") or [] if isinstance(x, dict)}
 
     async def _full_pass(self, conn: _Conn, early: list[asyncio.Future] | None) -> list[Fact]:
@@ -233,7 +238,7 @@ class VSphereCollector(BaseCollector):
         seen: dict[str, tuple[str, str, str]] = {}
         tagging = (Inventory(builder.vms, hosts), builder.maps)
         if early is not None:
-            early.append(asyncio.ensure_future(self._perf(conn, None, [], list(hosts), tagging)))
+            early.append(asyncio.ensure_future(self._perf(conn, None, [], list(hosts), tagging, self._emit)))
         pages = [refs[i:i + inv_mod.FULL_PAGE] for i in range(0, len(refs), inv_mod.FULL_PAGE)]
 
         def fetch(page: list[Ref]) -> asyncio.Future:
@@ -244,17 +249,21 @@ class VSphereCollector(BaseCollector):
                 rows = await inflight.pop(0)
                 if i + 2 < len(pages):
                     inflight.append(fetch(pages[i + 2]))
-                for obj, p in rows:
-                    seen[obj.value] = _seen(builder.add_vm(obj, p))
-                if early is not None:
+                made = [builder.add_vm(obj, p) for obj, p in rows]
+                for f in made:
+                    seen[f.data["moid"]] = _seen(f)
+                if early is not None:  # the page's facts go before its samples
+                    self._emit(made)
                     page = [r.value for r, _ in rows if builder.vms[r.value].powered_on]
-                    early.append(asyncio.ensure_future(self._perf(conn, None, page, [], tagging)))
-                rows = []
+                    early.append(asyncio.ensure_future(self._perf(conn, None, page, [], tagging, self._emit)))
+                rows = made = []
         finally:
             for f in inflight:
                 f.cancel()
         self._set_inventory(Inventory(builder.vms, hosts))
         facts, self.maps = builder.finish(host_rows)
+        if early is not None:  # VM facts went out page by page
+            facts = [f for f in facts if f.kind != "vsphere_vm"]
         removals = [self._vm_removal(old) for moid, old in self._identity.items()
                     if moid not in seen or seen[moid][2] != old[2]]   # deleted, or renamed
         self._identity = seen
@@ -330,31 +339,47 @@ class VSphereCollector(BaseCollector):
     async def collect(self) -> list[Record | Fact]:
         """The cycle. The first one (and the first after a failed pass) is the facts pass as well, with
         realtime perf asked for page by page as the VMs come: samples first, not after the whole
-        vCenter's configuration."""
+        vCenter's configuration. Under a runtime, records go out in parts as they are ready (_emit), and
+        those of a cycle that fails midway still go out: their samples' marks have moved."""
         async def step(conn: _Conn) -> list[Record | Fact]:
-            out: list[Record | Fact] = []
             early: list[asyncio.Future] = []
             try:
                 if not self._identity:
-                    out.extend(await self._full_pass(conn, early))
+                    self._emit(await self._full_pass(conn, early))
                     self.facts_done()
                 elif time.monotonic() - self._inventory_at > self.interval / 2:
-                    out.extend(await self._changed_facts(conn, await self._light(conn)))
-                out.extend(self._quickstats())
+                    self._emit(await self._changed_facts(conn, await self._light(conn)))
+                self._emit(self._quickstats())
                 lost = self.perf_state.lost(conn.session.server_now())
                 if lost is not None:
-                    out.append(self._gap(*lost))
+                    self._emit([self._gap(*lost)])
                 if early:
-                    out.extend(x for part in await asyncio.gather(*early) for x in part)
+                    await asyncio.gather(*early)
                 else:
-                    out.extend(await self._perf(conn, None, *self._entities()))
+                    await self._perf(conn, None, *self._entities(), emit=self._emit)
             except BaseException:
                 for task in early:
                     task.cancel()
                 await asyncio.gather(*early, return_exceptions=True)
                 raise
+            out, self._held = self._held, []
             return out
-        return await self._with_session(step)
+
+        self._held = []
+        try:
+            return await self._with_session(step)
+        finally:
+            if self._held and self.handoff is not None:
+                held, self._held = self._held, []
+                self.handoff(held)
+
+    def _emit(self, records: list[Record | Fact]) -> None:
+        """Records of the cycle under way, in order: handed on (BaseCollector.handoff) whenever HANDOFF of
+        them wait, else kept for collect()'s answer."""
+        self._held.extend(records)
+        if self.handoff is not None and len(self._held) >= HANDOFF:
+            held, self._held = self._held, []
+            self.handoff(held)
 
     async def lookback(self, seconds: float, vms: Iterable[str] | None = None) -> list[Sample]:
         """The last `seconds` (at most an hour) of realtime samples, in one pass.
@@ -428,9 +453,11 @@ class VSphereCollector(BaseCollector):
         return vms, hosts
 
     async def _perf(self, conn: _Conn, since: float | None, vms: list[str], hosts: list[str],
-                    tagging: tuple[Inventory, TagMaps] | None = None) -> list[Sample]:
+                    tagging: tuple[Inventory, TagMaps] | None = None,
+                    emit: Callable[[list[Record | Fact]], None] | None = None) -> list[Sample]:
         """Realtime samples of these entities: new ones since the marks (since=None), or all after `since`;
-        tagged from `tagging` (a facts pass still under way) or the collector's inventory and maps."""
+        tagged from `tagging` (a facts pass still under way) or the collector's inventory and maps. With
+        `emit`, each call's samples go there as soon as they are made, and none are returned."""
         s = conn.session
         now = s.server_now()
         kinds: dict[str, str] = {}
@@ -453,7 +480,11 @@ class VSphereCollector(BaseCollector):
             # the other calls are still out
             results = await self._query(s, batch)
             inv, maps = tagging or (self.inventory, self.maps)
-            return to_samples(results, kinds, conn.ids, inv, maps, self.cfg.name, state)
+            samples = to_samples(results, kinds, conn.ids, inv, maps, self.cfg.name, state)
+            if emit is None:
+                return samples
+            emit(samples)
+            return []
 
         return [x for part in await asyncio.gather(*(one(b) for b in calls)) for x in part]
 

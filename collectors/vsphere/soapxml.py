@@ -11,11 +11,14 @@ boolean. Callers convert leaves explicitly.
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Any, NamedTuple
 from xml.etree import ElementTree as ET
 from xml.sax.saxutils import escape, quoteattr
 
 from pyVmomi import VmomiSupport
+
+from db2vtop.agent.core.model import SHORT_TEXT
 
 NS = "{urn:vim25}"
 XSI_TYPE = "{http://www.w3.org/2001/XMLSchema-instance}type"
@@ -72,9 +75,11 @@ class Node:
 def value(el: ET.Element) -> Any:
     xtype = el.get(XSI_TYPE)
     if len(el) == 0:
-        text = el.text or ""
+        # interned: rows kept for the process's life (the light inventory of every VM, facts) repeat a
+        # state, a type or a host's id thousands of times; held once each
+        text = sys.intern(el.text) if el.text and len(el.text) <= SHORT_TEXT else el.text or ""
         if "type" in el.attrib:
-            return Ref(el.attrib["type"], text)
+            return Ref(sys.intern(el.attrib["type"]), text)
         if xtype in _INT_TYPES:
             return to_int(text, text)
         if xtype == "xsd:boolean":
