@@ -53,13 +53,27 @@ class CheckRunner:
     def _run(self) -> None:
         while (item := self._q.get()) is not None:
             adopt, samples, facts = item
+            stop = False
+            # what queued meanwhile is judged in one go: a cycle handed on in parts, or batches that came while
+            # the engine was busy, makes one static judgement of the facts, not one per part
+            while not stop:
+                try:
+                    more = self._q.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stop = True
+                else:
+                    adopt, samples, facts = adopt + more[0], samples + more[1], facts + more[2]
             try:
                 self.engine.adopt(adopt)
                 self.engine.feed(samples, facts)
                 changes = self.engine.changes()
             except Exception:  # a rule bug must not stop collection; it is logged with its traceback
                 log.exception("check engine failed on a batch")
-                continue
+                changes = []
             if changes:
                 for out in self.outputs:
                     out.submit(findings=changes)
+            if stop:
+                return

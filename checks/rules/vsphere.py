@@ -262,8 +262,8 @@ class _StackVmRule(PerFactRule):
     layer, fact_kind = "vm", "vsphere_vm"
     needs = {"vsphere_vm": "vcenter"}
 
-    def entities(self, facts: FactIndex) -> list[Fact]:
-        return _vm_facts(facts)
+    def judges(self, fact: Fact, facts: FactIndex) -> bool:
+        return facts.db2_vm is None or facts.db2_vm(fact)
 
 
 class CpuLimitConfigured(_StackVmRule):

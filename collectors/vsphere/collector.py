@@ -45,6 +45,8 @@ from db2vtop.collectors.vsphere.watch import InventoryWatch, WatchLostError
 log = logging.getLogger(__name__)
 
 MAX_LOOKBACK_S = REALTIME_KEEP_S
+#: pages of the facts pass asked for ahead of the one being made facts
+PAGES_AHEAD = 2
 #: records a cycle holds before it hands them on (BaseCollector.handoff): a 4,000-VM part of a cycle; a
 #: 2,000-VM vCenter's cycle stays one batch (each batch is a store transaction and a sealing step)
 HANDOFF = 20_000
@@ -243,12 +245,12 @@ class VSphereCollector(BaseCollector):
 
         def fetch(page: list[Ref]) -> asyncio.Future:
             return asyncio.ensure_future(self.run_blocking(inv_mod.full_vm_rows, s, page))
-        inflight = [fetch(p) for p in pages[:2]]
+        inflight = [fetch(p) for p in pages[:PAGES_AHEAD]]
         try:
             for i in range(len(pages)):
                 rows = await inflight.pop(0)
-                if i + 2 < len(pages):
-                    inflight.append(fetch(pages[i + 2]))
+                if i + PAGES_AHEAD < len(pages):
+                    inflight.append(fetch(pages[i + PAGES_AHEAD]))
                 made = [builder.add_vm(obj, p) for obj, p in rows]
                 for f in made:
                     seen[f.data["moid"]] = _seen(f)
