@@ -158,14 +158,15 @@ class Runtime:
                     if c.complete_facts:
                         facts = c.removals(facts) + facts
                 except (CollectorError, OSError, ValueError) as e:
-                    errors.append(_describe_error(e, c.timeout, "describe"))
+                    errors.append(_describe_error(e, timeout, "describe"))
             records = await c.collect()
 
         c.handoff = hand_on
+        timeout = c.cycle_timeout()
         try:
-            await asyncio.wait_for(work(), c.timeout)
+            await asyncio.wait_for(work(), timeout)
         except Exception as e:  # any collector failure is data, never a crash
-            errors.append(_describe_error(e, c.timeout, "collect"))
+            errors.append(_describe_error(e, timeout, "collect"))
             if not isinstance(e, CollectorError | TimeoutError):
                 log.debug("collector %s failed", c.name, exc_info=True)
         finally:

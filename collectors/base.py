@@ -51,6 +51,10 @@ class BaseCollector:
         #: kind -> the entities (canonical tags -> tags) the last whole read of that kind reported
         self._reported: dict[str, dict[str, dict[str, str]]] = {}
 
+    def cycle_timeout(self) -> float:
+        """How long the next cycle may run: `timeout`, unless the collector knows it is a longer one."""
+        return self.timeout
+
     @property
     def busy(self) -> bool:
         return self._inflight > 0

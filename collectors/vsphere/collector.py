@@ -47,6 +47,10 @@ log = logging.getLogger(__name__)
 MAX_LOOKBACK_S = REALTIME_KEEP_S
 #: pages of the facts pass asked for ahead of the one being made facts
 PAGES_AHEAD = 2
+#: how long a cycle that is the whole facts pass (every VM's device list) may run: a 10,000-VM vCenter's
+#: takes ~15 s, more than a 20 s cycle leaves on a busy machine, and a pass cut short is begun again next
+#: cycle, so it would never end (each call still has its own timeout)
+FULL_PASS_TIMEOUT_S = 600.0
 #: records a cycle holds before it hands them on (BaseCollector.handoff): a 4,000-VM part of a cycle; a
 #: 2,000-VM vCenter's cycle stays one batch (each batch is a store transaction and a sealing step)
 HANDOFF = 20_000
@@ -184,6 +188,9 @@ class VSphereCollector(BaseCollector):
                 self._inventory_at = time.monotonic()
             return conn.watch.vm_rows()
         raise AssertionError("unreachable")
+
+    def cycle_timeout(self) -> float:
+        return self.timeout if self._identity else max(self.timeout, FULL_PASS_TIMEOUT_S)
 
     def facts_due(self) -> bool:
         """The first facts pass is collect()'s own (it queries perf page by page as the VMs come)."""
