@@ -51,7 +51,7 @@ def build_collectors(cfg: Config, store_path: Path | None = None,
     collectors += [_storage_collector(s, targets) for s in cfg.storage]
     collectors += [_db2_collector(d, cfg, targets) for d in cfg.db2]
     if cfg.vcenter:
-        from db2vtop.collectors.vsphere.collector import VSphereCollector  # pyvmomi only when configured
+        from db2vtop.collectors.vsphere.collector import VSphereCollector  # imported only when configured
 
         collectors.extend(VSphereCollector(v) for v in cfg.vcenter)
     if sinks:

@@ -1,6 +1,6 @@
 """What every collector shares: its own worker threads and a facts schedule.
 
-Blocking libraries (pyvmomi, paramiko, file reads) run on the collector's own small
+Blocking calls (vCenter SOAP, paramiko, file reads) run on the collector's own small
 thread pool. The runtime asks `busy` before starting a cycle: a thread still stuck in a
 timed-out call means the next cycle is skipped rather than run beside it.
 """

@@ -27,7 +27,7 @@ from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.base import BaseCollector, CollectorError
 from db2vtop.collectors.vsphere import inventory as inv_mod
 from db2vtop.collectors.vsphere.collector import VSphereCollector
-from db2vtop.collectors.vsphere.connection import _parse_stream, soap_body
+from db2vtop.collectors.vsphere.connection import _parse_stream, soap_body, spoken_version
 from db2vtop.collectors.vsphere.inventory import parse_objects
 from db2vtop.collectors.vsphere.perf import RETURNVAL, Spec, chunk, entity_result
 from db2vtop.collectors.vsphere.soapxml import Ref
@@ -271,6 +271,34 @@ def test_tls_is_verified_by_default(sim, tmp_path):
     ca.write_text(ssl.get_server_certificate(("127.0.0.1", sim.port)))
     _, samples = run(one_cycle(VSphereCollector(vcenter(sim.url, verify_tls=True, ca_file=ca))))
     assert pick(samples, "vsphere_vm", vm="db2prod01")
+
+
+def test_a_refused_login_says_so_and_never_shows_the_password(tmp_path, monkeypatch):
+    scenario = {"login": {"user": "monitor", "password": "the-right-one"},
+                "hosts": [{"name": "h1", "vms": [{"name": "vm1"}]}]}
+    with Simulator(write_scenario(tmp_path, scenario)) as s:
+        monkeypatch.setenv("VC_TEST_PASSWORD", "a-wrong-secret")
+        with pytest.raises(CollectorError, match="vcenter vc1: login refused for user 'monitor'") as e:
+            run(one_cycle(VSphereCollector(vcenter(s.url))))
+        assert "a-wrong-secret" not in str(e.value)
+        monkeypatch.setenv("VC_TEST_PASSWORD", "the-right-one")
+        _, samples = run(one_cycle(VSphereCollector(vcenter(s.url))))
+    assert pick(samples, "vsphere_host", host="h1")
+
+
+def test_the_session_speaks_the_newest_api_version_both_sides_know(sim):
+    """vimServiceVersions.xml, as every vSphere client reads it: the simulator offers 6.5 and older; a server
+    newer than this code is spoken to in the newest version the collector's type tables know."""
+    c = VSphereCollector(vcenter(sim.url))
+    try:
+        session = c.connector.connect()
+        assert session.action == '"urn:vim25/6.5"'
+        session.close()
+    finally:
+        run(c.close())
+    assert spoken_version(["9.1.0.0", "8.0.3.0", "8.0.2.0", "7.0"]) == "8.0.3.0"
+    assert spoken_version(["6.7.3", "6.7", "6.5"]) == "6.7.3"
+    assert spoken_version(["next"]) is None
 
 
 def test_batches_respect_vcenter_max_query_metrics(tmp_path):
@@ -600,6 +628,17 @@ def test_facts_of_named_vms_are_those_of_the_full_read(sim, collected):
         assert f.data == full[(f.kind, tuple(sorted(f.tags.items())))], f.kind
 
 
+@contextlib.contextmanager
+def operator(sim: Simulator):
+    """A vSphere client of the test's own (pyvmomi), changing the inventory as an administrator would."""
+    from pyVim.connect import Disconnect, SmartConnect
+    si = SmartConnect(host="127.0.0.1", port=sim.port, user="admin", pwd="x", disableSslCertValidation=True)
+    try:
+        yield si._stub
+    finally:
+        Disconnect(si)
+
+
 def _wait_task(task, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while task.info.state not in ("success", "error") and time.monotonic() < deadline:
@@ -625,7 +664,8 @@ def test_inventory_watch_reads_everything_once_then_only_changes(tmp_path):
             second = s.stats()["methods"]
             quiet = c._conn.watch.updates - updates
             moid = next(m for m, v in vms.items() if v.name == "gen-esx001-vm07")
-            _wait_task(vim.VirtualMachine(moid, c._conn.session.si._stub).PowerOffVM_Task())
+            with operator(s) as stub:
+                _wait_task(vim.VirtualMachine(moid, stub).PowerOffVM_Task())
             c._inventory_at = 0.0
             records = await c.collect()
             return cold, base, first, second, vms, quiet, c.inventory.vms[moid], records
@@ -659,17 +699,18 @@ def test_a_lost_inventory_watch_is_read_again_in_full(sim):
     assert {x.tags["vm"] for x in pick(records, "vsphere_vm_quickstats")} >= {"db2prod01", "app01"}
 
 
-def _reserve_and_move(c: VSphereCollector, vm: str, reservation_mhz: int, moved: str, to_host: str) -> None:
-    """Through the collector's own session: a CPU reservation on `vm` (ReconfigVM), `moved` to `to_host`
-    (RelocateVM, a vMotion)."""
+def _reserve_and_move(sim: Simulator, c: VSphereCollector, vm: str, reservation_mhz: int, moved: str,
+                      to_host: str) -> None:
+    """A CPU reservation on `vm` (ReconfigVM), `moved` to `to_host` (RelocateVM, a vMotion); the moids are
+    those the collector knows."""
     from pyVmomi import vim
-    stub = c._conn.session.si._stub
     vms = {v.name: m for m, v in c.inventory.vms.items()}
     hosts = {h.name: m for m, h in c.inventory.hosts.items()}
-    spec = vim.vm.ConfigSpec(cpuAllocation=vim.ResourceAllocationInfo(reservation=reservation_mhz))
-    _wait_task(vim.VirtualMachine(vms[vm], stub).ReconfigVM_Task(spec))
-    move = vim.vm.RelocateSpec(host=vim.HostSystem(hosts[to_host], stub))
-    _wait_task(vim.VirtualMachine(vms[moved], stub).RelocateVM_Task(move))
+    with operator(sim) as stub:
+        spec = vim.vm.ConfigSpec(cpuAllocation=vim.ResourceAllocationInfo(reservation=reservation_mhz))
+        _wait_task(vim.VirtualMachine(vms[vm], stub).ReconfigVM_Task(spec))
+        move = vim.vm.RelocateSpec(host=vim.HostSystem(hosts[to_host], stub))
+        _wait_task(vim.VirtualMachine(vms[moved], stub).RelocateVM_Task(move))
 
 
 def test_reconfigured_and_moved_vms_have_new_facts_within_a_cycle(tmp_path):
@@ -682,7 +723,7 @@ def test_reconfigured_and_moved_vms_have_new_facts_within_a_cycle(tmp_path):
             await c.collect()
             c._inventory_at = 0.0
             quiet = await c.collect()            # the watch's first read: nothing differs from the facts
-            _reserve_and_move(c, "gen-esx000-vm01", 1234, "gen-esx000-vm02", "gen-esx002")
+            _reserve_and_move(s, c, "gen-esx000-vm01", 1234, "gen-esx000-vm02", "gen-esx002")
             before = s.stats()["methods"]
             c._inventory_at = 0.0
             changed = await c.collect()
@@ -708,7 +749,7 @@ def test_a_restart_resumed_from_stored_facts_reads_again_only_what_changed_meanw
     with Simulator(write_scenario(tmp_path, {"generate": {"hosts": 3, "vms_per_host": 4}})) as s:
         async def go(first):
             before = await first.collect()         # the cold start: every VM's full row
-            _reserve_and_move(first, "gen-esx001-vm03", 2345, "gen-esx002-vm01", "gen-esx000")
+            _reserve_and_move(s, first, "gen-esx001-vm03", 2345, "gen-esx002-vm01", "gen-esx000")
             await first.close()                    # the changes above happen while no collector runs
             stored = [f for f in before if isinstance(f, Fact)]
             old = next(f for f in stored if f.tags.get("vm") == "gen-esx000-vm00")
@@ -755,7 +796,8 @@ def test_agent_restarted_on_its_store_reads_again_only_the_vms_changed_meanwhile
             await c.collect()
             vm = next(m for m, v in c.inventory.vms.items() if v.name == "gen-esx001-vm02")
             spec = vim.vm.ConfigSpec(memoryAllocation=vim.ResourceAllocationInfo(reservation=4096))
-            _wait_task(vim.VirtualMachine(vm, c._conn.session.si._stub).ReconfigVM_Task(spec))
+            with operator(s) as stub:
+                _wait_task(vim.VirtualMachine(vm, stub).ReconfigVM_Task(spec))
         run(using(s.url, reconfigure))
         second = run_cli("agent", "--once", "-c", str(cfg), env={"VC_TEST_PASSWORD": "x"})
         assert second.returncode == 0, second.stderr
@@ -775,11 +817,11 @@ def test_deleted_and_renamed_vms_and_a_host_gone_meanwhile_get_removals(tmp_path
     with Simulator(write_scenario(tmp_path, {"generate": {"hosts": 2, "vms_per_host": 3}})) as s:
         async def go(c):
             before = await c.collect()
-            stub = c._conn.session.si._stub
-            vms = {v.name: vim.VirtualMachine(m, stub) for m, v in c.inventory.vms.items()}
-            _wait_task(vms["gen-esx000-vm01"].PowerOffVM_Task())
-            _wait_task(vms["gen-esx000-vm01"].Destroy_Task())
-            _wait_task(vms["gen-esx001-vm02"].Rename_Task("db2prod-renamed"))
+            with operator(s) as stub:
+                vms = {v.name: vim.VirtualMachine(m, stub) for m, v in c.inventory.vms.items()}
+                _wait_task(vms["gen-esx000-vm01"].PowerOffVM_Task())
+                _wait_task(vms["gen-esx000-vm01"].Destroy_Task())
+                _wait_task(vms["gen-esx001-vm02"].Rename_Task("db2prod-renamed"))
             c._inventory_at = 0.0
             after = await c.collect()
             stored = [f for f in before if isinstance(f, Fact)]

@@ -1,1 +1,1 @@
-"""vCenter / ESXi collector (pyvmomi): inventory facts in bulk and batched realtime perf."""
+"""vCenter / ESXi collector (raw SOAP): inventory facts in bulk and batched realtime perf."""

@@ -97,7 +97,7 @@ class _Conn:
 
     def __init__(self, session: Session):
         self.session = session
-        self.view = inv_mod.create_view(session.content)._moId
+        self.view = inv_mod.create_view(session)
         self.ids = CounterIds(read_counters(session))
         self.watch: InventoryWatch | None = None   # the light inventory's filter, made on first use
         if self.ids.missing:

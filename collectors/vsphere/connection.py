@@ -1,9 +1,14 @@
-"""One logged-in pyvmomi session to a vCenter or ESXi host, and raw SOAP for QueryPerf.
+"""One logged-in session to a vCenter or ESXi host, spoken in raw SOAP.
 
-TLS is verified unless the config explicitly says otherwise. The password is resolved
-only here, when connecting, and never appears in a message. QueryPerf responses are the
-bulk of the traffic; they are posted through the session's own connection pool and
-parsed with ElementTree instead of pyvmomi's pure-Python deserializer (see perf.py).
+Every call the collector makes is one of a few it writes itself (soapxml.envelope) and parses with
+ElementTree: the bulk reads (RetrievePropertiesEx, WaitForUpdatesEx, QueryPerf) because pyvmomi's
+pure-Python deserializer costs ~8 ms per VM, and the handful around them (version negotiation,
+RetrieveServiceContent, Login, CurrentTime, QueryOptions, CreateContainerView, Logout) because a client
+library's type tables would cost every agent 8 MB of memory for them.
+
+TLS is verified unless the config explicitly says otherwise. The password is resolved only here, when
+connecting, and never appears in a message. Each thread's call takes a connection from the session's
+pool and gives it back; a connection error drops them all (the server may have restarted).
 """
 
 from __future__ import annotations
@@ -16,22 +21,25 @@ import threading
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from http.cookies import SimpleCookie
 from urllib.parse import urlparse
 from xml.etree import ElementTree as ET
-
-from pyVim.connect import Disconnect, SmartConnect
-from pyVmomi import vim, vmodl
+from xml.sax.saxutils import escape
 
 from db2vtop.agent.core.config import VCenterConfig
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.collectors.base import CollectorError
+from db2vtop.collectors.vsphere.soapxml import NS, Node, envelope, this, to_int, value
 
 log = logging.getLogger(__name__)
 
 _SOAP_NS = "{http://schemas.xmlsoap.org/soap/envelope/}"
 _XSI_TYPE = "{http://www.w3.org/2001/XMLSchema-instance}type"
+COOKIE = "vmware_soap_session"
+#: the newest vim25 API version this collector's requests and type tables were written against: a newer
+#: server is spoken to in this version (it answers in the types this code knows), an older one in its own
+NEWEST_API = (8, 0, 3, 0)
 
 
 class SoapFaultError(CollectorError):
@@ -44,8 +52,6 @@ class SoapFaultError(CollectorError):
 
 def is_session_lost(e: BaseException) -> bool:
     """The session expired or was ended: log in again and retry."""
-    if isinstance(e, vim.fault.NotAuthenticated):
-        return True
     return isinstance(e, SoapFaultError) and e.name == "NotAuthenticated"
 
 
@@ -62,74 +68,192 @@ def tls_context(cfg: VCenterConfig) -> ssl.SSLContext:
         raise CollectorError(f"vcenter {cfg.name}: cannot load ca_file {cfg.ca_file}: {e}") from None
 
 
-@dataclass
 class Session:
-    si: Any
-    content: Any
-    server_offset_s: float        # server clock minus ours
-    max_query_metrics: int        # vCenter's config.vpxd.stats.maxQueryMetrics, 0 if unset/unlimited
-    perf_manager: str             # moref value
+    """A vCenter's SOAP endpoint with a pool of kept-alive connections and, once logged in, the session's
+    cookie and the managed objects the collector talks to (from the ServiceContent)."""
+
+    def __init__(self, url: str, context: ssl.SSLContext, timeout_s: float):
+        u = urlparse(url)
+        self.https = u.scheme != "http"
+        self.host, self.port = u.hostname or "", u.port or (443 if self.https else 80)
+        self.path = u.path or "/sdk"
+        self.context, self.timeout_s = context, timeout_s
+        self.action = '"urn:vim25"'
+        self.cookie = ""
+        self._pool: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+        self.server_offset_s = 0.0     # server clock minus ours
+        self.max_query_metrics = 0     # vCenter's config.vpxd.stats.maxQueryMetrics, 0 if unset/unlimited
+        self.property_collector = self.view_manager = self.root_folder = ""
+        self.perf_manager = self.session_manager = self.setting = ""
 
     def server_now(self) -> float:
         return time.time() + self.server_offset_s
 
-    def close(self) -> None:
-        try:
-            Disconnect(self.si)
-        except Exception:  # the session may already be gone; closing must not fail
-            log.debug("logout failed", exc_info=True)
+    # --- connections ------------------------------------------------------------------
 
-    # --- raw SOAP -------------------------------------------------------------------
+    def _connection(self) -> http.client.HTTPConnection:
+        with self._lock:
+            if self._pool:
+                return self._pool.pop()
+        if self.https:
+            return http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout_s, context=self.context)
+        return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
+
+    def _give_back(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            self._pool.append(conn)
+
+    def _drop_all(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, []
+        for c in pool:
+            c.close()
+
+    def _request(self, method: str, path: str, body: bytes | None,
+                 read: Callable[[http.client.HTTPResponse], ET.Element]) -> ET.Element:
+        conn = self._connection()
+        try:
+            headers = {"Content-Type": "text/xml; charset=UTF-8", "Accept-Encoding": "gzip"}
+            if body is not None:
+                headers["SOAPAction"] = self.action
+            if self.cookie:
+                headers["Cookie"] = self.cookie
+            conn.request(method, path, body, headers)
+            resp = conn.getresponse()
+            for value_ in resp.headers.get_all("Set-Cookie") or ():
+                found = SimpleCookie(value_).get(COOKIE)
+                if found is not None:
+                    self.cookie = f"{COOKIE}={found.coded_value}"
+            if resp.status not in (200, 500):
+                resp.read()
+                raise http.client.HTTPException(f"HTTP {resp.status} {resp.reason}")
+            root = read(resp)
+        except (OSError, http.client.HTTPException):
+            conn.close()
+            self._drop_all()  # the server may have restarted: none of the kept connections is good
+            raise
+        except BaseException:
+            conn.close()  # an answer read only in part cannot be reused
+            raise
+        self._give_back(conn)
+        return root
+
+    # --- calls ------------------------------------------------------------------------
 
     def post_each(self, body: bytes, tag: str, handle: Callable[[ET.Element], None]) -> ET.Element:
         """POST one SOAP request and parse the answer as it arrives: each `tag` element is handed to
         `handle` as soon as it is complete, then emptied, so a bulk answer is never held whole as a
         tree. Returns the Body's first child (what is left of it); a Fault raises SoapFaultError."""
-        stub = self.si._stub
-        conn = stub.GetConnection()
-        try:
-            conn.request("POST", stub.path, body, self._headers())
-            resp = conn.getresponse()
-            if resp.status not in (200, 500):
-                raise http.client.HTTPException(f"HTTP {resp.status} {resp.reason}")
-            root = _parse_stream(resp, tag, handle)
-        except (OSError, http.client.HTTPException):
-            conn.close()
-            stub.DropConnections()
-            raise
-        except BaseException:
-            conn.close()  # an answer read only in part cannot be reused
-            raise
-        stub.ReturnConnection(conn)
-        return _first(root)
-
-    def _headers(self) -> dict[str, str]:
-        stub = self.si._stub
-        return {"Cookie": stub.cookie, "SOAPAction": stub.versionId,
-                "Content-Type": "text/xml; charset=UTF-8", "Accept-Encoding": "gzip"}
+        return _first(self._request("POST", self.path, body, lambda resp: _parse_stream(resp, tag, handle)))
 
     def post(self, body: bytes) -> ET.Element:
         """POST one SOAP request on the session; returns the Body's first child."""
-        stub = self.si._stub
-        headers = self._headers()
-        conn = stub.GetConnection()
+        return _first(self._request("POST", self.path, body, _whole))
+
+    def call(self, method: str, this_type: str, this_moid: str, args: str = "") -> ET.Element | None:
+        """One small call: `<method>` on a managed object with already-escaped arguments; its returnval."""
+        el = self.post(envelope(f'<{method} xmlns="urn:vim25">{this(this_type, this_moid)}{args}</{method}>'))
+        return el.find(NS + "returnval")
+
+    # --- the session's life -------------------------------------------------------------
+
+    def negotiate(self) -> None:
+        """Speak the newest vim25 version both sides know (vimServiceVersions.xml, as every vSphere client
+        reads it); a server without the document is spoken to without a version."""
         try:
-            conn.request("POST", stub.path, body, headers)
-            resp = conn.getresponse()
-            data = resp.read()
-        except (OSError, http.client.HTTPException):
-            conn.close()
-            stub.DropConnections()
+            doc = self._request("GET", self.path.rstrip("/") + "/vimServiceVersions.xml", None, _whole)
+        except (ET.ParseError, http.client.HTTPException, SoapFaultError):
+            return
+        offered = []
+        for ns in doc.findall("namespace"):
+            if ns.findtext("name") == "urn:vim25":
+                offered += [v.text or "" for v in (ns.find("version"), *ns.findall("priorVersions/version"))
+                            if v is not None]
+        version = spoken_version(offered)
+        if version:
+            self.action = f'"urn:vim25/{version}"'
+
+    def login(self, user: str, password: str) -> None:
+        content = self.call("RetrieveServiceContent", "ServiceInstance", "ServiceInstance")
+        if content is None:
+            raise SoapFaultError("InvalidResponse", "RetrieveServiceContent answered without a ServiceContent")
+        sc = value(content)
+        if not isinstance(sc, Node):
+            raise SoapFaultError("InvalidResponse", "RetrieveServiceContent answered without a ServiceContent")
+        refs = {k: getattr(sc.get(k), "value", "") for k in ("propertyCollector", "viewManager", "rootFolder",
+                                                             "perfManager", "sessionManager", "setting")}
+        missing = [k for k in ("propertyCollector", "viewManager", "rootFolder", "perfManager", "sessionManager")
+                   if not refs[k]]
+        if missing:
+            raise SoapFaultError("InvalidResponse", f"ServiceContent without {', '.join(missing)}")
+        self.property_collector, self.view_manager = refs["propertyCollector"], refs["viewManager"]
+        self.root_folder, self.perf_manager = refs["rootFolder"], refs["perfManager"]
+        self.session_manager, self.setting = refs["sessionManager"], refs["setting"]
+        self.call("Login", "SessionManager", self.session_manager,
+                  f"<userName>{escape(user)}</userName><password>{escape(password)}</password>")
+        now = self.call("CurrentTime", "ServiceInstance", "ServiceInstance")
+        if now is not None and now.text:
+            self.server_offset_s = _epoch(now.text) - time.time()
+        self.max_query_metrics = self._max_query_metrics()
+
+    def _max_query_metrics(self) -> int:
+        """vCenter's limit on metrics per QueryPerf call; 0 when unset, unlimited (-1) or not a vCenter."""
+        if not self.setting:
+            return 0
+        try:
+            rv = self.call("QueryOptions", "OptionManager", self.setting,
+                           "<name>config.vpxd.stats.maxQueryMetrics</name>")
+        except SoapFaultError as e:
+            if e.name == "InvalidName":
+                return 0
             raise
-        stub.ReturnConnection(conn)
-        if resp.getheader("Content-Encoding", "").lower() == "gzip":
-            try:
-                data = zlib.decompress(data, 16 + zlib.MAX_WBITS)
-            except zlib.error as e:
-                raise SoapFaultError("InvalidResponse", f"corrupt gzip body: {e}") from None
-        if resp.status not in (200, 500):
-            raise http.client.HTTPException(f"HTTP {resp.status} {resp.reason}")
-        return soap_body(data)
+        found = to_int(rv.findtext(NS + "value") if rv is not None else None)
+        return found if found and found > 0 else 0
+
+    def close(self) -> None:
+        try:
+            if self.cookie and self.session_manager:
+                self.call("Logout", "SessionManager", self.session_manager)
+        except Exception:  # the session may already be gone; closing must not fail
+            log.debug("logout failed", exc_info=True)
+        finally:
+            self._drop_all()
+
+
+def _whole(resp: http.client.HTTPResponse) -> ET.Element:
+    """A whole answer's document (gzip or not)."""
+    data = resp.read()
+    if resp.getheader("Content-Encoding", "").lower() == "gzip":
+        try:
+            data = zlib.decompress(data, 16 + zlib.MAX_WBITS)
+        except zlib.error as e:
+            raise SoapFaultError("InvalidResponse", f"corrupt gzip body: {e}") from None
+    return _tree(data)
+
+
+def _tree(data: bytes) -> ET.Element:
+    try:
+        return ET.fromstring(data)
+    except ET.ParseError as e:
+        raise SoapFaultError("InvalidResponse", f"unparsable SOAP response: {e}") from None
+
+
+def spoken_version(offered: list[str]) -> str | None:
+    """The newest of the server's vim25 versions that is not newer than NEWEST_API."""
+    usable = [v for v in offered if _version(v) and _version(v) <= NEWEST_API]
+    return max(usable, key=_version) if usable else None
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(".")) if re.fullmatch(r"\d+(\.\d+)*", text or "") else ()
+
+
+def _epoch(text: str) -> float:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise SoapFaultError("InvalidResponse", f"CurrentTime answered {text[:40]!r}") from None
 
 
 _CHUNK = 1 << 16
@@ -168,11 +292,7 @@ def _parse_stream(resp: http.client.HTTPResponse, tag: str, handle: Callable[[ET
 
 def soap_body(data: bytes) -> ET.Element:
     """The first element of a SOAP response's Body; a Fault or malformed XML raises SoapFaultError."""
-    try:
-        root = ET.fromstring(data)
-    except ET.ParseError as e:
-        raise SoapFaultError("InvalidResponse", f"unparsable SOAP response: {e}") from None
-    return _first(root)
+    return _first(_tree(data))
 
 
 def _first(root: ET.Element) -> ET.Element:
@@ -204,11 +324,6 @@ class Connector:
     def __init__(self, cfg: VCenterConfig, timeout_s: float):
         self.cfg = cfg
         self.timeout_s = timeout_s
-        u = urlparse(cfg.url)
-        self.host = u.hostname or ""
-        self.port = u.port or (443 if u.scheme == "https" else 80)
-        self.path = u.path or "/sdk"
-        self.protocol = u.scheme
         self.failures = 0
         self.next_attempt = 0.0
         self.last_error = ""
@@ -242,44 +357,24 @@ class Connector:
             password = ref.resolve(self.cfg.user) if ref else ""
         except SecretError as e:
             raise CollectorError(f"vcenter {name}: password: {e}") from None
+        session = Session(self.cfg.url, tls_context(self.cfg), self.timeout_s)
         try:
-            si = SmartConnect(protocol=self.protocol, host=self.host, port=self.port, path=self.path,
-                              user=self.cfg.user, pwd=password, sslContext=tls_context(self.cfg),
-                              httpConnectionTimeout=self.timeout_s)
+            session.negotiate()
+            session.login(self.cfg.user, password)
+            return session
         except ssl.SSLCertVerificationError as e:
             raise CollectorError(
                 f"vcenter {name}: TLS certificate of {self.cfg.url} is not trusted ({e.verify_message}); "
                 "give its CA in ca_file, or set verify_tls = false to skip verification") from None
-        except vim.fault.InvalidLogin:
-            raise CollectorError(f"vcenter {name}: login refused for user {self.cfg.user!r}") from None
+        except SoapFaultError as e:
+            session.close()
+            if e.name == "InvalidLogin":
+                raise CollectorError(f"vcenter {name}: login refused for user {self.cfg.user!r}") from None
+            raise CollectorError(f"vcenter {name}: login failed: {e}") from None
         except (OSError, http.client.HTTPException, ssl.SSLError) as e:
+            session.close()
             raise CollectorError(f"vcenter {name}: cannot reach {self.cfg.url}: {_reason(e)}") from None
-        except vmodl.MethodFault as e:
-            raise CollectorError(f"vcenter {name}: login failed: {e.msg or type(e).__name__}") from None
-        try:
-            content = si.RetrieveContent()
-            offset = si.CurrentTime().timestamp() - time.time()
-            return Session(si, content, offset, _max_query_metrics(content), content.perfManager._moId)
-        except (OSError, http.client.HTTPException) as e:
-            raise CollectorError(f"vcenter {name}: connection lost while logging in: {_reason(e)}") from None
 
 
 def _reason(e: BaseException) -> str:
     return getattr(e, "strerror", None) or str(e) or type(e).__name__
-
-
-def _max_query_metrics(content: Any) -> int:
-    """vCenter's limit on metrics per QueryPerf call; 0 when unset or unlimited (-1)."""
-    if content.setting is None:
-        return 0
-    try:
-        opts = content.setting.QueryOptions("config.vpxd.stats.maxQueryMetrics")
-    except vim.fault.InvalidName:
-        return 0
-    for o in opts or ():
-        try:
-            value = int(str(o.value))
-        except ValueError:
-            return 0
-        return value if value > 0 else 0
-    return 0

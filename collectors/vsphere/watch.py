@@ -62,7 +62,7 @@ class InventoryWatch:
 
     def __init__(self, session: Any, view: str):
         self.session = session
-        default_pc = session.content.propertyCollector._moId
+        default_pc = session.property_collector
         self.pc = session.post(_create_collector_xml(default_pc)).findtext(NS + "returnval") or ""
         if not self.pc:
             raise CollectorError("CreatePropertyCollector answered without a collector")
