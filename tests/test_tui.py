@@ -296,7 +296,7 @@ async def test_other_screens_are_composed_ahead_and_switched_to_without_holding_
 
 PANEL_EXPECTATIONS = {
     "c": ("db2prod01", "app0003"),  # the VMs on the stack's host, this one marked
-    "m": ("db2prod01",),
+    "m": ("db2prod01", "16.0GiB", "4.0GiB"),  # consumed and active: the VM's quickStats
     "d": ("ds-data01",),
     "u": ("naa.600a0980383030", "netapp1:/vol/db2v0/lun0"),  # host and array views of the LUN, joined on NAA
     "v": ("scsi0:1", "sdb"),  # the VMDK and the guest's disk

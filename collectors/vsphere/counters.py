@@ -52,9 +52,11 @@ _MEM_SHARED = (
 )
 
 # Only what the rules, the verdict, the report and the TUI read (tests/test_vsphere_counters.py holds each
-# counter to a reader): every counter is a metric id per entity in every QueryPerf request, which vCenter
-# parses for each VM each cycle. CPU ready and co-stop are asked for the VM as a whole (the instance ""):
-# nothing reads a single vCPU's, and "*" would bring one series per vCPU.
+# counter to a reader), and of a VM nothing its light inventory already gives every cycle: a VM's consumed,
+# active and compressed memory are its quickStats (vsphere_vm_quickstats). Every counter is a metric id per
+# entity in every QueryPerf request, which vCenter parses for each VM each cycle. CPU ready and co-stop are
+# asked for the VM as a whole (the instance ""): nothing reads a single vCPU's, and "*" would bring one
+# series per vCPU. Balloon and swapped stay: triage reads their last hour, which only the counters keep.
 VM_COUNTERS: tuple[Counter, ...] = (
     _c("cpu.usage.average", "cpu_usage_pct", PCT100),
     _c("cpu.ready.summation", "cpu_ready_pct", MS_PCT),
@@ -62,11 +64,8 @@ VM_COUNTERS: tuple[Counter, ...] = (
     _c("cpu.maxlimited.summation", "cpu_maxlimited_pct", MS_PCT),
     _c("cpu.swapwait.summation", "cpu_swapwait_pct", MS_PCT),
     *_MEM_SHARED,
-    _c("mem.compressed.average", "mem_compressed_bytes", KB),
     _c("mem.vmmemctltarget.average", "mem_balloon_target_bytes", KB),
     _c("mem.swapped.average", "mem_swapped_bytes", KB),
-    _c("mem.consumed.average", "mem_consumed_bytes", KB),
-    _c("mem.active.average", "mem_active_bytes", KB),
     *_io("virtualDisk"),
     _c("virtualDisk.readOIO.latest", "read_oio", RAW, True),
     _c("virtualDisk.writeOIO.latest", "write_oio", RAW, True),
