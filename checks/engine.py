@@ -140,7 +140,8 @@ class Engine:
                 continue
             only = None
             if isinstance(rule, PerFactRule) and changed_kinds & set(rule.needs) == {rule.fact_kind}:
-                only = [f for f in brought if f.kind == rule.fact_kind]
+                # the last version of each entity brought (a batch may hold two of one)
+                only = list({tuple(sorted(f.tags.items())): f for f in brought if f.kind == rule.fact_kind}.values())
             self._judge_rule(rule, only)
 
     def _judge_rule(self, rule: StaticRule, only: list[Fact] | None) -> None:
@@ -172,10 +173,9 @@ class Engine:
                 self._static[key] = self._open(rule, v, v.severity, ts, ts, t, 1)
             else:
                 self._refresh(found, rule, v, v.severity, ts, t, found.evidence.get("samples", 1))
-        judged = (None if only is None else
-                  {f"{rule.id} {canonical_tags({'layer': rule.layer, **f.tags})}" for f in only})
-        for key in [k for k in self._static if k.startswith(rule.id + " ") and k not in seen
-                    and (judged is None or k in judged)]:
+        judged = None if only is None else {tuple(sorted(f.tags.items())) for f in only}
+        for key in [k for k, f in self._static.items() if k.startswith(rule.id + " ") and k not in seen
+                    and (judged is None or _entity_of(f.subject) in judged)]:
             self._resolve(self._static.pop(key), ts)
 
     def _facts_ts(self, rule: Rule) -> int:
@@ -228,6 +228,11 @@ class Engine:
                 track = _Track(recent=deque([f.severity] * int(t["window"]), maxlen=int(t["window"])),
                                first_bad_ts=f.first_seen, samples=f.evidence.get("samples", 1), finding=f)
                 self._tracks[(f.rule, canonical_tags(f.subject))] = track
+
+
+def _entity_of(subject: dict[str, str]) -> tuple:
+    """The tags of the entity a finding's subject names (its layer aside), as FactIndex keys them."""
+    return tuple(sorted((k, v) for k, v in subject.items() if k != "layer"))
 
 
 def _in_stack(stack: StackConfig, subject: dict[str, str]) -> bool:

@@ -167,9 +167,13 @@ class PerFactRule(StaticRule):
                 out.append(Verdict({"layer": self.layer, **f.tags}, None))
                 continue
             name = " ".join(v for k, v in f.tags.items() if k not in ("vcenter", "kind"))
-            out.append(Verdict({"layer": self.layer, **f.tags}, self.severity, f"{name}: {problem}",
+            out.append(Verdict({"layer": self.layer, **f.tags}, self.severity_of(f, t), f"{name}: {problem}",
                                {k: f.data.get(k) for k in self.evidence}))
         return out
+
+    def severity_of(self, fact: Fact, t: Thresholds) -> str:
+        """The severity of a fact's problem (`severity`, unless a rule grades them)."""
+        return self.severity
 
 
 def pct(part: float, whole: float) -> float:
