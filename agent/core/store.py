@@ -235,19 +235,35 @@ class Store:
 
     # --- writing ----------------------------------------------------------------------
 
-    def _series_id(self, measurement: str, tags: dict[str, str]) -> int:
-        # cheaper than the canonical text, same identity; one string, not a tuple of pairs (a fleet has
-        # tens of thousands of series)
-        key = "\0".join((measurement, *(f"{k}\0{v}" for k, v in sorted(tags.items()))))
+    def _series_id(self, key: str, measurement: str, tags: dict[str, str], text: str | None = None) -> int:
         sid = self._series.get(key)
         if sid is None:  # one statement for a new series (a first cycle makes thousands), two for a known one
-            row = (measurement, canonical_tags(tags))
+            row = (measurement, text or canonical_tags(tags))
             found = self.db.execute("INSERT INTO series(measurement, tags) VALUES (?, ?) ON CONFLICT DO NOTHING "
                                     "RETURNING id", row).fetchone()
             if found is None:
                 found = self.db.execute("SELECT id FROM series WHERE measurement=? AND tags=?", row).fetchone()
             sid = self._series[key] = found[0]
         return sid
+
+    def _learn_series(self, samples: Sequence[Sample], keys: list[str]) -> dict[str, str]:
+        """The ids of stored series this batch names and the cache does not know yet, a few hundred a
+        statement (a restart's first cycle of a large vCenter names tens of thousands); the canonical
+        tags of those still unknown (new series), by key."""
+        unknown: dict[tuple[str, str], str] = {}
+        for s, key in zip(samples, keys, strict=True):
+            if key not in self._series:
+                unknown.setdefault((s.measurement, canonical_tags(s.tags)), key)
+        by_measurement: dict[str, list[str]] = {}
+        for measurement, text in unknown if len(unknown) > 1 else ():
+            by_measurement.setdefault(measurement, []).append(text)
+        for measurement, texts in by_measurement.items():
+            for i in range(0, len(texts), 500):
+                part = texts[i:i + 500]
+                sql = f"SELECT id, tags FROM series WHERE measurement=? AND tags IN ({','.join(['?'] * len(part))})"
+                for sid, text in self.db.execute(sql, (measurement, *part)):
+                    self._series[unknown.pop((measurement, text))] = sid
+        return {key: text for (_, text), key in unknown.items()}
 
     def _fieldset_id(self, names: tuple[str, ...]) -> int:
         fid = self._fieldset_ids.get(names)
@@ -275,11 +291,16 @@ class Store:
         """Write everything in one transaction: all of it is stored, or none of it."""
         self.db.execute("BEGIN IMMEDIATE")
         try:
+            samples = [s for s in samples if s.fields]
+            # cheaper than the canonical text, same identity; one string, not a tuple of pairs (a fleet has
+            # tens of thousands of series)
+            keys = ["\0".join((s.measurement, *(f"{k}\0{v}" for k, v in sorted(s.tags.items())))) for s in samples]
+            texts = self._learn_series(samples, keys)
             rows = []
-            for s in samples:
-                if s.fields:
-                    names, vals = _encode(s.fields)
-                    rows.append((self._series_id(s.measurement, s.tags), s.ts, self._fieldset_id(names), vals))
+            for s, key in zip(samples, keys, strict=True):
+                names, vals = _encode(s.fields)
+                rows.append((self._series_id(key, s.measurement, s.tags, texts.get(key)), s.ts,
+                             self._fieldset_id(names), vals))
             before = self.db.total_changes
             self.db.executemany(_INSERT_SAMPLE, rows)
             if self.db.total_changes - before < len(rows):
