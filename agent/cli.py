@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from db2vtop.agent import __version__
-from db2vtop.agent.core.config import Config, ConfigError, load_config, resolve_config
+from db2vtop.agent.config import Config, load_config, resolve_config, template
+from db2vtop.agent.core.config import ConfigError, Secret, sections_of
 from db2vtop.agent.core.influx_source import InfluxSource
 from db2vtop.agent.core.paths import default_config_path, state_dir
 from db2vtop.agent.core.secrets import SecretError
@@ -613,8 +614,8 @@ def cmd_config_check(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.config)
     build_engine(cfg)  # [checks.RULE] thresholds: known keys, typed, in range, warn/crit in order
-    refs = [(f"{s}[{i}]", item.password(), getattr(item, "user", None) or "")
-            for s in ("vcenter", "ssh", "db2", "storage") for i, item in enumerate(getattr(cfg, s))]
+    refs = [(where, item.password(), getattr(item, "user", None) or "")
+            for _, where, item in sections_of(cfg) if isinstance(item, Secret)]
     if cfg.influxdb:
         refs.append(("influxdb", cfg.influxdb.token(), ""))
     for where, ref, user in refs:
@@ -632,9 +633,7 @@ def cmd_config_check(args: argparse.Namespace) -> int:
 
 
 def cmd_config_init(args: argparse.Namespace) -> int:
-    from importlib.resources import files
-
-    text = files("db2vtop.agent").joinpath("config_template.toml").read_text(encoding="utf-8")
+    text = template()
     if args.output is None:
         sys.stdout.write(text)
         return EXIT_OK

@@ -17,14 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from db2vtop.agent.core.config import DB2Config, SSHConfig
 from db2vtop.agent.core.model import SELF_MEASUREMENT, Annotation, Sample
 from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.base import BaseCollector, CollectorError
 from db2vtop.collectors.db2.collector import Db2Collector
+from db2vtop.collectors.db2.config import DB2Config
 from db2vtop.collectors.db2.queries import QUERIES, Db2Error
 from db2vtop.collectors.db2.transport import ClpTransport, DriverTransport, load_driver
 from db2vtop.collectors.ssh import SSHTarget, SSHTimeoutError
+from db2vtop.collectors.ssh.config import SSHConfig
 from tests.db2clp import DbApi, Table, calls, install
 from tests.sshd import SSHServer, free_port
 
@@ -538,7 +539,8 @@ SSH_SECTION = '[[ssh]]\nname = "h"\nhost = "db2prod01"\nuser = "db2inst1"\n'
     ('database = "PROD"\nssh = "h"\nmember = -3', "db2[0].member", "-2 (all members)"),
 ])
 def test_db2_config_errors_name_the_key(tmp_path, section, key, problem):
-    from db2vtop.agent.core.config import ConfigError, load_config
+    from db2vtop.agent.config import load_config
+    from db2vtop.agent.core.config import ConfigError
 
     path = tmp_path / "c.toml"
     path.write_text(f'{SSH_SECTION}[[db2]]\nname = "prod"\n{section}\n')
@@ -549,7 +551,7 @@ def test_db2_config_errors_name_the_key(tmp_path, section, key, problem):
 
 def test_db2_sections_become_collectors_sharing_one_ssh_connection(tmp_path):
     from db2vtop.agent.assemble import build_collectors
-    from db2vtop.agent.core.config import load_config
+    from db2vtop.agent.config import load_config
 
     path = tmp_path / "c.toml"
     path.write_text(SSH_SECTION + '[[db2]]\nname = "a"\nssh = "h"\ndatabase = "PROD"\n'

@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input, Static
 
-from db2vtop.agent.core.config import GuestConfig, StackConfig, load_config
+from db2vtop.agent.config import load_config
+from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample
 from db2vtop.agent.core.runs import BEGIN, END, edge_marker
 from db2vtop.agent.core.store import Store, StoreWriter
 from db2vtop.agent.runtime import Runtime
+from db2vtop.collectors.guest.config import GuestConfig
 from db2vtop.collectors.guest.local import LocalGuestCollector
 from db2vtop.collectors.markers import MarkerInbox
 from db2vtop.collectors.selfmon import SelfCollector

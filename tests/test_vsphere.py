@@ -21,12 +21,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from db2vtop.agent.core.config import VCenterConfig
 from db2vtop.agent.core.model import SELF_MEASUREMENT, Annotation, Fact, Sample
 from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.base import BaseCollector, CollectorError
 from db2vtop.collectors.vsphere import inventory as inv_mod
 from db2vtop.collectors.vsphere.collector import VSphereCollector
+from db2vtop.collectors.vsphere.config import VCenterConfig
 from db2vtop.collectors.vsphere.connection import _parse_stream, soap_body
 from db2vtop.collectors.vsphere.inventory import parse_objects
 from db2vtop.collectors.vsphere.perf import RETURNVAL, Spec, chunk, entity_result

@@ -13,9 +13,9 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from db2vtop.agent.core.config import DB2Config
 from db2vtop.agent.core.model import Annotation, Fact, Record, Sample
 from db2vtop.collectors.base import BaseCollector
+from db2vtop.collectors.db2.config import DB2Config
 from db2vtop.collectors.db2.facts import build_facts
 from db2vtop.collectors.db2.metrics import RATE_FIELDS, Baselines, MonRow, memory_fields, system_fields
 from db2vtop.collectors.db2.queries import BY_TAG, MEMORY, QUERIES, SYSTEM, Db2Error, Query, Variant

@@ -13,9 +13,9 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from db2vtop.agent.core.config import DB2Config
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.collectors.db2.clp import connect_statement, parse_output, session_script
+from db2vtop.collectors.db2.config import DB2Config
 from db2vtop.collectors.db2.queries import Db2Error, check_statement
 from db2vtop.collectors.db2.session import Message, Outcome, Session, split_row
 

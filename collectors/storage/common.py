@@ -11,9 +11,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from db2vtop.agent.core.config import StorageConfig
 from db2vtop.agent.core.model import Fact, FieldValue, Sample
 from db2vtop.collectors.base import BaseCollector, CollectorError
+from db2vtop.collectors.storage.config import StorageSection
 
 
 class StorageFormatError(CollectorError):
@@ -23,7 +23,7 @@ class StorageFormatError(CollectorError):
 class StorageCollector(BaseCollector):
     complete_facts = True
 
-    def __init__(self, cfg: StorageConfig):
+    def __init__(self, cfg: StorageSection):
         super().__init__(f"storage:{cfg.name}", cfg.interval, cfg.timeout)
         self.cfg = cfg
         self.base_tags = {"storage": cfg.name, "kind": cfg.kind}

@@ -4,7 +4,7 @@ unit its name carries, means the vCenter counter it comes from."""
 
 from __future__ import annotations
 
-from db2vtop.agent.core.schema import Field, Measurement, fields
+from db2vtop.agent.core.schema import Field, Measurement, Schema, fields
 from db2vtop.collectors.vsphere.counters import HOST_COUNTERS, VM_COUNTERS, Counter
 from db2vtop.collectors.vsphere.counters import MEASUREMENTS as BY_GROUP
 
@@ -70,3 +70,5 @@ MEASUREMENTS = (
         fields(cpu_usage_mhz="quickStats.overallCpuUsage", mem_usage_bytes="quickStats.overallMemoryUsage"),
     ),
 )
+
+SCHEMA = Schema(MEASUREMENTS)

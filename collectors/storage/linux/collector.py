@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from fnmatch import fnmatch
 from typing import Any
 
-from db2vtop.agent.core.config import StorageConfig
 from db2vtop.agent.core.model import Fact, Record, Sample
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.guest.metrics import disk_fields
 from db2vtop.collectors.guest.procfs import DiskCounters, ProcFormatError, bracketed, parse_diskstats, parse_uptime
 from db2vtop.collectors.ssh import SSHTarget
 from db2vtop.collectors.ssh.bundle import Bundle, BundleCollector, Fetched
+from db2vtop.collectors.storage.linux.config import LinuxStorageConfig
 
 CYCLE_FILES = ("/proc/uptime", "/proc/diskstats", "/sys/block/*/device/queue_depth", "/sys/block/*/queue/nr_requests",
                "/sys/class/block/*/partition")
@@ -139,7 +139,7 @@ class DiskSnapshot:
 
 
 class LinuxStorageCollector(BundleCollector):
-    def __init__(self, cfg: StorageConfig, target: SSHTarget):
+    def __init__(self, cfg: LinuxStorageConfig, target: SSHTarget):
         super().__init__(f"storage:{cfg.name}", cfg.interval, cfg.timeout, target, f"storage {cfg.name}")
         self.first_delay = min(1.0, cfg.interval)
         self.cfg = cfg
