@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import os
@@ -12,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from db2vtop.agent import cli
+from db2vtop.agent import cli, service
 from db2vtop.agent.config import Config, load_config, resolve_config, template
 from db2vtop.agent.core.config import ConfigError
 from db2vtop.collectors.registry import INPUTS
@@ -415,7 +414,7 @@ def test_thresholds_in_range_and_order_are_accepted(tmp_path, text):
 def test_sighup_reload_of_an_invalid_file_keeps_the_running_config(tmp_path, caplog, text, key):
     """The agent's reload reads the file as `config check` does: the bad value is logged, not applied."""
     path = write(tmp_path, text)
-    assert cli._reread_config(argparse.Namespace(config=path)) is None
+    assert service.reread_config(path) is None
     assert f"{path}: {key}: " in caplog.text and "keeping the running configuration" in caplog.text
 
 
