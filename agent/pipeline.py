@@ -12,7 +12,7 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-from db2vtop.agent.assemble import build_collectors, build_sink
+from db2vtop.agent.assemble import build_collectors, build_sink, fact_check
 from db2vtop.agent.core.config import Config
 from db2vtop.agent.core.store import Store, StoreWriter
 from db2vtop.agent.runtime import Runtime
@@ -53,7 +53,7 @@ class Pipeline:
         self.checks = CheckRunner(engine, [self.writer, *self.sinks])
         collectors = build_collectors(self.cfg, self.writer.path, self.sinks)
         self.writer.call(lambda store: self._resume(store, collectors))
-        self.runtime = Runtime(collectors, [self.writer, self.checks, *self.sinks])
+        self.runtime = Runtime(collectors, [self.writer, self.checks, *self.sinks], fact_check())
 
     def _resume(self, store: Store, collectors: list[BaseCollector]) -> None:
         """One read of the stored facts serves the check runner and the collectors that resume from them."""

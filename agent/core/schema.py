@@ -107,6 +107,11 @@ class FactKind:
         return out
 
 
+def keys(**declared: tuple[str, ...]) -> tuple[Key, ...]:
+    """Fact keys in order, each (type, meaning) or (type, meaning, unit): a declaration written in code."""
+    return tuple(Key(name, *spec[:2], *spec[2:]) for name, spec in declared.items())
+
+
 @dataclass(frozen=True)
 class Schema:
     """What one package declares."""
