@@ -53,7 +53,7 @@ def _widen(rows: list[Sample]) -> list[Sample]:
     return out
 
 
-WIDE = {m.name: {f.name: 1.0 for f in m.fields if f.kind == "number"}
+WIDE = {m.name: {f.name: 1.0 for f in m.fields if f.type == "number"}
         for ms in measurement_catalog().values() for m in ms}
 
 

@@ -42,7 +42,7 @@ def scenario(tmp_path_factory) -> Path:
 class Replay:
     """A transport that hands the collector a Session parsed from given CLP output."""
 
-    kind, where, connects = "clp", "db2 test", 1
+    name, where, connects = "clp", "db2 test", 1
 
     def __init__(self, text: str, tags: list[str]):
         self.text, self.tags = text, tags

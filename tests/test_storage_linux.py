@@ -103,9 +103,9 @@ def test_identities_and_multipath_maps():
     ids = identities(SYSFS, SLAVES)
     assert ids["dm-0"] == Identity("multipath", "3600a098038303053453f463045727a4d", None, ("sdb", "sdc"))
     assert ids["dm-0"].naa == ids["sdb"].naa == "naa.600a098038303053453f463045727a4d"  # as ESXi names the LUN
-    assert ids["sdb"].serial == "80BTc$DmK4mX" and ids["sdb"].kind == "disk"
-    assert ids["dm-1"].kind == "dm" and ids["dm-1"].naa is None
-    assert ids["vda"] == Identity("disk", None, "db2-os") and ids["vda1"].kind == "partition"
+    assert ids["sdb"].serial == "80BTc$DmK4mX" and ids["sdb"].type == "disk"
+    assert ids["dm-1"].type == "dm" and ids["dm-1"].naa is None
+    assert ids["vda"] == Identity("disk", None, "db2-os") and ids["vda1"].type == "partition"
     assert ids["dm-0"].tags() == {"type": "multipath", "wwid": "3600a098038303053453f463045727a4d",
                                   "naa": "naa.600a098038303053453f463045727a4d"}
     assert queue_limit("dm-0", ids["dm-0"], SYSFS) == (96, "paths")  # each path has its own LUN queue

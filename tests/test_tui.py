@@ -129,7 +129,7 @@ async def test_collects_in_process_and_every_key_works(store_path):
     assert rt.stats["guest"].cycles >= 1
     writer.close()
     with Store(store_path) as s:
-        assert [(a.kind, a.name, a.tags) for a in s.annotations()] == [("marker", "run 1 start", {"by": "tui"})]
+        assert [(a.event, a.name, a.tags) for a in s.annotations()] == [("marker", "run 1 start", {"by": "tui"})]
 
 
 async def test_attached_to_an_agent_shows_its_data_and_queues_markers_for_it(store_path):

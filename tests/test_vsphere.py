@@ -328,7 +328,7 @@ def test_an_outage_longer_than_vcenters_hour_is_annotated(sim):
         return await c.collect()
     records = run(using(sim.url, go))
     (gap,) = [r for r in records if isinstance(r, Annotation)]
-    assert gap.kind == "gap" and gap.tags == {"vcenter": "vc1"} and "expired" in gap.text
+    assert gap.event == "gap" and gap.tags == {"vcenter": "vc1"} and "expired" in gap.text
     stamps = sorted({r.ts for r in pick(records, "vsphere_vm", vm="db2prod01")})
     assert len(stamps) >= 178 and stamps[-1] - stamps[0] >= 3540 * 10**9  # the hour vCenter still had
 

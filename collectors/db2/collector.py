@@ -29,7 +29,7 @@ _CLOCK = re.compile(r"(\d{4})-(\d\d)-(\d\d)[-T ](\d\d)[.:](\d\d)[.:](\d\d)(?:[.,
 
 
 class Transport(Protocol):
-    kind: str
+    name: str  # clp | ibm_db: what [[db2]] transport names it
     where: str
     connects: int
 
@@ -193,7 +193,7 @@ class Db2Collector(BaseCollector):
     async def describe(self) -> list[Fact]:
         rows = await self._exchange(facts=True)
         self._pending = rows
-        status = {"transport": self.transport.kind, "fallbacks": dict(self.fallbacks),
+        status = {"transport": self.transport.name, "fallbacks": dict(self.fallbacks),
                   "unavailable": dict(self.unavailable),
                   "sources": {q.tag: self._variant(q).label for q in QUERIES if q.tag not in self.unavailable}}
         banner = self.last_session.banner if self.last_session else {}

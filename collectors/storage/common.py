@@ -1,7 +1,8 @@
 """What the array collectors share: their error type, tags, number parsing and facts.
 
-Every array sample carries `storage` (the [[storage]] name) and `kind` so a stack can
-join it to the VM's datastores; entity tags (volume, lun, naa, device) are added per kind.
+Every array sample carries `storage` (the [[storage]] name) and `kind` (its vendor, as [[storage]]
+says it) so a stack can join it to the VM's datastores; entity tags (volume, lun, naa, device) are
+added per vendor.
 """
 
 from __future__ import annotations

@@ -33,13 +33,13 @@ DOCS = {
 
 
 def _realtime() -> tuple[Measurement, ...]:
-    """Every (entity kind, counter group, per instance) row of the counter table as a measurement."""
+    """Every (entity, counter group, per instance) row of the counter table as a measurement."""
     found: dict[str, dict[str, Field]] = {}
-    for kind, counters in (("vm", VM_COUNTERS), ("host", HOST_COUNTERS)):
+    for entity, counters in (("vm", VM_COUNTERS), ("host", HOST_COUNTERS)):
         for c in counters:
             group = c.name.split(".", 1)[0]
             for per_row in (False, True) if c.per_instance else (False,):
-                name = BY_GROUP.get((kind, group, per_row))
+                name = BY_GROUP.get((entity, group, per_row))
                 if name is not None:
                     field = c.field.removeprefix("cpu_") if name == "vsphere_vm_cpu" else c.field
                     found.setdefault(name, {})[field] = Field(field, _meaning(c))

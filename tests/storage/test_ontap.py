@@ -141,7 +141,7 @@ def test_counter_going_backwards_skips_the_instance_and_annotates():
     later["stats"]["volume"][0]["counters"]["read_ops"] = "5"
     found, resets = rows(_snap(T0, 100.0), _snap(later, 110.0), 10, {})
     assert not [r for r in found if r.measurement == "storage_volume" and r.tags["volume"] == "db2data"]
-    assert [(a.kind, a.name) for a in resets] == [("counter_reset", "ontap volume vs1/db2data")]
+    assert [(a.event, a.name) for a in resets] == [("counter_reset", "ontap volume vs1/db2data")]
 
 
 # --- the collector over a real sshd -------------------------------------------------------
