@@ -74,6 +74,9 @@ def measurement_catalog() -> dict[str, tuple[Measurement, ...]]:
     return {where: schema.measurements for where, schema in catalog().items()}
 
 
-def fact_check() -> FactCheck:
-    """Every declared fact kind: what the runtime checks each fact against."""
-    return FactCheck(k for schema in catalog().values() for k in schema.facts)
+def fact_check(cfg: Config | None = None) -> FactCheck:
+    """The fact kinds the sources of `cfg` declare (every source's without one): what the runtime checks
+    their facts against. Only the configured sources' declarations are read: the agent's start-up."""
+    inputs = [i for i in INPUTS if cfg is None or i.sections(cfg)]
+    return FactCheck(k for schema in {p: s for i in inputs for p, s in i.declarations().items()}.values()
+                     for k in schema.facts)

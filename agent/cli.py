@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 from db2vtop.agent import __version__
 from db2vtop.agent.config import Config, load_config, resolve_config, template
 from db2vtop.agent.core.config import ConfigError, Secret, sections_of
-from db2vtop.agent.core.influx_source import InfluxSource
 from db2vtop.agent.core.paths import default_config_path, state_dir
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.agent.core.store import Store, StoreError, StoreLockedError
@@ -30,6 +29,7 @@ from db2vtop.agent.service import AgentService
 from db2vtop.agent.sinks.spool import SpoolError
 
 if TYPE_CHECKING:
+    from db2vtop.agent.core.influx_source import InfluxSource
     from db2vtop.agent.pipeline import Pipeline
 
 class CommandError(Exception):
@@ -245,6 +245,8 @@ def _influx_opener(cfg: Config) -> Callable[[], InfluxSource]:
     if cfg.influxdb is None:
         where = f" in {cfg.source}" if cfg.source else " (no config file was found)"
         raise CommandError(f"--source influxdb needs an [influxdb] section{where}", EXIT_USAGE)
+    from db2vtop.agent.core.influx_source import InfluxSource  # only with --source influxdb
+
     influx = cfg.influxdb
     return lambda: InfluxSource(influx)
 

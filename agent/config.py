@@ -4,12 +4,12 @@ assembled from the core's parts and each source package's template.toml in the r
 
 from __future__ import annotations
 
-from importlib.resources import files
 from pathlib import Path
 
 from db2vtop.agent.core.config import Config as CoreConfig
 from db2vtop.agent.core.config import config_class, load
 from db2vtop.agent.core.paths import default_config_path
+from db2vtop.agent.core.schema import package_text
 from db2vtop.collectors.registry import INPUTS
 
 Config = config_class((i.section for i in INPUTS), __name__)
@@ -35,7 +35,7 @@ def resolve_config(path: Path | None) -> CoreConfig:
 
 def template() -> str:
     """The commented template `config init` writes: every section, each source's beside its code."""
-    core = files("db2vtop.agent").joinpath("config_template.toml").read_text(encoding="utf-8")
+    core = package_text("db2vtop.agent", "config_template.toml")
     head, _, tail = core.partition(SOURCES_AT)
     parts = {i.package: i.template() for i in INPUTS}  # one per package, in the registry's order
     return head + "\n".join(parts.values()) + "\n" + tail

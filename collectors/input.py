@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib.resources import files
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from db2vtop.agent.core.config import Section
-from db2vtop.agent.core.schema import Schema, load
-from db2vtop.collectors.base import BaseCollector
+
+if TYPE_CHECKING:  # the registry is imported by every command: nothing heavier than the sections at import
+    from db2vtop.agent.core.schema import Schema
+    from db2vtop.collectors.base import BaseCollector
 
 
 class Wiring(Protocol):
@@ -30,12 +31,12 @@ class Wiring(Protocol):
 
 
 #: one section -> its collector (None: nothing to collect, e.g. [guest] enabled = false)
-Make = Callable[[Any, Wiring], BaseCollector | None]
+Make = Callable[[Any, Wiring], "BaseCollector | None"]
 #: every section of the Input -> its collectors (for an Input whose collectors are not one per section)
-Build = Callable[[Sequence[Any], Wiring], list[BaseCollector]]
+Build = Callable[[Sequence[Any], Wiring], "list[BaseCollector]"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: the registry's; every command builds it at start
 class Input:
     """`name` is the config section (`[[name]]` tables, or one `[name]` when not `many`), loaded into
     `config`; `package` is the folder of its schema.toml, template.toml and README.md. `make` turns
@@ -69,9 +70,13 @@ class Input:
 
     def declarations(self) -> dict[str, Schema]:
         """package -> what it declares, for this Input's own package and the family's it writes into."""
+        from db2vtop.agent.core.schema import load
+
         own = self.schema() if self.schema is not None else load(self.package)
         return {self.package: own, **{p: load(p) for p in self.also}}
 
     def template(self) -> str:
         """Its commented part of `db2vtop config init`."""
-        return files(self.package).joinpath("template.toml").read_text(encoding="utf-8")
+        from db2vtop.agent.core.schema import package_text
+
+        return package_text(self.package, "template.toml")

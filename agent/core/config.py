@@ -210,7 +210,7 @@ def Count(what: str, low: int, high: int) -> Any:  # noqa: N802
 Port = Range("a TCP port number 1-65535", 1, 65535)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Reference:
     """The value names an item of another section (`[[ssh]]`, `[[storage]]`); with `once`, no two
     items of this section name the same one."""
@@ -339,7 +339,7 @@ class Config:
     source: Path | None = field(default=None, metadata={"toml": False})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Section:
     """A section a collector package brings: `[[name]]` tables (`many`) or one `[name]` table, loaded
     into `config`. Several sections of one name (the `[[storage]]` vendors) are told apart by the

@@ -12,10 +12,11 @@ whose name cannot say it (vCenter's `memory_mb`) states it.
 
 from __future__ import annotations
 
+import importlib
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from importlib.resources import files
+from pathlib import Path
 from typing import Any
 
 #: suffix -> unit, longest first
@@ -124,7 +125,7 @@ def load(package: str) -> Schema:
     """A collector package's `schema.toml`: one table per measurement with `doc`, `tags` (tag ->
     meaning), `fields` (field -> meaning, in order) and `text` (the fields that hold strings); one
     `[fact.KIND]` per fact kind with `doc`, `tags`, `keys` (key -> { type, meaning, unit }) and `other`."""
-    doc = tomllib.loads(files(package).joinpath("schema.toml").read_text(encoding="utf-8"))
+    doc = tomllib.loads(package_text(package, "schema.toml"))
     facts = doc.pop("fact", {})
     return Schema(
         tuple(Measurement(name, m["doc"], dict(m["tags"]),
@@ -135,6 +136,13 @@ def load(package: str) -> Schema:
                        tuple(Key(k, d["type"], d.get("meaning", ""), d.get("unit", "")) for k, d in f["keys"].items()),
                        f.get("other", ""))
               for name, f in facts.items()))
+
+
+def package_text(package: str, name: str) -> str:
+    """A data file of a package, read from its folder (as importlib.resources.files finds it for a
+    package installed as files, which pip's are, without importing zipfile and lzma: ~20 ms of the
+    agent's start-up)."""
+    return (Path(importlib.import_module(package).__path__[0]) / name).read_text(encoding="utf-8")
 
 
 class FactCheck:

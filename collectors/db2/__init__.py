@@ -4,9 +4,13 @@ into per-member rates, and the configuration facts the practices check."""
 
 from __future__ import annotations
 
-from db2vtop.collectors.base import BaseCollector
+from typing import TYPE_CHECKING
+
 from db2vtop.collectors.db2.config import DB2Config
 from db2vtop.collectors.input import Input, Wiring
+
+if TYPE_CHECKING:
+    from db2vtop.collectors.base import BaseCollector
 
 
 def make(section: DB2Config, wiring: Wiring) -> BaseCollector:

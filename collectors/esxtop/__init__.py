@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from db2vtop.collectors.base import BaseCollector
+from typing import TYPE_CHECKING
+
 from db2vtop.collectors.esxtop.config import EsxtopConfig
 from db2vtop.collectors.input import Input, Wiring
+
+if TYPE_CHECKING:
+    from db2vtop.collectors.base import BaseCollector
 
 
 def make(section: EsxtopConfig, wiring: Wiring) -> BaseCollector:

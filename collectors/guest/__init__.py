@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from db2vtop.collectors.base import BaseCollector
 from db2vtop.collectors.guest.config import GuestConfig, RemoteGuestConfig
 from db2vtop.collectors.input import Input, Wiring
+
+if TYPE_CHECKING:
+    from db2vtop.collectors.base import BaseCollector
 
 
 def make_local(section: GuestConfig, wiring: Wiring) -> BaseCollector | None:

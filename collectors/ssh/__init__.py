@@ -6,14 +6,24 @@ target.py's names such as SSHTarget asked of this package): a local-only agent n
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from db2vtop.agent.core.schema import Schema
 from db2vtop.collectors.input import Input
 from db2vtop.collectors.ssh.config import SSHConfig
 
-#: no collector of its own and nothing to declare: the other sources' build() ask for its targets
-INPUT = Input("ssh", SSHConfig, __name__, schema=Schema)
+if TYPE_CHECKING:
+    from db2vtop.agent.core.schema import Schema
+
+
+def declarations() -> Schema:
+    """Nothing: the targets' samples are their collectors'."""
+    from db2vtop.agent.core.schema import Schema
+
+    return Schema()
+
+
+#: no collector of its own: the other sources' make() ask for its targets
+INPUT = Input("ssh", SSHConfig, __name__, schema=declarations)
 
 _FROM_TARGET = ("Result", "SSHAuthError", "SSHConnectError", "SSHError", "SSHHostKeyError", "SSHTarget",
                 "SSHTimeoutError", "command")

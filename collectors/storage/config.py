@@ -11,7 +11,8 @@ from typing import ClassVar
 from db2vtop.agent.core.config import DAY, Choice, Count, Duration, EnvName, Invalid, Name, Ref, Secret, Timeout, Url
 
 
-@dataclass(frozen=True)
+# the vendors' dataclasses are made and compared; these only lend them their fields and checks
+@dataclass(frozen=True, init=False, repr=False, eq=False)
 class StorageSection:
     name: Name
     kind: str  # each vendor's class narrows it to its own value
@@ -37,7 +38,7 @@ class StorageSection:
             raise Invalid("ssh", "missing; storage is read over an [[ssh]] target")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, repr=False, eq=False)
 class ArraySection(Secret, StorageSection):
     """An array: over SSH (its CLI) or its REST endpoint."""
 

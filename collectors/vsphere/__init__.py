@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from db2vtop.agent.core.schema import Schema
-from db2vtop.collectors.base import BaseCollector
+from typing import TYPE_CHECKING
+
 from db2vtop.collectors.input import Input, Wiring
 from db2vtop.collectors.vsphere.config import VCenterConfig
+
+if TYPE_CHECKING:
+    from db2vtop.agent.core.schema import Schema
+    from db2vtop.collectors.base import BaseCollector
 
 
 def make(section: VCenterConfig, wiring: Wiring) -> BaseCollector:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from db2vtop.collectors.base import BaseCollector
+from typing import TYPE_CHECKING
+
 from db2vtop.collectors.input import Input, Wiring
 from db2vtop.collectors.storage.linux.config import LinuxStorageConfig
+
+if TYPE_CHECKING:
+    from db2vtop.collectors.base import BaseCollector
 
 
 def make(section: LinuxStorageConfig, wiring: Wiring) -> BaseCollector:
