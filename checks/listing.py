@@ -11,10 +11,11 @@ from db2vtop.checks.catalog import practices
 from db2vtop.checks.engine import Engine
 from db2vtop.checks.rule import Rule
 
-SECTION_ENABLED = {
-    "guest": lambda c: c.guest.enabled, "vcenter": lambda c: bool(c.vcenter), "db2": lambda c: bool(c.db2),
-    "storage": lambda c: bool(c.storage), "esxtop": lambda c: bool(c.esxtop),
-}
+
+def _configured(cfg: Config, section: str) -> bool:
+    """Whether the config has the source a rule needs: some [[section]], or a [section] not turned off."""
+    value = getattr(cfg, section)
+    return bool(value) if isinstance(value, list) else getattr(value, "enabled", True)
 
 
 def _unobservable_reason(judged: str, observe_via: str) -> str:
@@ -43,7 +44,7 @@ def rule_rows(cfg: Config, engine: Engine) -> list[dict[str, Any]]:
     for p in [*practices().values(), *extra.values()]:
         impl = implemented.get(p.id, [])
         sections = sorted({s for r in impl for s in r.needs.values()})
-        missing = [s for s in sections if not SECTION_ENABLED[s](cfg)]
+        missing = [s for s in sections if not _configured(cfg, s)]
         if not impl:
             status, observable = "not observable yet: " + _unobservable_reason(p.judged, p.observe_via), False
         elif missing and len(missing) == len(sections):
