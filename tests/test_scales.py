@@ -2,7 +2,7 @@
 
 import re
 
-from db2vtop.checks.scales import SCALES, levels, rule_thresholds
+from db2vtop.checks.scales import SCALES, Level, levels, rule_thresholds
 from tests.conftest import ROOT
 
 
@@ -29,5 +29,5 @@ def test_every_scale_names_thresholds_its_rule_has():
 
 
 def test_an_override_moves_the_level():
-    assert levels()["ready"] == (5.0, 10.0)
-    assert levels({"cpu-ready": {"warn_pct": 2}})["ready"] == (2.0, 10.0)
+    assert levels()["ready"] == Level(5.0, 10.0)
+    assert levels({"cpu-ready": {"warn_pct": 2}})["ready"] == Level(2.0, 10.0)
