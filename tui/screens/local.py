@@ -130,7 +130,7 @@ class LocalScreen(ViewScreen):
             self.guest = pick_guest(reader)
         view = load_local(reader, self.guest, since_ns, until_ns, SPARK)
         marks = [m.ts for m in view.markers if m.kind == "marker"]
-        busy = self.app.levels["cpu_busy"]
+        busy = self.levels["cpu_busy"]
         cpu, cpu_axis = _chart(view.cpu_history, since_ns, until_ns, self.cpu_chart.cells, marks, view.runs, busy)
         mem, mem_axis = _chart(view.mem_history, since_ns, until_ns, self.mem_chart.cells, marks, view.runs, busy)
         spark_marks = Marks.at(since_ns, until_ns, SPARK, marks)
@@ -170,7 +170,7 @@ class LocalScreen(ViewScreen):
         summary.append(f"  usr {num(value(c, 'user_pct'))}  sys {num(value(c, 'system_pct'))}"
                        f"  iowait {num(value(c, 'iowait_pct'))}  ")
         steal = value(c, "steal_pct") or 0.0
-        summary.append(f"steal {num(steal)}", style=level_style(self.app.levels["steal"], steal, ""))
+        summary.append(f"steal {num(steal)}", style=level_style(self.levels["steal"], steal, ""))
         summary.append(f"  idle {num(value(c, 'idle_pct'))}\n")
         summary.append(f"load {c.get('load1', 0):.2f} {c.get('load5', 0):.2f} {c.get('load15', 0):.2f}"
                        f"   runnable {c.get('procs_running', 0)}  blocked {c.get('procs_blocked', 0)}")
