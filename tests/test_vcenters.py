@@ -156,3 +156,15 @@ async def test_the_stack_screen_shows_each_vcenters_vm(recorded):
             assert (blame in verdict) if blame else ("no layer stands out" in verdict), verdict
             await pilot.press("escape")
         await pilot.press("q")
+
+
+def test_stacks_without_a_store_asks_the_sources(two, tmp_path):
+    """Nothing recorded yet: `db2vtop stacks` reads the vCenters now, as triage does, instead of "no stacks"."""
+    r = run_cli("stacks", "-c", str(two), "--store", str(tmp_path / "none.db"), "--format", "json",
+                env={"VC_PASSWORD": "secret"}, timeout=120)
+    stacks = {s["stack"]: s for s in json.loads(r.stdout)}
+    assert set(stacks) == {"vc-prod/db01", "vc-dr/db01"}, r.stderr
+    assert {(s["vm"], s["vcenter"]) for s in stacks.values()} == {("db01", "vc-prod"), ("db01", "vc-dr")}
+    text = run_cli("stacks", "-c", str(two), "--store", str(tmp_path / "none.db"), env={"VC_PASSWORD": "secret"},
+                   timeout=120).stdout
+    assert "vc-dr/db01 (inferred): vm db01" in text and "vCenter vc-dr" in text and "the sources, read now" in text
