@@ -9,8 +9,11 @@ every row against the collectors' declared measurements.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from statistics import fmean
 
 from db2vtop.agent.core.schema import unit_of
 
@@ -18,7 +21,7 @@ from db2vtop.agent.core.schema import unit_of
 LAYERS = ("db2", "guest", "vm", "host", "storage")
 LAYER_TITLES = {"db2": "DB2", "guest": "guest OS", "vm": "VM", "host": "ESXi host", "storage": "array"}
 #: how several series' values at one time become one (a figure fed by a guest's disks, a VM's disks)
-COMBINE = ("sum", "max", "min", "mean")
+COMBINE: dict[str, Callable[[Iterable[float]], float]] = {"sum": math.fsum, "max": max, "min": min, "mean": fmean}
 
 
 @dataclass(frozen=True)

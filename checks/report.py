@@ -32,7 +32,7 @@ from db2vtop.agent.core.model import Finding, severity_rank
 from db2vtop.agent.core.runs import Run
 from db2vtop.agent.core.source import CachedSource, Row, Source
 from db2vtop.agent.core.store import Store
-from db2vtop.checks.figures import LAYERS, REPORTED, Figure
+from db2vtop.checks.figures import COMBINE, LAYERS, REPORTED, Figure
 from db2vtop.checks.topology import StackEntities, resolve
 from db2vtop.checks.triage import finding_json
 from db2vtop.checks.verdict import PLACED, stack_verdict
@@ -174,7 +174,6 @@ def moved_score(run: float, baseline: float) -> float:
     return abs(math.log2((abs(run) + eps) / (abs(baseline) + eps)))
 
 
-COMBINE: dict[str, Callable[[Iterable[float]], float]] = {"sum": math.fsum, "max": max, "mean": fmean}
 #: how long after a run's end to look for each series' first sample (vCenter's is 20 s apart)
 AFTER_NS = 60 * 10**9
 

@@ -200,8 +200,8 @@ class StackEntities:
         """Whether some array names one of the stack's LUNs: then its volumes are those, else every one
         of its arrays' volumes (NFS, LUNs not reported, a Linux storage host)."""
         if self._naa_found is None:
-            self._naa_found = bool(self.luns) and any(naa(k) in self.luns for m in VOLUME_MEASUREMENTS
-                                                      for k in self.source.by_tag(m, "naa"))
+            volumes = _volumes(self.source)
+            self._naa_found = any(lun in volumes for lun in self.luns)
         return self._naa_found
 
     def select(self, entity: str, measurement: str, where: Iterable[tuple[str, str]] = ()) -> list[Series]:
@@ -218,7 +218,8 @@ class StackEntities:
             found = [s for h in self.hosts for s in v.by_tag(measurement, "host").get(h, ())
                      if self.matches(entity, s.tags)]
         elif entity == "volume" and self._by_naa:
-            found = [s for k, ss in v.by_tag(measurement, "naa").items() if naa(k) in self.luns for s in ss]
+            volumes = _volumes(v)
+            found = [s for lun in self.luns for s in volumes.get(lun, ()) if s.measurement == measurement]
         elif entity in ("volume", "array"):
             found = [s for a in self.arrays for s in v.by_tag(measurement, "storage").get(a, ())]
         else:
@@ -285,6 +286,20 @@ def _known(view: CachedSource) -> _Known:
         return _Known(by_vm, vcenters, guests, reported)
 
     return derive(view, "topology", (vm_facts, guest_facts, *indexes, guest_series), build)
+
+
+def _volumes(view: CachedSource) -> dict[str, list[Series]]:
+    """Every array series that names a LUN, by its normalised NAA id (indexed once per series listing)."""
+    indexes = tuple(view.by_tag(m, "naa") for m in VOLUME_MEASUREMENTS)
+
+    def build() -> dict[str, list[Series]]:
+        out: dict[str, list[Series]] = {}
+        for index in indexes:
+            for k, series in index.items():
+                out.setdefault(naa(k), []).extend(series)
+        return out
+
+    return derive(view, "volumes", indexes, build)
 
 
 def _vm_fact(known: _Known, vm: str, vcenter: str | None) -> Fact | None:
@@ -354,10 +369,8 @@ def resolve(source: Source, stack: StackConfig, since_ns: int, until_ns: int,
     out.disks, out.luns = tuple(disks), luns
     arrays = list(stack.storage)
     if luns:
-        for m in VOLUME_MEASUREMENTS:
-            for k, ss in view.by_tag(m, "naa").items():
-                if naa(k) in luns:
-                    arrays += [s.tags["storage"] for s in ss if s.tags.get("storage")]
+        volumes = _volumes(view)
+        arrays += [s.tags["storage"] for lun in luns for s in volumes.get(lun, ()) if s.tags.get("storage")]
     out.arrays = tuple(dict.fromkeys(arrays))
     return out
 

@@ -25,14 +25,13 @@ from typing import Any
 
 from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.source import Source, cached
-from db2vtop.checks.figures import ROLES, Figure
+from db2vtop.checks.figures import COMBINE, ROLES, Figure
 from db2vtop.checks.scales import levels, rule_thresholds
 from db2vtop.checks.topology import StackEntities, resolve
 
 BUCKET_NS = 20 * 10**9
 #: entities whose series count only while the VM ran on their host (vMotion)
 PLACED = ("host", "lun", "datastore")
-COMBINE: dict[str, Callable[[list[float]], float]] = {"sum": sum, "max": max, "min": min, "mean": fmean}
 Overrides = Mapping[str, Mapping[str, Any]]
 
 

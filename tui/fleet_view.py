@@ -6,7 +6,7 @@ Everything comes from one `latest` read per measurement (2,000 VMs are one query
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -232,7 +232,7 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
             sources[key] = ("vm", st.vm, ent.vcenter) if st.vm else ("guest", guest or "", None)
 
     keys = set(vm_rows) | {(None, name) for name in esx_vms if not any(vm == name for _, vm in vm_rows)}
-    repeated = {vm for _, vm in keys if sum(1 for _, other in keys if other == vm) > 1}
+    repeated = {vm for vm, n in Counter(vm for _, vm in keys).items() if n > 1}
     for vcenter, name in sorted(keys, key=lambda k: (k[1], k[0] or "")):
         row = vm_rows.get((vcenter, name))
         esx = esx_vms.get(name)

@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from statistics import fmean
 
 from db2vtop.agent.core.source import Row, Series
-from db2vtop.checks.figures import LATENCY_FLOOR_MS, LAYERS, Figure, of_layer
+from db2vtop.checks.figures import COMBINE, LATENCY_FLOOR_MS, LAYERS, Figure, of_layer
 from db2vtop.checks.scales import Level, Levels
 from db2vtop.checks.topology import StackEntities
 from db2vtop.tui.chart import level_style
@@ -24,7 +23,6 @@ from db2vtop.tui.format import NONE, num, rate, size, value
 from db2vtop.tui.table import Run
 
 MEM_STATE = {0: "high", 1: "soft", 2: "hard", 3: "low"}
-COMBINE: dict[str, Callable[[list[float]], float]] = {"sum": sum, "max": max, "min": min, "mean": fmean}
 __all__ = ["LATENCY_FLOOR_MS", "LAYERS", "MEM_STATE", "Layer", "fig", "load_layers", "max_of", "sum_of"]
 
 
