@@ -276,7 +276,10 @@ class Db2vtopApp(App):
                     (subject.get("storage") and subject["storage"] in st.storage):
                 self.open_target(Target.of_stack(st))
                 return
-        for key, make in (("vm", Target.of_vm), ("host", Target.of_host), ("guest", Target.of_guest)):
+        if subject.get("vm"):  # of its vCenter: VM names repeat across vCenters
+            self.open_target(Target.of_vm(subject["vm"], subject.get("vcenter")))
+            return
+        for key, make in (("host", Target.of_host), ("guest", Target.of_guest)):
             if subject.get(key):
                 self.open_target(make(subject[key]))
                 return

@@ -14,9 +14,7 @@ from db2vtop.agent.core.config import Config, StackConfig
 from db2vtop.agent.core.source import Source
 from db2vtop.checks.topology import StackEntities, infer_stacks, resolve
 
-VM_MEASUREMENTS = ("vsphere_vm", "esxtop_vm")
 HOST_MEASUREMENTS = ("vsphere_host", "esxtop_device", "vsphere_host_lun")
-DB2_MEASUREMENTS = ("db2_database", "db2_log")
 
 
 @dataclass(frozen=True)

@@ -146,9 +146,12 @@ class MemorySource:
         return self.latest_of(self.series(measurement), since_ns, until_ns)
 
     def newest(self, measurement: str, since_ns: int, until_ns: int) -> list[tuple[int, int]]:
-        return [(r_sid, ts) for r_sid, ts in ((s.id, max((t for t, _ in self._in(s.id, since_ns, until_ns)),
-                                                        default=None)) for s in self.series(measurement))
-                if ts is not None]
+        out = []
+        for s in self.series(measurement):
+            found = [ts for ts, _ in self._in(s.id, since_ns, until_ns)]
+            if found:
+                out.append((s.id, found[-1]))
+        return out
 
     def window(self, series_id: int, field_name: str, since_ns: int,
                until_ns: int | None = None) -> list[tuple[int, FieldValue]]:
@@ -190,10 +193,6 @@ class CachedSource:
         self._facts: dict[str | None, tuple[float, list[Fact]]] = {}
         #: what readers build from this cache's answers (an index of facts), kept with the answers it came from
         self.derived: dict[str, tuple[tuple, Any]] = {}
-
-    @property
-    def path(self) -> Any:
-        return getattr(self.source, "path", None)
 
     def refresh(self) -> bool:
         """Once per view load: forget the rows read, and the series lists if the source gained or lost
