@@ -167,33 +167,15 @@ class StackEntities:
 
     # --- which series are the stack's ---
 
-    def matches(self, entity: str, tags: dict[str, str]) -> bool:
-        if entity == "db2":
-            return self.db2 is not None and tags.get("db2") == self.db2
-        if entity == "guest":
-            return self.guest is not None and tags.get("guest") == self.guest
-        if entity == "vm":
-            return self.vm is not None and tags.get("vm") == self.vm and _vcenter_ok(tags, self.vcenter)
+    def _on_host(self, entity: str, tags: dict[str, str]) -> bool:
+        """A host's series (one of its LUNs' for `lun`) of a host the VM ran on, of the stack's vCenter."""
         on_host = tags.get("host") in self.hosts and _vcenter_ok(tags, self.vcenter)
-        if entity in ("host", "datastore"):
-            return on_host
-        if entity == "lun":
-            return on_host and self.lun_of(tags) in self.luns
-        if entity == "volume":
-            return self._volume(tags)
-        if entity == "array":
-            return tags.get("storage") in self.arrays
-        raise ValueError(f"no such entity {entity!r}; one of {', '.join(ENTITIES)}")
+        return on_host and (entity != "lun" or self.lun_of(tags) in self.luns)
 
     @staticmethod
     def lun_of(tags: dict[str, str]) -> str:
         """The normalised NAA id a host's per-LUN series names."""
         return naa(tags.get("lun") or tags.get("device") or "")
-
-    def _volume(self, tags: dict[str, str]) -> bool:
-        if self._by_naa:
-            return "naa" in tags and naa(tags["naa"]) in self.luns
-        return tags.get("storage") in self.arrays
 
     @property
     def _by_naa(self) -> bool:
@@ -216,7 +198,7 @@ class StackEntities:
                 if self.vm else []
         elif entity in ("host", "datastore", "lun"):
             found = [s for h in self.hosts for s in v.by_tag(measurement, "host").get(h, ())
-                     if self.matches(entity, s.tags)]
+                     if self._on_host(entity, s.tags)]
         elif entity == "volume" and self._by_naa:
             volumes = _volumes(v)
             found = [s for lun in self.luns for s in volumes.get(lun, ()) if s.measurement == measurement]
