@@ -315,27 +315,24 @@ def resolve(source: Source, stack: StackConfig, since_ns: int, until_ns: int,
             hosts = {str(fact.data["host"])}
             out.placement = Placement(stack.vm, [fact.ts], [str(fact.data["host"])])
         out.hosts = tuple(sorted(hosts))
-        seen: set[str] = set()
-        for s in view.by_tag("vsphere_vm_disk", "vm").get(stack.vm, ()):
-            if not _vcenter_ok(s.tags, out.vcenter):
+        # its virtual disks: as its series name them, then as its fact lists them (a disk the fact names
+        # without its device is the series' disk of the same LUNs)
+        found = [(s.tags.get("instance", ""), s.tags.get("datastore", ""), s.tags.get("lun", "").split(","))
+                 for s in view.by_tag("vsphere_vm_disk", "vm").get(stack.vm, ()) if _vcenter_ok(s.tags, out.vcenter)]
+        found += [(str(d.get("instance") or ""), str(d.get("datastore") or ""), d.get("luns") or ())
+                  for d in (fact.data.get("disks") or () if fact is not None else ())]
+        names: set[str] = set()
+        lun_sets: set[tuple[str, ...]] = set()
+        for name, datastore, raw in found:
+            ids = tuple(naa(str(x)) for x in raw if x)
+            if (name in names) if name else (ids in lun_sets):
                 continue
-            ids = tuple(naa(x) for x in s.tags.get("lun", "").split(",") if x)
-            name = s.tags.get("instance", "")
-            if name not in seen:
-                seen.add(name)
-                disks.append(Disk(name, s.tags.get("datastore", ""), ids))
+            names.add(name)
+            lun_sets.add(ids)
+            disks.append(Disk(name, datastore, ids))
             for x in ids:
                 if not luns.get(x):
-                    luns[x] = s.tags.get("datastore", "")
-        for d in (fact.data.get("disks") or ()) if fact is not None else ():
-            ids = tuple(naa(str(x)) for x in d.get("luns") or ())
-            name = str(d.get("instance") or d.get("label") or "")
-            if name not in seen:
-                seen.add(name)
-                disks.append(Disk(name, str(d.get("datastore") or ""), ids))
-            for x in ids:
-                if not luns.get(x):
-                    luns[x] = str(d.get("datastore") or "")
+                    luns[x] = datastore
         if out.guest is None:
             out.guest = _guest_named(known, {short_name(stack.vm)} | (
                 {short_name(str(fact.data["guest_hostname"]))} if fact is not None and fact.data.get("guest_hostname")
