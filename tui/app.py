@@ -226,7 +226,9 @@ class Db2vtopApp(App):
         self.call_from_thread(self._show, screen, view)
 
     def _show(self, screen: ViewScreen, view: Any) -> None:
-        if not screen.is_attached:
+        # a screen left (Esc) while its load ran is being taken down: its widgets may be gone already; it
+        # loads again when it is shown again
+        if not screen.is_attached or not screen.is_current:
             return
         t0 = time.perf_counter()
         screen.show_view(view)
