@@ -140,7 +140,7 @@ def main() -> None:
     parse_ms, _ = timed(lambda: snapshot(text1, 20.0))
     snap0 = snapshot(text0, 0.0)
     rows(snap0, snapshot(text1, 20.0), 10, {})  # steady state: the baseline's numbers are converted already
-    cycle_ms, (found, _) = timed(lambda: rows(snap0, snapshot(text1, 20.0), 10, {}))
+    cycle_ms, (found, _, _) = timed(lambda: rows(snap0, snapshot(text1, 20.0), 10, {}))
     tables = fact_tables()
     vol_text, lun_text = table_text(tables["volume show"]), table_text(tables["lun show"])
     facts_ms, _ = timed(lambda: (parse_fields(vol_text), parse_fields(lun_text)))
