@@ -4,7 +4,7 @@ The clustershell is the login shell of an ONTAP SSH session, so a whole line goe
 the SSH command: commands separated by `;`, values in double quotes, `|` between the
 items of a list. Formats (ONTAP 9 command reference, docs.netapp.com/us-en/ontap-cli):
 
-* `statistics show -raw -object O -counter a|b` (advanced privilege) prints, per
+* `statistics show -raw -object O -counter a|b` (advanced privilege or above) prints, per
   instance, an `Object:` / `Instance:` / `Scope:` header and a two-column table with a
   32-character counter column and a 32-character value column; long values wrap onto
   the next line, array counters print `-` and then one `label value` line per bucket;
