@@ -183,6 +183,8 @@ async def test_collector_cycle_over_ssh(ontap_sshd):
     assert (vol.fields["read_latency_ms"], vol.fields["write_latency_ms"]) == (1.2, 2.5)
     assert vol.fields["read_iops"] * dt == pytest.approx(2000)
     assert vol.fields["read_bytes_per_s"] * dt == pytest.approx(16_384_000, abs=dt)  # exact bytes: -units raw
+    assert set(vol.fields) == {"total_iops", "read_iops", "write_iops", "other_iops", "read_bytes_per_s",
+                               "write_bytes_per_s", "avg_latency_ms", "read_latency_ms", "write_latency_ms"}
     lun = next(s for s in samples if s.measurement == "storage_lun" and s.tags["lun"] == "/vol/db2data/lun0")
     assert lun.tags["naa"] == "naa.600a0980486e542d4f5a2f47694d684b" and lun.tags["serial"] == "HnT-OZ/GiMhK"
     assert lun.tags["volume"] == "db2data" and lun.fields["read_misaligned_pct"] == 2.0
