@@ -5,10 +5,11 @@ source of remote NUMA memory (N%L). Samples are tagged host = the [[esxtop]] sec
 name (name it as vSphere names the host so a stack can join them) plus vm (the VM's
 display name) or device (the LUN's NAA id, as vSphere's canonicalName).
 
-The first output of a host (and of every host name it reports later) is recorded as the
-`esxtop_host` fact: the objects its header exports and the counters of the ones read here,
-with the NUMA columns found among them, so a release whose names differ shows up as a
-finding (rule numa-locality) instead of NUMA fields that silently never arrive.
+The first output of a host (and of every host name, or set of columns, it reports later: an
+upgrade) is recorded as the `esxtop_host` fact: the objects its header exports and the
+counters of the ones read here, with the NUMA columns found among them, so a release whose
+names differ shows up as a finding (rule numa-locality) instead of NUMA fields that silently
+never arrive.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ class EsxtopCollector(BaseCollector):
     def argv(self) -> list[str]:
         return ["esxtop", "-b", "-a", "-d", f"{self.cfg.delay:g}", "-n", "1"]
 
-    def _run(self, known_host: str | None) -> tuple[BatchSample, list[str] | None]:
-        """This cycle's sample, and the header's objects when the host is not `known_host`."""
+    def _run(self, known: dict[str, Any] | None) -> tuple[BatchSample, list[str] | None]:
+        """This cycle's sample, and the header's objects when its host or columns are not those `known`."""
         r = self.target.run(self.argv(), timeout=self.timeout)
         if r.rc != 0:
             err = r.stderr.decode("utf-8", errors="replace").strip()[:200]
@@ -47,10 +48,11 @@ class EsxtopCollector(BaseCollector):
             raise CollectorError(f"esxtop {self.cfg.name}: esxtop exited {r.rc}: {err or 'no message'}")
         text = r.text()
         batch = parse_batch(text)
-        return batch, (header_objects(text) if batch.host != known_host else None)
+        new = known is None or batch.host != known["esxtop_hostname"] or batch.columns != known["columns"]
+        return batch, (header_objects(text) if new else None)
 
     async def collect(self) -> list[Record]:
-        batch, objects = await self.run_blocking(self._run, self.header and self.header["esxtop_hostname"])
+        batch, objects = await self.run_blocking(self._run, self.header)
         if objects is not None:
             self._new_host(batch, objects)
         self.last = batch
