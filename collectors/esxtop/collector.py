@@ -18,10 +18,10 @@ import logging
 import time
 from typing import Any
 
-from db2vtop.agent.core.config import EsxtopConfig
 from db2vtop.agent.core.model import Fact, Record, Sample
 from db2vtop.collectors.base import BaseCollector, CollectorError
 from db2vtop.collectors.esxtop.batch import BatchSample, header_objects, parse_batch
+from db2vtop.collectors.esxtop.config import EsxtopConfig
 from db2vtop.collectors.ssh import SSHTarget
 
 log = logging.getLogger(__name__)
