@@ -27,9 +27,9 @@ from urllib.parse import urlparse
 from xml.etree import ElementTree as ET
 from xml.sax.saxutils import escape
 
-from db2vtop.agent.core.config import VCenterConfig
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.collectors.base import CollectorError
+from db2vtop.collectors.vsphere.config import VCenterConfig
 from db2vtop.collectors.vsphere.soapxml import NS, Node, envelope, this, to_int, value
 
 log = logging.getLogger(__name__)

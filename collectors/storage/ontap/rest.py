@@ -14,11 +14,11 @@ import re
 from typing import Any
 from urllib.parse import urlparse
 
-from db2vtop.agent.core.config import StorageConfig
 from db2vtop.agent.core.model import Annotation, FieldValue
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.storage.common import StorageFormatError, optional_number, rate_fields
+from db2vtop.collectors.storage.ontap.config import OntapConfig
 from db2vtop.collectors.storage.ontap.metrics import CounterRow, FactRow, Key, naa_for_serial, volume_of
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ def perf_fields(metric: Any, min_ops: int, what: str) -> dict[str, FieldValue] |
 class OntapRest:
     """One HostConnection per collector; records are read as plain dicts."""
 
-    def __init__(self, cfg: StorageConfig):
+    def __init__(self, cfg: OntapConfig):
         self.cfg = cfg
         self.round_trips = 0
         self._conn: Any = None
@@ -105,8 +105,9 @@ class OntapRest:
         except (ValueError, TypeError, KeyError) as e:  # a body the schema cannot load
             raise StorageFormatError(f"ONTAP REST: {resource} answer not understood: {e}") from None
 
-    def rows(self, lun_tags: dict[Key, dict[str, str]]) -> tuple[list[CounterRow], list[Annotation]]:
-        """ONTAP's own averages; no counter resets to report (ONTAP flags those in metric.status)."""
+    def rows(self, lun_tags: dict[Key, dict[str, str]]) -> tuple[list[CounterRow], list[Annotation], list[str]]:
+        """ONTAP's own averages; no counter resets or missing counters to report (ONTAP flags those in
+        metric.status)."""
         min_ops = self.cfg.min_ops_for_latency
         out: list[CounterRow] = []
         for v in self.records("Volume", VOLUME_FIELDS):
@@ -126,7 +127,7 @@ class OntapRest:
                 cpu = optional_number(metric.get("processor_utilization"), "node processor_utilization")
                 if cpu is not None:
                     out.append(CounterRow("storage_node", {"node": str(node.get("name", ""))}, {"cpu_busy_pct": cpu}))
-        return out, []
+        return out, [], []
 
     def facts(self) -> tuple[list[FactRow], dict[Key, dict[str, str]]]:
         out: list[FactRow] = []
