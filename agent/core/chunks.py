@@ -167,6 +167,22 @@ def encode(ts: Sequence[int], columns: Sequence[Sequence[Any]]) -> bytes:
     return _zstd()[0].compress(b"".join(out))
 
 
+def timestamps(blob: bytes) -> list[int]:
+    """A chunk's timestamps alone (its first column): which rows it holds, without decoding their values."""
+    try:
+        data = memoryview(_zstd()[1].decompress(blob))
+        version, n, _ = _HEADER.unpack_from(data, 0)
+        if version != _VERSION:
+            raise ChunkError(f"chunk format {version}, this db2vtop reads {_VERSION}")
+        (size,) = struct.unpack_from("<I", data, _HEADER.size)
+        start = _HEADER.size + 4
+        return _decode_ints(data[start:start + size], n)
+    except ChunkError:
+        raise
+    except (zstandard.ZstdError, struct.error, ValueError, IndexError) as e:
+        raise ChunkError(f"damaged chunk: {e}") from None
+
+
 def decode(blob: bytes) -> tuple[list[int], list[list[Any]]]:
     """(timestamps, columns) of a chunk, as `encode` was given them."""
     try:
