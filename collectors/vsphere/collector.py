@@ -39,7 +39,7 @@ from db2vtop.collectors.vsphere.perf import (
     to_samples,
 )
 from db2vtop.collectors.vsphere.perf import query as perf_query
-from db2vtop.collectors.vsphere.soapxml import Ref
+from db2vtop.collectors.vsphere.soapxml import Ref, as_list
 from db2vtop.collectors.vsphere.watch import InventoryWatch, WatchLostError
 
 log = logging.getLogger(__name__)
@@ -287,15 +287,32 @@ class VSphereCollector(BaseCollector):
         return Fact.removal("vsphere_vm", {"vcenter": self.cfg.name, "vm": seen[2]})
 
     async def describe_vms(self, vms: Iterable[str]) -> list[Fact]:
-        """Facts of the named VMs and their hosts only (triage --vm of one VM among thousands): the light
-        inventory finds them and gives every VM's share of its host; one property read each fetches
-        their full rows."""
+        """Facts of the named VMs and their hosts only (triage --vm of one VM among 10,000): every VM's name
+        finds them (the cheapest read of the whole inventory), then by reference their full rows, their
+        hosts with the VMs on each (whose light rows give the hosts' totals) and the datastores. The
+        inventory kept is those hosts' VMs: what lookback() of the named VMs needs."""
         wanted = set(vms)
 
         async def step(conn: _Conn) -> list[Fact]:
-            light = await self._light(conn)
-            targets = [Ref("VirtualMachine", m) for m, v in self.inventory.vms.items() if v.name in wanted]
-            facts, self.maps = await self._facts_of(conn, targets, set(), light)
+            s = conn.session
+            names = await self.run_blocking(inv_mod.retrieve, s, conn.view, {"VirtualMachine": ("name",)},
+                                            inv_mod.PAGE)
+            targets = [obj for obj, p in names if p.get("name") in wanted]
+            names = []
+            vm_rows, ds_rows = await asyncio.gather(self.run_blocking(inv_mod.full_vm_rows, s, targets),
+                                                    self.run_blocking(inv_mod.read_datastores, s, conn.view))
+            hosts = sorted({h.value for _, p in vm_rows if isinstance(h := p.get("runtime.host"), Ref)})
+            host_rows = await self.run_blocking(inv_mod.retrieve_objects, s, [Ref("HostSystem", h) for h in hosts],
+                                                {"HostSystem": (*inv_mod.HOST_FULL, "vm")})
+            clusters = {p["parent"] for _, p in host_rows if isinstance(p.get("parent"), Ref)
+                        and p["parent"].type == "ClusterComputeResource"}
+            neighbours = [v for _, p in host_rows for v in as_list(p.get("vm")) if isinstance(v, Ref)]
+            light, cluster_rows = await asyncio.gather(
+                self.run_blocking(inv_mod.retrieve_objects, s, neighbours, {"VirtualMachine": inv_mod.VM_LIGHT}),
+                self.run_blocking(inv_mod.retrieve_objects, s, sorted(clusters), {"ClusterComputeResource": ("name",)}))
+            self._set_inventory(Inventory(inv_mod.vms_from(light), inv_mod.hosts_from(host_rows + cluster_rows)))
+            read = FullRead(self.inventory, vm_rows, host_rows, ds_rows, agg_rows=light)
+            facts, self.maps = build_facts(self.cfg.name, read, time.time_ns())
             return facts
         return await self._with_session(step)
 
