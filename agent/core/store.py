@@ -575,26 +575,31 @@ class Store:
                 yield Row(ts, s.measurement, s.tags, fields)
 
     def _latest_in_chunk(self, sid: int, until_ns: int, newer_than: int,
-                         candidate: tuple[int, int] | None = None) -> tuple[int, dict[str, FieldValue]] | None:
+                         candidate: tuple[int, int, int, int, bytes | None] | None = None
+                         ) -> tuple[int, dict[str, FieldValue]] | None:
         """The newest row at or before `until` held in a chunk, if newer than `newer_than` (the head's).
-        `candidate`: that chunk's (id, last_ts), when the caller found it already. A chunk whose last
+        `candidate`: that chunk's (id, last_ts, fieldset, n, data), when the caller found it already. A chunk whose last
         row is not newer than the head's is not read (the live case: the head holds the newest row)."""
         if candidate is None:
             candidate = self.db.execute(
-                "SELECT id, last_ts FROM chunks WHERE series_id=? AND span <= ? AND first_ts <= ?"
+                "SELECT id, last_ts, fieldset, n, data FROM chunks WHERE series_id=? AND span <= ? AND first_ts <= ?"
                 " ORDER BY span DESC LIMIT 1", (sid, until_ns // CHUNK_SPAN_NS, until_ns)).fetchone()
         if candidate is None or candidate[1] <= newer_than:
             return None
-        cid = candidate[0]
+        cid, last_ts, fid, n, data = candidate
         hit = self._chunk_cache.get(cid)
-        if hit is None:
-            fid, data = self.db.execute("SELECT fieldset, data FROM chunks WHERE id=?", (cid,)).fetchone()
-            hit = self._chunk(cid, fid, data)
-        ts, names, columns = hit
+        if hit is not None:
+            ts, names, columns = hit
+            i = bisect_right(ts, until_ns) - 1
+            return (ts[i], _row_at(names, columns, i)) if ts[i] > newer_than else None
+        # not decoded whole: the one row only (a past cursor over 10,000 series reads one row of each chunk)
+        if data is None:
+            (data,) = self.db.execute("SELECT data FROM chunks WHERE id=?", (cid,)).fetchone()
+        ts = self._chunk_times(cid, last_ts, n, data)
         i = bisect_right(ts, until_ns) - 1
         if ts[i] <= newer_than:
             return None
-        return ts[i], _row_at(names, columns, i)
+        return ts[i], {k: v for k, v in zip(self._names(fid), chunks.row(data, i), strict=True) if v is not None}
 
     def latest(self, measurement: str, since_ns: int = 0, until_ns: int | None = None) -> list[Row]:
         """The newest sample of each series of a measurement in [since, until] (time travel: `until`).
@@ -631,12 +636,21 @@ class Store:
                        measurement: str | None = None) -> list[Row]:
         """`latest` back in time: a series' newest row before `until` may be in a chunk. For a whole
         measurement, each series' candidate chunk is found by one query."""
-        candidates: dict[int, tuple[int, int]] = {}
+        candidates: dict[int, tuple[int, int, int, int, bytes | None]] = {}
         if measurement is not None:
-            candidates = {sid: (cid, last) for sid, cid, last in self.db.execute(
-                "SELECT s.id, c.id, c.last_ts FROM series s JOIN chunks c ON c.series_id = s.id AND c.span = "
-                "(SELECT span FROM chunks WHERE series_id = s.id AND span <= ? AND first_ts <= ? ORDER BY span DESC"
-                " LIMIT 1) WHERE s.measurement=?", (until_ns // CHUNK_SPAN_NS, until_ns, measurement))}
+            found = {sid: (cid, last, fid, n) for sid, cid, last, fid, n in self.db.execute(
+                "SELECT s.id, c.id, c.last_ts, c.fieldset, c.n FROM series s JOIN chunks c ON c.series_id = s.id "
+                "AND c.span = (SELECT span FROM chunks WHERE series_id = s.id AND span <= ? AND first_ts <= ? "
+                "ORDER BY span DESC LIMIT 1) WHERE s.measurement=?",
+                (until_ns // CHUNK_SPAN_NS, until_ns, measurement))}
+            # the chunks whose rows are newer than the head's (none when the cursor is now), a few hundred a query
+            wanted = [c for sid, c in found.items() if c[1] > head.get(sid, (-1,))[0]]
+            data: dict[int, bytes] = {}
+            for i in range(0, len(wanted), 500):
+                part = [c[0] for c in wanted[i:i + 500]]
+                data.update(self.db.execute(f"SELECT id, data FROM chunks WHERE id IN ({','.join('?' * len(part))})",
+                                            part))
+            candidates = {sid: (*c, data.get(c[0])) for sid, c in found.items()}
         out = []
         for s in series:
             h = head.get(s.id)
@@ -672,7 +686,7 @@ class Store:
                         found[sid] = last_ts
         return sorted(found.items())
 
-    def _chunk_times(self, cid: int, last_ts: int, n: int) -> Sequence[int]:
+    def _chunk_times(self, cid: int, last_ts: int, n: int, data: bytes | None = None) -> Sequence[int]:
         """A chunk's timestamps, decoded alone and kept (a chunk rewritten by a late row has another last row
         or count, so another key)."""
         hit = self._chunk_cache.get(cid)
@@ -681,7 +695,8 @@ class Store:
         key = (cid, last_ts, n)
         ts = self._times.get(key)
         if ts is None:
-            (data,) = self.db.execute("SELECT data FROM chunks WHERE id=?", (cid,)).fetchone()
+            if data is None:
+                (data,) = self.db.execute("SELECT data FROM chunks WHERE id=?", (cid,)).fetchone()
             ts = self._times[key] = array("q", chunks.timestamps(data))
             if len(self._times) > _CACHED_TIMES:
                 self._times.popitem(last=False)
