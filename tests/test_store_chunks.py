@@ -66,10 +66,17 @@ def test_one_row_alone_is_the_same_as_that_row_of_the_whole_chunk(data, at):
     ts, columns = data
     i = at % len(ts)
     blob = chunks.encode(ts, columns)
-    assert chunks.timestamps(blob) == ts
+    assert list(chunks.timestamps(blob)) == ts
     got = chunks.row(blob, i)
     assert len(got) == len(columns)
     assert all(same(col[i], g) for col, g in zip(columns, got, strict=True)), (i, [c[i] for c in columns], got)
+
+
+def test_a_regular_grid_of_timestamps_is_known_without_decoding_it():
+    ts = [T0 + k * 20 * S for k in range(90)]
+    assert chunks.timestamps(chunks.encode(ts, [[1.5] * 90])) == range(ts[0], ts[-1] + 1, 20 * S)
+    ts[40] += 1  # one sample off the grid: decoded
+    assert chunks.timestamps(chunks.encode(ts, [[1.5] * 90])) == ts
 
 
 def test_short_decimals_and_negative_zero_are_exact():
