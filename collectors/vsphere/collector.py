@@ -298,7 +298,7 @@ class VSphereCollector(BaseCollector):
             names = await self.run_blocking(inv_mod.retrieve, s, conn.view, {"VirtualMachine": ("name",)},
                                             inv_mod.PAGE)
             targets = [obj for obj, p in names if p.get("name") in wanted]
-            names = []
+            del names  # 10,000 rows not held through the reads below
             vm_rows, ds_rows = await asyncio.gather(self.run_blocking(inv_mod.full_vm_rows, s, targets),
                                                     self.run_blocking(inv_mod.read_datastores, s, conn.view))
             hosts = sorted({h.value for _, p in vm_rows if isinstance(h := p.get("runtime.host"), Ref)})
