@@ -839,6 +839,8 @@ class StoreWriter:
     """
 
     THREAD = "store-writer"
+    #: tries, a second apart, to write what is still pending at exit
+    exit_tries = 5
 
     def __init__(self, path: Path, retention_s: float, retention_every_s: float = 10.0,
                  supervisor: Supervisor | None = None):
@@ -929,7 +931,8 @@ class StoreWriter:
         return items
 
     def _commit_at_exit(self, pending: _Batch) -> None:
-        for _ in range(5):
+        self._retry_s = 0.0  # a few more tries, a second apart, then the loss is said
+        for _ in range(self.exit_tries):
             if pending.empty():
                 return
             time.sleep(1.0)
