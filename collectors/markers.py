@@ -3,7 +3,8 @@
 Each JSON file of the inbox (agent/core/markers.py) becomes an Annotation, so markers reach
 the store and every sink in order with the samples around them.
 
-The inbox is input from outside, so it is read defensively: only a directory of this user's,
+The agent makes its inbox when it starts (0700), so no other user can make it first. The
+inbox is input from outside, so it is read defensively: only a directory of this user's,
 not a link and not writable by others, is read at all (else the cycle fails, saying why);
 each file is opened relative to it without following links and without blocking (a FIFO),
 and only a regular file of this user's of at most 64 KiB holding one JSON object with a name
@@ -23,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from db2vtop.agent.core.files import make_private_dir
 from db2vtop.agent.core.markers import MAX_MARKER_BYTES, inbox_of, inbox_problem
 from db2vtop.agent.core.model import CLOCK_SKEW_S, Annotation, Record, record_problem
 from db2vtop.collectors.base import BaseCollector, CollectorError
@@ -43,6 +45,13 @@ class MarkerInbox(BaseCollector):
         super().__init__(name, interval)
         self.inbox = inbox_of(store_path)
         self.clock_skew_s = clock_skew_s
+
+    async def start(self) -> None:
+        """Make the inbox now, private, so that no other user can make it first."""
+        try:
+            await self.run_blocking(make_private_dir, self.inbox)
+        except OSError as e:
+            raise CollectorError(f"cannot create the marker inbox {self.inbox}: {e.strerror or e}") from None
 
     async def collect(self) -> list[Record]:
         return await self.run_blocking(self._drain)

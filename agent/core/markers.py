@@ -16,13 +16,13 @@ from pathlib import Path
 
 from db2vtop.agent.core.files import make_private_dir
 from db2vtop.agent.core.model import Annotation
-from db2vtop.agent.core.store import Store, StoreError, StoreLockedError
+from db2vtop.agent.core.store import Store, StoreAccessError, StoreError, StoreLockedError
 
 #: a marker file is a few hundred bytes; anything larger is not one
 MAX_MARKER_BYTES = 64 * 1024
 
 
-class MarkerError(StoreError):
+class MarkerError(StoreAccessError):
     """A marker could not be queued in the inbox (not ours, not writable)."""
 
 

@@ -98,7 +98,9 @@ class StoreLockedError(StoreError):
 
 class StoreAccessError(StoreError):
     """The store's file or directory cannot be made or written (read-only, missing, not ours): a
-    problem of the command's setup, said in one line."""
+    problem of the command's setup, said in one line; the CLI exits 2 for it, as for bad usage."""
+
+    status = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +186,10 @@ class Store:
             self.close()
             if writer and isinstance(e, sqlite3.OperationalError):  # read-only, I/O error, cannot open
                 raise StoreAccessError(f"cannot write the store {self.path}: {e}") from None
-            raise StoreError(f"{self.path}: {e}") from None
+            if not writer and isinstance(e, sqlite3.OperationalError) and not os.access(self.path.parent, os.W_OK):
+                self._open_immutable()  # a recording on read-only media: nobody can be writing it
+            else:
+                raise StoreError(f"{self.path}: {e}") from None
         self._series: dict[str, int] = {}
         self._fieldset_ids: dict[tuple[str, ...], int] = {}
         self._fieldset_names: dict[int, tuple[str, ...]] = {}
@@ -193,6 +198,18 @@ class Store:
         self._seal_cursor = 0
         self._chunk_cache: OrderedDict[int, tuple[list[int], tuple[str, ...], list[list[Any]]]] = OrderedDict()
         self._chunked = self._has_chunks()
+
+    def _open_immutable(self) -> None:
+        """Read a store whose directory cannot be written: SQLite cannot make the WAL's shared-memory
+        file there, so the file is opened as immutable (no locks, no WAL), which is what it is."""
+        try:
+            self.db = sqlite3.connect(f"{self.path.resolve().as_uri()}?immutable=1", uri=True, timeout=10,
+                                      isolation_level=None, check_same_thread=False)
+            self.db.execute("PRAGMA query_only=1")
+            self._check_schema()
+        except sqlite3.DatabaseError as e:
+            self.close()
+            raise StoreError(f"{self.path}: {e}") from None
 
     def _prepare_files(self) -> bool:
         """The writer's directory, lock and database file, made private (0700, 0600: SQLite gives the

@@ -40,6 +40,9 @@ class Health:
 
 
 class Supervisor:
+    """Thread names go into the log templates: the log's repeat filter (agent/logs.py) keys on the
+    template, and one thread's trouble must never hide another's."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._health: dict[str, Health] = {}
@@ -92,7 +95,7 @@ class Supervisor:
             h.set_aside += 1
             h.last_error = f"set aside {printable(what, _CONTEXT_CHARS)}: {why}"
             total = h.set_aside
-        log.error("%s: set aside %s: %s (%d set aside so far)", name, printable(what, _CONTEXT_CHARS), why, total)
+        log.error(f"{name}: set aside %s: %s (%d set aside so far)", printable(what, _CONTEXT_CHARS), why, total)
 
     def retrying(self, name: str, error: BaseException | str) -> None:
         """A transient failure the thread retries (the first of a run is logged, the others counted)."""
@@ -105,7 +108,7 @@ class Supervisor:
             if first:
                 h.state, h.since_ns = RETRYING, time.time_ns()
         if first:
-            log.error("%s: %s; retrying", name, why)
+            log.error(f"{name}: %s; retrying", why)
 
     def recovered(self, name: str) -> None:
         """The thread's work succeeds again after `retrying`."""
@@ -115,7 +118,7 @@ class Supervisor:
                 return
             h.state, h.since_ns = OK, time.time_ns()
             last = h.last_error
-        log.warning("%s: working again (after: %s)", name, last)
+        log.warning(f"{name}: working again (after: %s)", last)
 
     def fail(self, name: str, error: BaseException | str) -> None:
         """`name` cannot go on: logged (with the traceback of an exception), and the agent told."""
@@ -126,7 +129,7 @@ class Supervisor:
             self.failures.append(f"{name}: {why}")
             callbacks = list(self._callbacks)
         exc_info = error if isinstance(error, BaseException) and not isinstance(error, SystemExit) else None
-        log.critical("%s cannot go on: %s", name, why, exc_info=exc_info)
+        log.critical(f"{name} cannot go on: %s", why, exc_info=exc_info)
         for cb in callbacks:
             try:
                 cb(name, why)

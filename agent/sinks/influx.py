@@ -171,7 +171,8 @@ class InfluxSink:
     def snapshot(self) -> dict[str, Any]:
         st = self.stats
         return {"state": st.state, "last_error": st.last_error, "spooled": st.spooled, "sent": st.sent,
-                "dropped": self.spool.dropped, "dead_lettered": st.dead_lettered, "retries": st.retries,
+                "dropped": self.spool.dropped, "corrupt": self.spool.corrupt, "dead_lettered": st.dead_lettered,
+                "retries": st.retries,
                 "batches": st.batches, "pending": self.spool.pending_points, "spool_bytes": self.spool.total_bytes,
                 "last_success_ns": st.last_success_ns}
 

@@ -51,6 +51,12 @@ class SpoolError(Exception):
     pass
 
 
+class SpoolAccessError(SpoolError):
+    """The spool directory cannot be made or is not ours: the CLI exits 2 for it, as for bad usage."""
+
+    status = 2
+
+
 @dataclass
 class _Segment:
     seq: int
@@ -86,6 +92,7 @@ class Spool:
         self.fsync = fsync
         self.fsync_interval = fsync_interval
         self.dropped = 0  # points deleted undelivered because the spool was full
+        self.corrupt = 0  # points lost in records whose checksum failed (a flipped bit, a torn tail)
         self.appended = 0
         self._lock = threading.Lock()
         self._segments: list[_Segment] = []
@@ -107,9 +114,9 @@ class Spool:
             make_private_dir(self.dir)
             st = self.dir.stat()
         except OSError as e:
-            raise SpoolError(f"cannot create the spool directory {self.dir}: {e.strerror or e}") from None
+            raise SpoolAccessError(f"cannot create the spool directory {self.dir}: {e.strerror or e}") from None
         if st.st_uid != os.geteuid():
-            raise SpoolError(f"spool directory {self.dir} belongs to uid {st.st_uid}, not to this user "
+            raise SpoolAccessError(f"spool directory {self.dir} belongs to uid {st.st_uid}, not to this user "
                              f"({os.geteuid()}); give the agent a spool_dir of its own")
         if st.st_mode & 0o077:
             log.warning("spool %s: mode %o tightened to 700", self.dir, st.st_mode & 0o777)
@@ -144,16 +151,16 @@ class Spool:
                       "(oldest %d); delivering everything from the oldest (points may be sent twice)",
                       self.dir, seq, offset, oldest)
         for seg in found:
-            dropped = self.dropped
-            checked = self._scan(seg, start if seg.seq == oldest else len(MAGIC))
+            corrupt = self.corrupt
+            checked = self._scan(seg, start if seg.seq == oldest else len(MAGIC), seg is found[-1])
             if checked is None:
                 continue
             if seg.seq == oldest and checked is False:
                 log.error("spool %s: the cursor (offset %d of segment %d) does not point at a record; "
                           "delivering that segment from its start (points may be sent twice)", self.dir, start, oldest)
                 start = len(MAGIC)
-                self.dropped, seg.points, seg.bad = dropped, 0, {}
-                self._scan(seg, start)
+                self.corrupt, seg.points, seg.bad = corrupt, 0, {}
+                self._scan(seg, start, seg is found[-1])
             self._segments.append(seg)
         first = self._segments[0].seq if self._segments else oldest
         self._cursor = (first, start if self._segments and first == oldest else len(MAGIC))
@@ -161,9 +168,10 @@ class Spool:
         if self._segments:
             log.info("spool %s: %d points from before the last stop will be sent", self.dir, self.pending_points)
 
-    def _scan(self, seg: _Segment, cursor: int) -> bool | None:
-        """Count the points from `cursor` on, skip (and count) bad records, cut a torn tail. None if the
-        file is unusable (moved aside), else whether `cursor` is where a record starts (or the end)."""
+    def _scan(self, seg: _Segment, cursor: int, newest: bool) -> bool | None:
+        """Count the points from `cursor` on, skip (and count) bad records, cut a bad tail (torn by a
+        crash, in the newest segment). None if the file is unusable (moved aside), else whether `cursor`
+        is where a record starts (or the end)."""
         try:
             fd = open_private(seg.path, os.O_RDWR)
         except OSError as e:
@@ -184,18 +192,19 @@ class Spool:
                     pos = rec[0]
                 else:
                     nxt, lines = _next_good(fd, pos, end)
-                    if nxt >= end:  # nothing good after it: the tail a crash tore
-                        log.warning("spool: %s: cut %d bytes of a record torn by a crash (about %d points)",
-                                    seg.path, end - pos, lines)
+                    if nxt >= end:  # nothing good after it: the newest segment's tail a crash tore, or worse
+                        log.log(logging.WARNING if newest else logging.ERROR,
+                                "spool: %s: cut %d bytes at its end, %s (about %d points)", seg.path, end - pos,
+                                "a record torn by a crash" if newest else "corrupt", lines)
                         if pos >= cursor:
-                            self.dropped += lines
+                            self.corrupt += lines
                         os.ftruncate(fd, pos)
                         end = pos
                         break
                     log.error("spool: %s: %d bytes at offset %d are corrupt (about %d points lost); skipped, "
                               "the records after them are delivered", seg.path, nxt - pos, pos, lines)
                     if pos >= cursor:
-                        self.dropped += lines
+                        self.corrupt += lines
                     seg.bad[pos] = nxt
                     pos = nxt
                 at_cursor = at_cursor or pos == cursor
@@ -310,7 +319,7 @@ class Spool:
                 fd = os.open(seg.path, os.O_RDONLY | NOFOLLOW)
             except OSError as e:  # gone or replaced behind our back: its points are lost, the rest is not
                 log.error("spool: cannot read %s: %s; its %d points are lost", seg.path, e.strerror or e, seg.points)
-                self.dropped += seg.points
+                self.corrupt += seg.points
                 seg.points, pos = 0, seg.size
                 self._read = (seg.seq, pos)
                 return None
@@ -362,7 +371,7 @@ class Spool:
         if nxt is None:
             nxt, lines = _next_good(fd, pos, seg.size)
             seg.bad[pos] = nxt
-            self.dropped += lines
+            self.corrupt += lines
             log.error("spool: %s: %d bytes at offset %d are corrupt (about %d points lost); skipped",
                       seg.path, nxt - pos, pos, lines)
         return nxt
@@ -492,12 +501,12 @@ def _open_own(path: Path) -> int:
         return open_private(path, os.O_RDWR | os.O_CREAT)
     except OSError as e:
         if e.errno not in (errno.ELOOP, errno.EINVAL, errno.EISDIR):
-            raise SpoolError(f"cannot open {path}: {e.strerror or e}") from None
+            raise SpoolAccessError(f"cannot open {path}: {e.strerror or e}") from None
         _set_aside(path, e.strerror or str(e))
     try:
         return open_private(path, os.O_RDWR | os.O_CREAT)
     except OSError as e:
-        raise SpoolError(f"cannot open {path}: {e.strerror or e}") from None
+        raise SpoolAccessError(f"cannot open {path}: {e.strerror or e}") from None
 
 
 def _lock_dir(path: Path) -> int:

@@ -44,6 +44,9 @@ log = logging.getLogger(__name__)
 _SOAP_NS = "{http://schemas.xmlsoap.org/soap/envelope/}"
 #: the most one answer may hold once inflated, unless [[vcenter]] max_response_bytes says otherwise
 MAX_RESPONSE_BYTES = 64 * 2**20
+#: pyvmomi's own calls (login, service content, clock, options, the container view) answer a few KB; its
+#: gzip reader copies what it inflated on every read, so its bound is kept small
+PYVMOMI_MAX_BYTES = 8 * 2**20
 #: elements an answer may hold: a thirty-second of its byte bound (empty elements cost far more memory than text)
 BYTES_PER_ELEMENT = 32
 _XSI_TYPE = "{http://www.w3.org/2001/XMLSchema-instance}type"
@@ -136,7 +139,7 @@ _CHUNK = 1 << 16
 
 
 def too_large(limit: int) -> SoapFaultError:
-    return SoapFaultError("InvalidResponse", f"answer larger than {limit} bytes of XML (max_response_bytes)")
+    return SoapFaultError("InvalidResponse", f"answer larger than {limit} bytes of XML")
 
 
 def _body(resp: http.client.HTTPResponse, limit: int) -> Iterator[bytes]:
@@ -361,7 +364,7 @@ class _Capped:
 
 class _GuardedExpat:
     """The expat parser pyvmomi makes for each answer, refusing a DOCTYPE and reading at most
-    MAX_RESPONSE_BYTES; pyvmomi sets its handlers through it as on the parser itself."""
+    PYVMOMI_MAX_BYTES; pyvmomi sets its handlers through it as on the parser itself."""
 
     __slots__ = ("_p",)
 
@@ -376,19 +379,19 @@ class _GuardedExpat:
         setattr(self._p, name, value)
 
     def Parse(self, data: bytes | str, final: bool = True) -> int:  # noqa: N802 (expat's name)
-        if len(data) > MAX_RESPONSE_BYTES:
-            raise too_large(MAX_RESPONSE_BYTES)
+        if len(data) > PYVMOMI_MAX_BYTES:
+            raise too_large(PYVMOMI_MAX_BYTES)
         return self._p.Parse(data, final)
 
     def ParseFile(self, f: Any) -> int:  # noqa: N802 (expat's name)
-        return self._p.ParseFile(_Capped(f, MAX_RESPONSE_BYTES))
+        return self._p.ParseFile(_Capped(f, PYVMOMI_MAX_BYTES))
 
 
 class _GuardedTree(ET.ElementTree):
     """pyVim reads the server's vimServiceVersions.xml into an ElementTree before logging in."""
 
     def parse(self, source: Any, parser: Any = None) -> ET.Element:
-        return super().parse(_Capped(source, MAX_RESPONSE_BYTES),
+        return super().parse(_Capped(source, PYVMOMI_MAX_BYTES),
                              DefusedXMLParser(target=ET.TreeBuilder(), forbid_dtd=True))
 
 
