@@ -7,8 +7,8 @@ parsed with ElementTree instead of pyvmomi's pure-Python deserializer (see perf.
 
 An answer is input from outside and bounded as it arrives: at most `max_response_bytes`
 of XML once inflated (a gzip bomb stops there, not in memory) and a thirty-second of that in
-elements, and never a DOCTYPE (defusedxml; vSphere never sends one, and entity expansion
-would otherwise depend on the expat the interpreter links). Past either bound the call fails
+elements, and never a DOCTYPE (defusedxml reads the prolog; vSphere never sends one, and entity
+expansion would otherwise depend on the expat the interpreter links). Past either bound the call fails
 with SoapFaultError InvalidResponse. pyvmomi parses the answers to its own few calls (login,
 the service content, the clock) itself; importing this module gives its parser the same
 guards (`_guard_pyvmomi`).
@@ -165,15 +165,42 @@ def _body(resp: http.client.HTTPResponse, limit: int) -> Iterator[bytes]:
         raise SoapFaultError("InvalidResponse", f"corrupt gzip body: {e}") from None
 
 
-def _pull_parser() -> ET.XMLPullParser:
-    """ElementTree's pull parser on defusedxml's parser: a DOCTYPE raises DTDForbidden."""
-    return ET.XMLPullParser(events=("end",), _parser=DefusedXMLParser(target=ET.TreeBuilder(), forbid_dtd=True))
+class _Prolog:
+    """defusedxml's parser over the start of an answer, until its root element begins (a DOCTYPE can
+    only come before it): DTDForbidden at a DOCTYPE. The answer itself is parsed by ElementTree's C
+    parser, twice as fast on QueryPerf answers as defusedxml's, which drives expat from Python."""
+
+    _SLICE = 4096
+
+    def __init__(self) -> None:
+        self.rooted = False
+        self._parser = DefusedXMLParser(target=self, forbid_dtd=True)
+
+    def feed(self, chunk: bytes) -> None:
+        for i in range(0, len(chunk), self._SLICE):
+            if self.rooted:
+                return
+            self._parser.feed(chunk[i:i + self._SLICE])
+
+    # the parser's target: only the first start tag matters
+    def start(self, tag: str, attrs: dict) -> None:
+        self.rooted = True
+
+    def end(self, tag: str) -> None:
+        pass
+
+    def data(self, text: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def _parse_stream(resp: http.client.HTTPResponse, tag: str | None, handle: Callable[[ET.Element], None] | None,
                   limit: int = MAX_RESPONSE_BYTES) -> ET.Element:
     """The answer's Envelope; with `tag`, each such element is handed to `handle` when complete, then emptied."""
-    parser = _pull_parser()
+    prolog = _Prolog()
+    parser = ET.XMLPullParser(events=("end",))
     root: ET.Element | None = None
     elements, max_elements = 0, max(limit // BYTES_PER_ELEMENT, 1)
 
@@ -191,6 +218,7 @@ def _parse_stream(resp: http.client.HTTPResponse, tag: str | None, handle: Calla
                                                     f"(max_response_bytes / {BYTES_PER_ELEMENT})")
     try:
         for chunk in _body(resp, limit):
+            prolog.feed(chunk)
             parser.feed(chunk)
             drain()
         parser.close()
