@@ -34,17 +34,16 @@ class SmallFs:
                 resource.prlimit(pid, resource.RLIMIT_FSIZE, (1, resource.RLIM_INFINITY))
                 self._limited.append(pid)
             return
-        block = b"\0" * 2**16
-        with open(self._filler, "wb") as f:
-            try:
-                while True:
-                    f.write(block)
-                    f.flush()
-            except OSError as e:
-                assert e.errno == errno.ENOSPC, e
-        with open(self._filler, "ab", buffering=0) as f, contextlib.suppress(OSError):  # the last blocks too
-            while f.write(b"\0" * 512):
-                pass
+        fd = os.open(self._filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            for size in (2**16, 512):  # big blocks, then the last small ones
+                try:
+                    while os.write(fd, b"\0" * size):
+                        pass
+                except OSError as e:
+                    assert e.errno == errno.ENOSPC, e
+        finally:
+            os.close(fd)
 
     def free(self) -> None:
         for pid in self._limited:
