@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: run test test-deps lint docs-check bench snapshots clean vsphere-sim wheelhouse
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
@@ -34,7 +34,7 @@ vsphere-sim: $(VSPHERE_SIM)
 # The wheels of every runtime dependency and of setuptools: tests/test_packaging.py builds
 # db2vtop's wheel and installs it into a clean venv from here, offline, as a user would.
 WHEELHOUSE := build/wheelhouse/.complete
-$(WHEELHOUSE): pyproject.toml $(STAMP)
+$(WHEELHOUSE): pyproject.toml setup.py $(STAMP)
 	rm -rf build/wheelhouse
 	$(PY) -m pip wheel --quiet --disable-pip-version-check -w build/wheelhouse . 'setuptools>=77'
 	rm -rf build/wheelhouse/db2vtop-*.whl build/lib build/bdist.*

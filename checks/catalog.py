@@ -1,8 +1,9 @@
 """The practice catalog: every checkable practice of the five seed white papers.
 
 `catalog.json` holds the rows of shared/reference/practices.md (§1.1-1.10, one per rule
-id, with the seed's figure, data source, kind and citations) and the DB2 configuration
-baselines of seed 000's appendixes (§1.11) used for drift checks.
+id, with the seed's figure, data source, how it is judged (practices.md's kind column) and
+citations) and the DB2 configuration baselines of seed 000's appendixes (§1.11) used for drift
+checks.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ class Practice:
     practice: str
     figure: str
     observe_via: str
-    kind: str
+    judged: str  # practices.md's kind column: L live, S static, D derived, E event ("S/L", "S (info)", ...)
     references: tuple[str, ...]
     not_in_seeds: bool
 

@@ -13,7 +13,7 @@ import asyncio
 
 import pytest
 
-from db2vtop.agent.core.config import load_config
+from db2vtop.agent.config import load_config
 from db2vtop.agent.core.store import Store
 from db2vtop.tui import stack_view
 from db2vtop.tui.app import Db2vtopApp
@@ -38,7 +38,7 @@ def recorded(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def frozen(utc, monkeypatch):
-    monkeypatch.setattr(stack_view, "stack_verdicts", lambda *_a: [_Verdict()])
+    monkeypatch.setattr(stack_view, "stack_verdict", lambda *_a: _Verdict())
 
 
 def app_at(recorded, theme: str | None = None) -> Db2vtopApp:

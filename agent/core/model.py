@@ -70,9 +70,10 @@ class Fact:
 
 @dataclass(slots=True)
 class Annotation:
-    """A point event on the shared time axis: a marker, a counter reset, a restart."""
+    """A point event on the shared time axis: a marker, a counter reset, a restart. `event` says which
+    (stored and sent as its `kind`)."""
 
-    kind: str
+    event: str
     name: str
     tags: dict[str, str] = field(default_factory=dict)
     text: str = ""
@@ -172,7 +173,7 @@ def record_problem(r: Sample | Annotation | Fact, earliest_ns: int, latest_ns: i
         return f"time {ts!r} is not an integer of nanoseconds"
     if not earliest_ns <= ts <= latest_ns:
         return f"time {_iso_or_raw(ts)} is outside {_iso_or_raw(earliest_ns)} .. {_iso_or_raw(latest_ns)}"
-    name = r.measurement if type(r) is Sample else r.kind
+    name = r.measurement if type(r) is Sample else r.event if type(r) is Annotation else r.kind
     if type(name) is not str or not name:
         return f"name {name!r} is not a string"
     return None
@@ -183,7 +184,7 @@ def describe_record(r: Sample | Annotation | Fact) -> str:
     if isinstance(r, Sample):
         return f"sample {r.measurement} {r.tags} at {r.ts!r}"
     if isinstance(r, Annotation):
-        return f"annotation {r.kind} {r.name!r} at {r.ts!r}"
+        return f"annotation {r.event} {r.name!r} at {r.ts!r}"
     if isinstance(r, Fact):
         return f"fact {r.kind} {r.tags} at {r.ts!r}"
     return f"{type(r).__name__} {r!r}"

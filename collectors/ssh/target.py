@@ -20,11 +20,11 @@ from pathlib import Path
 
 import paramiko
 
-from db2vtop.agent.core.config import SSHConfig
 from db2vtop.agent.core.files import append_private, make_private_dir
 from db2vtop.agent.core.paths import state_dir
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.collectors.base import CollectorError
+from db2vtop.collectors.ssh.config import SSHConfig
 
 log = logging.getLogger(__name__)
 

@@ -35,9 +35,9 @@ from defusedxml.ElementTree import DefusedXMLParser
 from pyVim.connect import Disconnect, SmartConnect
 from pyVmomi import SoapAdapter, vim, vmodl
 
-from db2vtop.agent.core.config import VCenterConfig
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.collectors.base import CollectorError
+from db2vtop.collectors.vsphere.config import VCenterConfig
 
 log = logging.getLogger(__name__)
 

@@ -48,7 +48,7 @@ def test_an_agent_fed_hostile_markers_keeps_storing_and_records_the_good_one(tmp
     seconds = nothing_lost(store)
     assert seconds[-1] > poisoned + 3  # storing went on to the end
     with Store(store) as s:
-        assert [(a.name, a.text) for a in s.annotations() if a.kind == "marker"] == [("after the poison",
+        assert [(a.name, a.text) for a in s.annotations() if a.event == "marker"] == [("after the poison",
                                                                                        "queued last")]
     left = sorted(p.name for p in box.iterdir())
     assert not [n for n in left if n.endswith(".json")], left

@@ -99,7 +99,7 @@ def test_kill_9_of_mark_never_blocks_the_markers_queued_after_it(tmp_path):
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             with Store(store) as s:
-                recorded = {a.name for a in s.annotations() if a.kind == "marker"}
+                recorded = {a.name for a in s.annotations() if a.event == "marker"}
             if done | {"last"} <= recorded:
                 break
             time.sleep(0.2)
