@@ -76,6 +76,8 @@ def look_now(cfg: Config, lookback_s: float = 0.0, vms: set[str] | None = None,
     collectors = [c for c in build_collectors(cfg) if c.name != "self"]  # no store: no marker inbox
     if not collectors:
         return samples, facts, sources
+    for c in collectors:
+        c.clock_skew_s = cfg.store.max_clock_skew
     progress(("describing " if facts_only else "collecting now from ") + ", ".join(c.name for c in collectors))
 
     async def gather() -> list[tuple[list[Sample], list[Fact], str]]:

@@ -26,7 +26,7 @@ from typing import Any
 
 from db2vtop.agent.core.files import make_private_dir
 from db2vtop.agent.core.markers import MAX_MARKER_BYTES, inbox_of, inbox_problem
-from db2vtop.agent.core.model import CLOCK_SKEW_S, Annotation, Record, record_problem
+from db2vtop.agent.core.model import Annotation, Record, record_problem
 from db2vtop.collectors.base import BaseCollector, CollectorError
 
 log = logging.getLogger(__name__)
@@ -40,11 +40,9 @@ class BadMarkerError(ValueError):
 
 
 class MarkerInbox(BaseCollector):
-    def __init__(self, store_path: Path, interval: float = 1.0, name: str = "markers",
-                 clock_skew_s: float = CLOCK_SKEW_S):
+    def __init__(self, store_path: Path, interval: float = 1.0, name: str = "markers"):
         super().__init__(name, interval)
         self.inbox = inbox_of(store_path)
-        self.clock_skew_s = clock_skew_s
 
     async def start(self) -> None:
         """Make the inbox now, private, so that no other user can make it first."""

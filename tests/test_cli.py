@@ -122,3 +122,15 @@ def test_replay_needs_recorded_samples(store_path):
         pass
     r = run_cli("replay", "--store", str(store_path))
     assert r.returncode == 1 and "holds no samples" in r.stderr
+
+
+def test_text_from_outside_never_reaches_the_terminal_raw(store_path):
+    """A marker name (from the inbox, so from anyone who could write it) with escape sequences that
+    would retitle the terminal and clear it: `report` prints them escaped."""
+    name = "r1\x1b]0;PWNED-TITLE\x07\x1b[2J"
+    for edge in ("--begin", "--end"):
+        assert run_cli("mark", name, edge, "--store", str(store_path)).returncode == 0
+    r = run_cli("report", name, "--store", str(store_path))
+    assert r.returncode == 0, r.stderr
+    assert "\x1b" not in r.stdout and "\x07" not in r.stdout
+    assert "r1\\x1b]0;PWNED-TITLE\\x07\\x1b[2J" in r.stdout

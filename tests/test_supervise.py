@@ -45,3 +45,20 @@ def test_remote_text_is_escaped_before_it_is_printed():
     assert printable("a\n\tb\x1b", lines=True) == "a\n\tb\\x1b"
     assert printable("plain text, é ü 日本") == "plain text, é ü 日本"
     assert printable("x" * 10, limit=4) == "xxxx…"
+
+
+def test_a_log_line_is_one_line_with_nothing_that_acts_on_the_terminal():
+    import io
+    import logging
+
+    from db2vtop.agent.logs import setup_logging
+
+    out = io.StringIO()
+    setup_logging("info", stream=out)
+    try:
+        logging.getLogger("db2vtop.test").warning("collector %s: %s", "guest:db2host",
+                                                  "the remote sh exited 1: \x1b]0;OWNED\x07\x1b[2J\nforged line")
+    finally:
+        setup_logging("info")
+    line = out.getvalue()
+    assert line.count("\n") == 1 and "\x1b" not in line and "\\x1b]0;OWNED\\x07\\x1b[2J\\x0aforged" in line

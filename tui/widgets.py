@@ -18,7 +18,8 @@ from db2vtop.tui.data import Status
 from db2vtop.tui.format import ago
 from db2vtop.tui.table import Run
 
-STATUS_STYLE = {"ok": "green", "error": "bold red", "timeout": "bold red", "skipped": "yellow"}
+STATUS_STYLE = {"ok": "green", "error": "bold red", "timeout": "bold red", "skipped": "yellow", "failed": "bold red",
+                "retrying": "bold yellow"}
 MAX_LISTED = 6
 
 
@@ -117,7 +118,8 @@ class StatusLine(Static):
     """Collectors (all of them when few, else a count and the ones in trouble), then markers.
 
     A collector whose last cycle is older than three of its intervals is STALE: its
-    data is not current, whatever its last status said.
+    data is not current, whatever its last status said. The agent's own threads (store writer,
+    spool, checks) show only when they are retrying, have failed or have set records aside.
     """
 
     def show(self, collectors: list[Status], markers: list[Annotation], note: str = "") -> None:
@@ -138,12 +140,15 @@ class StatusLine(Static):
                 t.append(f"last cycle {ago(s.age_s)}")
             else:
                 t.append("● ", style=STATUS_STYLE.get(s.status, "yellow"))
-                t.append(f"{s.collector} {s.status} ", style="bold")
-                t.append(f"{s.duration_ms:.0f}ms {ago(s.age_s)}")
+                t.append(f"{s.collector} {s.status}" + ("" if s.thread else " "), style="bold")
+                if not s.thread:
+                    t.append(f"{s.duration_ms:.0f}ms {ago(s.age_s)}")
             if s.status != "ok" and s.last_error:
                 t.append(f" ({s.last_error[:80]})", style="red")
             if s.skipped:
                 t.append(f" skipped {s.skipped}", style="yellow")
+            if s.set_aside:
+                t.append(f" {s.set_aside} set aside", style="yellow")
             t.append("   ")
         if not collectors:
             t.append("no collector has reported yet", style="yellow")

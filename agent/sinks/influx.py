@@ -124,6 +124,8 @@ class InfluxSink:
     name = "influxdb"
 
     def __init__(self, cfg: InfluxConfig, supervisor: Supervisor | None = None):
+        if cfg.spool_dir is None:
+            raise ValueError("the sink needs its spool_dir resolved (agent/assemble.py build_sink)")
         self.cfg = cfg
         self.supervisor = supervisor or Supervisor()
         self.stats = SinkStats()

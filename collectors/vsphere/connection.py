@@ -340,7 +340,7 @@ class Connector:
             content = si.RetrieveContent()
             offset = si.CurrentTime().timestamp() - time.time()
             return Session(si, content, offset, _max_query_metrics(content), content.perfManager._moId,
-                           getattr(self.cfg, "max_response_bytes", MAX_RESPONSE_BYTES))
+                           self.cfg.max_response_bytes)
         except (OSError, http.client.HTTPException) as e:
             raise CollectorError(f"vcenter {name}: connection lost while logging in: {_reason(e)}") from None
         except (ET.ParseError, DefusedXmlException) as e:

@@ -18,11 +18,11 @@ import time
 
 import pytest
 
-from db2vtop.agent.core.config import VCenterConfig
 from db2vtop.agent.core.model import Sample
 from db2vtop.agent.core.store import Store
 from db2vtop.agent.core.supervise import Supervisor
 from db2vtop.collectors.vsphere.collector import VSphereCollector
+from db2vtop.collectors.vsphere.config import VCenterConfig
 from tests.faults.agent import AGENT, ROOT
 from tests.faults.hostile_vcenter import HostileVCenter
 from tests.vsphere_sim import Simulator
@@ -54,7 +54,8 @@ def once(tmp_path, proxy: HostileVCenter) -> tuple[int, float, str]:
     store = tmp_path / "m.db"
     cfg = tmp_path / "config.toml"
     cfg.write_text(f'[store]\npath = "{store}"\n[guest]\ninterval = "1s"\n[[vcenter]]\nname = "vc1"\n'
-                   f'url = "{proxy.url}"\nuser = "monitor"\npassword_env = "VC_TEST_PASSWORD"\n')
+                   f'url = "{proxy.url}"\nuser = "monitor"\npassword_env = "VC_TEST_PASSWORD"\n'
+                   'allow_plaintext = true\n')  # the hostile vCenter speaks plain http, as one on the path can
     log = tmp_path / "agent.log"
     with open(log, "wb") as f:
         p = subprocess.Popen([*AGENT, "agent", "-c", str(cfg), "--once"], cwd=ROOT, stdout=f, stderr=f,
@@ -84,6 +85,7 @@ def test_a_bomb_or_a_doctype_is_a_collector_error_in_bounded_memory(tmp_path, vc
     assert said in log and "vc1" in log, log[-2000:]
     assert rss_mb < BOUND_MB, rss_mb
     assert "Traceback" not in log
+    assert "the password or token is sent unencrypted" in log  # allow_plaintext is warned about at every start
 
 
 def test_samples_dated_9999_are_set_aside_and_the_next_cycle_still_collects(tmp_path, vcenter):
@@ -100,7 +102,7 @@ def test_samples_dated_9999_are_set_aside_and_the_next_cycle_still_collects(tmp_
 
     async def two_cycles() -> list[Sample]:  # the high-water mark must not have moved to 9999
         c = VSphereCollector(VCenterConfig(name="vc1", url=vcenter.url, user="monitor",
-                                           password_env="VC_TEST_PASSWORD"))
+                                           password_env="VC_TEST_PASSWORD", allow_plaintext=True))
         c.supervisor = sup = Supervisor()
         try:
             vcenter.faults = {"QueryPerf": "year9999"}
