@@ -206,6 +206,7 @@ class Runtime:
             errors.append(_describe_error(e, c.timeout, "collect"))
             if not isinstance(e, CollectorError | TimeoutError):
                 log.debug("collector %s failed", c.name, exc_info=True)
+        errors[:0] = map(printable, c.take_problems())  # partial faults first: a timeout stays the last word
         ts = time.time_ns()
         lo, hi = ts - self.skew_ns, ts + self.skew_ns
         samples, annotations, kept = [], [], []
