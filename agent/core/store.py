@@ -157,11 +157,11 @@ class Store:
                 self.db.execute("PRAGMA cache_size=-4096")
                 if not new_file:
                     self._check_schema()  # a newer schema is refused before anything is touched
-                self.db.executescript(_SCHEMA)
-                self.db.execute("INSERT OR IGNORE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
-                # schema 2 is a head without chunks: it gains the table and its rows are sealed as they age
-                self.db.execute("UPDATE meta SET value=? WHERE key='schema_version' AND value='2'",
-                                (str(SCHEMA_VERSION),))
+                # one transaction: a reader sees no store, or a whole one, never tables half made; schema 2 is a
+                # head without chunks: it gains the table and its rows are sealed as they age
+                self.db.executescript(
+                    f"BEGIN IMMEDIATE;{_SCHEMA}INSERT OR IGNORE INTO meta VALUES('schema_version', '{SCHEMA_VERSION}');"
+                    f"UPDATE meta SET value='{SCHEMA_VERSION}' WHERE key='schema_version' AND value='2';COMMIT;")
             else:
                 self.db.execute("PRAGMA query_only=1")
                 self.db.execute("PRAGMA cache_size=-16384")
@@ -239,6 +239,8 @@ class Store:
             if self.writer:
                 return  # an empty file: the writer creates the store
             raise StoreError(f"{self.path} is not a db2vtop store (or is still being created)") from None
+        if row is None and not self.writer:  # made by an older db2vtop, its tables one by one: not yet whole
+            raise StoreError(f"{self.path} is not a db2vtop store (or is still being created)")
         if row and int(row[0]) > SCHEMA_VERSION:
             raise StoreError(f"{self.path} has store schema {row[0]}, written by a newer db2vtop; "
                              f"this one reads schemas 2 to {SCHEMA_VERSION}")
