@@ -205,6 +205,8 @@ class Store:
             step = f"cannot create the writer lock {self.path}-writer.lock"
             self._take_writer_lock()
             step = f"cannot open the store {self.path}"
+            if not os.path.lexists(self.path):
+                self._create()
             fd = open_private(self.path, os.O_RDWR | os.O_CREAT)
             try:
                 size = os.fstat(fd).st_size
@@ -218,6 +220,25 @@ class Store:
             self.close()
             raise StoreAccessError(f"{step}: {e.strerror or e}") from None
         return size == 0
+
+    def _create(self) -> None:
+        """A new store is made whole under another name and renamed into place: a reader that finds the
+        file finds its tables (an agent's first seconds, `watch` attaching, `mark --wait`)."""
+        tmp = self.path.with_name(f".{self.path.name}.new-{os.getpid()}")
+        os.close(open_private(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC))
+        try:
+            db = sqlite3.connect(tmp, isolation_level=None)
+            try:  # page size and vacuum mode only take effect before the first table is written
+                db.execute(f"PRAGMA page_size={_PAGE_SIZE}")
+                db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+                db.executescript(f"BEGIN;{_SCHEMA}INSERT INTO meta VALUES('schema_version', '{SCHEMA_VERSION}');"
+                                 "COMMIT;")
+            finally:
+                db.close()
+            os.rename(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
     def _take_writer_lock(self) -> None:
         lock_path = f"{self.path}-writer.lock"
