@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import gc
+import io
 import socket
 import time
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from textual.widgets import Input, Static
 
 from db2vtop.agent.core.config import GuestConfig, StackConfig, load_config
@@ -31,6 +33,14 @@ from db2vtop.tui.table import GridTable, cell_text
 from db2vtop.tui.timecursor import TimeCursor
 from db2vtop.tui.widgets import FilterBar, StripView
 from tests.tui_fixture import T0, Fleet, build_store, write_config
+
+
+def shown(screen, width: int = 100) -> str:
+    """The text of a screen's static widgets as a terminal of `width` columns would lay it out."""
+    console = Console(width=width, file=io.StringIO(), record=True, color_system=None)
+    for w in screen.query(Static):
+        console.print(w.content)
+    return console.export_text()
 
 S = 10**9
 INCIDENT = T0 + 8 * 60 * S  # the fixture's stack prod01 is queueing in the host from 12:06 to 12:09
@@ -444,7 +454,7 @@ async def test_commands_time_travel_and_the_palette(fleet_store, utc):
         app.run_command("help")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
-        help_text = str(app.screen.query_one(Static).render())
+        help_text = shown(app.screen)
         for key in ("space", "← →", "+ -", "home end", "M", "1 2 3 4", "ctrl+p", "esc", "enter", "s S",
                     "[FILTER]", "[GUEST]"):
             assert key in help_text

@@ -26,8 +26,12 @@ class ViewScreen(Screen):
         # Textual restyles a screen from scratch (a full CSS reparse, ~20 ms of main thread) each
         # time it is shown while its CSS generation is behind the app's, and a mode's screen only
         # catches up if it happens to be mounted during such a restyle. Ours are styled as their
-        # widgets mount, with the stylesheet as it is now: behind only after a theme change.
-        self._css_update_count = self.app._css_update_count
+        # widgets mount, with the stylesheet as it is now: behind only after a theme change. Not the
+        # screens built while the app starts (the first one, a stack opened from the command line):
+        # the theme's variables are applied after them, and skipping that restyle left their
+        # "auto" text colours resolved against defaults, i.e. equal to their background.
+        if self.app._mounted_event.is_set():
+            self._css_update_count = self.app._css_update_count
 
     def load_view(self, reader: Reader, since_ns: int, until_ns: int) -> Any:
         raise NotImplementedError

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import textwrap
 from typing import ClassVar
 
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -22,16 +22,21 @@ class HelpScreen(ModalScreen[None]):
         self.sections = sections
 
     def compose(self) -> ComposeResult:
-        t = Text("db2vtop keys\n", style="bold")
-        for title, keys in self.sections:
-            if keys:
-                t.append(f"\n{title}\n", style="bold")
-                for key, what in keys:
-                    t.append(f"  {key:<14} ", style="bold")
-                    t.append(textwrap.fill(what, 74, subsequent_indent=" " * 17) + "\n")
-        t.append("\nPress ? or Esc to close.", style="dim")
         with VerticalScroll(id="help", classes="dialog"):
-            yield Static(t)
+            yield Static(Text("db2vtop keys", style="bold"))
+            for title, keys in self.sections:
+                if not keys:
+                    continue
+                # a grid, not pre-wrapped text: the help column wraps at word boundaries to whatever
+                # width the terminal leaves the dialog, under its own start, never cut mid-word
+                grid = Table.grid(padding=(0, 1))
+                grid.add_column(style="bold", no_wrap=True, width=15)
+                grid.add_column()
+                for key, what in keys:
+                    grid.add_row(f"  {key}", what)
+                yield Static(Text(f"\n{title}", style="bold"))
+                yield Static(grid)
+            yield Static(Text("\nPress ? or Esc to close.", style="dim"))
 
 
 class MarkerPrompt(ModalScreen[str | None]):

@@ -174,10 +174,12 @@ class LocalScreen(ViewScreen):
         summary.append(f"load {c.get('load1', 0):.2f} {c.get('load5', 0):.2f} {c.get('load15', 0):.2f}"
                        f"   runnable {c.get('procs_running', 0)}  blocked {c.get('procs_blocked', 0)}")
         self.query_one("#cpu-summary", Static).update(summary)
-        per_line = 4 if len(view.cpus) > 4 else max(1, len(view.cpus))
         cells = [f"{name:>3} {bar(busy, 8)} {busy:5.1f}%" for name, busy in view.cpus]
+        bars = self.query_one("#cpu-bars", Static)
+        fits = (bars.size.width + 2) // (max(map(len, cells)) + 2) if cells and bars.size.width else 4
+        per_line = max(1, min(4, fits, len(cells)))  # a CPU's bar is never split over two lines
         lines = ["  ".join(cells[i:i + per_line]) for i in range(0, len(cells), per_line)]
-        self.query_one("#cpu-bars", Static).update("\n".join(lines))
+        bars.update("\n".join(lines))
 
     def _show_mem(self, view: LocalView) -> None:
         m = view.mem
