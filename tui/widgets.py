@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from datetime import datetime
 
 from rich.style import Style
@@ -89,11 +91,28 @@ class TitleBar(Static):
         self.update(Text(f"{self.app.title} — {text}", no_wrap=True, overflow="ellipsis"), layout=False)
 
 
+@dataclass(frozen=True)
+class Flash:
+    """A message for the key bar's line (k9s's flash): the newest replaces the last, until `until`."""
+
+    text: str
+    severity: str
+    until: float
+
+    @property
+    def live(self) -> bool:
+        return time.monotonic() < self.until
+
+
+FLASH_STYLE = {"error": "bold white on red", "warning": "bold black on yellow", "information": "bold"}
+
+
 class KeyBar(Static):
-    """The shown keys of the screen and the app on one line.
+    """The shown keys of the screen and the app on one line, or the app's latest message.
 
     Textual's Footer is a widget per key, restyled and recomposed on every screen switch;
-    one line of text keeps a switch cheap. `?` lists every key.
+    one line of text keeps a switch cheap. `?` lists every key. Messages take this line
+    instead of toasts: one at a time, never over a table.
     """
 
     DEFAULT_CSS = "KeyBar { dock: bottom; height: 1; background: $panel; padding: 0 1; }"
@@ -110,7 +129,17 @@ class KeyBar(Static):
             t.append(f" {b.description}  ")
         t.append(" ^p ", style="bold reverse")
         t.append(" palette")
-        self.update(t, layout=False)
+        self.keys = t
+        self.show_flash()
+
+    def show_flash(self) -> None:
+        flash: Flash | None = getattr(self.app, "flash", None)
+        if flash is not None and flash.live:
+            t = Text(no_wrap=True, overflow="ellipsis")
+            t.append(f" {flash.text} ", style=FLASH_STYLE.get(flash.severity, "bold"))
+            self.update(t, layout=False)
+        else:
+            self.update(self.keys, layout=False)
 
 
 class StatusLine(Static):

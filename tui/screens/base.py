@@ -10,7 +10,7 @@ from textual.widgets import Input
 
 from db2vtop.tui.data import Reader
 from db2vtop.tui.table import GridTable
-from db2vtop.tui.widgets import Breadcrumbs, FilterBar
+from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar
 
 
 class ViewScreen(Screen):
@@ -47,6 +47,9 @@ class ViewScreen(Screen):
         (started before, the loader thread would compete with that frame for the GIL)."""
         if self.is_current:  # not when the app composes it ahead of its first visit
             self.app.call_after_refresh(self.app.request_reload, True)
+            for bar in self.query(KeyBar):  # the app's message, if it is still up, follows to this screen
+                if hasattr(bar, "keys"):
+                    bar.show_flash()
 
     def show_crumbs(self) -> None:
         extra = []
@@ -97,9 +100,16 @@ class ViewScreen(Screen):
         return True
 
     def action_back(self) -> None:
-        """Esc: close an open filter first, then go back one screen (k9s)."""
-        if not self.close_filter(keep=False):
-            self.app.back()
+        """Esc: close an open filter first, then clear a kept one, then go back one screen (k9s)."""
+        if self.close_filter(keep=False):
+            return
+        table = self.filter_table()
+        if table is not None and table.filter_text:
+            table.set_filter("")
+            self.show_crumbs()
+            self.app.request_reload()
+            return
+        self.app.back()
 
     def on_grid_table_scrolled(self, _event: GridTable.Scrolled) -> None:
         self.app.request_reload()
