@@ -198,6 +198,8 @@ class Db2vtopApp(App):
 
     def reload(self) -> None:
         self._reload_timer = None
+        if not self._screen_stacks.get(self._current_mode):
+            return  # a timer that fires while the app is closing
         self._title()
         if isinstance(self.screen, ViewScreen):
             self._load(self.screen)
