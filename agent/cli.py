@@ -178,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     sk.add_argument("--format", choices=["text", "json"], default="text")
 
     r = sub.add_parser("rules", help="the rule catalog with thresholds, references and observability",
-                       description="Every practice of the seed white papers: its rule, thresholds (with your "
+                       description="Every practice of the white papers: its rule, thresholds (with your "
                                    "overrides), references, and whether it is observable with this configuration.")
     r.add_argument("-c", "--config", type=Path, metavar="FILE", help="config whose overrides and sections to apply")
     r.add_argument("--format", choices=["text", "json"], default="text")

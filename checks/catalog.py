@@ -1,8 +1,10 @@
-"""The practice catalog: every checkable practice of the five seed white papers.
+"""The practice catalog: every checkable practice of the five white papers db2vtop implements.
 
 `catalog.json` holds the rows of shared/reference/practices.md (§1.1-1.10, one per rule
-id, with the seed's figure, data source, kind and citations) and the DB2 configuration
-baselines of seed 000's appendixes (§1.11) used for drift checks.
+id, with the paper's figure, data source, kind and citations) and the DB2 configuration
+baselines of WP-7109's appendixes (§1.11) used for drift checks. Its text names a paper by
+its title or a published source (VMware KB, vendor and IBM documentation), else says
+"db2vtop default" and why: never the file names it was built from.
 """
 
 from __future__ import annotations
@@ -24,12 +26,12 @@ class Practice:
     observe_via: str
     kind: str
     references: tuple[str, ...]
-    not_in_seeds: bool
+    published_only: bool  # no white paper sets it: a published source (or a db2vtop default) does
 
 
 @dataclass(frozen=True)
 class Baseline:
-    """One DB2 parameter's value in each appendix profile of seed 000 ("–" = not listed)."""
+    """One DB2 parameter's value in each appendix profile of WP-7109 ("–" = not listed)."""
 
     id: str
     scope: str  # dbm | db | registry
@@ -46,9 +48,9 @@ def _doc() -> dict:
 
 
 def cite(ref: str) -> str:
-    """A reference as a reader can find it: a seed's file name becomes the document's published title."""
+    """A reference as a reader can find it: a paper's file name becomes the document's published title."""
     name, _, rest = ref.partition(" ")
-    title = _doc()["seed_titles"].get(name)
+    title = _doc()["titles"].get(name)
     return f"{title}, {rest}" if title and rest else title or ref
 
 

@@ -10,6 +10,8 @@ from typing import Any
 
 from db2vtop.agent.core.config import Config, StackConfig
 from db2vtop.agent.core.model import Fact, Finding, Severity, severity_rank
+from db2vtop.checks.catalog import cite
+from db2vtop.checks.evidence import describe
 from db2vtop.checks.runner import build_engine
 from db2vtop.checks.topology import in_stack
 from db2vtop.checks.verdict import RowIndex, stack_verdicts
@@ -138,10 +140,12 @@ def to_text(r: TriageResult, markdown: bool = False) -> str:
             pad = "  " if markdown else "    "
             lines.append(f"{pad}seen {_iso(f.first_seen)} .. {_iso(f.last_seen)}, "
                          f"{f.evidence.get('samples', 1)} samples")
+            if evidence := describe(f.evidence):
+                lines.append(f"{pad}evidence: {evidence}")
             lines.append(f"{pad}why: {f.why}")
             if f.fix:
                 lines.append(f"{pad}fix: {f.fix}")
-            lines.append(f"{pad}ref: {'; '.join(f.references)}")
+            lines.append(f"{pad}ref: {'; '.join(cite(r) for r in f.references)}")
         lines.append("")
     if not r.findings and not r.failed_sources:
         lines += ["No deviation from the documented practices in the lookback window.", ""]

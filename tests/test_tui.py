@@ -495,8 +495,10 @@ async def test_findings_screen_shows_evidence_why_fix_reference_and_opens_the_su
         assert [r[0] for r in rows(screen.table)] == ["CRIT", "WARN"]
         assert "guest 1 CRIT 1 WARN" in text(app, "#score")
         detail = text(app, "#detail")
-        assert "swap_in_bytes_per_s=8388608" in detail and "7 samples" in detail
-        assert "why" in detail and "fix" in detail and "000_e991ec30bbd9209f.txt §5.4" in detail
+        assert "swap in 8.0MiB/s" in detail and "7 samples" in detail  # in its unit, not a raw float
+        assert "why" in detail and "fix" in detail
+        assert "NetApp WP-7109, Best Practices for Virtualizing IBM DB2" in detail and "§5.4" in detail  # its title
+        assert "000_e991ec30bbd9209f.txt" not in detail
         await pilot.press("down")
         assert "sector 63" in text(app, "#detail")
         await pilot.press("enter")  # the subject: guest g, its Local screen

@@ -1,4 +1,4 @@
-"""The Findings screen: by severity, each with its evidence, why, fix and seed reference.
+"""The Findings screen: by severity, each with its evidence, why, fix and the document it cites.
 
 A popeye-style score line counts open findings per layer; Enter opens the finding's
 subject (its stack, VM, host or guest).
@@ -16,6 +16,8 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from db2vtop.agent.core.model import Finding, Severity, severity_rank
+from db2vtop.checks.catalog import cite
+from db2vtop.checks.evidence import describe
 from db2vtop.tui.data import FindingsView, Reader, load_findings
 from db2vtop.tui.fleet_view import SEVERITY_CELL
 from db2vtop.tui.format import ago
@@ -134,19 +136,16 @@ class FindingsScreen(ViewScreen):
         t.append(f"{f.rule}  {f.subject.get('layer', '')}: {subject_text(f)}\n", style="bold")
         t.append(f"{f.summary}\n\n")
         ev = f.evidence
-        values = ", ".join(f"{k}={v}" for k, v in (ev.get("values") or {}).items())
         window = ev.get("window") or {}
         t.append("evidence  ", style="bold")
-        t.append(f"{values}\n          {ev.get('samples', 1)} samples, {_when(window.get('from_ns', f.first_seen))}"
-                 f" .. {_when(window.get('to_ns', f.last_seen))}\n")
-        if ev.get("thresholds"):
-            t.append("          thresholds " + ", ".join(f"{k}={v}" for k, v in ev["thresholds"].items()) + "\n")
+        t.append(f"{describe(ev)}\n          {ev.get('samples', 1)} samples, "
+                 f"{_when(window.get('from_ns', f.first_seen))} .. {_when(window.get('to_ns', f.last_seen))}\n")
         t.append("why       ", style="bold")
         t.append(f"{f.why}\n")
         t.append("fix       ", style="bold")
         t.append(f"{f.fix}\n")
         t.append("reference ", style="bold")
-        t.append("; ".join(f.references) + "\n")
+        t.append("; ".join(cite(r) for r in f.references) + "\n")  # a recording from before titles too
         t.append(f"first seen {_when(f.first_seen)}, last seen {_when(f.last_seen)}\n", style="dim")
         if f.resolved_at:
             t.append(f"resolved  {_when(f.resolved_at)}\n", style="dim")
