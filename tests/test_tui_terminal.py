@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import sys
 from pathlib import Path
 
@@ -117,5 +118,27 @@ def test_the_harness_sees_text_in_its_own_background(tmp_path):
     try:
         term.wait_for("too")
         assert "".join(c.char for c in invisible(term)) == "hiddentoo"
+    finally:
+        term.close()
+
+
+def test_an_unreachable_vcenter_is_in_sight_with_its_reason_at_80x24(tmp_path):
+    """A source that fails is a line of its own with the whole reason, and the Fleet counts it."""
+    with socket.socket() as s:  # a port nothing listens on: the connection is refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = tmp_path / "vc.toml"
+    config.write_text(f'[[vcenter]]\nname = "vc1"\nurl = "https://127.0.0.1:{port}/sdk"\nuser = "monitor"\n'
+                      'password_env = "VC1_PASSWORD"\nverify_tls = false\ninterval = "20s"\n')
+    term = Terminal([*db2vtop(), "watch", "-c", str(config), "--store", str(tmp_path / "m.db")], 80, 24,
+                    truecolor=False, env={**env_for(tmp_path / "home"), "VC1_PASSWORD": "secret"}, cwd=ROOT)
+    try:
+        screen = term.wait(lambda s: "1 source failing" in s and "✖ vsphere:vc1" in s, 40, "the failing vCenter")
+        check(term, "watch with an unreachable vCenter")
+        flat = " ".join(line.strip() for line in screen.splitlines())
+        assert f"cannot reach https://127.0.0.1:{port}/sdk" in flat and "refused" in flat, screen
+        term.send("4")  # Local shows it too
+        screen = term.wait_for("Local ›")
+        assert "✖ vsphere:vc1 error" in screen
     finally:
         term.close()

@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
+from rich.console import Group
 from rich.style import Style
 from rich.text import Text
 from textual.events import Resize
@@ -21,6 +22,7 @@ from db2vtop.tui.format import ago
 from db2vtop.tui.table import Run
 
 STATUS_STYLE = {"ok": "green", "error": "bold red", "timeout": "bold red", "skipped": "yellow"}
+FAILED = ("error", "timeout")
 MAX_LISTED = 6
 
 
@@ -142,12 +144,20 @@ class KeyBar(Static):
             self.update(self.keys, layout=False)
 
 
+def failing(collectors: list[Status]) -> list[Status]:
+    """The sources whose last cycle failed (error, timeout): what a screen must not hide."""
+    return sorted((s for s in collectors if s.status in FAILED), key=lambda s: s.collector)
+
+
 class StatusLine(Static):
-    """Collectors (all of them when few, else a count and the ones in trouble), then markers.
+    """Collectors (all of them when few, else a count and the ones in trouble), then markers; under
+    that, one line per failing source with its reason in full (wrapped, never cut off).
 
     A collector whose last cycle is older than three of its intervals is STALE: its
     data is not current, whatever its last status said.
     """
+
+    _shown_lines = 1
 
     def show(self, collectors: list[Status], markers: list[Annotation], note: str = "") -> None:
         t = Text(no_wrap=True, overflow="ellipsis")
@@ -169,8 +179,6 @@ class StatusLine(Static):
                 t.append("● ", style=STATUS_STYLE.get(s.status, "yellow"))
                 t.append(f"{s.collector} {s.status} ", style="bold")
                 t.append(f"{s.duration_ms:.0f}ms {ago(s.age_s)}")
-            if s.status != "ok" and s.last_error:
-                t.append(f" ({s.last_error[:80]})", style="red")
             if s.skipped:
                 t.append(f" skipped {s.skipped}", style="yellow")
             t.append("   ")
@@ -179,7 +187,14 @@ class StatusLine(Static):
         for m in markers[-3:]:
             when = datetime.fromtimestamp(m.ts / 1e9).strftime("%H:%M:%S")
             t.append(f"▼ {m.name} {when}  ", style=MARKER_STYLE)
-        self.update(t, layout=False)
+        lines: list[Text] = [t]
+        for s in failing(collectors):
+            line = Text(overflow="fold")
+            line.append(f"✖ {s.collector} {s.status}", style="bold red")
+            line.append(f" {ago(s.age_s)}: {s.last_error or 'no reason given'}", style="red")
+            lines.append(line)
+        self.update(Group(*lines) if len(lines) > 1 else t, layout=len(lines) != self._shown_lines)
+        self._shown_lines = len(lines)
 
 
 class Breadcrumbs(Static):

@@ -15,10 +15,11 @@ from db2vtop.tui.fleet_view import COLUMNS, FINDING_COL, READY_TREND, FleetView,
 from db2vtop.tui.screens.base import ViewScreen
 from db2vtop.tui.screens.dialogs import FieldChooser
 from db2vtop.tui.table import GridTable
-from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, TitleBar
+from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, TitleBar, failing
 
 SPARK_COLS = COLUMNS[READY_TREND].width
 # esxtop's sort letters: R %RDY, U %USED, B the memory panel's MCTL (balloon); L latency, N name
+EMPTY = "nothing in the store yet: waiting for the first samples…"
 SORT_KEYS = {"R": "rdy%", "U": "cpu%", "B": "balloon", "L": "I/O ms", "N": "name"}
 
 
@@ -41,7 +42,7 @@ class FleetScreen(ViewScreen):
         self.view: FleetView | None = None
         self.table = GridTable(COLUMNS, id="fleet-table")
         self.table.set_sort(FINDING_COL, False)
-        self.table.empty_text = "nothing in the store yet: waiting for the first samples…"
+        self.table.empty_text = EMPTY
         self.table.set_hidden(prefs.hidden_columns("fleet"))
 
     def compose(self) -> ComposeResult:
@@ -67,12 +68,17 @@ class FleetScreen(ViewScreen):
     def show_view(self, view: FleetView) -> None:
         self.view = view
         self.query_one(StatusLine).show(view.collectors, view.markers)
+        bad = failing(view.collectors)
+        self.table.empty_text = (f"nothing to show yet: {', '.join(s.collector for s in bad)} cannot be read "
+                                 "(the reason is above)") if bad else EMPTY
         self.table.set_model(view.model)
         t = Text()
         order = ("stack", "vm", "host", "guest")
         parts = [f"{view.counts[k]} {k}{'s' if view.counts[k] != 1 else ''}" for k in order if view.counts.get(k)]
         t.append(" · ".join(parts) or "no stacks, VMs, hosts or guests yet", style="bold")
         t.append(f"   {view.findings} open findings", style="bold red" if view.findings else "green")
+        if bad:  # "0 open findings" says nothing while a source cannot be read
+            t.append(f"   {len(bad)} source{'s' if len(bad) != 1 else ''} failing", style="bold red")
         if view.stale:
             t.append(f"   {view.stale} stale rows (dimmed)", style="yellow")
         self.query_one("#fleet-summary", Static).update(t, layout=False)
