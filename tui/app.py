@@ -433,9 +433,8 @@ class Db2vtopApp(App):
                timeout: float | None = None, markup: bool = True) -> None:
         """One message at a time, on the key bar's line (k9s's flash) instead of a pile of toasts
         over the tables; the newest replaces the last."""
-        text = f"{title}: {message}" if title else message
-        self.flash = Flash(Text.from_markup(text).plain if markup else text, severity,
-                           time.monotonic() + (timeout or FLASH_S))
+        text = f"{title}: {message}" if title else message  # as written: `[[stack]]` is not markup
+        self.flash = Flash(text, severity, time.monotonic() + (timeout or FLASH_S))
         self._show_flash()
         self.set_timer((timeout or FLASH_S) + 0.05, self._show_flash)
 
