@@ -211,3 +211,27 @@ async def test_replay_speeds_and_play_stops_at_the_end(fleet_store):
         with pytest.raises(ValueError, match="speed is one of 1x, 10x, 60x"):
             app.run_command("speed 3x")
 
+
+
+async def test_stack_charts_take_the_terminals_height_and_layers_without_data_fold(fleet_store):
+    path, stacks = fleet_store
+    app = replay(path, stacks)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await fleet_ready(app, pilot)
+        app.run_command("stack prod01")
+        await wait_for(pilot, lambda: isinstance(app.screen, StackScreen) and app.screen.view is not None)
+        stack = app.screen
+        await wait_for(pilot, lambda: stack.geometry().height > 21)  # the block grew to what the screen has
+        lines = ["".join(s.text for s in strip) for strip in stack.view.block]
+        assert stack.geometry().chart_rows(5, False) >= 4 and len(lines) == stack.geometry().height
+        assert not any("no data in the window" in line for line in lines)
+        app.run_command("vm app0003")  # a VM without DB2, guest or array data
+        await wait_for(pilot, lambda: app.screen is not stack and getattr(app.screen, "view", None) is not None)
+        vm = app.screen
+        await wait_for(pilot, lambda: any("no data in the window" in "".join(s.text for s in strip)
+                                          for strip in vm.view.block))
+        lines = ["".join(s.text for s in strip) for strip in vm.view.block]
+        folded = [line.strip() for line in lines if "in the window" in line]
+        assert folded == ["DB2 · Guest · Storage  no data in the window"]
+        titles = [line for line in lines if line.startswith(" VM ") or line.startswith(" Host ")]
+        assert len(titles) == 2 and vm.geometry().chart_rows(2, True) >= 8  # two layers share the height
