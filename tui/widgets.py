@@ -106,6 +106,7 @@ class Flash:
         return time.monotonic() < self.until
 
 
+FIRST_KEYS = ("?", "q", ":", "1-4", "/", "space")
 FLASH_STYLE = {"error": "bold white on red", "warning": "bold black on yellow", "information": "bold"}
 
 
@@ -120,17 +121,21 @@ class KeyBar(Static):
     DEFAULT_CSS = "KeyBar { dock: bottom; height: 1; background: $panel; padding: 0 1; }"
 
     def on_mount(self) -> None:
-        t = Text(no_wrap=True, overflow="ellipsis")
+        entries: list[tuple[str, str]] = []
         seen = set()
         for active in self.screen.active_bindings.values():
             b = active.binding
             if not b.show or b.action in seen:
                 continue
             seen.add(b.action)
-            t.append(f" {self.app.get_key_display(b)} ", style="bold reverse")
-            t.append(f" {b.description}  ")
-        t.append(" ^p ", style="bold reverse")
-        t.append(" palette")
+            entries.append((self.app.get_key_display(b), b.description))
+        entries += [("1-4", "Screens"), ("^p", "palette")]
+        # what a newcomer needs first, so that 80 columns still show it: help, quit, commands, screens
+        entries.sort(key=lambda e: FIRST_KEYS.index(e[0]) if e[0] in FIRST_KEYS else len(FIRST_KEYS))
+        t = Text(no_wrap=True, overflow="ellipsis")
+        for key, what in entries:
+            t.append(f" {key} ", style="bold reverse")
+            t.append(f" {what}  ")
         self.keys = t
         self.show_flash()
 
