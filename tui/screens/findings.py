@@ -25,8 +25,9 @@ from db2vtop.tui.screens.base import ViewScreen
 from db2vtop.tui.table import Column, GridTable, TableModel, TableRow
 from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, TitleBar
 
-COLUMNS = [Column("severity"), Column("rule", max_width=28), Column("layer"), Column("subject", max_width=40),
-           Column("summary", max_width=60), Column("since", right=True)]
+COLUMNS = [Column("severity"), Column("rule", max_width=28), Column("layer"),
+           Column("subject", max_width=40, min_width=12), Column("summary", max_width=60, min_width=20),
+           Column("since", right=True)]  # a narrow terminal shortens the subject, then the summary, not `since`
 
 
 def _when(ns: int) -> str:
