@@ -22,7 +22,8 @@ from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, Stri
 
 SPARK = 20
 GUTTER = 5
-DISK_COLUMNS = [Column("device", max_width=24, min_width=8), Column("type"), Column("r/s", right=True), Column("w/s", right=True),
+DISK_COLUMNS = [Column("device", max_width=24, min_width=8), Column("type"), Column("r/s", right=True),
+                Column("w/s", right=True),
                 Column("read", right=True), Column("write", right=True), Column("r_await ms", right=True),
                 Column("w_await ms", right=True), Column("aqu-sz", right=True), Column("%util", right=True),
                 Column("%util trend", width=SPARK, sortable=False)]
