@@ -89,7 +89,7 @@ def test_make_run_in_a_real_terminal(tmp_path, cols, rows, colours):
         visit(term, label, [("1", " Fleet "), ("3", " Findings "), ("4", "Local ›"),
                             ("2", "configure [[stack]] sections"), ("?", "db2vtop keys"),
                             (":", "stack NAME  vm NAME"), ("M", "Add a benchmark marker"), ("1", " Fleet ")])
-        term.send("q")
+        term.send("\x03")  # ctrl+c, as the terminal sends it: quits like q
         assert term.exited(15) == 0
     finally:
         term.close()
