@@ -19,7 +19,7 @@ from db2vtop.agent.core.model import Finding, Severity, severity_rank
 from db2vtop.checks.catalog import cite
 from db2vtop.checks.evidence import describe
 from db2vtop.tui.data import FindingsView, Reader, load_findings
-from db2vtop.tui.fleet_view import SEVERITY_CELL
+from db2vtop.tui.fleet_view import SEVERITY_CELL, without_subject
 from db2vtop.tui.format import ago
 from db2vtop.tui.screens.base import ViewScreen
 from db2vtop.tui.table import Column, GridTable, TableModel, TableRow
@@ -48,13 +48,13 @@ def _model(view: FindingsView) -> TableModel:
         word, st = SEVERITY_CELL.get(f.severity, (f.severity, ""))
         age = (view.now_ns - f.first_seen) / 1e9
         rows.append(TableRow(finding_key(f), [(word, st), f.rule, f.subject.get("layer", ""), subject_text(f),
-                                              f.summary, ago(age)],
+                                              without_subject(f), ago(age)],
                              (severity_rank(f.severity), f.rule, f.subject.get("layer", ""), subject_text(f),
                               f.summary, age)))
     for f in view.resolved:
         age = (view.now_ns - (f.resolved_at or 0)) / 1e9
         rows.append(TableRow(finding_key(f), ["resolved", f.rule, f.subject.get("layer", ""), subject_text(f),
-                                              f.summary, ago(age)],
+                                              without_subject(f), ago(age)],
                              (9, f.rule, f.subject.get("layer", ""), subject_text(f), f.summary, age), style="dim"))
     return TableModel(COLUMNS, rows)
 
