@@ -13,7 +13,7 @@ RUN_STAMP := $(VENV)/.installed-run
 
 # `make run` installs what running needs (db2vtop and its runtime dependencies); the test extras
 # (ibm_db's CLI driver, ruff, hypothesis, pyte, ...: most of the venv's size) come with `make test`.
-$(RUN_STAMP): pyproject.toml
+$(RUN_STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e .
@@ -41,7 +41,7 @@ vsphere-sim: $(VSPHERE_SIM)
 # The wheels of every runtime dependency and of setuptools: tests/test_packaging.py builds
 # db2vtop's wheel and installs it into a clean venv from here, offline, as a user would.
 WHEELHOUSE := build/wheelhouse/.complete
-$(WHEELHOUSE): pyproject.toml $(STAMP)
+$(WHEELHOUSE): pyproject.toml setup.py $(STAMP)
 	rm -rf build/wheelhouse
 	$(PY) -m pip wheel --quiet --disable-pip-version-check -w build/wheelhouse . 'setuptools>=77'
 	rm -rf build/wheelhouse/db2vtop-*.whl build/lib build/bdist.*

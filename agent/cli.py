@@ -1,19 +1,16 @@
 """The `db2vtop` command line.
 
-Exit status: 0 success, 1 the command ran but failed (a collector error in --once, an
-unknown measurement, an unreadable store), 2 bad usage or configuration.
+It parses arguments and dispatches: what a command does lives in the module it calls (the agent's
+lifecycle in agent/service.py). Exit statuses: agent/exits.py.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import logging
 import os
-import signal
 import sys
-import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -21,25 +18,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from db2vtop.agent import __version__
-from db2vtop.agent.core.config import Config, ConfigError, load_config, resolve_config
-from db2vtop.agent.core.influx_source import InfluxSource
+from db2vtop.agent.config import Config, load_config, resolve_config, template
+from db2vtop.agent.core.config import ConfigError, Secret, sections_of
 from db2vtop.agent.core.paths import default_config_path, state_dir
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.agent.core.store import Store, StoreError, StoreLockedError
 from db2vtop.agent.core.units import format_duration, parse_duration
+from db2vtop.agent.exits import EXIT_FAILED, EXIT_OK, EXIT_TRIAGE_UNKNOWN, EXIT_USAGE
 from db2vtop.agent.logs import LOG_FORMATS, setup_logging
+from db2vtop.agent.service import AgentService
 from db2vtop.agent.sinks.spool import SpoolError
 
 if TYPE_CHECKING:
+    from db2vtop.agent.core.influx_source import InfluxSource
     from db2vtop.agent.pipeline import Pipeline
-    from db2vtop.agent.runtime import Runtime
-    from db2vtop.checks.engine import Engine
-
-log = logging.getLogger("db2vtop")
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-EXIT_TRIAGE_UNKNOWN = 3  # the monitoring-plugin convention: could not run
-
 
 class CommandError(Exception):
     def __init__(self, message: str, status: int = EXIT_FAILED):
@@ -258,6 +250,8 @@ def _influx_opener(cfg: Config) -> Callable[[], InfluxSource]:
     if cfg.influxdb is None:
         where = f" in {cfg.source}" if cfg.source else " (no config file was found)"
         raise CommandError(f"--source influxdb needs an [influxdb] section{where}", EXIT_USAGE)
+    from db2vtop.agent.core.influx_source import InfluxSource  # only with --source influxdb
+
     influx = cfg.influxdb
     return lambda: InfluxSource(influx)
 
@@ -271,150 +265,10 @@ def _store_path(args: argparse.Namespace, cfg: Config) -> Path:
     return Path(os.path.expanduser(str(args.store))) if args.store else cfg.store.path
 
 
-def _tame_malloc(arenas: int = 2, mmap_threshold: int = 128 * 1024) -> None:
-    """glibc gives each thread that allocates its own malloc arena (up to 8 per core) and keeps their
-    freed memory: collector worker threads parsing vCenter answers held ~10 MB of RSS more at 2,000
-    VMs. Its mmap threshold also rises after each large block freed, so later answers (megabytes of
-    XML) come from the heap and stay there; a fixed threshold gives them back when freed (~2 MB less
-    at 2,000 VMs). The same as MALLOC_ARENA_MAX / MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_
-    (which win when set), applied before any worker starts; a no-op off glibc."""
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None)
-        if not os.environ.get("MALLOC_ARENA_MAX"):
-            libc.mallopt(-8, arenas)  # M_ARENA_MAX
-        if not os.environ.get("MALLOC_MMAP_THRESHOLD_"):
-            libc.mallopt(-3, mmap_threshold)  # M_MMAP_THRESHOLD
-        if not os.environ.get("MALLOC_TRIM_THRESHOLD_"):
-            libc.mallopt(-1, mmap_threshold)  # M_TRIM_THRESHOLD
-    except (OSError, AttributeError):
-        pass
-
-
 def cmd_agent(args: argparse.Namespace) -> int:
-    from db2vtop.agent.pipeline import Pipeline
-
-    _tame_malloc()
-    setup_logging(args.log_level, args.log_format)
-    cfg = resolve_config(args.config)
-    pipeline = Pipeline(cfg, _store_path(args, cfg))
-    deadline = None if args.duration is None else time.monotonic() + args.duration
-    signals = _Signals(pipeline, deadline)
-    try:
-        while True:
-            runtime = pipeline.runtime
-            log.info("db2vtop %s agent (pid %d): store %s, influxdb %s, collectors %s", __version__, os.getpid(),
-                     pipeline.writer.path, pipeline.cfg.influxdb.url if pipeline.cfg.influxdb else "off",
-                     ", ".join(c.name for c in runtime.collectors))
-            if not signals.run(runtime, args.once, deadline):
-                break
-            signals.reload = False
-            reread = _reread_config(args)
-            if reread is None:
-                continue
-            pipeline.reload(*reread)
-            log.info("reload: configuration read again from %s", pipeline.cfg.source or "defaults")
-    finally:
-        pipeline.close()
-    failed = [f"{name}: {st.last_error}" for name, st in runtime.stats.items() if st.errors]
-    if args.once and failed:
-        print("db2vtop: collectors failed: " + "; ".join(failed), file=sys.stderr)
-        return EXIT_FAILED
-    return EXIT_OK
-
-
-class _Signals:
-    """SIGTERM/SIGINT stop the agent, SIGHUP asks for a reload; `--duration` stops it too.
-
-    The handlers are plain Python ones, not the event loop's: they run in the main thread even
-    while a collector keeps the loop from turning, and ask the loop to stop from outside. A stop
-    arms a watchdog: if the process has not ended `grace` seconds later (a collector thread stuck
-    in a call, a coroutine that never yields), the watchdog flushes the pipeline from its own
-    thread and ends the process, so nothing committed is lost and nothing keeps it alive.
-    """
-
-    NAMES = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-    def __init__(self, pipeline: Pipeline, deadline: float | None) -> None:
-        self.pipeline = pipeline
-        self.stop = self.reload = False
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._runtime: Runtime | None = None
-        self._watchdog: threading.Timer | None = None
-        for sig in self.NAMES:
-            signal.signal(sig, lambda signum, _frame: self._note(signum))
-        if deadline is not None:
-            timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._note, (signal.SIGTERM,))
-            timer.daemon = True
-            timer.start()
-
-    @property
-    def grace(self) -> float:
-        """Long enough for in-flight cycles to time out, collectors to close and the sink to drain."""
-        timeouts = [c.timeout for c in self.pipeline.runtime.collectors] or [0.0]
-        flush = self.pipeline.cfg.influxdb.flush_timeout if self.pipeline.cfg.influxdb else 0.0
-        return max(timeouts) + flush + 5.0
-
-    def _note(self, signum: int) -> None:
-        if signum == signal.SIGHUP:
-            self.reload = True
-            log.info("SIGHUP: reloading the configuration")
-        else:
-            self.stop = True
-            self._arm()
-        loop, runtime = self._loop, self._runtime
-        if loop is not None and runtime is not None:
-            with contextlib.suppress(RuntimeError):  # the loop has just closed
-                loop.call_soon_threadsafe(runtime.stop)
-
-    def _arm(self) -> None:
-        if self._watchdog is None:
-            self._watchdog = threading.Timer(self.grace, self._force_exit)
-            self._watchdog.daemon = True
-            self._watchdog.start()
-
-    def _force_exit(self) -> None:
-        stuck = [t.name for t in threading.enumerate() if t is not threading.current_thread() and not t.daemon
-                 and t is not threading.main_thread()]
-        log.error("shutdown: still running %.0fs after the stop (busy or stuck: %s); flushing the store and "
-                  "exiting", self.grace, ", ".join(stuck) or "the event loop")
-        try:
-            self.pipeline.close()
-        finally:
-            logging.shutdown()
-            os._exit(EXIT_OK)
-
-    def run(self, runtime: Runtime, once: bool, deadline: float | None) -> bool:
-        """Run until stopped; True when a reload was asked for."""
-        if self.stop:
-            return False
-
-        async def main() -> None:
-            self._loop, self._runtime = asyncio.get_running_loop(), runtime
-            if self.reload:  # a SIGHUP arrived while the last reload was under way
-                runtime.stop()
-            if once:
-                await runtime.run_once()
-            else:
-                await runtime.run(None if deadline is None else max(0.0, deadline - time.monotonic()))
-
-        try:
-            asyncio.run(main())
-        finally:
-            self._loop = self._runtime = None
-        return self.reload and not self.stop and not once
-
-
-def _reread_config(args: argparse.Namespace) -> tuple[Config, Engine] | None:
-    """The config file and its check engine again, or None (logged) if the file is now invalid."""
-    from db2vtop.checks.runner import build_engine
-
-    try:
-        new = resolve_config(args.config)
-        return new, build_engine(new)
-    except ConfigError as e:
-        log.error("reload: %s; keeping the running configuration", e)
-        return None
+    store = Path(os.path.expanduser(str(args.store))) if args.store else None
+    return AgentService(args.config, store, once=args.once, duration=args.duration, log_level=args.log_level,
+                        log_format=args.log_format).run()
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
@@ -645,8 +499,8 @@ def cmd_config_check(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.config)
     build_engine(cfg)  # [checks.RULE] thresholds: known keys, typed, in range, warn/crit in order
-    refs = [(f"{s}[{i}]", item.password(), getattr(item, "user", None) or "")
-            for s in ("vcenter", "ssh", "db2", "storage") for i, item in enumerate(getattr(cfg, s))]
+    refs = [(where, item.password(), getattr(item, "user", None) or "")
+            for _, where, item in sections_of(cfg) if isinstance(item, Secret)]
     if cfg.influxdb:
         refs.append(("influxdb", cfg.influxdb.token(), ""))
     for where, ref, user in refs:
@@ -664,9 +518,7 @@ def cmd_config_check(args: argparse.Namespace) -> int:
 
 
 def cmd_config_init(args: argparse.Namespace) -> int:
-    from importlib.resources import files
-
-    text = files("db2vtop.agent").joinpath("config_template.toml").read_text(encoding="utf-8")
+    text = template()
     if args.output is None:
         sys.stdout.write(text)
         return EXIT_OK

@@ -11,16 +11,19 @@ import logging
 import threading
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from db2vtop.agent.assemble import build_collectors, build_sink
+from db2vtop.agent.assemble import build_collectors, build_sink, fact_check
 from db2vtop.agent.core.config import Config
 from db2vtop.agent.core.store import Store, StoreWriter
 from db2vtop.agent.runtime import Runtime
-from db2vtop.agent.sinks.influx import InfluxSink
 from db2vtop.agent.sinks.spool import SpoolError
 from db2vtop.checks.engine import Engine
 from db2vtop.checks.runner import CheckRunner, build_engine
 from db2vtop.collectors.base import BaseCollector
+
+if TYPE_CHECKING:  # the sink's modules (line protocol, the InfluxDB reader) only with [influxdb]: build_sink
+    from db2vtop.agent.sinks.influx import InfluxSink
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +56,7 @@ class Pipeline:
         self.checks = CheckRunner(engine, [self.writer, *self.sinks])
         collectors = build_collectors(self.cfg, self.writer.path, self.sinks)
         self.writer.call(lambda store: self._resume(store, collectors))
-        self.runtime = Runtime(collectors, [self.writer, self.checks, *self.sinks])
+        self.runtime = Runtime(collectors, [self.writer, self.checks, *self.sinks], fact_check(self.cfg))
 
     def _resume(self, store: Store, collectors: list[BaseCollector]) -> None:
         """One read of the stored facts serves the check runner and the collectors that resume from them."""

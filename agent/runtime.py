@@ -5,6 +5,10 @@ jitter, no drift), a timeout per cycle, and never two cycles of one collector at
 (a cycle whose predecessor, or its thread, is still running is skipped and counted).
 One failing or hanging collector never delays another. After every cycle the runtime
 emits a `db2vtop_collector` self-metric sample beside the collector's own samples.
+
+Facts are checked against their declarations (each source's schema.toml) on their way out: one
+that departs (an undeclared kind or key, a key of another type) is still handed on whole, so
+nothing is lost, and the departure is logged once and counted in the collector's self-metric.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from db2vtop.agent.core.model import SELF_MEASUREMENT, Fact, Output, Record, Sample, clean_fields
-from db2vtop.agent.core.schema import Measurement, fields
+from db2vtop.agent.core.schema import FactCheck, Measurement, fields
 from db2vtop.collectors.base import BaseCollector, CollectorError
 
 log = logging.getLogger(__name__)
@@ -35,6 +39,8 @@ MEASUREMENTS = (
         fields("duration_ms", "samples", status="`ok`, `error`, `timeout` or `skipped`",
                errors="failed cycles since the start",
                skipped="cycles skipped since the start (the previous one still running)",
+               undeclared_facts="facts since the start that depart from their declaration (kept whole; the log "
+                                "says how)",
                last_error="the last error", text=("status", "last_error")),
     ),
 )
@@ -44,6 +50,7 @@ class CollectorStats:
     cycles: int = 0
     errors: int = 0
     skipped: int = 0
+    undeclared_facts: int = 0
     samples: int = 0
     status: str = "pending"
     last_error: str = ""
@@ -52,12 +59,15 @@ class CollectorStats:
 
 
 class Runtime:
-    def __init__(self, collectors: Sequence[BaseCollector], outputs: Sequence[Output]):
+    def __init__(self, collectors: Sequence[BaseCollector], outputs: Sequence[Output],
+                 declared: FactCheck | None = None):
         for c in collectors:
             _sane_schedule(c)
         self.collectors = list(collectors)
         self.outputs = list(outputs)
         self.stats = {c.name: CollectorStats() for c in self.collectors}
+        self.declared = declared
+        self._told: set[tuple[str, str]] = set()  # (collector, departure) already logged
         self._stop: asyncio.Event | None = None
         self._cycles: set[asyncio.Task] = set()
 
@@ -168,10 +178,22 @@ class Runtime:
                 facts.append(r)
             else:
                 annotations.append(r)
+        if self.declared is not None:
+            self._check_facts(c, facts, self.declared)
         status = "ok" if not errors else ("timeout" if "timed out" in errors[-1] else "error")
         me = self._record(c, status, "; ".join(errors), (time.perf_counter() - t0) * 1000, len(samples), ts)
         for out in self.outputs:
             out.submit([*samples, me], facts, annotations)
+
+    def _check_facts(self, c: BaseCollector, facts: list[Fact], declared: FactCheck) -> None:
+        for f in facts:
+            problems = [] if f.removed else declared.problems(f.kind, f.tags, f.data)
+            if problems:
+                self.stats[c.name].undeclared_facts += 1
+            for p in problems:
+                if (c.name, p) not in self._told:
+                    self._told.add((c.name, p))
+                    log.warning("collector %s: %s; kept as it is (its declaration in schema.toml is behind)", c.name, p)
 
     def _skip(self, c: BaseCollector, n: int) -> None:
         st = self.stats[c.name]
@@ -199,7 +221,7 @@ class Runtime:
         st.status = status
         return Sample(SELF_MEASUREMENT, {"collector": name},
                       {"duration_ms": round(ms, 3), "samples": n, "errors": st.errors, "skipped": st.skipped,
-                       "status": status, "last_error": st.last_error}, ts)
+                       "undeclared_facts": st.undeclared_facts, "status": status, "last_error": st.last_error}, ts)
 
 
 def _sane_schedule(c: BaseCollector) -> None:

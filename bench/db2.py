@@ -21,11 +21,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from db2vtop.agent.core.config import DB2Config, SSHConfig  # noqa: E402
 from db2vtop.collectors.db2.clp import connect_statement, parse_output, session_script  # noqa: E402
 from db2vtop.collectors.db2.collector import Db2Collector  # noqa: E402
+from db2vtop.collectors.db2.config import DB2Config  # noqa: E402
 from db2vtop.collectors.db2.transport import ClpTransport  # noqa: E402
 from db2vtop.collectors.ssh import SSHTarget  # noqa: E402
+from db2vtop.collectors.ssh.config import SSHConfig  # noqa: E402
 from tests.db2clp import Table, calls, install  # noqa: E402
 from tests.sshd import SSHServer  # noqa: E402
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from db2vtop.agent.core.config import load_config
+from db2vtop.agent.config import load_config
 from db2vtop.agent.core.influx_source import InfluxSource
 from db2vtop.agent.sinks.lineproto import LineEncoder
 from db2vtop.tui.data import Reader, TableState

@@ -22,12 +22,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from db2vtop.agent.core.config import RemoteGuestConfig, SSHConfig, StorageConfig
 from db2vtop.collectors.esxtop.batch import parse_batch
+from db2vtop.collectors.guest.config import RemoteGuestConfig
 from db2vtop.collectors.guest.remote import LinuxPlatform, RemoteGuestCollector
 from db2vtop.collectors.ssh import SSHTarget
 from db2vtop.collectors.ssh.bundle import Bundle, parse
-from db2vtop.collectors.storage.linux import LinuxStorageCollector
+from db2vtop.collectors.ssh.config import SSHConfig
+from db2vtop.collectors.storage.linux.collector import LinuxStorageCollector
+from db2vtop.collectors.storage.linux.config import LinuxStorageConfig
 from tests.esxtop_fixture import batch_csv, fleet
 from tests.sshd import SSHServer
 
@@ -104,7 +106,7 @@ async def main() -> None:
             cfg = sshd.ssh_config()
             ssh = SSHConfig(**{**cfg, "key_file": Path(cfg["key_file"]), "known_hosts": Path(cfg["known_hosts"])})
             guest = RemoteGuestCollector(RemoteGuestConfig(ssh="bench", interval=1.0), SSHTarget(ssh))
-            storage = LinuxStorageCollector(StorageConfig(name="bench", kind="linux", ssh="bench", interval=1.0),
+            storage = LinuxStorageCollector(LinuxStorageConfig(name="bench", ssh="bench", interval=1.0),
                                             SSHTarget(ssh))
             result = {"remote_guest": await cycles(sshd, guest), "linux_storage": await cycles(sshd, storage)}
             t = SSHTarget(ssh)

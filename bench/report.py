@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from db2vtop.agent.assemble import measurement_catalog  # noqa: E402
-from db2vtop.agent.core.config import load_config  # noqa: E402
+from db2vtop.agent.config import load_config  # noqa: E402
 from db2vtop.agent.core.model import Fact, Finding, Sample  # noqa: E402
 from db2vtop.agent.core.runs import BEGIN, END, edge_marker  # noqa: E402
 from db2vtop.agent.core.store import Store  # noqa: E402
@@ -53,7 +53,7 @@ def _widen(rows: list[Sample]) -> list[Sample]:
     return out
 
 
-WIDE = {m.name: {f.name: 1.0 for f in m.fields if f.kind == "number"}
+WIDE = {m.name: {f.name: 1.0 for f in m.fields if f.type == "number"}
         for ms in measurement_catalog().values() for m in ms}
 
 

@@ -22,10 +22,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from db2vtop.agent.core.config import SSHConfig, StorageConfig  # noqa: E402
 from db2vtop.collectors.ssh import SSHTarget  # noqa: E402
+from db2vtop.collectors.ssh.config import SSHConfig  # noqa: E402
 from db2vtop.collectors.storage.ontap.cli import parse_fields  # noqa: E402
 from db2vtop.collectors.storage.ontap.collector import OntapCollector  # noqa: E402
+from db2vtop.collectors.storage.ontap.config import OntapConfig  # noqa: E402
 from db2vtop.collectors.storage.ontap.metrics import rows, snapshot  # noqa: E402
 from db2vtop.collectors.storage.powermax import symstat  # noqa: E402
 from db2vtop.collectors.storage.xtremio.api import VOLUME, objects, perf_fields  # noqa: E402
@@ -111,7 +112,7 @@ async def over_ssh(state0: dict) -> dict:
         ssh = server.ssh_config()
         target = SSHTarget(SSHConfig(**{**ssh, "key_file": Path(ssh["key_file"]),
                                         "known_hosts": Path(ssh["known_hosts"])}))
-        c = OntapCollector(StorageConfig(name="bench", kind="ontap", ssh="test", timeout=120.0), target)
+        c = OntapCollector(OntapConfig(name="bench", ssh="test", timeout=120.0), target)
         server.set_state(state0)
         t0 = time.perf_counter()
         facts = await c.describe()

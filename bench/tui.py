@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from textual import events
 
-from db2vtop.agent.core.config import load_config
+from db2vtop.agent.config import load_config
 from db2vtop.agent.core.store import Store, StoreError
 from db2vtop.tui.app import Db2vtopApp
 from db2vtop.tui.chart import Marks, braille, buckets, spark

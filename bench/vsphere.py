@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from db2vtop.agent.core.config import VCenterConfig
 from db2vtop.collectors.vsphere.collector import VSphereCollector
+from db2vtop.collectors.vsphere.config import VCenterConfig
 from tests.vsphere_sim import Simulator
 
 

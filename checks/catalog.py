@@ -1,10 +1,10 @@
 """The practice catalog: every checkable practice of the five white papers db2vtop implements.
 
 `catalog.json` holds the rows of shared/reference/practices.md (§1.1-1.10, one per rule
-id, with the paper's figure, data source, kind and citations) and the DB2 configuration
-baselines of WP-7109's appendixes (§1.11) used for drift checks. Its text names a paper by
-its title or a published source (VMware KB, vendor and IBM documentation), else says
-"db2vtop default" and why: never the file names it was built from.
+id, with the paper's figure, data source, how it is judged (practices.md's kind column) and
+citations) and the DB2 configuration baselines of WP-7109's appendixes (§1.11) used for drift
+checks. Its text names a paper by its title or a published source (VMware KB, vendor and IBM
+documentation), else says "db2vtop default" and why: never the file names it was built from.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class Practice:
     practice: str
     figure: str
     observe_via: str
-    kind: str
+    judged: str  # practices.md's kind column: L live, S static, D derived, E event ("S/L", "S (info)", ...)
     references: tuple[str, ...]
     published_only: bool  # no white paper sets it: a published source (or a db2vtop default) does
 

@@ -11,27 +11,28 @@ from db2vtop.checks.catalog import practices
 from db2vtop.checks.engine import Engine
 from db2vtop.checks.rule import Rule
 
-SECTION_ENABLED = {
-    "guest": lambda c: c.guest.enabled, "vcenter": lambda c: bool(c.vcenter), "db2": lambda c: bool(c.db2),
-    "storage": lambda c: bool(c.storage), "esxtop": lambda c: bool(c.esxtop),
-}
+
+def _configured(cfg: Config, section: str) -> bool:
+    """Whether the config has the source a rule needs: some [[section]], or a [section] not turned off."""
+    value = getattr(cfg, section)
+    return bool(value) if isinstance(value, list) else getattr(value, "enabled", True)
 
 
-def _unobservable_reason(kind: str, observe_via: str) -> str:
-    if "manual" in kind:
+def _unobservable_reason(judged: str, observe_via: str) -> str:
+    if "manual" in judged:
         return "manual attestation: BIOS/BMC or vendor settings no API read by db2vtop exposes"
-    if kind.startswith("E"):
+    if judged.startswith("E"):
         return "needs events (vMotion, power-on, path changes), which no collector records yet"
     first = observe_via.split(";")[0].strip()
     return f"no collector provides its data yet ({first})"
 
 
-_KIND_WORDS = {"L": "live", "S": "static", "D": "derived", "E": "event"}
+_JUDGED_WORDS = {"L": "live", "S": "static", "D": "derived", "E": "event"}
 
 
-def _kind_words(code: str) -> str:
+def _judged_words(code: str) -> str:
     """practices.md's kind column ("S/L", "S (info)") in the words implemented rules use."""
-    return re.sub(r"\b[LSDE]\b", lambda m: _KIND_WORDS[m.group(0)], code)
+    return re.sub(r"\b[LSDE]\b", lambda m: _JUDGED_WORDS[m.group(0)], code)
 
 
 def rule_rows(cfg: Config, engine: Engine) -> list[dict[str, Any]]:
@@ -43,9 +44,9 @@ def rule_rows(cfg: Config, engine: Engine) -> list[dict[str, Any]]:
     for p in [*practices().values(), *extra.values()]:
         impl = implemented.get(p.id, [])
         sections = sorted({s for r in impl for s in r.needs.values()})
-        missing = [s for s in sections if not SECTION_ENABLED[s](cfg)]
+        missing = [s for s in sections if not _configured(cfg, s)]
         if not impl:
-            status, observable = "not observable yet: " + _unobservable_reason(p.kind, p.observe_via), False
+            status, observable = "not observable yet: " + _unobservable_reason(p.judged, p.observe_via), False
         elif missing and len(missing) == len(sections):
             status, observable = "not configured: needs " + " or ".join(f"[{s}]" if s == "guest" else f"[[{s}]]"
                                                                           for s in missing), False
@@ -56,7 +57,7 @@ def rule_rows(cfg: Config, engine: Engine) -> list[dict[str, Any]]:
             thresholds.update(engine.thresholds(r, {}))
         rows.append({
             "id": p.id, "section": p.section, "layer": impl[0].layer if impl else p.layer,
-            "kind": " + ".join(sorted({r.kind for r in impl})) if impl else _kind_words(p.kind),
+            "kind": " + ".join(sorted({r.judged for r in impl})) if impl else _judged_words(p.judged),
             "practice": p.practice, "figure": p.figure, "observe_via": p.observe_via,
             "thresholds": thresholds, "published_only": p.published_only, "references": list(p.references),
             "implemented": bool(impl), "observable": observable, "status": status,

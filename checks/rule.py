@@ -84,7 +84,8 @@ class Rule:
         return practices()[self.id]
 
     @property
-    def kind(self) -> str:
+    def judged(self) -> str:
+        """How: `live` (each sample) or `static` (the current facts); `db2vtop rules` lists it as its kind."""
         return "live" if isinstance(self, LiveRule) else "static"
 
     def why(self) -> str:
@@ -172,30 +173,30 @@ _MEASURES: tuple[tuple[str, str, float, float], ...] = (
 class Limit:
     """The type and range one threshold accepts, inferred from its name and default."""
 
-    kind: type  # bool, str, int (a count) or float (a measure)
+    type_: type  # bool, str, int (a count) or float (a measure)
     what: str = ""
     low: float = 0
     high: float = 0
 
     def accepts(self, value: Any) -> bool:
-        if self.kind in (bool, str):
-            return isinstance(value, self.kind)
-        if isinstance(value, bool) or not isinstance(value, int if self.kind is int else int | float):
+        if self.type_ in (bool, str):
+            return isinstance(value, self.type_)
+        if isinstance(value, bool) or not isinstance(value, int if self.type_ is int else int | float):
             return False
         return self.low <= value <= self.high  # NaN compares false: refused
 
     def expected(self) -> str:
-        if self.kind is bool:
+        if self.type_ is bool:
             return "true or false"
-        if self.kind is str:
+        if self.type_ is str:
             return "a string"
         return f"{self.what} from {_number(self.low)} to {_number(self.high)}"
 
     def widest(self, other: Limit) -> Limit:
         """One id, several rules declaring the key: what any of them accepts."""
-        if self.kind is other.kind or {self.kind, other.kind} == {int, float}:
-            kind = float if float in (self.kind, other.kind) else self.kind
-            return Limit(kind, self.what, min(self.low, other.low), max(self.high, other.high))
+        if self.type_ is other.type_ or {self.type_, other.type_} == {int, float}:
+            type_ = float if float in (self.type_, other.type_) else self.type_
+            return Limit(type_, self.what, min(self.low, other.low), max(self.high, other.high))
         return self
 
 
@@ -215,10 +216,10 @@ def limit(rule: Rule, key: str) -> Limit:
     if isinstance(default, bool | str):
         return Limit(type(default))
     measure = next(((what, low, high) for pattern, what, low, high in _MEASURES if re.search(pattern, key)), None)
-    kind = int if measure is None and isinstance(default, int) else float
-    what, low, high = measure or (("a whole number", 0, 1e9) if kind is int else ("a number", 0, 1e12))
+    type_ = int if measure is None and isinstance(default, int) else float
+    what, low, high = measure or (("a whole number", 0, 1e9) if type_ is int else ("a number", 0, 1e12))
     low, high = rule.limits.get(key, (low, high))
-    return Limit(kind, what, low, high)
+    return Limit(type_, what, low, high)
 
 
 def order_of(rule: Rule) -> list[tuple[str, str, bool]]:

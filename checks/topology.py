@@ -119,7 +119,7 @@ def infer_stacks(cfg: Config, facts: list[Fact]) -> list[Inferred]:
     array_luns: dict[str, str] = {}
     for kind in ("storage_lun", "storage_volume", "storage_device"):
         for f in _latest(facts, kind).values():
-            naa = f.tags.get("naa") or f.data.get("naa") or f.data.get("wwn")
+            naa = f.tags.get("naa") or f.data.get("naa")
             if naa and f.tags.get("storage"):
                 array_luns.setdefault(str(naa).lower().removeprefix("naa."), f.tags["storage"])
     for f in sorted(_latest(facts, "vsphere_vm").values(), key=lambda f: f.tags.get("vm", "")):

@@ -2,8 +2,9 @@
 every TOML example in them is a valid config; every collector's README (and docs/measurements.md
 for the agent's own) carries the field tables its declarations generate.
 
-The code is the single source: the config dataclasses (agent/core/config.py) and the argparse
-parser (agent/cli.py) are read, and the documentation tables are parsed and compared with them,
+The code is the single source: the config dataclasses (agent/core/config.py and each source's
+`collectors/<name>/config.py`, as agent/config.py assembles them) and the argparse parser
+(agent/cli.py) are read, and the documentation tables are parsed and compared with them,
 so a key or flag added, renamed or removed without its documentation fails `make test`.
 Run: `python -m tests.docs_check` (exit 1 with one line per problem).
 """
@@ -18,8 +19,9 @@ import tempfile
 import typing
 from pathlib import Path
 
-from db2vtop.agent.assemble import measurement_catalog
+from db2vtop.agent.assemble import catalog, measurement_catalog
 from db2vtop.agent.cli import build_parser
+from db2vtop.agent.config import Config, load_config
 from db2vtop.agent.core import config
 from db2vtop.agent.core.schema import markdown
 
@@ -29,31 +31,40 @@ CONFIG_DOC = ROOT / "docs" / "configuration.md"
 CODE = re.compile(r"`([^`]+)`")
 
 
-def _section_class(hint: typing.Any) -> type | None:
-    """The dataclass behind a Config field: `X`, `X | None` or `list[X]`."""
+def _section_classes(hint: typing.Any) -> tuple[type, ...]:
+    """The dataclasses behind a Config field: `X`, `X | None`, `list[X]`, or `list[X | Y]` (the
+    [[storage]] vendors, told apart by `kind`)."""
     for arg in (hint, *typing.get_args(hint)):
         if dataclasses.is_dataclass(arg):
-            return arg
+            return (arg,)
         inner = typing.get_args(arg)
+        if inner and all(dataclasses.is_dataclass(a) for a in inner):
+            return inner
         if inner and dataclasses.is_dataclass(inner[0]):
-            return inner[0]
-    return None
+            return (inner[0],)
+    return ()
+
+
+def sections() -> dict[str, tuple[type, ...]]:
+    """Section as written in TOML (`[store]`, `[[vcenter]]`) -> its dataclasses (none: `[checks.RULE]`)."""
+    out: dict[str, tuple[type, ...]] = {}
+    hints = typing.get_type_hints(Config, include_extras=True)
+    for f in dataclasses.fields(Config):
+        if f.metadata.get("toml", True) is False:
+            continue
+        classes = _section_classes(hints[f.name])
+        if not classes:  # [checks.RULE]: its keys are the rules' thresholds, listed by `db2vtop rules`
+            out[f"[{f.name}.RULE]"] = ()
+            continue
+        many = typing.get_origin(hints[f.name]) is list
+        out[f"[[{f.name}]]" if many else f"[{f.name}]"] = classes
+    return out
 
 
 def config_keys() -> dict[str, set[str]]:
-    """Section as written in TOML (`[store]`, `[[vcenter]]`) -> its keys, from the dataclasses."""
-    out: dict[str, set[str]] = {}
-    hints = typing.get_type_hints(config.Config, include_extras=True)
-    for f in dataclasses.fields(config.Config):
-        if f.metadata.get("toml", True) is False:
-            continue
-        cls = _section_class(hints[f.name])
-        if cls is None:  # [checks.RULE]: its keys are the rules' thresholds, listed by `db2vtop rules`
-            out[f"[{f.name}.RULE]"] = set()
-            continue
-        many = typing.get_origin(hints[f.name]) is list
-        out[f"[[{f.name}]]" if many else f"[{f.name}]"] = {k.name for k in dataclasses.fields(cls)}
-    return out
+    """Section as written in TOML -> its keys (of every class it loads into), from the dataclasses."""
+    return {section: {k.name for cls in classes for k in dataclasses.fields(cls)}
+            for section, classes in sections().items()}
 
 
 def documented_keys(text: str) -> dict[str, set[str]]:
@@ -92,20 +103,13 @@ def documented_ranges(text: str) -> list[tuple[str, list[str], str]]:
 
 def check_ranges(problems: list[str], text: str) -> None:
     """Each row's range cell is what the code enforces for its keys, in their order."""
-    hints = typing.get_type_hints(config.Config, include_extras=True)
-    classes = {}
-    for f in dataclasses.fields(config.Config):
-        cls = _section_class(hints[f.name])
-        if cls is not None:
-            classes[f"[[{f.name}]]" if typing.get_origin(hints[f.name]) is list else f"[{f.name}]"] = cls
+    classes = sections()
     for section, keys, cell in documented_ranges(text):
-        cls = classes.get(section)
-        if cls is None:
+        having = {k: next((c for c in classes.get(section, ()) if k in {f.name for f in dataclasses.fields(c)}), None)
+                  for k in keys}
+        if not having or None in having.values():  # wildcards or a key that is not in the code: check_config says
             continue
-        names = {f.name for f in dataclasses.fields(cls)}
-        if not set(keys) <= names:  # wildcards or a key that is not in the code: check_config reports it
-            continue
-        want = ", ".join(r for r in (config.allowed_range(cls, k) for k in keys) if r)
+        want = ", ".join(r for r in (config.allowed_range(cls, k) for k, cls in having.items()) if r)
         if cell != want:
             problems.append(f"{CONFIG_DOC.relative_to(ROOT)}: {section} {', '.join(keys)}: range {cell!r} "
                             f"is not the code's {want!r}")
@@ -170,7 +174,7 @@ def check_examples(problems: list[str]) -> None:
                 path = Path(tmp) / "config.toml"
                 path.write_text(block)
                 try:
-                    config.load_config(path)
+                    load_config(path)
                 except config.ConfigError as e:
                     problems.append(f"{doc.relative_to(ROOT)}: TOML example {i} is not a valid config: {e}")
 
@@ -181,9 +185,9 @@ END = "<!-- end of generated -->"
 
 
 def measurement_docs() -> dict[Path, str]:
-    """Where each collector's declared measurements are documented, and the text they generate."""
+    """Where each collector's declared measurements and facts are documented, and the text they generate."""
     return {(ROOT / "docs" / "measurements.md" if where == "self" else ROOT / "collectors" / where / "README.md"):
-            markdown(ms) for where, ms in measurement_catalog().items()}
+            markdown(schema) for where, schema in catalog().items()}
 
 
 def check_measurements(problems: list[str], write: bool = False) -> None:
@@ -235,7 +239,7 @@ def check_figures(problems: list[str], write: bool = False) -> None:
     lists them as the code has them."""
     from db2vtop.checks.report import FIGURES
 
-    declared = {m.name: {f.name: f.kind for f in m.fields} for ms in measurement_catalog().values() for m in ms}
+    declared = {m.name: {f.name: f.type for f in m.fields} for ms in measurement_catalog().values() for m in ms}
     for f in FIGURES:
         if declared.get(f.measurement, {}).get(f.field) != "number":
             problems.append(f"checks/report.py: figure {f.id} is not a declared number field (agent/core/schema.py)")

@@ -7,10 +7,11 @@ import logging
 import pytest
 
 from db2vtop.agent.assemble import build_collectors
-from db2vtop.agent.core.config import ConfigError, load_config
+from db2vtop.agent.config import load_config
+from db2vtop.agent.core.config import ConfigError
 from db2vtop.collectors.esxtop.collector import EsxtopCollector
 from db2vtop.collectors.guest.remote import RemoteGuestCollector
-from db2vtop.collectors.storage.linux import LinuxStorageCollector
+from db2vtop.collectors.storage.linux.collector import LinuxStorageCollector
 from db2vtop.collectors.storage.ontap.collector import OntapCollector
 
 SSH = """

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from db2vtop.agent.core.config import SSHConfig
 from db2vtop.collectors.ssh import SSHTarget
 from db2vtop.collectors.ssh.bundle import Bundle, BundleError, parse
+from db2vtop.collectors.ssh.config import SSHConfig
 from tests.sshd import SSHServer
 
 

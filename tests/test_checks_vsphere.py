@@ -6,9 +6,12 @@ from dataclasses import replace
 
 import pytest
 
-from db2vtop.agent.core.config import Config, DB2Config, SSHConfig, StackConfig, VSphereConfig
+from db2vtop.agent.config import Config
+from db2vtop.agent.core.config import StackConfig, VSphereConfig
 from db2vtop.agent.core.model import Fact, Sample
 from db2vtop.checks.topology import db2_vm_selector
+from db2vtop.collectors.db2.config import DB2Config
+from db2vtop.collectors.ssh.config import SSHConfig
 from tests.test_checks_rules import judged, live
 
 T0 = 1_700_000_000 * 10**9

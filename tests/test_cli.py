@@ -94,7 +94,7 @@ def test_mark_goes_straight_into_an_idle_store(store_path):
     assert r.returncode == 0 and "stored" in r.stdout
     with Store(store_path) as s:
         (m,) = s.annotations()
-    assert (m.kind, m.name, m.text, m.tags) == ("marker", "run 1 start", "TPC-like OLTP, 120 clients", {"by": "cli"})
+    assert (m.event, m.name, m.text, m.tags) == ("marker", "run 1 start", "TPC-like OLTP, 120 clients", {"by": "cli"})
 
 
 def test_mark_is_queued_for_a_running_agent_which_records_it(store_path):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import os
@@ -12,11 +11,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from db2vtop.agent import cli
-from db2vtop.agent.core.config import Config, ConfigError, load_config, resolve_config
+from db2vtop.agent import cli, service
+from db2vtop.agent.config import Config, load_config, resolve_config, template
+from db2vtop.agent.core.config import ConfigError
+from db2vtop.collectors.registry import INPUTS
 from tests.conftest import run_cli
 
-TEMPLATE = Path(__file__).resolve().parent.parent / "agent" / "config_template.toml"
+TEMPLATE = template()  # `config init`'s text: the core's sections and each source package's template.toml
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -46,14 +47,14 @@ def test_default_config_file_is_used_when_present(isolated_home):
     assert resolve_config(None).guest.interval == 2.0
 
 
-def test_template_as_written_is_valid():
-    cfg = load_config(TEMPLATE)
+def test_template_as_written_is_valid(tmp_path):
+    cfg = load_config(write(tmp_path, TEMPLATE))
     assert cfg.guest.enabled and not cfg.vcenter
 
 
 def test_template_examples_uncommented_are_valid(tmp_path, monkeypatch):
     """Every example section of `config init` is a working configuration once uncommented."""
-    lines = [line[2:] if line.startswith("# ") else line for line in TEMPLATE.read_text().splitlines()]
+    lines = [line[2:] if line.startswith("# ") else line for line in TEMPLATE.splitlines()]
     monkeypatch.setenv("VC1_PASSWORD", "x")
     cfg = load_config(write(tmp_path, "\n".join(lines)))
     assert [v.name for v in cfg.vcenter] == ["vc1"]
@@ -215,12 +216,22 @@ def test_secret_file_must_be_private(tmp_path):
     assert "pw" not in r.stdout.replace(str(secret), "")
 
 
+def test_the_template_has_every_section_and_every_kind(tmp_path, monkeypatch):
+    """`config init` is assembled from the registered sources: each one's section, each [[storage]] kind."""
+    lines = [line[2:] if line.startswith("# ") else line for line in TEMPLATE.splitlines()]
+    monkeypatch.setenv("VC1_PASSWORD", "x")
+    cfg = load_config(write(tmp_path, "\n".join(lines)))
+    for i in INPUTS:
+        assert f"[[{i.name}]]" in TEMPLATE or f"[{i.name}]" in TEMPLATE, i.name
+        assert i.sections(cfg), f"no example of {i.config.__name__} in the template"
+
+
 def test_config_init_writes_the_template(tmp_path):
     r = run_cli("config", "init")
-    assert r.returncode == 0 and r.stdout == TEMPLATE.read_text()
+    assert r.returncode == 0 and r.stdout == TEMPLATE
     out = tmp_path / "new.toml"
     assert run_cli("config", "init", "-o", str(out)).returncode == 0
-    assert out.read_text() == TEMPLATE.read_text() and (out.stat().st_mode & 0o777) == 0o600
+    assert out.read_text() == TEMPLATE and (out.stat().st_mode & 0o777) == 0o600
     again = run_cli("config", "init", "-o", str(out))
     assert again.returncode == 2 and "--force" in again.stderr
     assert run_cli("config", "init", "-o", str(out), "--force").returncode == 0
@@ -403,7 +414,7 @@ def test_thresholds_in_range_and_order_are_accepted(tmp_path, text):
 def test_sighup_reload_of_an_invalid_file_keeps_the_running_config(tmp_path, caplog, text, key):
     """The agent's reload reads the file as `config check` does: the bad value is logged, not applied."""
     path = write(tmp_path, text)
-    assert cli._reread_config(argparse.Namespace(config=path)) is None
+    assert service.reread_config(path) is None
     assert f"{path}: {key}: " in caplog.text and "keeping the running configuration" in caplog.text
 
 

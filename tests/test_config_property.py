@@ -23,10 +23,11 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from db2vtop.agent import cli
-from db2vtop.agent.core import config
+from db2vtop.agent.config import Config
 from db2vtop.agent.core.units import format_duration
 from db2vtop.checks.rule import thresholds_of
 from db2vtop.checks.rules import all_rules
+from db2vtop.collectors.guest.config import GuestConfig
 from tests.conftest import run_cli
 
 NAMES = ["a", "b", "h1"]  # so that references between sections sometimes resolve
@@ -111,9 +112,9 @@ def _table(cls: type, wild: bool) -> st.SearchStrategy:
     return st.fixed_dictionaries(required, optional=optional)
 
 
-documents = st.one_of(_table(config.Config, wild=False), _table(config.Config, wild=True))
+documents = st.one_of(_table(Config, wild=False), _table(Config, wild=True))
 local_documents = st.fixed_dictionaries({}, optional={
-    "guest": _table(config.GuestConfig, wild=False), "checks": _thresholds(wild=False)})
+    "guest": _table(GuestConfig, wild=False), "checks": _thresholds(wild=False)})
 
 
 def _check(path: Path) -> tuple[int, str, str]:

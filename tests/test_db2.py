@@ -17,14 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from db2vtop.agent.core.config import DB2Config, SSHConfig
 from db2vtop.agent.core.model import SELF_MEASUREMENT, Annotation, Sample
 from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.base import BaseCollector, CollectorError
 from db2vtop.collectors.db2.collector import Db2Collector
+from db2vtop.collectors.db2.config import DB2Config
 from db2vtop.collectors.db2.queries import QUERIES, Db2Error
 from db2vtop.collectors.db2.transport import ClpTransport, DriverTransport, load_driver
 from db2vtop.collectors.ssh import SSHTarget, SSHTimeoutError
+from db2vtop.collectors.ssh.config import SSHConfig
 from tests.db2clp import DbApi, Table, calls, install
 from tests.sshd import SSHServer, free_port
 
@@ -309,7 +310,7 @@ async def test_a_counter_reset_starts_a_new_baseline_and_is_annotated(db2):
     assert not [r for r in records if isinstance(r, Sample) and r.measurement in
                 ("db2_database", "db2_bufferpool", "db2_tablespace", "db2_container", "db2_log")]
     (reset,) = [r for r in records if isinstance(r, Annotation)]
-    assert reset.kind == "reset" and reset.tags == {"db2": "prod", "database": "PROD", "member": "0"}
+    assert reset.event == "reset" and reset.tags == {"db2": "prod", "database": "PROD", "member": "0"}
     assert "activated again at 2026-11-22-10.00.15.000000" in reset.text and "new baseline" in reset.text
     # a third reading rates against the new baseline
     db2.set(clock="2026-11-22-10.00.30.000000")
@@ -328,7 +329,7 @@ async def test_one_counter_going_back_resets_only_that_row(db2):
     assert by(records, "db2_bufferpool", bufferpool="BP32K")
     assert not [r for r in records if isinstance(r, Sample) and r.tags.get("bufferpool") == "IBMDEFAULTBP"]
     (reset,) = [r for r in records if isinstance(r, Annotation)]
-    assert reset.kind == "reset" and "MON_GET_BUFFERPOOL IBMDEFAULTBP" in reset.text
+    assert reset.event == "reset" and "MON_GET_BUFFERPOOL IBMDEFAULTBP" in reset.text
     await c.close()
 
 
@@ -376,7 +377,7 @@ async def test_db2_9_7_falls_back_and_says_which(sshd, tmp_path):
     c.facts_done()
     notes += await c.collect()
     assert not c.facts_due()
-    texts = [n.text for n in notes if isinstance(n, Annotation) and n.kind == "db2_fallback"]
+    texts = [n.text for n in notes if isinstance(n, Annotation) and n.event == "db2_fallback"]
     assert ('MON_GET_TRANSACTION_LOG is not available at this DB2 level (SQL0204N "SYSPROC.MON_GET_TRANSACTION_LOG" '
             'is an undefined name. SQLSTATE=42704); using SYSIBMADM.SNAPDB') in texts
     assert any(t.startswith('MON_GET_WORKLOAD summed per member lacks a column at this DB2 level (SQL0206N '
@@ -538,7 +539,8 @@ SSH_SECTION = '[[ssh]]\nname = "h"\nhost = "db2prod01"\nuser = "db2inst1"\n'
     ('database = "PROD"\nssh = "h"\nmember = -3', "db2[0].member", "-2 (all members)"),
 ])
 def test_db2_config_errors_name_the_key(tmp_path, section, key, problem):
-    from db2vtop.agent.core.config import ConfigError, load_config
+    from db2vtop.agent.config import load_config
+    from db2vtop.agent.core.config import ConfigError
 
     path = tmp_path / "c.toml"
     path.write_text(f'{SSH_SECTION}[[db2]]\nname = "prod"\n{section}\n')
@@ -549,7 +551,7 @@ def test_db2_config_errors_name_the_key(tmp_path, section, key, problem):
 
 def test_db2_sections_become_collectors_sharing_one_ssh_connection(tmp_path):
     from db2vtop.agent.assemble import build_collectors
-    from db2vtop.agent.core.config import load_config
+    from db2vtop.agent.config import load_config
 
     path = tmp_path / "c.toml"
     path.write_text(SSH_SECTION + '[[db2]]\nname = "a"\nssh = "h"\ndatabase = "PROD"\n'

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from db2vtop.agent.core.config import DB2Config
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.db2.clp import MARK, clp_input, connect_statement, parse_output, profile_word, session_script
 from db2vtop.collectors.db2.collector import Db2Collector, server_clock
+from db2vtop.collectors.db2.config import DB2Config
 from db2vtop.collectors.db2.queries import QUERIES, Db2Error, check_statement
 from db2vtop.collectors.db2.session import Outcome, Session, parse_messages, split_row
 from db2vtop.collectors.db2.transport import DriverTransport
@@ -42,7 +42,7 @@ def scenario(tmp_path_factory) -> Path:
 class Replay:
     """A transport that hands the collector a Session parsed from given CLP output."""
 
-    kind, where, connects = "clp", "db2 test", 1
+    name, where, connects = "clp", "db2 test", 1
 
     def __init__(self, text: str, tags: list[str]):
         self.text, self.tags = text, tags

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from db2vtop.agent.core.config import EsxtopConfig
 from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.esxtop.batch import EsxtopFormatError, parse_batch
 from db2vtop.collectors.esxtop.collector import EsxtopCollector
+from db2vtop.collectors.esxtop.config import EsxtopConfig
 from db2vtop.collectors.selfmon import SelfCollector
 from tests.esxtop_fixture import VM, Device, batch_csv, fleet
 from tests.test_guest_remote import Capture, target

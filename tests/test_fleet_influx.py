@@ -125,7 +125,7 @@ def test_triage_finds_the_designed_findings_of_both_vcenters(fleet, tmp_path):
 
 
 def test_facts_and_findings_read_back_whole(fleet, tmp_path):
-    from db2vtop.agent.core.config import load_config
+    from db2vtop.agent.config import load_config
     from db2vtop.agent.core.influx_source import InfluxSource
 
     _, influx, bucket = fleet
@@ -157,7 +157,7 @@ def test_an_influxdb_outage_is_a_clear_source_error_and_triage_exits_3(tmp_path)
 
 
 async def test_watch_over_influxdb_shows_both_vcenters_on_the_fleet(fleet, tmp_path):
-    from db2vtop.agent.core.config import load_config
+    from db2vtop.agent.config import load_config
     from db2vtop.agent.core.influx_source import InfluxSource
     from db2vtop.tui.app import Db2vtopApp
     from db2vtop.tui.screens.fleet import FleetScreen
@@ -190,7 +190,7 @@ async def test_watch_over_influxdb_shows_both_vcenters_on_the_fleet(fleet, tmp_p
 
 
 async def test_an_influxdb_outage_is_shown_on_screen(tmp_path):
-    from db2vtop.agent.core.config import load_config
+    from db2vtop.agent.config import load_config
     from db2vtop.agent.core.influx_source import InfluxSource
     from db2vtop.tui.app import Db2vtopApp
     from tests.test_tui import text, wait_for
@@ -208,7 +208,7 @@ def test_the_latest_and_window_caches_follow_points_written_since(fleet, tmp_pat
     """A moving cursor reads only what was written since; what it answers is what a fresh read answers."""
     import urllib.request
 
-    from db2vtop.agent.core.config import load_config
+    from db2vtop.agent.config import load_config
     from db2vtop.agent.core.influx_source import InfluxSource
 
     _, influx, _ = fleet

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from db2vtop.agent.core.config import GuestConfig
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.guest import procfs
+from db2vtop.collectors.guest.config import GuestConfig
 from db2vtop.collectors.guest.local import LocalGuestCollector, read_files
 from db2vtop.collectors.guest.metrics import cpu_fields, disk_fields, guest_facts, guest_samples
 from db2vtop.collectors.guest.procfs import DiskCounters, ProcFormatError, parse_vmstat, snapshot

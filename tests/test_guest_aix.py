@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from db2vtop.agent.core.config import RemoteGuestConfig
 from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.guest.aix import (
@@ -20,6 +19,7 @@ from db2vtop.collectors.guest.aix import (
     parse_pairs,
     parse_tunables,
 )
+from db2vtop.collectors.guest.config import RemoteGuestConfig
 from db2vtop.collectors.guest.remote import RemoteGuestCollector
 from db2vtop.collectors.selfmon import SelfCollector
 from db2vtop.collectors.ssh.bundle import Fetched, Output

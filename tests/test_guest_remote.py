@@ -8,15 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from db2vtop.agent.core.config import RemoteGuestConfig, SSHConfig
 from db2vtop.agent.core.model import Sample
 from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.guest import procfs
+from db2vtop.collectors.guest.config import RemoteGuestConfig
 from db2vtop.collectors.guest.local import read_files
 from db2vtop.collectors.guest.metrics import guest_facts
 from db2vtop.collectors.guest.remote import LinuxPlatform, RemoteGuestCollector
 from db2vtop.collectors.selfmon import SelfCollector
 from db2vtop.collectors.ssh import SSHTarget
+from db2vtop.collectors.ssh.config import SSHConfig
 from tests.sshd import SSHServer
 from tests.test_guest import dd, loop_device  # noqa: F401 - the fixture
 

@@ -151,9 +151,9 @@ def test_a_full_spool_drops_the_oldest_counts_them_and_says_so(influxd, db, tmp_
     assert snap["spool_bytes"] <= 64 * 1024
     assert snap["state"] == "unreachable" and "Connection refused" in snap["last_error"]
     events = sink.take_events()
-    overflow = [e for e in events if e.kind == "spool_overflow"]
+    overflow = [e for e in events if e.event == "spool_overflow"]
     assert len(overflow) == 1 and "dropped" in overflow[0].text
-    assert any(e.kind == "sink_unreachable" for e in events)
+    assert any(e.event == "sink_unreachable" for e in events)
     sink.close(timeout=0)  # batches in flight from dropped segments were only in memory: now dropped too
     dropped = sink.snapshot()["dropped"]
     assert dropped >= snap["dropped"]
@@ -219,7 +219,7 @@ def test_a_wrong_token_is_a_visible_error_spooling_goes_on_and_nothing_is_lost(t
         records = asyncio.run(monitor.collect())
         sample = next(r for r in records if isinstance(r, Sample))
         assert sample.measurement == MEASUREMENT and sample.fields["state"] == "auth_error"
-        assert any(isinstance(r, Annotation) and r.kind == "sink_auth_error" for r in records)
+        assert any(isinstance(r, Annotation) and r.event == "sink_auth_error" for r in records)
         sink.submit([Sample("m", {}, {"v": i}, T0 + i) for i in range(300, 400)])
         token.write_text(srv.token + "\n")  # the token is read again before each retry after a 401
         assert sink.flush(30)

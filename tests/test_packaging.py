@@ -11,41 +11,53 @@ import os
 import shutil
 import subprocess
 import sys
-import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
 
+from db2vtop.collectors.registry import INPUTS
 from tests.conftest import ROOT
 
 WHEELHOUSE = ROOT / "build" / "wheelhouse"
 FOLDERS = ("agent", "collectors", "checks", "tui")
+OFFLINE = ["--no-index", "--find-links", str(WHEELHOUSE), "--quiet", "--disable-pip-version-check"]
 
 pytestmark = pytest.mark.skipif(not WHEELHOUSE.is_dir(), reason="make test builds build/wheelhouse")
 
 
-def test_every_package_folder_is_in_the_wheel_list():
-    """pyproject names the packages one by one (package-dir mapping): a new folder must be added there."""
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    on_disk = {"db2vtop." + str(p.parent.relative_to(ROOT)).replace("/", ".")
-               for top in FOLDERS for p in (ROOT / top).rglob("__init__.py")}
-    assert listed == on_disk
-
-
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv with db2vtop installed from a wheel of the current sources; its bin/ directory."""
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A wheel of the current sources, built offline as pip builds it for a user."""
     tmp = tmp_path_factory.mktemp("wheel")
     # a copy without build/: setuptools would reuse files an earlier build left in build/lib
     src = tmp / "src"
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__",
                                                               ".*_cache", ".hypothesis"))
-    offline = ["--no-index", "--find-links", str(WHEELHOUSE), "--quiet", "--disable-pip-version-check"]
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp / "dist"), *offline, str(src)],
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp / "dist"), *OFFLINE, str(src)],
                    check=True, timeout=300, cwd=tmp)
-    wheel = next((tmp / "dist").glob("db2vtop-*.whl"))
+    return next((tmp / "dist").glob("db2vtop-*.whl"))
+
+
+def test_every_package_folder_and_its_data_is_in_the_wheel(wheel: Path):
+    """setup.py finds the packages (no list to keep): every folder with an __init__.py is in the wheel
+    as db2vtop.<folder>, with each source package's declarations and template beside it."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    on_disk = {p.relative_to(ROOT) for top in FOLDERS for p in (ROOT / top).rglob("__init__.py")}
+    assert {f"db2vtop/{p}" for p in on_disk} <= names
+    assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == {"db2vtop"}
+    for i in INPUTS:
+        folder = "db2vtop/" + i.package.removeprefix("db2vtop.").replace(".", "/")
+        assert f"{folder}/template.toml" in names, i.package
+        assert i.schema is not None or f"{folder}/schema.toml" in names, i.package
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with db2vtop installed from a wheel of the current sources; its bin/ directory."""
+    tmp = tmp_path_factory.mktemp("venv")
     subprocess.run([sys.executable, "-m", "venv", str(tmp / "venv")], check=True, timeout=120)
-    subprocess.run([str(tmp / "venv" / "bin" / "python"), "-m", "pip", "install", *offline, str(wheel)],
+    subprocess.run([str(tmp / "venv" / "bin" / "python"), "-m", "pip", "install", *OFFLINE, str(wheel)],
                    check=True, timeout=600, cwd=tmp)
     return tmp / "venv" / "bin"
 

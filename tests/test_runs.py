@@ -360,7 +360,7 @@ def test_html_report_renders_with_charts_in_headless_chromium(fleet, tmp_path):
 
 def test_a_large_fleet_reported_by_several_processes_is_the_same_report(tmp_path):
     from bench.report import build, config
-    from db2vtop.agent.core.config import load_config
+    from db2vtop.agent.config import load_config
     from db2vtop.agent.runs import make_report
     from db2vtop.checks.report import PARALLEL_MIN_STACKS
 

@@ -6,7 +6,8 @@ import asyncio
 import threading
 import time
 
-from db2vtop.agent.core.model import SELF_MEASUREMENT, Annotation, Fact, Sample
+from db2vtop.agent.assemble import fact_check
+from db2vtop.agent.core.model import REMOVED, SELF_MEASUREMENT, Annotation, Fact, Sample
 from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.base import BaseCollector, CollectorError
 
@@ -186,6 +187,35 @@ async def test_an_entity_a_complete_describe_no_longer_reports_gets_one_removal(
     complete.entities = [("disk", "sda"), ("disk", "sdb")]    # back again: a fact, no removal
     await rt._cycle(complete)
     assert [f.removed for f in out.facts if f.tags.get("disk") == "sdb"][-1] is False
+
+
+class Misdeclared(Describer):
+    """Facts as a collector whose schema.toml is behind its code would make them."""
+
+    async def describe(self):
+        return [Fact("esxtop_host", {"host": "esx1"}, {"esxtop_hostname": "esx1"}),  # as declared
+                Fact("esxtop_host", {"host": "esx2"}, {"esxtop_hostname": 7, "uptime_s": 9}),  # a key of neither
+                Fact("esxtop_numa", {"host": "esx1"}, {"nodes": 2}),  # a kind never declared
+                Fact.removal("esxtop_host", {"host": "esx0"})]  # a removal holds no keys: never judged
+
+
+async def test_undeclared_facts_are_kept_whole_logged_once_and_counted(caplog):
+    c, out = Misdeclared("esxtop:lab", complete=False), Capture()
+    rt = Runtime([c], [out], fact_check())
+    for _ in range(2):
+        await rt._cycle(c)
+    assert [(f.kind, f.data) for f in out.facts][:4] == [
+        ("esxtop_host", {"esxtop_hostname": "esx1"}), ("esxtop_host", {"esxtop_hostname": 7, "uptime_s": 9}),
+        ("esxtop_numa", {"nodes": 2}), ("esxtop_host", REMOVED)]
+    assert [m["undeclared_facts"] for m in out.selfmetrics("esxtop:lab")] == [2, 4]
+    assert [m["status"] for m in out.selfmetrics("esxtop:lab")] == ["ok", "ok"]
+    told = [r.getMessage() for r in caplog.records if "schema.toml" in r.getMessage()]
+    assert told == ["collector esxtop:lab: fact esxtop_host: keys not declared: uptime_s; kept as it is (its "
+                    "declaration in schema.toml is behind)",
+                    "collector esxtop:lab: fact esxtop_host: keys not of their declared type: esxtop_hostname "
+                    "(string); kept as it is (its declaration in schema.toml is behind)",
+                    "collector esxtop:lab: fact kind esxtop_numa is not declared; kept as it is (its declaration "
+                    "in schema.toml is behind)"]
 
 
 async def test_run_once_waits_for_the_baseline_then_runs_each_collector_once():

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from db2vtop.agent.core.config import SSHConfig
 from db2vtop.collectors.ssh import SSHAuthError, SSHConnectError, SSHError, SSHHostKeyError, SSHTarget, SSHTimeoutError
+from db2vtop.collectors.ssh.config import SSHConfig
 from tests.sshd import SSHServer, free_port
 
 

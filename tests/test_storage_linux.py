@@ -12,18 +12,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from db2vtop.agent.core.config import StorageConfig
 from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.selfmon import SelfCollector
 from db2vtop.collectors.ssh.bundle import Fetched
-from db2vtop.collectors.storage.linux import Identity, LinuxStorageCollector, identities, queue_limit, vpd_serial
+from db2vtop.collectors.storage.linux.collector import (
+    Identity,
+    LinuxStorageCollector,
+    identities,
+    queue_limit,
+    vpd_serial,
+)
+from db2vtop.collectors.storage.linux.config import LinuxStorageConfig
 from tests.test_guest import dd, loop_device  # noqa: F401 - the fixture
 from tests.test_guest_remote import Capture, broken_sh, target  # noqa: F401 - broken_sh is a fixture
 
 
 def collector(sshd, **cfg) -> LinuxStorageCollector:
-    return LinuxStorageCollector(StorageConfig(name="san1", kind="linux", ssh="test", **cfg), target(sshd))
+    return LinuxStorageCollector(LinuxStorageConfig(name="san1", ssh="test", **cfg), target(sshd))
 
 
 async def test_matches_real_iostat_over_the_same_target(sshd, loop_device):  # noqa: F811
@@ -97,9 +103,9 @@ def test_identities_and_multipath_maps():
     ids = identities(SYSFS, SLAVES)
     assert ids["dm-0"] == Identity("multipath", "3600a098038303053453f463045727a4d", None, ("sdb", "sdc"))
     assert ids["dm-0"].naa == ids["sdb"].naa == "naa.600a098038303053453f463045727a4d"  # as ESXi names the LUN
-    assert ids["sdb"].serial == "80BTc$DmK4mX" and ids["sdb"].kind == "disk"
-    assert ids["dm-1"].kind == "dm" and ids["dm-1"].naa is None
-    assert ids["vda"] == Identity("disk", None, "db2-os") and ids["vda1"].kind == "partition"
+    assert ids["sdb"].serial == "80BTc$DmK4mX" and ids["sdb"].type == "disk"
+    assert ids["dm-1"].type == "dm" and ids["dm-1"].naa is None
+    assert ids["vda"] == Identity("disk", None, "db2-os") and ids["vda1"].type == "partition"
     assert ids["dm-0"].tags() == {"type": "multipath", "wwid": "3600a098038303053453f463045727a4d",
                                   "naa": "naa.600a098038303053453f463045727a4d"}
     assert queue_limit("dm-0", ids["dm-0"], SYSFS) == (96, "paths")  # each path has its own LUN queue
@@ -136,7 +142,7 @@ async def test_no_diskstats_or_garbage_is_recorded_not_raised(sshd, broken_sh, s
 @given(st.dictionaries(st.sampled_from(sorted(SYSFS)), st.text(max_size=40)), st.sets(st.sampled_from(
     sorted(SLAVES | {"/sys/block/dm-0/slaves", "/sys/block/x"}))))
 def test_fuzzed_sysfs_never_raises(files, paths):
-    c = LinuxStorageCollector(StorageConfig(name="s", kind="linux", ssh="t"), target=None)  # type: ignore[arg-type]
+    c = LinuxStorageCollector(LinuxStorageConfig(name="s", ssh="t"), target=None)  # type: ignore[arg-type]
     for fact in c.facts(Fetched(dict(SYSFS, **files), paths), 1):
         assert fact.tags["storage"] == "s"
     for dev, ident in c.ids.items():
@@ -147,7 +153,7 @@ def test_fuzzed_sysfs_never_raises(files, paths):
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=200), st.text(max_size=60))
 def test_fuzzed_diskstats_raise_only_the_collectors_error(diskstats, uptime):
-    c = LinuxStorageCollector(StorageConfig(name="s", kind="linux", ssh="t"), target=None)  # type: ignore[arg-type]
+    c = LinuxStorageCollector(LinuxStorageConfig(name="s", ssh="t"), target=None)  # type: ignore[arg-type]
     with contextlib.suppress(CollectorError):
         c.samples(Fetched({"/proc/diskstats": diskstats, "/proc/uptime": uptime}), 1)
         c.samples(Fetched({"/proc/diskstats": diskstats, "/proc/uptime": "99999999.0 1"}), 2)

@@ -105,7 +105,7 @@ def test_annotations(store_path):
         w.write(annotations=[Annotation("marker", "run-2 start", {"by": "me"}, "", T0),
                              Annotation("reset", "db2 counters reset", {"db2": "prod"}, "MON_GET went back", T0 + 5)])
         got = w.annotations(T0 + 1)
-    assert [(a.kind, a.name, a.tags, a.text, a.ts) for a in got] == [
+    assert [(a.event, a.name, a.tags, a.text, a.ts) for a in got] == [
         ("reset", "db2 counters reset", {"db2": "prod"}, "MON_GET went back", T0 + 5)]
 
 

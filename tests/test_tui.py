@@ -12,11 +12,13 @@ import pytest
 from rich.console import Console
 from textual.widgets import Input, Static
 
-from db2vtop.agent.core.config import GuestConfig, StackConfig, load_config
+from db2vtop.agent.config import load_config
+from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample
 from db2vtop.agent.core.runs import BEGIN, END, edge_marker
 from db2vtop.agent.core.store import Store, StoreWriter
 from db2vtop.agent.runtime import Runtime
+from db2vtop.collectors.guest.config import GuestConfig
 from db2vtop.collectors.guest.local import LocalGuestCollector
 from db2vtop.collectors.markers import MarkerInbox
 from db2vtop.collectors.selfmon import SelfCollector
@@ -137,7 +139,7 @@ async def test_collects_in_process_and_every_key_works(store_path):
     assert rt.stats["guest"].cycles >= 1
     writer.close()
     with Store(store_path) as s:
-        assert [(a.kind, a.name, a.tags) for a in s.annotations()] == [("marker", "run 1 start", {"by": "tui"})]
+        assert [(a.event, a.name, a.tags) for a in s.annotations()] == [("marker", "run 1 start", {"by": "tui"})]
 
 
 async def test_attached_to_an_agent_shows_its_data_and_queues_markers_for_it(store_path):

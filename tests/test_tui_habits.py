@@ -7,7 +7,7 @@ import json
 import pytest
 from textual.widgets import Input, SelectionList
 
-from db2vtop.agent.core.config import load_config
+from db2vtop.agent.config import load_config
 from db2vtop.agent.core.paths import state_dir
 from db2vtop.agent.core.store import Store
 from db2vtop.tui.app import Db2vtopApp

@@ -13,7 +13,7 @@ import asyncio
 
 import pytest
 
-from db2vtop.agent.core.config import load_config
+from db2vtop.agent.config import load_config
 from db2vtop.agent.core.store import Store
 from db2vtop.tui import stack_view
 from db2vtop.tui.app import Db2vtopApp

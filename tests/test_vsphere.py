@@ -21,12 +21,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from db2vtop.agent.core.config import VCenterConfig
 from db2vtop.agent.core.model import SELF_MEASUREMENT, Annotation, Fact, Sample
 from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.base import BaseCollector, CollectorError
 from db2vtop.collectors.vsphere import inventory as inv_mod
 from db2vtop.collectors.vsphere.collector import VSphereCollector
+from db2vtop.collectors.vsphere.config import VCenterConfig
 from db2vtop.collectors.vsphere.connection import _parse_stream, soap_body
 from db2vtop.collectors.vsphere.inventory import parse_objects
 from db2vtop.collectors.vsphere.perf import RETURNVAL, Spec, chunk, entity_result
@@ -328,7 +328,7 @@ def test_an_outage_longer_than_vcenters_hour_is_annotated(sim):
         return await c.collect()
     records = run(using(sim.url, go))
     (gap,) = [r for r in records if isinstance(r, Annotation)]
-    assert gap.kind == "gap" and gap.tags == {"vcenter": "vc1"} and "expired" in gap.text
+    assert gap.event == "gap" and gap.tags == {"vcenter": "vc1"} and "expired" in gap.text
     stamps = sorted({r.ts for r in pick(records, "vsphere_vm", vm="db2prod01")})
     assert len(stamps) >= 178 and stamps[-1] - stamps[0] >= 3540 * 10**9  # the hour vCenter still had
 

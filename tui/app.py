@@ -34,7 +34,8 @@ from textual.screen import Screen
 from textual.widget import AwaitMount
 from textual.worker import get_current_worker
 
-from db2vtop.agent.core.config import Config, StackConfig
+from db2vtop.agent.config import Config
+from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.markers import deliver_marker
 from db2vtop.agent.core.model import Annotation, Output
 from db2vtop.agent.core.runs import find_run, runs

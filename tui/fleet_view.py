@@ -266,7 +266,7 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
                    None), Target.of_guest(name), stale, [("ERR ", "bold red"), (error, None)] if error else None)
 
     model = TableModel(COLUMNS, rows)
-    markers = [a for a in rd.store.annotations(since, until) if a.kind == "marker"]
+    markers = [a for a in rd.store.annotations(since, until) if a.event == "marker"]
     marker_ts = [m.ts for m in markers]
     fill_trends(rd, model, lambda key: _ready_trend(rd, sources.get(key)), READY_TREND, state, since, until,
                 spark_cols, marker_ts)

@@ -232,8 +232,8 @@ def load_stack(rd: Reader, target: Target, since: int, until: int, panel: str, g
                table: TableState) -> StackView:
     r = resolve(rd, target, until)
     annotations = rd.store.annotations(since, until)
-    markers = [a for a in annotations if a.kind == "marker"]
-    events = [a for a in annotations if a.kind != "marker"]
+    markers = [a for a in annotations if a.event == "marker"]
+    events = [a for a in annotations if a.event != "marker"]
     a_cols, b_cols = max(geo.a_cols - GUTTER, 1), max(geo.b_cols - GUTTER, 1)
 
     def marks(cols: int) -> Callable[[str], Marks]:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from db2vtop.agent.core.config import Config, StackConfig
+from db2vtop.agent.config import Config
+from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.store import Row, Store
 from db2vtop.checks import topology
 from db2vtop.checks.topology import placement

@@ -31,7 +31,7 @@ import zstandard
 
 _VERSION = 1
 _HEADER = struct.Struct("<BII")  # version, rows, columns
-_COLUMN = struct.Struct("<BBI")  # kind, has presence bytes, payload bytes
+_COLUMN = struct.Struct("<BBI")  # codec, has presence bytes, payload bytes
 _INT, _DEC, _XOR, _JSON = 1, 2, 3, 4
 _MAX_DECIMALS = 9
 _LEVEL = 6
@@ -130,22 +130,22 @@ def _encode_column(values: list[Any]) -> tuple[int, bytes]:
     return _JSON, json.dumps(values, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
 
 
-def _decode_column(kind: int, data: memoryview, count: int) -> list[Any]:
-    if kind == _INT:
+def _decode_column(codec: int, data: memoryview, count: int) -> list[Any]:
+    if codec == _INT:
         return _decode_ints(data, count)
-    if kind == _DEC:
+    if codec == _DEC:
         scale = 10 ** data[0]
         return [s / scale for s in _decode_ints(data[1:], count)]
-    if kind == _XOR:
+    if codec == _XOR:
         words = list(accumulate(_unplanes(data, count), xor))
         return list(struct.unpack(f"<{count}d", struct.pack(f"<{count}Q", *words)))
-    if kind == _JSON:
+    if codec == _JSON:
         values = json.loads(bytes(data))
         if not isinstance(values, list) or len(values) != count:
             raise ChunkError(f"JSON column of {len(values) if isinstance(values, list) else '?'} values, "
                              f"expected {count}")
         return values
-    raise ChunkError(f"unknown column kind {kind}")
+    raise ChunkError(f"unknown column codec {codec}")
 
 
 def encode(ts: Sequence[int], columns: Sequence[Sequence[Any]]) -> bytes:
@@ -159,8 +159,8 @@ def encode(ts: Sequence[int], columns: Sequence[Sequence[Any]]) -> bytes:
     for col in columns:
         present = [v is not None for v in col]
         sparse = not all(present)
-        kind, payload = _encode_column([v for v in col if v is not None] if sparse else list(col))
-        out.append(_COLUMN.pack(kind, sparse, len(payload)))
+        codec, payload = _encode_column([v for v in col if v is not None] if sparse else list(col))
+        out.append(_COLUMN.pack(codec, sparse, len(payload)))
         if sparse:
             out.append(bytes(present))
         out.append(payload)
@@ -181,15 +181,15 @@ def decode(blob: bytes) -> tuple[list[int], list[list[Any]]]:
         pos += size
         columns = []
         for _ in range(ncols):
-            kind, sparse, size = _COLUMN.unpack_from(data, pos)
+            codec, sparse, size = _COLUMN.unpack_from(data, pos)
             pos += _COLUMN.size
             if sparse:
                 present = bytes(data[pos:pos + n])
                 pos += n
-                values = iter(_decode_column(kind, data[pos:pos + size], present.count(1)))
+                values = iter(_decode_column(codec, data[pos:pos + size], present.count(1)))
                 columns.append([next(values) if p else None for p in present])
             else:
-                columns.append(_decode_column(kind, data[pos:pos + size], n))
+                columns.append(_decode_column(codec, data[pos:pos + size], n))
             pos += size
         if pos != len(data):
             raise ChunkError(f"{len(data) - pos} bytes left over after the last column")

@@ -1,24 +1,34 @@
 """The one TOML config file, validated into typed, frozen sections.
 
-Every section is a dataclass; `_load` walks the dataclass fields and converts each TOML
+Every section is a dataclass; the loader walks the dataclass fields and converts each TOML
 value, so a new key is one annotated field. Every problem raises ConfigError naming the
 file, the key, the offending value and what was expected. Section and key names are a
-contract (DESIGN.md); add keys, never rename them.
+contract (docs/configuration.md); add keys, never rename them.
+
+This module holds what every section shares (the value markers, references between
+sections, secrets), the sections of the core (store, stacks, InfluxDB, views, checks) and the
+loader. A collector's own section lives in its package (`collectors/<name>/config.py`); the
+whole file's class is made from the registry's sections by `config_class` one layer up
+(agent/config.py), so the core never imports a collector.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import operator
 import os
 import re
 import tomllib
 import types
 import typing
+from collections.abc import Iterable, Iterator
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlparse
 
-from db2vtop.agent.core.paths import default_config_path, default_store_path, state_dir
+from db2vtop.agent.core.paths import default_store_path, state_dir
 from db2vtop.agent.core.secrets import SecretRef
 from db2vtop.agent.core.units import format_bytes, format_duration, parse_duration, parse_size
 
@@ -29,6 +39,19 @@ class ConfigError(Exception):
     def __init__(self, file: str, key: str, problem: str):
         super().__init__(f"{file}: {key}: {problem}" if key else f"{file}: {problem}")
         self.file, self.key, self.problem = file, key, problem
+
+
+class Invalid(Exception):  # noqa: N818 - raised by a section's check(), read as "the section is invalid"
+    """What a section's own `check()` raises: `key` within the section ("" for the section as a
+    whole); the loader adds the file and the section's place."""
+
+    def __init__(self, key: str, problem: str):
+        super().__init__(problem)
+        self.key, self.problem = key, problem
+
+    @classmethod
+    def value(cls, key: str, value: Any, expected: str) -> Invalid:
+        return cls(key, f"{_show(key, value)} is not valid; expected {expected}")
 
 
 def _show(key: str, value: Any) -> str:
@@ -51,7 +74,9 @@ def shown(value: Any) -> str:
 
 
 @dataclass(frozen=True)
-class _Marker:
+class Marker:
+    """What one TOML value must be: `convert` returns it typed or raises ValueError."""
+
     expected: str
 
     def convert(self, value: Any) -> Any:  # pragma: no cover - overridden
@@ -63,7 +88,7 @@ class _Marker:
 
 
 @dataclass(frozen=True)
-class _Duration(_Marker):
+class _Duration(Marker):
     low: float = 0.0
     high: float = 0.0
 
@@ -80,7 +105,7 @@ class _Duration(_Marker):
 
 
 @dataclass(frozen=True)
-class _Size(_Marker):
+class _Size(Marker):
     low: int = 0
     high: int = 0
 
@@ -101,7 +126,7 @@ def _size_text(n: int) -> str:
 
 
 @dataclass(frozen=True)
-class _Choice(_Marker):
+class _Choice(Marker):
     choices: tuple[str, ...] = ()
 
     def convert(self, value: Any) -> str:
@@ -113,14 +138,14 @@ class _Choice(_Marker):
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,63}$")
 
 
-class _Name(_Marker):
+class _Name(Marker):
     def convert(self, value: Any) -> str:
         if not isinstance(value, str) or not _NAME_RE.match(value):
             raise ValueError
         return value
 
 
-class _Url(_Marker):
+class _Url(Marker):
     def convert(self, value: Any) -> str:
         if not isinstance(value, str):
             raise ValueError
@@ -131,7 +156,7 @@ class _Url(_Marker):
 
 
 @dataclass(frozen=True)
-class _Range(_Marker):
+class _Range(Marker):
     low: int = 0
     high: int = 0
 
@@ -144,24 +169,16 @@ class _Range(_Marker):
         return f"{self.low:,}–{self.high:,}"
 
 
-class _Sid(_Marker):
-    def convert(self, value: Any) -> str:
-        if not isinstance(value, str) or not re.fullmatch(r"[0-9]{12}", value):
-            raise ValueError
-        return value
-
-
-class _EnvName(_Marker):
+class _EnvName(Marker):
     def convert(self, value: Any) -> str:
         if not isinstance(value, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", value):
             raise ValueError
         return value
 
 
-Name = Annotated[str, _Name("a name of letters, digits, '-', '_', '.', ':' or '@' (at most 64)")]
+_NAME = _Name("a name of letters, digits, '-', '_', '.', ':' or '@' (at most 64)")
+Name = Annotated[str, _NAME]
 Url = Annotated[str, _Url('an http:// or https:// URL with a host name')]
-Port = Annotated[int, _Range("a TCP port number 1-65535", 1, 65535)]
-Member = Annotated[int, _Range("-2 (all members), -1 (the member connected to) or a member number", -2, 999)]
 EnvName = Annotated[str, _EnvName("an environment variable name such as VC1_PASSWORD")]
 
 
@@ -181,8 +198,30 @@ def Size(low: int, high: int) -> Any:  # noqa: N802
                                 '"1GiB" or a number of bytes', low, high)]
 
 
+def Range(expected: str, low: int, high: int) -> Any:  # noqa: N802
+    """A whole number within [low, high], described as `expected` says."""
+    return Annotated[int, _Range(expected, low, high)]
+
+
 def Count(what: str, low: int, high: int) -> Any:  # noqa: N802
-    return Annotated[int, _Range(f"{what} {low:,}-{high:,}", low, high)]
+    return Range(f"{what} {low:,}-{high:,}", low, high)
+
+
+Port = Range("a TCP port number 1-65535", 1, 65535)
+
+
+@dataclass(frozen=True, eq=False)
+class Reference:
+    """The value names an item of another section (`[[ssh]]`, `[[storage]]`); with `once`, no two
+    items of this section name the same one."""
+
+    section: str
+    once: bool = False
+
+
+def Ref(section: str, once: bool = False) -> Any:  # noqa: N802
+    """A name that must be the `name` of one `[[section]]`."""
+    return Annotated[str, _NAME, Reference(section, once)]
 
 
 MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
@@ -190,12 +229,12 @@ MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
 Timeout = Duration(1.0, HOUR)
 
 
-# --- sections -------------------------------------------------------------------------
+# --- what sections share ---------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class _Secret:
-    """Mixin for sections with a password: exactly one source, never inline."""
+class Secret:
+    """Mixin for sections with a password: at most one source (the loader checks), never inline."""
 
     def password(self) -> SecretRef | None:
         env, file, ring = (getattr(self, "password_" + k, None) for k in ("env", "file", "keyring"))
@@ -204,7 +243,16 @@ class _Secret:
         return None
 
 
+def check_secret(section: Any) -> None:
+    given = [k for k in ("password_env", "password_file", "password_keyring") if getattr(section, k, None)]
+    if len(given) > 1:
+        raise Invalid("", f"{' and '.join(given)} are both set; give only one")
+
+
 CheckValue = float | int | str | bool
+
+
+# --- the core's sections ----------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -214,127 +262,13 @@ class StoreConfig:
 
 
 @dataclass(frozen=True)
-class GuestConfig:
-    enabled: bool = True
-    interval: Duration(0.5, DAY) = 5.0  # /proc reads take milliseconds
-    timeout: Timeout | None = None
-    devices_exclude: list[str] = field(default_factory=lambda: ["loop*", "ram*"])
-    interfaces_exclude: list[str] = field(default_factory=lambda: ["lo", "veth*"])
-
-
-@dataclass(frozen=True)
-class RemoteGuestConfig:
-    """A guest read over SSH; its samples are tagged guest = the [[ssh]] target's name."""
-
-    ssh: Name
-    os: Choice("auto", "linux", "aix") = "auto"
-    interval: Duration(1.0, DAY) = 5.0
-    timeout: Timeout | None = None
-    devices_exclude: list[str] = field(default_factory=lambda: ["loop*", "ram*"])
-    interfaces_exclude: list[str] = field(default_factory=lambda: ["lo", "veth*"])
-
-
-@dataclass(frozen=True)
-class VCenterConfig(_Secret):
-    name: Name
-    url: Url
-    user: str
-    password_env: EnvName | None = None
-    password_file: Path | None = None
-    password_keyring: str | None = None
-    verify_tls: bool = True
-    ca_file: Path | None = None
-    interval: Duration(20.0, DAY) = 20.0  # vCenter's realtime sampling period
-    timeout: Timeout | None = None
-    workers: Count("a number of threads", 1, 16) = 4
-    max_query_entities: Count("a number of entities per QueryPerf call", 1, 5000) = 250
-    max_query_metrics: Count("a number of metric ids per QueryPerf call (0 = no own cap)", 0, 100_000) = 0
-
-
-@dataclass(frozen=True)
-class SSHConfig(_Secret):
-    name: Name
-    host: str
-    user: str
-    port: Port = 22
-    key_file: Path | None = None
-    password_env: EnvName | None = None
-    password_file: Path | None = None
-    password_keyring: str | None = None
-    known_hosts: Path | None = None
-    host_key_policy: Choice("reject", "accept-new") = "reject"
-    connect_timeout: Duration(1.0, 10 * MINUTE) = 10.0
-    command_timeout: Duration(1.0, HOUR) = 30.0
-    keepalive: Duration(1.0, HOUR) = 30.0
-    max_sessions: Count("a number of channels", 1, 64) = 4
-
-
-@dataclass(frozen=True)
-class DB2Config(_Secret):
-    name: Name
-    database: str
-    ssh: Name | None = None
-    transport: Choice("clp", "ibm_db") = "clp"
-    user: str | None = None
-    password_env: EnvName | None = None
-    password_file: Path | None = None
-    password_keyring: str | None = None
-    interval: Duration(1.0, DAY) = 10.0
-    timeout: Timeout | None = None
-    instance_profile: str = "~/sqllib/db2profile"
-    member: Member = -2
-    facts_interval: Duration(10.0, DAY) = 900.0
-    host: str | None = None
-    port: Port = 50000
-    tls: bool = False
-    ca_file: Path | None = None
-
-
-@dataclass(frozen=True)
-class StorageConfig(_Secret):
-    name: Name
-    kind: Choice("linux", "ontap", "xtremio", "powermax")
-    ssh: Name | None = None
-    interval: Duration(1.0, DAY) = 20.0
-    timeout: Timeout | None = None
-    # arrays (ontap, xtremio, powermax): transport, REST endpoint and what to read
-    transport: Choice("ssh", "rest") | None = None  # default: rest for xtremio, else ssh
-    url: Url | None = None
-    user: str | None = None
-    password_env: EnvName | None = None
-    password_file: Path | None = None
-    password_keyring: str | None = None
-    verify_tls: bool = True
-    ca_file: Path | None = None
-    vserver: Name | None = None
-    min_ops_for_latency: Count("a number of operations", 0, 10**9) = 10
-    sid: Annotated[str, _Sid("a Symmetrix ID of 12 digits, such as \"000197900123\"")] | None = None
-    storage_groups: list[Name] = field(default_factory=list)
-    sample_interval: Duration(1.0, HOUR) = 10.0
-    devices_exclude: list[str] = field(default_factory=lambda: ["loop*", "ram*", "zram*"])  # kind = "linux"
-
-    @property
-    def effective_transport(self) -> str:
-        return self.transport or ("rest" if self.kind == "xtremio" else "ssh")
-
-
-@dataclass(frozen=True)
-class EsxtopConfig:
-    name: Name
-    ssh: Name
-    interval: Duration(2.0, DAY) = 10.0  # esxtop samples every 2 s at the fastest
-    timeout: Timeout | None = None
-    delay: Duration(2.0, HOUR) = 2.0  # esxtop -d: the window each sample averages over (esxtop's minimum is 2 s)
-
-
-@dataclass(frozen=True)
 class StackConfig:
     name: Name
-    db2: Name | None = None
+    db2: Ref("db2") | None = None
     vm: str | None = None
-    vcenter: Name | None = None
-    guest: Name | None = None
-    storage: list[Name] = field(default_factory=list)
+    vcenter: Ref("vcenter") | None = None
+    guest: Ref("ssh") | None = None
+    storage: list[Ref("storage")] = field(default_factory=list)
     checks: dict[str, dict[str, CheckValue]] = field(default_factory=dict)
 
 
@@ -382,23 +316,57 @@ class InfluxConfig:
             return SecretRef(env=self.token_env, file=self.token_file)
         return None
 
+    def check(self) -> None:
+        if self.token_env and self.token_file:
+            raise Invalid("", "token_env and token_file are both set; give only one")
+        if self.max_retry_delay < self.retry_interval:
+            raise Invalid("max_retry_delay", f"{self.max_retry_delay:g}s is not valid; expected at least "
+                                             f"retry_interval ({self.retry_interval:g}s)")
+
 
 @dataclass(frozen=True)
 class Config:
+    """The core's part of the whole file. Each collector's section (`[guest]`, `[[vcenter]]`,
+    `[[storage]]`, ...) is a field of the subclass `config_class` makes from the registry: readers
+    below the collectors (checks) see it as an attribute of the Config they are handed."""
+
     store: StoreConfig = field(default_factory=StoreConfig)
-    guest: GuestConfig = field(default_factory=GuestConfig)
-    remote_guest: list[RemoteGuestConfig] = field(default_factory=list)
-    vcenter: list[VCenterConfig] = field(default_factory=list)
-    ssh: list[SSHConfig] = field(default_factory=list)
-    db2: list[DB2Config] = field(default_factory=list)
-    storage: list[StorageConfig] = field(default_factory=list)
-    esxtop: list[EsxtopConfig] = field(default_factory=list)
     stack: list[StackConfig] = field(default_factory=list)
     influxdb: InfluxConfig | None = None
     vsphere: VSphereConfig = field(default_factory=VSphereConfig)
     view: ViewConfig = field(default_factory=ViewConfig)
     checks: dict[str, dict[str, CheckValue]] = field(default_factory=dict)
     source: Path | None = field(default=None, metadata={"toml": False})
+
+
+@dataclass(frozen=True, eq=False)
+class Section:
+    """A section a collector package brings: `[[name]]` tables (`many`) or one `[name]` table, loaded
+    into `config`. Several sections of one name (the `[[storage]]` vendors) are told apart by the
+    value of their `kind` key, each class allowing its own."""
+
+    name: str
+    config: type
+    many: bool = True
+
+
+def config_class(sections: Iterable[Section], module: str) -> type[Config]:
+    """The whole file's Config: the core's sections plus one field per registered section name."""
+    by_name: dict[str, list[Section]] = {}
+    for s in sections:
+        by_name.setdefault(s.name, []).append(s)
+    extra: list[tuple[str, Any, Any]] = []
+    for name, group in by_name.items():
+        if len({s.many for s in group}) != 1 or (len(group) > 1 and not group[0].many):
+            raise TypeError(f"[{name}]: sections of one name are all [[{name}]] tables")
+        one: Any = functools.reduce(operator.or_, (s.config for s in group))
+        if group[0].many:
+            extra.append((name, list[one], field(default_factory=list)))
+        else:
+            extra.append((name, one, field(default_factory=group[0].config)))
+    cls = dataclasses.make_dataclass("Config", extra, bases=(Config,), frozen=True)
+    cls.__module__, cls.__doc__ = module, "The whole config file: the core's sections and every registered one."
+    return cls
 
 
 # --- loading --------------------------------------------------------------------------
@@ -438,6 +406,19 @@ class _Loader:
                 raise self.error(where, "missing; this key is required")
         return cls(**values)
 
+    def variant(self, classes: tuple[type, ...], table: Any, key: str) -> Any:
+        """One of several sections of a name, by the value of its `kind` key."""
+        if not isinstance(table, dict):
+            raise self.bad(key, table, "a table")
+        kinds = {c: _choices(c, KIND) for c in classes}
+        expected = "one of " + ", ".join(f'"{k}"' for k in sorted(k for ks in kinds.values() for k in ks))
+        if KIND not in table:
+            raise self.error(f"{key}.{KIND}", f"missing; this key is required ({expected})")
+        chosen = next((c for c, ks in kinds.items() if table[KIND] in ks), None)
+        if chosen is None:
+            raise self.bad(f"{key}.{KIND}", table[KIND], expected)
+        return self.section(chosen, table, key)
+
     def value(self, tp: Any, value: Any, key: str) -> Any:
         origin = typing.get_origin(tp)
         if origin is Annotated:
@@ -450,6 +431,8 @@ class _Loader:
             inner = [a for a in typing.get_args(tp) if a is not type(None)]
             if len(inner) == 1:
                 return self.value(inner[0], value, key)
+            if all(is_dataclass(a) for a in inner):
+                return self.variant(tuple(inner), value, key)
             for a in inner:  # scalar unions: check thresholds, typed and ranged by their rule (validate_overrides)
                 if _is_instance(value, a):
                     return value
@@ -457,7 +440,7 @@ class _Loader:
         if origin is list:
             (item,) = typing.get_args(tp)
             if not isinstance(value, list):
-                raise self.bad(key, value, "a list" if not is_dataclass(item) else f"[[{key}]] tables")
+                raise self.bad(key, value, f"[[{key}]] tables" if _is_section(item) else "a list")
             return [self.value(item, v, f"{key}[{i}]") for i, v in enumerate(value)]
         if origin is dict:
             _, item = typing.get_args(tp)
@@ -475,6 +458,25 @@ class _Loader:
         return float(value) if tp is float else value
 
 
+#: the key that tells sections of one name apart (`[[storage]] kind = "ontap"`)
+KIND = "kind"
+
+
+def _choices(cls: type, key: str) -> tuple[str, ...]:
+    tp = typing.get_type_hints(cls, include_extras=True).get(key)
+    marker = typing.get_args(tp)[1] if typing.get_origin(tp) is Annotated else None
+    if not isinstance(marker, _Choice):
+        raise TypeError(f"{cls.__name__}: sections that share a name need a `{key}` Choice")
+    return marker.choices
+
+
+def _is_section(tp: Any) -> bool:
+    """A dataclass, or a union of them (sections of one name)."""
+    if typing.get_origin(tp) in (types.UnionType, typing.Union):
+        return all(is_dataclass(a) for a in typing.get_args(tp))
+    return is_dataclass(tp)
+
+
 def _is_instance(value: Any, tp: type) -> bool:
     if tp is float:
         return isinstance(value, int | float) and not isinstance(value, bool)
@@ -483,109 +485,68 @@ def _is_instance(value: Any, tp: type) -> bool:
     return isinstance(value, tp)
 
 
-def _check_references(cfg: Config, err: _Loader) -> None:
+def sections_of(cfg: Config) -> Iterator[tuple[str, str, Any]]:
+    """(section name, where, section) of every loaded section, in the file's class order."""
+    for f in fields(cfg):
+        value = getattr(cfg, f.name)
+        if isinstance(value, list):
+            yield from ((f.name, f"{f.name}[{i}]", v) for i, v in enumerate(value) if is_dataclass(v))
+        elif is_dataclass(value):
+            yield f.name, f.name, value
+
+
+def _references(section: Any) -> Iterator[tuple[str, str, Reference]]:
+    """(key, value, reference) of every value in `section` that names another section's item."""
+    for name, tp in typing.get_type_hints(type(section), include_extras=True).items():
+        ref = _reference(_element(tp))
+        value = getattr(section, name)
+        if ref is None or value is None:
+            continue
+        if isinstance(value, list):
+            yield from ((f"{name}[{j}]", v, ref) for j, v in enumerate(value))
+        else:
+            yield name, value, ref
+
+
+def _reference(tp: Any) -> Reference | None:
+    """The Reference among an Annotated type's markers."""
+    if typing.get_origin(tp) is not Annotated:
+        return None
+    return next((m for m in typing.get_args(tp)[2:] if isinstance(m, Reference)), None)
+
+
+def _check(cfg: Config, err: _Loader) -> None:
+    """What one key cannot say alone: unique names, references between sections, each section's own rules."""
     names: dict[str, set[str]] = {}
-    for section in ("vcenter", "ssh", "db2", "storage", "esxtop", "stack"):
-        seen: set[str] = set()
-        for i, item in enumerate(getattr(cfg, section)):
+    for section, where, item in sections_of(cfg):
+        if isinstance(getattr(cfg, section), list) and "name" in {f.name for f in fields(item)}:
+            seen = names.setdefault(section, set())
             if item.name in seen:
-                raise err.error(f"{section}[{i}].name", f"{item.name!r} is used twice; names must be unique")
+                raise err.error(f"{where}.name", f"{item.name!r} is used twice; names must be unique")
             seen.add(item.name)
-        names[section] = seen
-
-    def ref(section: str, i: int, key: str, value: str | None, target: str) -> None:
-        if value is not None and value not in names[target]:
-            known = ", ".join(sorted(names[target])) or f"none defined; add a [[{target}]] section"
-            raise err.error(f"{section}[{i}].{key}", f"{value!r} names no [[{target}]]; known: {known}")
-
-    for i, d in enumerate(cfg.db2):
-        ref("db2", i, "ssh", d.ssh, "ssh")
-        _check_db2(d, f"db2[{i}]", err)
-    for i, s in enumerate(cfg.storage):
-        ref("storage", i, "ssh", s.ssh, "ssh")
-        _check_storage(s, f"storage[{i}]", err)
-    for i, e in enumerate(cfg.esxtop):
-        ref("esxtop", i, "ssh", e.ssh, "ssh")
-        if e.delay >= e.interval:
-            raise err.error(f"esxtop[{i}].delay", f"{e.delay:g}s is not valid; expected at least 2s (esxtop's "
-                                                  f"minimum) and less than the interval ({e.interval:g}s)")
-    guests: set[str] = set()
-    for i, g in enumerate(cfg.remote_guest):
-        ref("remote_guest", i, "ssh", g.ssh, "ssh")
-        if g.ssh in guests:
-            raise err.error(f"remote_guest[{i}].ssh", f"{g.ssh!r} is used twice; one [[remote_guest]] per target")
-        guests.add(g.ssh)
-    for i, st in enumerate(cfg.stack):
-        ref("stack", i, "db2", st.db2, "db2")
-        ref("stack", i, "vcenter", st.vcenter, "vcenter")
-        ref("stack", i, "guest", st.guest, "ssh")
-        for j, s in enumerate(st.storage):
-            ref("stack", i, f"storage[{j}]", s, "storage")
-    for section in ("vcenter", "ssh", "db2", "storage"):
-        for i, item in enumerate(getattr(cfg, section)):
-            given = [k for k in ("password_env", "password_file", "password_keyring") if getattr(item, k)]
-            if len(given) > 1:
-                raise err.error(f"{section}[{i}]", f"{' and '.join(given)} are both set; give only one")
-    for i, v in enumerate(cfg.vcenter):
-        if v.password() is None:
-            raise err.error(f"vcenter[{i}]", "no password source; set password_env, password_file or password_keyring")
-    if cfg.influxdb and cfg.influxdb.token_env and cfg.influxdb.token_file:
-        raise err.error("influxdb", "token_env and token_file are both set; give only one")
-    if cfg.influxdb and cfg.influxdb.max_retry_delay < cfg.influxdb.retry_interval:
-        raise err.error("influxdb.max_retry_delay", f"{cfg.influxdb.max_retry_delay:g}s is not valid; expected at "
-                                                    f"least retry_interval ({cfg.influxdb.retry_interval:g}s)")
+    once: dict[tuple[str, str], set[str]] = {}
+    for section, where, item in sections_of(cfg):
+        for key, value, ref in _references(item):
+            targets = names.get(ref.section, set())
+            if value not in targets:
+                known = ", ".join(sorted(targets)) or f"none defined; add a [[{ref.section}]] section"
+                raise err.error(f"{where}.{key}", f"{value!r} names no [[{ref.section}]]; known: {known}")
+            if ref.once:
+                used = once.setdefault((section, key), set())
+                if value in used:
+                    raise err.error(f"{where}.{key}", f"{value!r} is used twice; one [[{section}]] per target")
+                used.add(value)
+    for _, where, item in sections_of(cfg):
+        try:
+            check_secret(item)
+            if hasattr(item, "check"):
+                item.check()
+        except Invalid as e:
+            raise err.error(f"{where}.{e.key}" if e.key else where, e.problem) from None
 
 
-def _check_storage(s: StorageConfig, where: str, err: _Loader) -> None:
-    """Each kind and transport needs its own keys; say which one is missing and why."""
-    transport = s.effective_transport
-    if transport == "ssh":
-        if s.kind == "xtremio":
-            raise err.error(f"{where}.transport", '"ssh" is not available for kind "xtremio"; it is read over the XMS'
-                                                  ' REST API (transport = "rest" with url, user, password_env)')
-        if s.ssh is None:
-            raise err.error(f"{where}.ssh", "missing; storage is read over an [[ssh]] target")
-    else:
-        if s.kind == "linux":
-            raise err.error(f"{where}.transport", '"rest" is not available for kind "linux"; it is read over ssh')
-        if s.url is None:
-            raise err.error(f"{where}.url", 'missing; transport "rest" needs the array\'s https:// URL')
-        if s.user is None or s.password() is None:
-            raise err.error(where, 'transport "rest" needs user and a password (password_env, password_file or'
-                                   ' password_keyring)')
-    if s.kind == "powermax" and s.sid is None:
-        raise err.error(f"{where}.sid", "missing; a PowerMax/Symmetrix is addressed by its 12-digit Symmetrix ID")
-    if s.kind == "powermax" and transport == "ssh" and s.sample_interval >= (s.timeout or s.interval):
-        raise err.error(f"{where}.sample_interval", f"{s.sample_interval:g}s is not shorter than the cycle timeout "
-                                                    f"({s.timeout or s.interval:g}s); symstat samples for that long")
-
-
-_DB_ALIAS = re.compile(r"^[A-Za-z0-9@#$_]{1,8}$")
-_DB_USER = re.compile(r"^[A-Za-z0-9@#$_.-]{1,128}$")
-
-
-def _check_db2(d: DB2Config, where: str, err: _Loader) -> None:
-    if not _DB_ALIAS.match(d.database):
-        raise err.bad(f"{where}.database", d.database, "a database alias of 1-8 letters, digits, @, # or $")
-    if d.user is not None and not _DB_USER.match(d.user):
-        raise err.bad(f"{where}.user", d.user, "a DB2 user name (letters, digits, @ # $ _ . -)")
-    if d.transport == "clp":
-        if d.ssh is None:
-            raise err.error(f"{where}.ssh", 'missing; the "clp" transport runs db2 over an [[ssh]] target')
-        if (d.user is None) != (d.password() is None):
-            raise err.error(where, "user and a password_* go together; leave both out to connect with the OS "
-                                   "authentication of the [[ssh]] user")
-    else:
-        if d.host is None and d.ssh is None:
-            raise err.error(f"{where}.host", 'missing; the "ibm_db" transport connects to host:port '
-                                             "(or to the host of its [[ssh]] target)")
-        if d.user is None or d.password() is None:
-            raise err.error(where, 'the "ibm_db" transport needs user and one of password_env, password_file '
-                                   "or password_keyring")
-
-
-def load_config(path: Path) -> Config:
-    """Read and validate one config file; raises ConfigError, never anything else."""
+def load(path: Path, root: type[Config]) -> Config:
+    """Read and validate one config file into `root`; raises ConfigError, never anything else."""
     file = str(path)
     err = _Loader(file)
     try:
@@ -596,23 +557,13 @@ def load_config(path: Path) -> Config:
         text = raw.decode("utf-8-sig")  # a leading byte-order mark is what Windows editors write
     except UnicodeDecodeError as e:
         raise ConfigError(file, "", f"not UTF-8 text (byte {e.start}); expected a TOML file") from None
-    table = _parse(file, text)
+    table = _parse(file, text, root)
     try:
-        cfg = err.section(Config, table, "")
+        cfg = err.section(root, table, "")
     except RecursionError:  # a value nested deeper than any key accepts
         raise ConfigError(file, "", "values nested too deeply") from None
-    _check_references(cfg, err)
+    _check(cfg, err)
     return replace(cfg, source=path)
-
-
-def resolve_config(path: Path | None) -> Config:
-    """The config for a command: -c FILE, else the XDG default file if present, else defaults."""
-    if path is not None:
-        return load_config(path)
-    default = default_config_path()
-    if default.is_file():
-        return load_config(default)
-    return Config()
 
 
 _LONG_NUMBER = re.compile(r"[0-9][0-9_]{999,}")
@@ -620,7 +571,7 @@ _KEY_AT = re.compile(r"\s*([A-Za-z0-9_-]+)\s*=")
 _HEADER = re.compile(r"^\s*(\[\[?)\s*([A-Za-z0-9_.-]+)\s*\]", re.M)
 
 
-def _parse(file: str, text: str) -> dict[str, Any]:
+def _parse(file: str, text: str, root: type[Config]) -> dict[str, Any]:
     """tomllib's table, or a one-line ConfigError for what it raises beyond TOMLDecodeError."""
     try:
         return tomllib.loads(text)
@@ -629,10 +580,10 @@ def _parse(file: str, text: str) -> dict[str, Any]:
     except RecursionError:
         raise ConfigError(file, "", "invalid TOML: arrays or tables nested too deeply") from None
     except ValueError:  # Python's limit on the digits int() reads, raised through tomllib
-        raise _long_number(file, text) from None
+        raise _long_number(file, text, root) from None
 
 
-def _long_number(file: str, text: str) -> ConfigError:
+def _long_number(file: str, text: str, root: type[Config]) -> ConfigError:
     """Name the key of the over-long integer tomllib refused (its line, its table)."""
     m = _LONG_NUMBER.search(text)
     if m is None:
@@ -646,23 +597,30 @@ def _long_number(file: str, text: str) -> ConfigError:
         table = f"{section}[{tables.count(tables[-1]) - 1}]" if brackets == "[[" else section
     name = key.group(1) if key else ""
     where = ".".join(p for p in (table, name) if p)
-    expected = _expected_at(".".join(p for p in (tables[-1][1] if tables else "", name) if p))
+    expected = _expected_at(root, ".".join(p for p in (tables[-1][1] if tables else "", name) if p))
     digits = sum(c.isdigit() for c in m.group())
     line = text.count("\n", 0, start) + 1
     return ConfigError(file, where, f"a number of {digits:,} digits (line {line}) is not valid; expected "
                                     f"{expected or 'a number of at most 4300 digits'}")
 
 
-def _expected_at(dotted: str) -> str:
+def _expected_at(root: type[Config], dotted: str) -> str:
     """What the key at `dotted` (e.g. "vcenter.interval") expects, from the section dataclasses."""
-    tp: Any = Config
+    tp: Any = root
     for part in dotted.split("."):
-        tp = _element(tp)
-        if not is_dataclass(tp):
+        tp = next((c for c in _sections(_element(tp)) if part in typing.get_type_hints(c)), None)
+        if tp is None:
             return ""
-        tp = typing.get_type_hints(tp, include_extras=True).get(part)
+        tp = typing.get_type_hints(tp, include_extras=True)[part]
     tp = _element(tp)
     return typing.get_args(tp)[1].expected if typing.get_origin(tp) is Annotated else ""
+
+
+def _sections(tp: Any) -> tuple[type, ...]:
+    """The dataclasses a TOML table at this place may load into (several for a shared section name)."""
+    if typing.get_origin(tp) in (types.UnionType, typing.Union) and _is_section(tp):
+        return typing.get_args(tp)
+    return (tp,) if is_dataclass(tp) else ()
 
 
 def allowed_range(cls: type, key: str) -> str:

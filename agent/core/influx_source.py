@@ -235,7 +235,7 @@ class InfluxSource:
         if types is None:
             types = {}
             for s in self.query(f"SHOW FIELD KEYS FROM {ident(measurement)}"):
-                types.update({name: kind for name, kind in s.get("values") or []})
+                types.update({name: type_ for name, type_ in s.get("values") or []})
             self._types[measurement] = types
         return types
 
@@ -443,8 +443,8 @@ class InfluxSource:
         for s in self.query(f"SELECT {ident('text')} FROM {ANNOTATION_MEASUREMENT}"
                             f"{_where(since_ns, until_ns or _END)} GROUP BY *"):
             tags = {k: v for k, v in (s.get("tags") or {}).items() if v != ""}
-            kind, name = tags.pop("kind", ""), tags.pop("name", "")
-            out += [Annotation(kind, name, dict(tags), text or "", ts) for ts, text in s.get("values") or []]
+            event, name = tags.pop("kind", ""), tags.pop("name", "")
+            out += [Annotation(event, name, dict(tags), text or "", ts) for ts, text in s.get("values") or []]
         out.sort(key=lambda a: a.ts)
         return out
 

@@ -25,7 +25,7 @@ def drop_marker(store_path: Path, marker: Annotation) -> Path:
     """Queue a marker for the store's writer; the file appears atomically, complete."""
     inbox = inbox_of(store_path)
     inbox.mkdir(parents=True, exist_ok=True)
-    doc = {"kind": marker.kind, "name": marker.name, "tags": marker.tags, "text": marker.text, "ts": marker.ts}
+    doc = {"kind": marker.event, "name": marker.name, "tags": marker.tags, "text": marker.text, "ts": marker.ts}
     fd, tmp = tempfile.mkstemp(dir=inbox, prefix=".", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(doc, f)
@@ -63,7 +63,7 @@ def wait_recorded(store_path: Path, marker: Annotation, timeout: float) -> bool:
         try:
             with Store(store_path) as store:
                 found = store.annotations(marker.ts, marker.ts)
-            if any(a.name == marker.name and a.kind == marker.kind for a in found):
+            if any(a.name == marker.name and a.event == marker.event for a in found):
                 return True
         except StoreError:
             pass

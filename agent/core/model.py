@@ -68,9 +68,10 @@ class Fact:
 
 @dataclass(slots=True)
 class Annotation:
-    """A point event on the shared time axis: a marker, a counter reset, a restart."""
+    """A point event on the shared time axis: a marker, a counter reset, a restart. `event` says which
+    (stored and sent as its `kind`)."""
 
-    kind: str
+    event: str
     name: str
     tags: dict[str, str] = field(default_factory=dict)
     text: str = ""

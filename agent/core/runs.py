@@ -1,6 +1,6 @@
 """Benchmark runs: the span between a begin and an end marker.
 
-A run is stored as two annotations of kind `marker`, named `NAME begin` and `NAME end`
+A run is stored as two annotations of event `marker`, named `NAME begin` and `NAME end`
 (tags `run` = NAME and `edge` = `begin`/`end`, plus whatever the writer adds: `db2vtop run`
 records the command and its exit status on the end marker). They are ordinary markers, so
 the TUI draws them and the sinks send them; `db2vtop mark NAME --begin` / `--end` writes the
@@ -71,7 +71,7 @@ class Run:
 
 
 def _edge(a: Annotation, name: str, edge: str) -> bool:
-    if a.kind != "marker":
+    if a.event != "marker":
         return False
     if a.tags.get("run") is not None and a.tags.get("edge") is not None:
         return a.tags["run"] == name and a.tags["edge"] == edge
@@ -84,7 +84,7 @@ def find_run(annotations: list[Annotation], spec: str) -> Run:
     if SEPARATOR in spec:
         first, _, second = spec.partition(SEPARATOR)
         first, second = first.strip(), second.strip()
-        markers = [a for a in annotations if a.kind == "marker"]
+        markers = [a for a in annotations if a.event == "marker"]
         for i in range(len(markers) - 1, -1, -1):
             if markers[i].name == first:
                 end = next((b for b in markers[i + 1:] if b.name == second), None)
@@ -148,7 +148,7 @@ def runs(annotations: list[Annotation]) -> list[Run]:
     out: list[Run] = []
     open_: dict[str, Annotation] = {}
     for a in annotations:
-        if a.kind != "marker":
+        if a.event != "marker":
             continue
         name, edge = a.tags.get("run"), a.tags.get("edge")
         if name is None or edge is None:

@@ -4,7 +4,7 @@ Layout: `series` gives each (measurement, tag set) an integer id. New samples la
 head, `samples`, clustered on (series_id, ts) WITHOUT ROWID: a row's fields are a JSON array
 of values plus the id of its `fieldsets` row (the field names, stored once). Once a
 30-minute span is over, the writer seals each series' rows of that span into one `chunks`
-row (agent/core/chunks.py: columns encoded by kind, then zstd), about 1.4 bytes a value
+row (agent/core/chunks.py: columns encoded by codec, then zstd), about 1.4 bytes a value
 instead of 8. The newest row of every series stays in the head, so the live view's "latest
 value" reads never decode a chunk. Reads merge chunks and head inside one read transaction,
 so a reader never sees a row twice or misses one while the writer moves it.
@@ -287,7 +287,7 @@ class Store:
                 self._write_fact(f)
             self.db.executemany(
                 "INSERT INTO annotations(ts, kind, name, tags, text) VALUES (?, ?, ?, ?, ?)",
-                [(a.ts, a.kind, a.name, canonical_tags(a.tags), a.text) for a in annotations])
+                [(a.ts, a.event, a.name, canonical_tags(a.tags), a.text) for a in annotations])
             for f in findings:
                 self._write_finding(f)
             self.db.execute("COMMIT")

@@ -264,9 +264,9 @@ class InfluxSink:
         elif self._dropping and self.spool.total_bytes < self.cfg.spool_max_bytes // 2:
             self._dropping = False
 
-    def _event(self, kind: str, text: str) -> None:
+    def _event(self, event: str, text: str) -> None:
         with self._events_lock:
-            self._events.append(Annotation(kind, self.name, {"sink": self.name}, text))
+            self._events.append(Annotation(event, self.name, {"sink": self.name}, text))
 
     # --- sender thread: spool -> InfluxDB -----------------------------------------
 

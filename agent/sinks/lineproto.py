@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 _NAME = str.maketrans({"\\": "/", "\n": "\\ ", "\r": "\\ ", ",": "\\,", "=": "\\=", " ": "\\ "})
 _MEASUREMENT = str.maketrans({"\\": "/", "\n": "\\ ", "\r": "\\ ", ",": "\\,", " ": "\\ "})
 _STRING = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": " ", "\r": " "})
-_KIND = {bool: "boolean", int: "integer", float: "float", str: "string"}
+_INFLUX_TYPE = {bool: "boolean", int: "integer", float: "float", str: "string"}
 _CACHE_LIMIT = 100_000
 
 
@@ -51,19 +51,19 @@ class FieldTypes:
 
     def __init__(self, path: Path | None = None):
         self.path = path
-        self.kinds: dict[str, dict[str, str]] = {}
+        self.known: dict[str, dict[str, str]] = {}
         self._dirty = False
         if path is not None and path.exists():
             try:
-                self.kinds = json.loads(path.read_text(encoding="utf-8"))
+                self.known = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, ValueError) as e:
                 log.warning("ignoring unreadable %s: %s", path, e)
 
-    def kind(self, measurement: str, name: str, tp: type) -> str:
-        m = self.kinds.setdefault(measurement, {})
+    def of(self, measurement: str, name: str, tp: type) -> str:
+        m = self.known.setdefault(measurement, {})
         known = m.get(name)
         if known is None:
-            known = m[name] = _KIND.get(tp, "float")
+            known = m[name] = _INFLUX_TYPE.get(tp, "float")
             self._dirty = True
         return known
 
@@ -71,7 +71,7 @@ class FieldTypes:
         if not self._dirty or self.path is None:
             return
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.kinds, sort_keys=True, indent=1), encoding="utf-8")
+        tmp.write_text(json.dumps(self.known, sort_keys=True, indent=1), encoding="utf-8")
         os.replace(tmp, self.path)
         self._dirty = False
 
@@ -97,11 +97,11 @@ class LineEncoder:
             self._keys[cache_key] = key
         return key
 
-    def _template(self, measurement: str, names: tuple[str, ...], kinds: tuple[type, ...]) -> tuple[str, bool, bool]:
+    def _template(self, measurement: str, names: tuple[str, ...], types: tuple[type, ...]) -> tuple[str, bool, bool]:
         """(format string, has text values, exact) for one field layout; exact=False means per-field."""
         parts, has_str, exact = [], False, True
-        for name, tp in zip(names, kinds, strict=True):
-            known = self.types.kind(measurement, name, tp)
+        for name, tp in zip(names, types, strict=True):
+            known = self.types.of(measurement, name, tp)
             key = name.translate(_NAME).replace("%", "%%") + "="
             if tp is bool or tp is str:
                 parts.append(key + "%s")  # True/False are valid line-protocol booleans
@@ -120,7 +120,7 @@ class LineEncoder:
             tp = type(v)
             if tp is float and not math.isfinite(v):
                 continue
-            known = self.types.kind(measurement, name, tp)
+            known = self.types.of(measurement, name, tp)
             key = name.translate(_NAME) + "="
             if tp is bool:
                 parts.append(key + ("true" if v else "false"))
@@ -173,7 +173,7 @@ class LineEncoder:
     def annotations(self, annotations: Iterable[Annotation]) -> list[str]:
         out = []
         for a in annotations:
-            x = self.line(ANNOTATION_MEASUREMENT, {**a.tags, "kind": a.kind, "name": a.name}, {"text": a.text}, a.ts)
+            x = self.line(ANNOTATION_MEASUREMENT, {**a.tags, "kind": a.event, "name": a.name}, {"text": a.text}, a.ts)
             if x is not None:
                 out.append(x)
         return out

@@ -13,9 +13,9 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from db2vtop.agent.core.config import DB2Config
 from db2vtop.agent.core.model import Annotation, Fact, Record, Sample
 from db2vtop.collectors.base import BaseCollector
+from db2vtop.collectors.db2.config import DB2Config
 from db2vtop.collectors.db2.facts import build_facts
 from db2vtop.collectors.db2.metrics import RATE_FIELDS, Baselines, MonRow, memory_fields, system_fields
 from db2vtop.collectors.db2.queries import BY_TAG, MEMORY, QUERIES, SYSTEM, Db2Error, Query, Variant
@@ -29,7 +29,7 @@ _CLOCK = re.compile(r"(\d{4})-(\d\d)-(\d\d)[-T ](\d\d)[.:](\d\d)[.:](\d\d)(?:[.,
 
 
 class Transport(Protocol):
-    kind: str
+    name: str  # clp | ibm_db: what [[db2]] transport names it
     where: str
     connects: int
 
@@ -193,7 +193,7 @@ class Db2Collector(BaseCollector):
     async def describe(self) -> list[Fact]:
         rows = await self._exchange(facts=True)
         self._pending = rows
-        status = {"transport": self.transport.kind, "fallbacks": dict(self.fallbacks),
+        status = {"transport": self.transport.name, "fallbacks": dict(self.fallbacks),
                   "unavailable": dict(self.unavailable),
                   "sources": {q.tag: self._variant(q).label for q in QUERIES if q.tag not in self.unavailable}}
         banner = self.last_session.banner if self.last_session else {}

@@ -98,24 +98,24 @@ def database_fields(r: Rates, cur: MonRow) -> dict:
     return f
 
 
-_BP_KINDS = ("DATA", "INDEX", "XDA", "COL")
+_BP_PAGES = ("DATA", "INDEX", "XDA", "COL")  # the page types of a buffer pool, as MON_GET_* name them
 
 
 def bufferpool_fields(r: Rates, cur: MonRow) -> dict:
     f: dict = {}
     logical = physical = temp_l = temp_p = None
-    for kind in _BP_KINDS:
-        name = kind.lower()
-        lr, pr = r.d(f"POOL_{kind}_L_READS"), r.d(f"POOL_{kind}_P_READS")
-        tl, tp = r.d(f"POOL_TEMP_{kind}_L_READS"), r.d(f"POOL_TEMP_{kind}_P_READS")
+    for page in _BP_PAGES:
+        name = page.lower()
+        lr, pr = r.d(f"POOL_{page}_L_READS"), r.d(f"POOL_{page}_P_READS")
+        tl, tp = r.d(f"POOL_TEMP_{page}_L_READS"), r.d(f"POOL_TEMP_{page}_P_READS")
         f[f"{name}_logical_reads_per_s"] = per(lr, r.secs)
         f[f"{name}_physical_reads_per_s"] = per(pr, r.secs)
-        f[f"{name}_hit_pct"] = hit(r.d(f"POOL_{kind}_P_READS", f"POOL_TEMP_{kind}_P_READS"),
-                                   r.d(f"POOL_{kind}_L_READS", f"POOL_TEMP_{kind}_L_READS"))
+        f[f"{name}_hit_pct"] = hit(r.d(f"POOL_{page}_P_READS", f"POOL_TEMP_{page}_P_READS"),
+                                   r.d(f"POOL_{page}_L_READS", f"POOL_TEMP_{page}_L_READS"))
         logical, physical = _add(logical, lr, tl), _add(physical, pr, tp)
         temp_l, temp_p = _add(temp_l, tl), _add(temp_p, tp)
-    async_reads = r.d(*(f"POOL_ASYNC_{k}_READS" for k in _BP_KINDS))
-    writes = r.d(*(f"POOL_{k}_WRITES" for k in _BP_KINDS))
+    async_reads = r.d(*(f"POOL_ASYNC_{k}_READS" for k in _BP_PAGES))
+    writes = r.d(*(f"POOL_{k}_WRITES" for k in _BP_PAGES))
     read_ms, async_ms = r.d("POOL_READ_TIME"), r.d("POOL_ASYNC_READ_TIME")
     sync_pages = None if physical is None or async_reads is None else physical - async_reads
     f.update({
@@ -148,12 +148,12 @@ def _add(total: float | None, *parts: float | None) -> float | None:
     return total
 
 
-_TS_READS = tuple(f"POOL_{t}{k}_P_READS" for t in ("", "TEMP_") for k in _BP_KINDS)
+_TS_READS = tuple(f"POOL_{t}{k}_P_READS" for t in ("", "TEMP_") for k in _BP_PAGES)
 
 
 def tablespace_fields(r: Rates, cur: MonRow) -> dict:
     pages_read = r.d(*_TS_READS)
-    pages_written = r.d(*(f"POOL_{k}_WRITES" for k in _BP_KINDS))
+    pages_written = r.d(*(f"POOL_{k}_WRITES" for k in _BP_PAGES))
     page = cur.get("TBSP_PAGE_SIZE")
     used, total = cur.get("TBSP_USED_PAGES"), cur.get("TBSP_TOTAL_PAGES")
     return {

@@ -13,9 +13,9 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from db2vtop.agent.core.config import DB2Config
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.collectors.db2.clp import connect_statement, parse_output, session_script
+from db2vtop.collectors.db2.config import DB2Config
 from db2vtop.collectors.db2.queries import Db2Error, check_statement
 from db2vtop.collectors.db2.session import Message, Outcome, Session, split_row
 
@@ -43,7 +43,7 @@ def _scrub(text: str, secret: str | None) -> str:
 class ClpTransport:
     """One `sh -s` per cycle on the [[ssh]] target, running the CLP session script."""
 
-    kind = "clp"
+    name = "clp"
 
     def __init__(self, cfg: DB2Config, target: SSHTarget):
         self.cfg = cfg
@@ -107,7 +107,7 @@ def _dsn_value(v: object) -> str:
 class DriverTransport:
     """The same statements over IBM's DB-API driver; one connection kept across cycles."""
 
-    kind = "ibm_db"
+    name = "ibm_db"
 
     def __init__(self, cfg: DB2Config, host: str, driver: Any = None):
         self.cfg = cfg

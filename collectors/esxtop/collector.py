@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import time
 
-from db2vtop.agent.core.config import EsxtopConfig
 from db2vtop.agent.core.model import Fact, Record, Sample
 from db2vtop.collectors.base import BaseCollector, CollectorError
 from db2vtop.collectors.esxtop.batch import BatchSample, parse_batch
+from db2vtop.collectors.esxtop.config import EsxtopConfig
 from db2vtop.collectors.ssh import SSHTarget
 
 

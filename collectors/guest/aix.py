@@ -21,9 +21,9 @@ import re
 from fnmatch import fnmatch
 from typing import Any
 
-from db2vtop.agent.core.config import RemoteGuestConfig
 from db2vtop.agent.core.model import Fact, Record, Sample
 from db2vtop.collectors.base import CollectorError
+from db2vtop.collectors.guest.config import RemoteGuestConfig
 from db2vtop.collectors.ssh.bundle import Bundle, Fetched
 
 PAGE = 4096  # vmstat reports memory and paging in 4 KiB pages

@@ -7,9 +7,9 @@ import os
 import socket
 import time
 
-from db2vtop.agent.core.config import GuestConfig
 from db2vtop.agent.core.model import Fact, Record
 from db2vtop.collectors.base import BaseCollector, CollectorError
+from db2vtop.collectors.guest.config import GuestConfig
 from db2vtop.collectors.guest.metrics import guest_facts, guest_samples
 from db2vtop.collectors.guest.procfs import (
     FACT_GLOBS,

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from db2vtop.agent.core.config import RemoteGuestConfig
 from db2vtop.agent.core.model import Fact, Record
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.guest import aix
+from db2vtop.collectors.guest.config import RemoteGuestConfig
 from db2vtop.collectors.guest.metrics import guest_facts, guest_samples
 from db2vtop.collectors.guest.procfs import (
     FACT_GLOBS,

@@ -154,16 +154,16 @@ def parse(output: bytes | str, nonce: str) -> Fetched:
     pending: dict[str, str] = {}
     for chunk in chunks[1:]:
         header, _, body = chunk.partition("\n")
-        kind, _, name = header.partition(" ")
-        if kind == "F":
+        what, _, name = header.partition(" ")
+        if what == "F":
             got.files[name] = body
-        elif kind == "X":
+        elif what == "X":
             got.files.pop(name, None)
-        elif kind == "P":
+        elif what == "P":
             got.paths.add(name)
-        elif kind == "C":
+        elif what == "C":
             pending[name] = body
-        elif kind == "R":
+        elif what == "R":
             cmd, _, status = name.rpartition(" ")
             if cmd in pending and status.lstrip("-").isdigit():
                 got.commands[cmd] = Output(int(status), pending.pop(cmd))

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import paramiko
 
-from db2vtop.agent.core.config import SSHConfig
 from db2vtop.agent.core.paths import state_dir
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.collectors.base import CollectorError
+from db2vtop.collectors.ssh.config import SSHConfig
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,8 @@
 """What the array collectors share: their error type, tags, number parsing and facts.
 
-Every array sample carries `storage` (the [[storage]] name) and `kind` so a stack can
-join it to the VM's datastores; entity tags (volume, lun, naa, device) are added per kind.
+Every array sample carries `storage` (the [[storage]] name) and `kind` (its vendor, as [[storage]]
+says it) so a stack can join it to the VM's datastores; entity tags (volume, lun, naa, device) are
+added per vendor.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from db2vtop.agent.core.config import StorageConfig
 from db2vtop.agent.core.model import Fact, FieldValue, Sample
 from db2vtop.collectors.base import BaseCollector, CollectorError
+from db2vtop.collectors.storage.config import StorageSection
 
 
 class StorageFormatError(CollectorError):
@@ -23,7 +24,7 @@ class StorageFormatError(CollectorError):
 class StorageCollector(BaseCollector):
     complete_facts = True
 
-    def __init__(self, cfg: StorageConfig):
+    def __init__(self, cfg: StorageSection):
         super().__init__(f"storage:{cfg.name}", cfg.interval, cfg.timeout)
         self.cfg = cfg
         self.base_tags = {"storage": cfg.name, "kind": cfg.kind}

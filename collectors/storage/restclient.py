@@ -17,10 +17,10 @@ import ssl
 from typing import Any
 from urllib.parse import urlparse
 
-from db2vtop.agent.core.config import StorageConfig
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.storage.common import StorageFormatError
+from db2vtop.collectors.storage.config import ArraySection
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ MAX_BODY_BYTES = 256 * 2**20
 
 
 class RestClient:
-    def __init__(self, cfg: StorageConfig, timeout: float):
+    def __init__(self, cfg: ArraySection, timeout: float):
         u = urlparse(cfg.url or "")
         self.cfg, self.timeout = cfg, timeout
         self.scheme, self.host, self.port = u.scheme, u.hostname or "", u.port

@@ -24,9 +24,9 @@ from xml.etree import ElementTree as ET
 from pyVim.connect import Disconnect, SmartConnect
 from pyVmomi import vim, vmodl
 
-from db2vtop.agent.core.config import VCenterConfig
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.collectors.base import CollectorError
+from db2vtop.collectors.vsphere.config import VCenterConfig
 
 log = logging.getLogger(__name__)
 

@@ -1,10 +1,11 @@
 """What the vSphere collector writes. The realtime measurements are derived from the counter table
 (collectors/vsphere/counters.py), so a counter added there is declared with it: its field, in the
-unit its name carries, means the vCenter counter it comes from."""
+unit its name carries, means the vCenter counter it comes from. The facts (facts.py) are declared
+here too, beside the measurements, as a schema.toml would."""
 
 from __future__ import annotations
 
-from db2vtop.agent.core.schema import Field, Measurement, fields
+from db2vtop.agent.core.schema import FactKind, Field, Measurement, Schema, fields, keys
 from db2vtop.collectors.vsphere.counters import HOST_COUNTERS, VM_COUNTERS, Counter
 from db2vtop.collectors.vsphere.counters import MEASUREMENTS as BY_GROUP
 
@@ -32,13 +33,13 @@ DOCS = {
 
 
 def _realtime() -> tuple[Measurement, ...]:
-    """Every (entity kind, counter group, per instance) row of the counter table as a measurement."""
+    """Every (entity, counter group, per instance) row of the counter table as a measurement."""
     found: dict[str, dict[str, Field]] = {}
-    for kind, counters in (("vm", VM_COUNTERS), ("host", HOST_COUNTERS)):
+    for entity, counters in (("vm", VM_COUNTERS), ("host", HOST_COUNTERS)):
         for c in counters:
             group = c.name.split(".", 1)[0]
             for per_row in (False, True) if c.per_instance else (False,):
-                name = BY_GROUP.get((kind, group, per_row))
+                name = BY_GROUP.get((entity, group, per_row))
                 if name is not None:
                     field = c.field.removeprefix("cpu_") if name == "vsphere_vm_cpu" else c.field
                     found.setdefault(name, {})[field] = Field(field, _meaning(c))
@@ -70,3 +71,70 @@ MEASUREMENTS = (
         fields(cpu_usage_mhz="quickStats.overallCpuUsage", mem_usage_bytes="quickStats.overallMemoryUsage"),
     ),
 )
+
+_ALLOCATION = "(-1 or absent: unlimited)"
+FACTS = (
+    FactKind(
+        "vsphere_vm", "A VM's configuration: placement, sizing, resource allocation, devices, tools.",
+        {"vcenter": "the [[vcenter]] name", "vm": "the VM's display name"},
+        keys(moid=("string", "the VM's managed object id"), host=("string", "the ESXi host running it"),
+             host_moid=("string", "the host's managed object id"), cluster=("string", "the host's cluster"),
+             identity=("string", "a digest of what the fact was read from (a restart re-reads only VMs whose "
+                                 "digest moved)"),
+             power_state=("string", "`poweredOn`, `poweredOff` or `suspended`"),
+             num_cpu=("number", "virtual CPUs"), cores_per_socket=("number", "cores per virtual socket"),
+             sockets=("number", "virtual sockets"), memory_mb=("number", "configured memory", "MiB"),
+             cpu_reservation_mhz=("number", "CPU reservation"),
+             cpu_limit_mhz=("number", f"CPU limit {_ALLOCATION}"),
+             cpu_shares=("number", "CPU shares"), cpu_shares_level=("string", "`low`, `normal`, `high` or `custom`"),
+             mem_reservation_mb=("number", "memory reservation", "MiB"),
+             mem_limit_mb=("number", f"memory limit {_ALLOCATION}", "MiB"),
+             mem_shares=("number", "memory shares"), mem_shares_level=("string", "`low`, `normal`, `high` or `custom`"),
+             mem_reservation_locked_to_max=("bool", "reserve all guest memory"),
+             latency_sensitivity=("string", "`normal`, `high`, ..."), cpu_hot_add=("bool", "CPU hot add enabled "
+                                                                                           "(disables vNUMA)"),
+             hw_version=("string", "the virtual hardware version (`vmx-19`)"),
+             tools_running_status=("string", "VMware Tools running status"),
+             tools_version_status=("string", "VMware Tools version status"),
+             tools_version=("string", "VMware Tools version"),
+             nics=("list", "each vNIC: key, type (`vmxnet3`, `e1000e`, ...), label"),
+             scsi_controllers=("list", "each SCSI controller: key, bus, type (`pvscsi`, `lsilogic-sas`, ...)"),
+             disks=("list", "each virtual disk: instance (scsi0:1), label, capacity_bytes, backing (`thin`, "
+                            "`lazy_zeroed`, `eager_zeroed`, `rdm`), datastore, luns (NAA ids), file, controller"),
+             swap_placement=("string", "where the VM's swap file goes"),
+             guest_hostname=("string", "the guest's host name, from VMware Tools"),
+             ip_addresses=("list", "the guest's IP addresses, from VMware Tools")),
+    ),
+    FactKind(
+        "vsphere_host", "An ESXi host: CPU and NUMA layout, power policy, storage paths, networking, its VMs' totals.",
+        {"vcenter": "the [[vcenter]] name", "host": "the ESXi host"},
+        keys(moid=("string", "the host's managed object id"), cluster=("string", "its cluster"),
+             cpu_model=("string", "the CPU model"), cpu_mhz=("number", "the CPU's clock", "MHz"),
+             cpu_sockets=("number", "CPU packages"), cpu_cores=("number", "physical cores"),
+             cpu_threads=("number", "logical CPUs (hyperthreads)"),
+             hyperthreading_available=("bool", "hyperthreading available"),
+             hyperthreading_active=("bool", "hyperthreading active"),
+             power_policy=("string", "the power policy's short name (`static` = High Performance)"),
+             memory_bytes=("number", "physical memory"), numa_nodes=("number", "NUMA nodes"),
+             numa=("list", "each NUMA node: node, cpus, memory_bytes"),
+             esxi_version=("string", "ESXi version"), esxi_build=("string", "ESXi build"),
+             luns=("list", "each LUN: lun (NAA id), datastore, queue_depth, policy (path selection), satp, "
+                           "paths_total, paths_active, paths"),
+             vswitches=("list", "each standard vSwitch: name, mtu"),
+             vmknics=("list", "each VMkernel NIC: device, portgroup, mtu"),
+             datastores=("list", "the datastores it mounts"),
+             vms_powered_on=("number", "VMs powered on"), vcpus_powered_on=("number", "their virtual CPUs"),
+             vm_memory_mb_powered_on=("number", "their configured memory", "MiB")),
+    ),
+    FactKind(
+        "vsphere_datastore", "A datastore and the LUNs behind it.",
+        {"vcenter": "the [[vcenter]] name", "datastore": "the datastore"},
+        keys(moid=("string", "the datastore's managed object id"), type=("string", "`VMFS`, `NFS`, `vsan`, ..."),
+             capacity_bytes=("number", "capacity"), free_bytes=("number", "free space"),
+             url=("string", "the datastore's URL"), vmfs_uuid=("string", "VMFS: the volume's UUID"),
+             vmfs_version=("string", "VMFS: its version"), nas_remote=("string", "NFS: host:path"),
+             luns=("list", "VMFS: the NAA ids of its extents"), hosts=("list", "the hosts that mount it")),
+    ),
+)
+
+SCHEMA = Schema(MEASUREMENTS, FACTS)

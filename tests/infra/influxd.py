@@ -181,7 +181,7 @@ def store_keys(path: Path, findings: bool = False) -> set[Key]:
             return {("db2vtop_finding", _tags({**f.subject, "rule": f.rule, "severity": f.severity}),
                      f.resolved_at or f.last_seen) for f in s.findings(open_only=False)}
         keys = {(m, _tags(r.tags), r.ts) for m in s.measurements() for r in s.rows(m)}
-        keys |= {("db2vtop_annotation", _tags({**a.tags, "kind": a.kind, "name": a.name}), a.ts)
+        keys |= {("db2vtop_annotation", _tags({**a.tags, "kind": a.event, "name": a.name}), a.ts)
                  for a in s.annotations()}
     return keys
 

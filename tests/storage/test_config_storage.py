@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from db2vtop.agent.assemble import build_collectors
-from db2vtop.agent.core.config import ConfigError, load_config
+from db2vtop.agent.config import load_config
+from db2vtop.agent.core.config import ConfigError
 from tests.conftest import run_cli
 
 SSH = '[[ssh]]\nname = "h"\nhost = "127.0.0.1"\nuser = "u"\n'

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from db2vtop.agent.core.config import SSHConfig, StorageConfig
 from db2vtop.agent.core.model import Sample
 from db2vtop.agent.core.store import Store
 from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.ssh import SSHTarget
+from db2vtop.collectors.ssh.config import SSHConfig
 from db2vtop.collectors.storage.common import StorageFormatError
 from db2vtop.collectors.storage.ontap.cli import (
     OntapCommandError,
@@ -27,6 +27,7 @@ from db2vtop.collectors.storage.ontap.cli import (
     size_bytes,
 )
 from db2vtop.collectors.storage.ontap.collector import OntapCollector
+from db2vtop.collectors.storage.ontap.config import OntapConfig
 from db2vtop.collectors.storage.ontap.metrics import Snapshot, instance_key, naa_for_serial, rows, snapshot
 from db2vtop.collectors.storage.ontap.rest import perf_fields
 from tests.conftest import run_cli
@@ -140,15 +141,15 @@ def test_counter_going_backwards_skips_the_instance_and_annotates():
     later["stats"]["volume"][0]["counters"]["read_ops"] = "5"
     found, resets = rows(_snap(T0, 100.0), _snap(later, 110.0), 10, {})
     assert not [r for r in found if r.measurement == "storage_volume" and r.tags["volume"] == "db2data"]
-    assert [(a.kind, a.name) for a in resets] == [("counter_reset", "ontap volume vs1/db2data")]
+    assert [(a.event, a.name) for a in resets] == [("counter_reset", "ontap volume vs1/db2data")]
 
 
 # --- the collector over a real sshd -------------------------------------------------------
 
-def _config(server, **extra) -> tuple[StorageConfig, SSHTarget]:
+def _config(server, **extra) -> tuple[OntapConfig, SSHTarget]:
     ssh = server.ssh_config()
     target = SSHTarget(SSHConfig(**{**ssh, "key_file": Path(ssh["key_file"]), "known_hosts": Path(ssh["known_hosts"])}))
-    return StorageConfig(name="netapp1", kind="ontap", ssh="test", **extra), target
+    return OntapConfig(name="netapp1", ssh="test", **extra), target
 
 
 async def test_collector_cycle_over_ssh(ontap_sshd):

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from db2vtop.agent.core.config import StorageConfig
 from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.storage.ontap.collector import OntapCollector
+from db2vtop.collectors.storage.ontap.config import OntapConfig
 from db2vtop.collectors.storage.ontap.rest import duration_s
 from tests.storage.rest_server import FakeREST, Memory
 
@@ -66,8 +66,8 @@ def ontap_api(tmp_path, monkeypatch):
         yield server
 
 
-def config(server: FakeREST, **extra) -> StorageConfig:
-    return StorageConfig(**{"name": "netapp1", "kind": "ontap", "transport": "rest", "url": server.url,
+def config(server: FakeREST, **extra) -> OntapConfig:
+    return OntapConfig(**{"name": "netapp1", "kind": "ontap", "transport": "rest", "url": server.url,
                             "user": "monitor", "password_env": "NA_PW", "ca_file": server.ca_file, **extra})
 
 

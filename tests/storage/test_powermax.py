@@ -10,13 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from db2vtop.agent.core.config import SSHConfig, StorageConfig
 from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.ssh import SSHTarget
+from db2vtop.collectors.ssh.config import SSHConfig
 from db2vtop.collectors.storage.common import StorageFormatError
 from db2vtop.collectors.storage.powermax import symstat, unisphere
 from db2vtop.collectors.storage.powermax.collector import PowermaxCollector
+from db2vtop.collectors.storage.powermax.config import PowermaxConfig
 from tests.storage.rest_server import FakeREST, Memory
 
 SID = "000197900123"
@@ -62,7 +63,7 @@ exit {rc}
 def ssh_collector(sshd, **extra) -> tuple[PowermaxCollector, SSHTarget]:
     ssh = sshd.ssh_config()
     target = SSHTarget(SSHConfig(**{**ssh, "key_file": Path(ssh["key_file"]), "known_hosts": Path(ssh["known_hosts"])}))
-    cfg = StorageConfig(name="vmax1", kind="powermax", ssh="test", sid=SID, sample_interval=2.0, **extra)
+    cfg = PowermaxConfig(name="vmax1", ssh="test", sid=SID, sample_interval=2.0, **extra)
     return PowermaxCollector(cfg, target), target
 
 
@@ -116,7 +117,7 @@ async def test_unisphere_storage_group_response_times(tmp_path, monkeypatch):
               "WriteResponseTime": 1.2}
     with FakeREST("monitor", "pw", tls_dir=tmp_path) as server:
         unisphere_routes(server, [older, newest])
-        cfg = StorageConfig(name="vmax1", kind="powermax", transport="rest", url=server.url, user="monitor",
+        cfg = PowermaxConfig(name="vmax1", transport="rest", url=server.url, user="monitor",
                             password_env="U4P_PW", ca_file=server.ca_file, sid=SID)
         c = PowermaxCollector(cfg)
         (sample,) = await c.collect()

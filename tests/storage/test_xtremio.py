@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from db2vtop.agent.core.config import StorageConfig
 from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.storage.xtremio.api import CLUSTER, naa, name_of, objects, perf_fields
 from db2vtop.collectors.storage.xtremio.collector import XtremioCollector
+from db2vtop.collectors.storage.xtremio.config import XtremioConfig
 from tests.storage.rest_server import FakeREST, Memory
 
 CLUSTERS = {"clusters": [{
@@ -44,10 +44,10 @@ def serve(server: FakeREST) -> None:
     server.routes = {"/api/json/v3/types/clusters": answer, "/api/json/v3/types/volumes": answer}
 
 
-def config(server: FakeREST, **extra) -> StorageConfig:
+def config(server: FakeREST, **extra) -> XtremioConfig:
     keys = {"name": "xio1", "kind": "xtremio", "url": server.url, "user": "monitor", "password_env": "XIO_PW",
             "ca_file": server.ca_file, **extra}
-    return StorageConfig(**keys)
+    return XtremioConfig(**keys)
 
 
 @pytest.fixture

@@ -130,7 +130,7 @@ class LocalScreen(ViewScreen):
         if self.guest is None:
             self.guest = pick_guest(reader.store)
         view = load_local(reader, self.guest, since_ns, until_ns, SPARK)
-        marks = [m.ts for m in view.markers if m.kind == "marker"]
+        marks = [m.ts for m in view.markers if m.event == "marker"]
         cpu, cpu_axis = _chart(view.cpu_history, since_ns, until_ns, self.cpu_chart.cells, marks, view.runs)
         mem, mem_axis = _chart(view.mem_history, since_ns, until_ns, self.mem_chart.cells, marks, view.runs)
         spark_marks = Marks.at(since_ns, until_ns, SPARK, marks)
@@ -138,7 +138,7 @@ class LocalScreen(ViewScreen):
 
     def show_view(self, frame: LocalFrame) -> None:
         view = self.view = frame.view
-        self.query_one(StatusLine).show(view.collectors, [m for m in view.markers if m.kind == "marker"])
+        self.query_one(StatusLine).show(view.collectors, [m for m in view.markers if m.event == "marker"])
         self.cpu_chart.show(frame.cpu_chart)
         self.mem_chart.show(frame.mem_chart)
         self.query_one("#cpu-axis", StripView).show([frame.cpu_axis])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 
-from db2vtop.agent.core.config import StorageConfig
 from db2vtop.agent.core.model import Annotation, Fact, Record
 from db2vtop.collectors.ssh import SSHTarget
 from db2vtop.collectors.storage.common import StorageCollector, StorageFormatError, now_ns
@@ -16,6 +15,7 @@ from db2vtop.collectors.storage.ontap.cli import (
     parse_fields,
     perf_line,
 )
+from db2vtop.collectors.storage.ontap.config import OntapConfig
 from db2vtop.collectors.storage.ontap.metrics import CounterRow, FactRow, Key, Snapshot, facts, rows, snapshot
 from db2vtop.collectors.storage.ontap.rest import OntapRest
 
@@ -23,7 +23,7 @@ from db2vtop.collectors.storage.ontap.rest import OntapRest
 class OntapSSH:
     """The clustershell over one SSH target: one round trip per cycle, one per fact table."""
 
-    def __init__(self, cfg: StorageConfig, target: SSHTarget, timeout: float):
+    def __init__(self, cfg: OntapConfig, target: SSHTarget, timeout: float):
         self.cfg, self.target, self.timeout = cfg, target, timeout
         self.prev: Snapshot | None = None
         self.round_trips = 0
@@ -57,7 +57,7 @@ class OntapSSH:
 
 
 class OntapCollector(StorageCollector):
-    def __init__(self, cfg: StorageConfig, target: SSHTarget | None = None):
+    def __init__(self, cfg: OntapConfig, target: SSHTarget | None = None):
         super().__init__(cfg)
         self.first_delay = min(cfg.interval, 5.0)  # the SSH path needs a baseline sample first
         if cfg.effective_transport == "ssh":

@@ -14,11 +14,11 @@ import re
 from typing import Any
 from urllib.parse import urlparse
 
-from db2vtop.agent.core.config import StorageConfig
 from db2vtop.agent.core.model import Annotation, FieldValue
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.storage.common import StorageFormatError, optional_number, rate_fields
+from db2vtop.collectors.storage.ontap.config import OntapConfig
 from db2vtop.collectors.storage.ontap.metrics import CounterRow, FactRow, Key, naa_for_serial, volume_of
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ def perf_fields(metric: Any, min_ops: int, what: str) -> dict[str, FieldValue] |
 class OntapRest:
     """One HostConnection per collector; records are read as plain dicts."""
 
-    def __init__(self, cfg: StorageConfig):
+    def __init__(self, cfg: OntapConfig):
         self.cfg = cfg
         self.round_trips = 0
         self._conn: Any = None

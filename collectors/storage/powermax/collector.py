@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import time
 
-from db2vtop.agent.core.config import StorageConfig
 from db2vtop.agent.core.model import Record
 from db2vtop.collectors.ssh import SSHTarget
 from db2vtop.collectors.storage.common import StorageCollector, StorageFormatError, now_ns
 from db2vtop.collectors.storage.powermax import symstat, unisphere
+from db2vtop.collectors.storage.powermax.config import PowermaxConfig
 from db2vtop.collectors.storage.restclient import RestClient
 
 
 class PowermaxCollector(StorageCollector):
-    def __init__(self, cfg: StorageConfig, target: SSHTarget | None = None):
+    def __init__(self, cfg: PowermaxConfig, target: SSHTarget | None = None):
         super().__init__(cfg)
         self.sid = cfg.sid or ""
         self.base_tags["sid"] = self.sid

@@ -31,21 +31,21 @@ VOLUME_FACT_PROPS = ("name", "sys-name", "naa-name", "vol-size", "lb-size")
 CLUSTER_PROPS = ("name", *PERF, *LATENCY, *CLUSTER)
 
 
-def path(kind: str, props: tuple[str, ...]) -> str:
-    return f"/api/json/v3/types/{kind}?full=1" + "".join(f"&prop={p}" for p in props)
+def path(resource: str, props: tuple[str, ...]) -> str:
+    return f"/api/json/v3/types/{resource}?full=1" + "".join(f"&prop={p}" for p in props)
 
 
-def objects(body: Any, kind: str) -> list[dict]:
-    items = body.get(kind) if isinstance(body, dict) else None
+def objects(body: Any, resource: str) -> list[dict]:
+    items = body.get(resource) if isinstance(body, dict) else None
     if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-        raise StorageFormatError(f"XMS {kind}: expected {{\"{kind}\": [...]}}, got {str(body)[:80]!r}")
+        raise StorageFormatError(f"XMS {resource}: expected {{\"{resource}\": [...]}}, got {str(body)[:80]!r}")
     return items
 
 
-def name_of(obj: dict, kind: str) -> str:
+def name_of(obj: dict, resource: str) -> str:
     name = obj.get("name")
     if not isinstance(name, str) or not name:
-        raise StorageFormatError(f"XMS {kind}: an object without a name: {str(obj)[:80]!r}")
+        raise StorageFormatError(f"XMS {resource}: an object without a name: {str(obj)[:80]!r}")
     return name
 
 

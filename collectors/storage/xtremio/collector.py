@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from db2vtop.agent.core.config import StorageConfig
 from db2vtop.agent.core.model import Fact, Record
 from db2vtop.collectors.storage.common import StorageCollector, now_ns, optional_number
 from db2vtop.collectors.storage.restclient import RestClient
@@ -18,10 +17,11 @@ from db2vtop.collectors.storage.xtremio.api import (
     path,
     perf_fields,
 )
+from db2vtop.collectors.storage.xtremio.config import XtremioConfig
 
 
 class XtremioCollector(StorageCollector):
-    def __init__(self, cfg: StorageConfig):
+    def __init__(self, cfg: XtremioConfig):
         super().__init__(cfg)
         self.client = RestClient(cfg, self.timeout)
 

@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from fnmatch import fnmatch
 from typing import Any
 
-from db2vtop.agent.core.config import StorageConfig
 from db2vtop.agent.core.model import Fact, Record, Sample
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.guest.metrics import disk_fields
 from db2vtop.collectors.guest.procfs import DiskCounters, ProcFormatError, bracketed, parse_diskstats, parse_uptime
 from db2vtop.collectors.ssh import SSHTarget
 from db2vtop.collectors.ssh.bundle import Bundle, BundleCollector, Fetched
+from db2vtop.collectors.storage.linux.config import LinuxStorageConfig
 
 CYCLE_FILES = ("/proc/uptime", "/proc/diskstats", "/sys/block/*/device/queue_depth", "/sys/block/*/queue/nr_requests",
                "/sys/class/block/*/partition")
@@ -42,7 +42,7 @@ _DIGITS = re.compile(r"^[0-9]{1,12}$")
 
 @dataclass(frozen=True, slots=True)
 class Identity:
-    kind: str  # disk | partition | multipath | dm
+    type: str  # disk | partition | multipath | dm
     wwid: str | None = None
     serial: str | None = None
     paths: tuple[str, ...] = ()
@@ -58,7 +58,7 @@ class Identity:
         return None
 
     def tags(self) -> dict[str, str]:
-        out = {"type": self.kind}
+        out = {"type": self.type}
         for key, value in (("wwid", self.wwid), ("naa", self.naa), ("serial", self.serial)):
             if value:
                 out[key] = value
@@ -139,7 +139,7 @@ class DiskSnapshot:
 
 
 class LinuxStorageCollector(BundleCollector):
-    def __init__(self, cfg: StorageConfig, target: SSHTarget):
+    def __init__(self, cfg: LinuxStorageConfig, target: SSHTarget):
         super().__init__(f"storage:{cfg.name}", cfg.interval, cfg.timeout, target, f"storage {cfg.name}")
         self.first_delay = min(1.0, cfg.interval)
         self.cfg = cfg
@@ -196,13 +196,13 @@ class LinuxStorageCollector(BundleCollector):
             "os": "Linux", "hostname": _text(files, "/proc/sys/kernel/hostname"),
             "kernel": _text(files, "/proc/sys/kernel/osrelease")}, ts)]
         for dev, ident in sorted(self.ids.items()):
-            if ident.kind == "partition" or self._excluded(dev):
+            if ident.type == "partition" or self._excluded(dev):
                 continue
             base = f"/sys/block/{dev}"
             size = _int(files, f"{base}/size")
             limit, source = queue_limit(dev, ident, files)
             facts.append(Fact("storage_block_device", {"storage": self.cfg.name, "device": dev}, {
-                "type": ident.kind, "wwid": ident.wwid, "naa": ident.naa, "serial": ident.serial,
+                "type": ident.type, "wwid": ident.wwid, "naa": ident.naa, "serial": ident.serial,
                 "vendor": _text(files, f"{base}/device/vendor"), "model": _text(files, f"{base}/device/model"),
                 "size_bytes": size * 512 if size is not None else None,
                 "rotational": _int(files, f"{base}/queue/rotational") == 1,
