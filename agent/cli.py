@@ -168,9 +168,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     sk = sub.add_parser("stacks", help="every stack, configured or inferred, with what each layer was matched by",
                         description="Every [[stack]] section and one inferred stack per vCenter VM no section "
-                                    "names: its guest ([[ssh]] host = the VM's guest host name or IP), DB2 (the "
-                                    "[[db2]] on that target) and arrays (the LUN NAA ids behind its disks), from "
-                                    "the facts in the store; what could not be matched, and why.")
+                                    "names (`vcenter/vm` where VM names repeat across vCenters): its guest ([[ssh]] "
+                                    "host = the VM's guest host name or IP), DB2 (the [[db2]] on that target) and "
+                                    "arrays (the LUN NAA ids behind its disks); then one per DB2 database and per "
+                                    "guest no stack holds. From the store's facts and samples, or, when the store "
+                                    "has no facts, from the configured sources read now; what could not be matched, "
+                                    "and why.")
     common(sk)
     sk.add_argument("--format", choices=["text", "json"], default="text")
 
@@ -337,8 +340,8 @@ def cmd_mark(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from db2vtop.agent.benchmark import make_report, run_command
     from db2vtop.agent.core.runs import RunNotFoundError
-    from db2vtop.agent.runs import make_report, run_command
     from db2vtop.checks.report_render import summary
 
     if not args.command_argv:
@@ -380,8 +383,8 @@ def _run_list(path: Path) -> str:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from db2vtop.agent.benchmark import make_report
     from db2vtop.agent.core.runs import RunNotFoundError
-    from db2vtop.agent.runs import make_report
     from db2vtop.checks import report_render
 
     cfg = resolve_config(args.config)
@@ -432,7 +435,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 def cmd_triage(args: argparse.Namespace) -> int:
     import json
 
-    from db2vtop.agent.triage import NoSuchTargetError, run_triage
+    from db2vtop.agent.gather import NoSuchTargetError, run_triage
     from db2vtop.checks.triage import could_not_run, to_json, to_text
 
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
@@ -460,28 +463,40 @@ def cmd_triage(args: argparse.Namespace) -> int:
 def cmd_stacks(args: argparse.Namespace) -> int:
     import json
 
+    from db2vtop.agent.core.source import CachedSource, MemorySource
+    from db2vtop.agent.gather import look_now
     from db2vtop.checks.topology import infer_stacks
 
     cfg = resolve_config(args.config)
     path = _store_path(args, cfg)
-    facts = []
+    stacks, where, recorded = [], "the store", False
     if path.exists():
         with Store(path) as store:
-            facts = store.facts()
-    stacks = infer_stacks(cfg, facts)
+            view = CachedSource(store)
+            recorded = bool(view.facts())
+            stacks = infer_stacks(cfg, view)
+    if not recorded:  # no facts recorded (yet): ask the sources, as triage does
+        _, facts, sources = look_now(cfg, facts_only=True)
+        stacks, where = infer_stacks(cfg, MemorySource(facts=facts)), "the sources, read now"
+        for name, status in sources.items():
+            if not status.startswith("ok"):
+                print(f"db2vtop: {name}: {status}", file=sys.stderr)
     if args.format == "json":
         print(json.dumps([i.to_json() for i in stacks], indent=2, ensure_ascii=False))
         return EXIT_OK
     for i in stacks:
         s = i.stack
+        vcenter = f", vCenter {s.vcenter}" if s.vcenter else ""
         print(f"{s.name} ({'configured' if i.configured else 'inferred'}): vm {s.vm or '—'}, guest "
-              f"{s.guest or '—'}, db2 {s.db2 or '—'}, storage {', '.join(s.storage) or '—'}")
+              f"{s.guest or '—'}, db2 {s.db2 or '—'}, storage {', '.join(s.storage) or '—'}{vcenter}")
         for layer, why in i.matched.items():
             print(f"    {layer}: {why}")
         for layer, why in i.unmatched.items():
             print(f"    {layer}: not matched: {why}")
     if not stacks:
-        print("no stacks: no [[stack]] section, and no vCenter VM in the store's facts")
+        print("no stacks: no [[stack]] section, and no vCenter VM, DB2 or guest in the store or the sources")
+    else:
+        print(f"(inferred from {where})")
     return EXIT_OK
 
 

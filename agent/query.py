@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable
 from typing import TextIO
 
-from db2vtop.agent.core.store import Row
+from db2vtop.agent.core.source import Row
 
 
 def write_json(rows: Iterable[Row], out: TextIO) -> int:

@@ -6,7 +6,7 @@ database (database, log, two buffer pools), a guest (CPU, memory, network, two d
 partition), a VM (two virtual disks on two LUNs); 10 hosts that each see every LUN of the fleet
 (2,000 host-LUN series, of which a stack's report reads only its own two on its host) and an array
 with the 200 LUNs; vCenter's facts for each VM. A run is marked over the hour; `report` of it is
-timed in-process (agent/runs.py make_report, as `db2vtop report` runs it: by up to 4 processes
+timed in-process (agent/benchmark.py make_report, as `db2vtop report` runs it: by up to 4 processes
 for a fleet this size, and by one for comparison; then each format's rendering), the target being
 <= 3 s, and so is the report of the second half-hour against the first; the real command's wall
 time is given too, and the machine's load average (other work slows every figure).
@@ -29,11 +29,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from db2vtop.agent.assemble import measurement_catalog  # noqa: E402
+from db2vtop.agent.benchmark import make_report  # noqa: E402
 from db2vtop.agent.config import load_config  # noqa: E402
 from db2vtop.agent.core.model import Fact, Finding, Sample  # noqa: E402
 from db2vtop.agent.core.runs import BEGIN, END, edge_marker  # noqa: E402
 from db2vtop.agent.core.store import Store  # noqa: E402
-from db2vtop.agent.runs import make_report  # noqa: E402
 from db2vtop.checks import report_render  # noqa: E402
 
 S = 10**9

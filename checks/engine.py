@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from db2vtop.agent.core.config import ConfigError, StackConfig, shown
 from db2vtop.agent.core.model import Fact, Finding, Sample, canonical_tags, worse
-from db2vtop.agent.core.store import Row
+from db2vtop.agent.core.source import MemorySource, Row
 from db2vtop.checks.rule import (
     FactIndex,
     Limit,
@@ -29,6 +29,7 @@ from db2vtop.checks.rule import (
     order_of,
     thresholds_of,
 )
+from db2vtop.checks.topology import StackEntities, resolve
 
 
 @dataclass
@@ -49,6 +50,7 @@ class Engine:
         self.overrides = overrides or {}
         self.stacks = list(stacks)
         self.facts = FactIndex(stacks, db2_vm)
+        self._scoped: list[StackEntities] | None = None  # the entities of the stacks with their own thresholds
         self._live: dict[str, list[LiveRule]] = {}
         for r in self.rules:
             if isinstance(r, LiveRule):
@@ -63,16 +65,25 @@ class Engine:
         """Rule defaults < [checks.RULE] < [stack.checks.RULE] of the stack the subject is in."""
         t = thresholds_of(rule)
         t.update(self.overrides.get(rule.id, {}))
-        for stack in self.stacks:
-            if _in_stack(stack, subject):
-                t.update(stack.checks.get(rule.id, {}))
+        for entities in self._stack_entities():
+            if entities.owns(subject):
+                t.update(entities.stack.checks.get(rule.id, {}))
         return t
+
+    def _stack_entities(self) -> list[StackEntities]:
+        """What each stack with `[stack.checks]` holds, resolved from the current facts (checks/topology.py)."""
+        if self._scoped is None:
+            source = MemorySource(facts=[f for by in self.facts.by_kind.values() for f in by.values()])
+            self._scoped = [resolve(source, s, 0, 0) for s in self.stacks if s.checks]
+        return self._scoped
 
     # --- feeding ----------------------------------------------------------------------
 
     def feed(self, samples: Iterable[Sample | Row] = (), facts: Iterable[Fact] = ()) -> None:
         facts = list(facts)
         changed_kinds = self.facts.add(facts)
+        if changed_kinds:
+            self._scoped = None
         for f in facts:
             if f.removed:
                 self._forget(f)
@@ -207,11 +218,6 @@ class Engine:
                 track = _Track(recent=deque([f.severity] * int(t["window"]), maxlen=int(t["window"])),
                                first_bad_ts=f.first_seen, samples=f.evidence.get("samples", 1), finding=f)
                 self._tracks[(f.rule, canonical_tags(f.subject))] = track
-
-
-def _in_stack(stack: StackConfig, subject: dict[str, str]) -> bool:
-    return any(v is not None and subject.get(k) == v for k, v in (
-        ("vm", stack.vm), ("db2", stack.db2), ("guest", stack.guest))) or subject.get("storage") in stack.storage
 
 
 def validate_overrides(rules: Sequence[Rule], file: str, overrides: dict[str, dict], where: str = "checks",

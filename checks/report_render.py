@@ -10,16 +10,8 @@ import html
 import json
 from typing import Any
 
-from db2vtop.checks.report import (
-    FIGURE_BY_ID,
-    LAYER_TITLES,
-    LAYERS,
-    MOVE_FLOOR,
-    Report,
-    RunFigures,
-    Stat,
-    change_pct,
-)
+from db2vtop.checks.figures import LAYER_TITLES, LAYERS
+from db2vtop.checks.report import FIGURE_BY_ID, MOVE_FLOOR, Report, RunFigures, Stat, change_pct
 
 #: how a unit is shown: (divide by, label)
 DISPLAY = {"bytes/s": (1e6, "MB/s"), "bytes": (1e6, "MB"), "per second": (1.0, "/s"), "I/O per second": (1.0, "IOPS"),
@@ -78,10 +70,10 @@ def _entities(report: Report, name: str) -> str:
     e = report.run.entities.get(name)
     if e is None:
         return ""
-    s = e.stack
-    parts = [f"db2 {s.db2}" if s.db2 else "", f"guest {s.guest}" if s.guest else "",
-             f"vm {s.vm}" if s.vm else "", f"host {', '.join(e.hosts)}" if e.hosts else "",
-             f"{len(e.luns)} LUN(s)" if e.luns else "", f"arrays {', '.join(s.storage)}" if s.storage else ""]
+    vm = f"vm {e.vm}" + (f" of vCenter {e.vcenter}" if e.vcenter else "") if e.vm else ""
+    parts = [f"db2 {e.db2}" if e.db2 else "", f"guest {e.guest}" if e.guest else "", vm,
+             f"host {', '.join(e.hosts)}" if e.hosts else "", f"{len(e.luns)} LUN(s)" if e.luns else "",
+             f"arrays {', '.join(e.arrays)}" if e.arrays else ""]
     return "; ".join(p for p in parts if p)
 
 
@@ -108,7 +100,8 @@ def _rows(report: Report, stack: str, layer: str) -> list[tuple[str, str, Stat |
 
 def _verdict_line(v: dict[str, Any]) -> str:
     blame = f"blame: {v['layer']}" if v["layer"] else "no layer to blame"
-    return f"{v['summary']} ({blame}, confidence {v['confidence']}, {v['buckets']} buckets of 20 s)"
+    where = f"; VM {v['vm']} of vCenter {v['vcenter']}" if v.get("vm") and v.get("vcenter") else ""
+    return f"{v['summary']} ({blame}, confidence {v['confidence']}, {v['buckets']} buckets of 20 s{where})"
 
 
 def to_text(report: Report, markdown: bool = False) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.model import Fact, FieldValue
-from db2vtop.agent.core.store import Row
+from db2vtop.agent.core.source import Row
 from db2vtop.checks.catalog import Practice, practices
 
 Thresholds = dict[str, float | int | str | bool]

@@ -1,11 +1,16 @@
 """The levels the TUI colours by and the verdict judges with, read from the rules' thresholds after
 the user's `[checks.RULE]` overrides: an override that moves a finding also recolours the screen
-and moves the verdict. No level is written anywhere else."""
+and moves the verdict. No level is written anywhere else (tests/test_read_model.py looks for one).
+
+`Levels` is a value: the app builds it once from its config and hands it down to every view."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
 
 from db2vtop.checks.rule import LiveRule
 from db2vtop.checks.rules import all_rules
@@ -23,10 +28,12 @@ class Scale:
     warn: str | None = None
     crit: str | None = None
     any_warns: bool = False
+    below: bool = False  # lower is worse (a hit ratio)
 
 
 SCALES: dict[str, Scale] = {
     "ready": Scale("cpu-ready", "warn_pct", "crit_pct"),
+    "steal": Scale("stack-verdict", None, "steal_pct"),  # the guest's steal at which the verdict blames the host
     "costop": Scale("vcpu-no-excess", "warn_pct", "crit_pct"),
     "limited": Scale("cpu-limit-none", "warn_pct", "crit_pct"),
     "cpu_busy": Scale("host-cpu-ceiling", "warn_pct", "crit_pct"),
@@ -44,6 +51,11 @@ SCALES: dict[str, Scale] = {
     "log_write": Scale("db2-log-space", "warn_write_ms", "crit_write_ms"),
     "log_used": Scale("db2-log-space", "warn_pct", "crit_pct"),
     "log_buffer_full": Scale("db2-log-space", "warn_buffer_full_per_s", "crit_buffer_full_per_s"),
+    "hit_ratio": Scale("db2-bp-warm", "warn_pct", "crit_pct", below=True),
+    # shares of DB2's request time at which the verdict counts a symptom
+    "log_disk_wait": Scale("stack-verdict", "symptom_log_disk_wait_pct"),
+    "read_wait": Scale("stack-verdict", "symptom_read_wait_pct"),
+    "lock_wait": Scale("stack-verdict", "symptom_lock_wait_pct"),
     "nonzero": Scale("", any_warns=True),  # drops and errors: no practice sets a level, any is worth seeing
 }
 
@@ -58,12 +70,50 @@ def rule_thresholds(overrides: dict[str, dict] | None = None) -> dict[str, dict]
     return out
 
 
-def levels(overrides: dict[str, dict] | None = None) -> dict[str, tuple[float | None, float | None]]:
-    """Scale name -> (warn, crit) after the overrides."""
+@dataclass(frozen=True)
+class Level:
+    """A scale's warn and crit values; with `below`, values at or under them are the bad ones."""
+
+    warn: float | None = None
+    crit: float | None = None
+    below: bool = False
+
+    def grade(self, v: float | None) -> str | None:
+        """"crit", "warn" or None for a value."""
+        if v is None:
+            return None
+        for name, at in (("crit", self.crit), ("warn", self.warn)):
+            if at is not None and (v < at if self.below else v >= at):
+                return name
+        return None
+
+
+NO_LEVEL = Level()
+
+
+@dataclass(frozen=True)
+class Levels:
+    """Every scale's level after the user's overrides, and those overrides (the verdict applies them per
+    stack). Immutable: built once where the config is read, passed down."""
+
+    by_scale: Mapping[str, Level] = field(default_factory=lambda: MappingProxyType({}))
+    overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __getitem__(self, scale: str) -> Level:
+        return self.by_scale[scale]
+
+    def of(self, scale: str | None) -> Level:
+        """The level of a figure's scale (checks/figures.py `level`); none for a figure without one."""
+        return self.by_scale[scale] if scale is not None else NO_LEVEL
+
+
+def levels(overrides: dict[str, dict] | None = None) -> Levels:
+    """Every scale's level after the overrides."""
     t = rule_thresholds(overrides)
     out = {}
     for name, s in SCALES.items():
         th = t.get(s.rule, {})
         warn = float(th[s.warn]) if s.warn else (ANY if s.any_warns else None)
-        out[name] = (warn, float(th[s.crit]) if s.crit else None)
-    return out
+        out[name] = Level(warn, float(th[s.crit]) if s.crit else None, s.below)
+    frozen = {rule: MappingProxyType(dict(v)) for rule, v in (overrides or {}).items()}
+    return Levels(MappingProxyType(out), MappingProxyType(frozen))

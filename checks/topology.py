@@ -1,38 +1,64 @@
-"""Which entities make up a stack, and where its VM was, moment by moment.
+"""What a stack is: the stacks there are (`infer_stacks`), and each one's entities over a window (`resolve`).
 
-vMotion moves a VM between hosts while its name stays, so the host layer of a stack is a
-function of time: every reader of it (the verdict, triage, the Stack screen) asks here for
-the host at a moment or per bucket, never for every host the VM was ever seen on. The
-placement comes from the VM's own samples, which vCenter and esxtop tag with the host that
-ran it at that moment.
+Every reader asks here: the verdict, the check engine's per-stack thresholds, triage's and the
+report's finding filters, the report's figures and every TUI screen, so none of them can disagree on
+what belongs to a stack (docs/architecture.md, "The read model").
+
+A stack's identity includes its vCenter: VM names repeat across vCenters (a recovery site, dev and
+prod), so every VM and host series is matched on it. vMotion moves a VM between hosts while its name
+stays, so the host layer is a function of time: the host at a moment comes from the VM's own samples,
+which vCenter and esxtop tag with the host that ran it then (where there are none, from its fact).
 """
 
 from __future__ import annotations
 
 import fnmatch
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Any
 
 from db2vtop.agent.core.config import Config, StackConfig
-from db2vtop.agent.core.model import Fact, FieldValue
-from db2vtop.agent.core.store import Series
+from db2vtop.agent.core.model import Fact
+from db2vtop.agent.core.source import CachedSource, Series, Source, cached, derive, tag_values
 
 #: a VM's measurements tagged with its host, and fields every such sample carries
 VM_PLACEMENT = {"vsphere_vm": ("cpu_ready_pct", "cpu_usage_pct", "mem_balloon_bytes"),
                 "esxtop_vm": ("used_pct", "ready_pct")}
 #: how far before a window to look for where the VM was when the window opened
 LOOKBEHIND_NS = 3600 * 10**9
+#: measurements whose series are a host's, and the tag naming the LUN where they are per LUN
+HOST_LUN_TAGS = {"vsphere_host_lun": "lun", "esxtop_device": "device"}
+#: an array's measurements that can name a LUN (by its `naa` tag)
+VOLUME_MEASUREMENTS = ("storage_lun", "storage_volume", "storage_device", "storage_disk", "storage_group")
+DB2_MEASUREMENTS = ("db2_database", "db2_log")
+GUEST_MEASUREMENT = "guest_cpu"
+
+#: which of a stack's series each entity names (the figure table's `entity`, checks/figures.py)
+ENTITIES = {
+    "db2": "the stack's DB2 database",
+    "guest": "the guest OS the database runs in",
+    "vm": "the VM (of the stack's vCenter)",
+    "host": "the host the VM ran on, while it ran there",
+    "lun": "the host's view of the LUNs behind the VM's disks, while the VM ran there",
+    "datastore": "the datastores of the host the VM ran on",
+    "volume": "the array volumes behind the VM's disks (matched on NAA), else the stack's arrays' volumes",
+    "array": "the stack's arrays as a whole (nodes, clusters)",
+}
 
 
-class Source(Protocol):
-    """What placement reads: the store, the TUI's reader, or rows held in memory (triage)."""
+def short_name(name: str) -> str:
+    """A host name's first label, lower case: how a guest, its VM and an [[ssh]] host are compared."""
+    return name.split(".", 1)[0].lower()
 
-    def series(self, measurement: str | None = None) -> list[Series]: ...
 
-    def window(self, series_id: int, field_name: str, since_ns: int,
-               until_ns: int | None = None) -> list[tuple[int, FieldValue]]: ...
+def naa(name: str) -> str:
+    """A LUN's NAA id as every source is compared, and as ESXi names it: `naa.` and the id in lower case
+    (arrays report the id bare, or in upper case)."""
+    return "naa." + name.strip().lower().removeprefix("naa.")
+
+
+# --- placement -------------------------------------------------------------------------------
 
 
 @dataclass
@@ -58,19 +84,27 @@ class Placement:
         return {self.hosts[max(lo - 1, 0)], *self.hosts[lo:hi]}
 
 
+def _vcenter_ok(tags: dict[str, str], vcenter: str | None) -> bool:
+    """A series without a vcenter tag (esxtop's) is any vCenter's."""
+    return not vcenter or tags.get("vcenter", vcenter) == vcenter
+
+
 def placement(source: Source, vm: str | None, since_ns: int, until_ns: int,
               vcenter: str | None = None) -> Placement:
-    """Where `vm` (of `vcenter`, when names repeat across vCenters) was from a little before
-    `since_ns` to `until_ns`."""
+    """Where `vm` (of `vcenter`) was from a little before `since_ns` to `until_ns`. At one moment
+    (since = until), the newest sample of each of its series is all that is read."""
+    view = cached(source)
     points: dict[int, str] = {}
     if vm:
-        for measurement, fields in VM_PLACEMENT.items():
-            for s in source.series(measurement):
-                if s.tags.get("vm") != vm or not s.tags.get("host") or \
-                        (vcenter and s.tags.get("vcenter", vcenter) != vcenter):
-                    continue
-                for name in fields:
-                    window = source.window(s.id, name, since_ns - LOOKBEHIND_NS, until_ns)
+        mine = [s for m in VM_PLACEMENT for s in view.by_tag(m, "vm").get(vm, ())
+                if s.tags.get("host") and _vcenter_ok(s.tags, vcenter)]
+        if since_ns == until_ns:
+            for r in view.latest_of(mine, 0, until_ns):
+                points.setdefault(r.ts, r.tags["host"])
+        else:
+            for s in mine:
+                for name in VM_PLACEMENT[s.measurement]:
+                    window = view.window(s.id, name, since_ns - LOOKBEHIND_NS, until_ns)
                     if window:
                         for ts, _ in window:
                             points.setdefault(ts, s.tags["host"])
@@ -79,26 +113,286 @@ def placement(source: Source, vm: str | None, since_ns: int, until_ns: int,
     return Placement(vm, times, [points[t] for t in times])
 
 
-@dataclass
-class Inferred:
-    """A stack and how each layer was found: `matched` says by what, `unmatched` why not."""
+# --- a stack's entities ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Disk:
+    """One of the VM's virtual disks: its datastore and the LUNs (normalised NAA ids) behind it."""
+
+    name: str
+    datastore: str
+    luns: tuple[str, ...]
+
+
+@dataclass(eq=False)
+class StackEntities:
+    """A stack's entities over [since, until]: what every reader of the stack reads, and only that."""
 
     stack: StackConfig
-    configured: bool
+    since: int
+    until: int
+    source: CachedSource = field(repr=False)
+    vm: str | None = None
+    vcenter: str | None = None
+    placement: Placement = field(default_factory=lambda: Placement(None))
+    hosts: tuple[str, ...] = ()  # every host the VM ran on in the window (a host target's own host)
+    disks: tuple[Disk, ...] = ()
+    luns: dict[str, str] = field(default_factory=dict)  # normalised NAA id -> datastore ("" when unknown)
+    guest: str | None = None
+    db2: str | None = None
+    arrays: tuple[str, ...] = ()  # the stack's arrays and those that hold its LUNs
+    fixed_host: str | None = None  # a host target (the TUI opened on a host): its series at every moment
+    _naa_found: bool | None = field(default=None, init=False, repr=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Sent between processes (the report's workers) as data: the source stays behind."""
+        return {**self.__dict__, "source": None}
+
+    @property
+    def name(self) -> str:
+        return self.stack.name
+
+    @property
+    def host(self) -> str | None:
+        """The host at the window's end (the TUI's cursor)."""
+        return self.fixed_host or self.placement.host_at(self.until)
+
+    def host_at(self, ts: int) -> str | None:
+        return self.fixed_host or self.placement.host_at(ts)
+
+    def ran_there(self, tags: dict[str, str], ts: int) -> bool:
+        """A host's sample counts while the VM ran on that host."""
+        return self.fixed_host is not None or self.placement.host_at(ts) == tags.get("host")
+
+    # --- which series are the stack's ---
+
+    def _on_host(self, entity: str, tags: dict[str, str]) -> bool:
+        """A host's series (one of its LUNs' for `lun`) of a host the VM ran on, of the stack's vCenter."""
+        on_host = tags.get("host") in self.hosts and _vcenter_ok(tags, self.vcenter)
+        return on_host and (entity != "lun" or self.lun_of(tags) in self.luns)
+
+    @staticmethod
+    def lun_of(tags: dict[str, str]) -> str:
+        """The normalised NAA id a host's per-LUN series names."""
+        return naa(tags.get("lun") or tags.get("device") or "")
+
+    @property
+    def _by_naa(self) -> bool:
+        """Whether some array names one of the stack's LUNs: then its volumes are those, else every one
+        of its arrays' volumes (NFS, LUNs not reported, a Linux storage host)."""
+        if self._naa_found is None:
+            volumes = _volumes(self.source)
+            self._naa_found = any(lun in volumes for lun in self.luns)
+        return self._naa_found
+
+    def select(self, entity: str, measurement: str, where: Iterable[tuple[str, str]] = ()) -> list[Series]:
+        """The stack's series of `measurement` that `entity` names (and whose tags include `where`)."""
+        v = self.source
+        if entity == "db2":
+            found = v.by_tag(measurement, "db2").get(self.db2, []) if self.db2 else []
+        elif entity == "guest":
+            found = v.by_tag(measurement, "guest").get(self.guest, []) if self.guest else []
+        elif entity == "vm":
+            found = [s for s in v.by_tag(measurement, "vm").get(self.vm, []) if _vcenter_ok(s.tags, self.vcenter)] \
+                if self.vm else []
+        elif entity in ("host", "datastore", "lun"):
+            found = [s for h in self.hosts for s in v.by_tag(measurement, "host").get(h, ())
+                     if self._on_host(entity, s.tags)]
+        elif entity == "volume" and self._by_naa:
+            volumes = _volumes(v)
+            found = [s for lun in self.luns for s in volumes.get(lun, ()) if s.measurement == measurement]
+        elif entity in ("volume", "array"):
+            found = [s for a in self.arrays for s in v.by_tag(measurement, "storage").get(a, ())]
+        else:
+            raise ValueError(f"no such entity {entity!r}; one of {', '.join(ENTITIES)}")
+        pairs = tuple(where)
+        return [s for s in found if all(s.tags.get(k) == x for k, x in pairs)] if pairs else list(found)
+
+    def owns(self, subject: dict[str, str]) -> bool:
+        """Whether a finding's subject is one of the stack's entities: its VM (of its vCenter), guest, DB2
+        or arrays; a host the VM ran on in the window; a host's LUN only when it is behind the VM's disks."""
+        if not _vcenter_ok(subject, self.vcenter):
+            return False
+        if self.vm is not None and subject.get("vm") == self.vm:
+            return True
+        if any(v is not None and subject.get(k) == v for k, v in (("db2", self.db2), ("guest", self.guest))):
+            return True
+        if subject.get("storage") in self.arrays:
+            return True
+        if "host" in subject and "vm" not in subject and subject["host"] in self.hosts:
+            lun = subject.get("lun") or subject.get("device") or subject.get("naa")
+            return lun is None or naa(lun) in self.luns
+        return False
+
+    def collectors(self) -> set[str]:
+        """Names of the collectors that feed this stack (collectors are named for their sections)."""
+        return {n for n in (self.db2, self.guest, self.vcenter, self.host, *self.arrays) if n}
+
+    def to_json(self) -> dict[str, Any]:
+        s = self.stack
+        return {"name": s.name, "vm": self.vm, "vcenter": self.vcenter, "guest": self.guest, "db2": self.db2,
+                "storage": list(self.arrays), "hosts": list(self.hosts), "luns": sorted(self.luns),
+                "disks": [{"disk": d.name, "datastore": d.datastore, "luns": list(d.luns)} for d in self.disks]}
+
+
+@dataclass(frozen=True)
+class _Known:
+    """The facts and guests the resolver looks names up in, indexed once per answer of the source."""
+
+    vm_facts: dict[str, list[Fact]]  # VM name -> its facts (one per vCenter that has it)
+    vcenters: dict[str, set[str]]  # VM name -> the vCenters with a VM of that name (facts and series)
+    guests: list[str]  # every guest the samples or the facts know
+    reported: dict[str, str]  # guest -> the short host name it reports
+
+
+def _known(view: CachedSource) -> _Known:
+    vm_facts, guest_facts = view.facts("vsphere_vm"), view.facts("guest")
+    indexes = tuple(view.by_tag(m, "vm") for m in VM_PLACEMENT)
+    guest_series = view.by_tag(GUEST_MEASUREMENT, "guest")
+
+    def build() -> _Known:
+        by_vm: dict[str, list[Fact]] = {}
+        vcenters: dict[str, set[str]] = {}
+        for f in vm_facts:
+            if f.tags.get("vm"):
+                by_vm.setdefault(f.tags["vm"], []).append(f)
+                if f.tags.get("vcenter"):
+                    vcenters.setdefault(f.tags["vm"], set()).add(f.tags["vcenter"])
+        for index in indexes:
+            for vm, series in index.items():
+                vcenters.setdefault(vm, set()).update(s.tags["vcenter"] for s in series if s.tags.get("vcenter"))
+        guests = sorted(set(guest_series) | {f.tags["guest"] for f in guest_facts if f.tags.get("guest")})
+        reported = {f.tags["guest"]: short_name(str(f.data["hostname"])) for f in guest_facts
+                    if f.tags.get("guest") and f.data.get("hostname")}
+        return _Known(by_vm, vcenters, guests, reported)
+
+    return derive(view, "topology", (vm_facts, guest_facts, *indexes, guest_series), build)
+
+
+def _volumes(view: CachedSource) -> dict[str, list[Series]]:
+    """Every array series that names a LUN, by its normalised NAA id (indexed once per series listing)."""
+    indexes = tuple(view.by_tag(m, "naa") for m in VOLUME_MEASUREMENTS)
+
+    def build() -> dict[str, list[Series]]:
+        out: dict[str, list[Series]] = {}
+        for index in indexes:
+            for k, series in index.items():
+                out.setdefault(naa(k), []).extend(series)
+        return out
+
+    return derive(view, "volumes", indexes, build)
+
+
+def _vm_fact(known: _Known, vm: str, vcenter: str | None) -> Fact | None:
+    found = [f for f in known.vm_facts.get(vm, ()) if _vcenter_ok(f.tags, vcenter)]
+    return max(found, key=lambda f: f.ts) if found else None
+
+
+def _vcenter_of(known: _Known, vm: str) -> str | None:
+    """The vCenter of a VM named without one: the only vCenter that has it (else None: ambiguous)."""
+    found = known.vcenters.get(vm, set())
+    return next(iter(found)) if len(found) == 1 else None
+
+
+def resolve(source: Source, stack: StackConfig, since_ns: int, until_ns: int,
+            host: str | None = None) -> StackEntities:
+    """`stack`'s entities over [since, until]: the VM and its vCenter, its host per moment, its disks →
+    datastores → LUNs, the guest, DB2 and the array volumes. `host` resolves a host on its own (the TUI
+    opened on a host): its series at every moment, its LUNs every LUN it reports."""
+    view = cached(source)
+    known = _known(view)
+    out = StackEntities(stack, since_ns, until_ns, view, vm=stack.vm, vcenter=stack.vcenter, guest=stack.guest,
+                        db2=stack.db2, fixed_host=host)
+    luns: dict[str, str] = {}
+    disks: list[Disk] = []
+    if stack.vm:
+        out.vcenter = stack.vcenter or _vcenter_of(known, stack.vm)
+        out.placement = placement(view, stack.vm, since_ns, until_ns, out.vcenter)
+        hosts = out.placement.hosts_between(since_ns, until_ns)
+        fact = _vm_fact(known, stack.vm, out.vcenter)
+        if not hosts and fact is not None and fact.data.get("host"):  # no sample in reach: where vCenter said
+            hosts = {str(fact.data["host"])}
+            out.placement = Placement(stack.vm, [fact.ts], [str(fact.data["host"])])
+        out.hosts = tuple(sorted(hosts))
+        # its virtual disks: as its series name them, then as its fact lists them (a disk the fact names
+        # without its device is the series' disk of the same LUNs)
+        found = [(s.tags.get("instance", ""), s.tags.get("datastore", ""), s.tags.get("lun", "").split(","))
+                 for s in view.by_tag("vsphere_vm_disk", "vm").get(stack.vm, ()) if _vcenter_ok(s.tags, out.vcenter)]
+        found += [(str(d.get("instance") or ""), str(d.get("datastore") or ""), d.get("luns") or ())
+                  for d in (fact.data.get("disks") or () if fact is not None else ())]
+        names: set[str] = set()
+        lun_sets: set[tuple[str, ...]] = set()
+        for name, datastore, raw in found:
+            ids = tuple(naa(str(x)) for x in raw if x)
+            if (name in names) if name else (ids in lun_sets):
+                continue
+            names.add(name)
+            lun_sets.add(ids)
+            disks.append(Disk(name, datastore, ids))
+            for x in ids:
+                if not luns.get(x):
+                    luns[x] = datastore
+        if out.guest is None:
+            out.guest = _guest_named(known, {short_name(stack.vm)} | (
+                {short_name(str(fact.data["guest_hostname"]))} if fact is not None and fact.data.get("guest_hostname")
+                else set()))
+    elif host is not None:
+        out.hosts = (host,)
+        for m, tag in HOST_LUN_TAGS.items():
+            for s in view.by_tag(m, "host").get(host, ()):
+                if s.tags.get(tag, "").startswith("naa."):
+                    luns.setdefault(naa(s.tags[tag]), s.tags.get("datastore", ""))
+    if out.guest is None and stack.db2 and not stack.vm:
+        out.guest = _guest_named(known, {stack.db2.lower()})
+    out.disks, out.luns = tuple(disks), luns
+    arrays = list(stack.storage)
+    if luns:
+        volumes = _volumes(view)
+        arrays += [s.tags["storage"] for lun in luns for s in volumes.get(lun, ()) if s.tags.get("storage")]
+    out.arrays = tuple(dict.fromkeys(arrays))
+    return out
+
+
+def _guest_named(known: _Known, names: set[str]) -> str | None:
+    """The guest whose short name, or the host name it reports, is one of `names`."""
+    return next((g for g in known.guests if short_name(g) in names or known.reported.get(g) in names), None)
+
+
+# --- the stacks there are ----------------------------------------------------------------------
+
+
+@dataclass
+class Inferred:
+    """A stack and how each layer was found: `rule` by which rule it exists, `matched` each layer by
+    what, `unmatched` why not."""
+
+    stack: StackConfig
+    rule: str  # config | vcenter | db2 | guest
     matched: dict[str, str] = field(default_factory=dict)
     unmatched: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def configured(self) -> bool:
+        return self.rule == "config"
+
     def to_json(self) -> dict:
         s = self.stack
-        return {"stack": s.name, "configured": self.configured, "vm": s.vm, "vcenter": s.vcenter, "guest": s.guest,
-                "db2": s.db2, "storage": list(s.storage), "matched": self.matched, "unmatched": self.unmatched}
+        return {"stack": s.name, "configured": self.configured, "rule": self.rule, "vm": s.vm, "vcenter": s.vcenter,
+                "guest": s.guest, "db2": s.db2, "storage": list(s.storage), "matched": self.matched,
+                "unmatched": self.unmatched}
 
 
-def _short(name: str) -> str:
-    return name.split(".", 1)[0].lower()
+#: what each rule of infer_stacks adds, for `db2vtop stacks` and the docs
+RULES = {
+    "config": "a [[stack]] section, as written",
+    "vcenter": "a vCenter VM no section names; its guest, DB2 and arrays matched from the sources' reports",
+    "db2": "a DB2 database no stack holds, joined to the guest and VM of its name",
+    "guest": "a guest with samples that no stack holds",
+}
 
 
-def _latest(facts: list[Fact], kind: str) -> dict[tuple, Fact]:
+def _latest(facts: Iterable[Fact], kind: str) -> dict[tuple, Fact]:
     """The newest fact of `kind` per subject."""
     out: dict[tuple, Fact] = {}
     for f in facts:
@@ -109,26 +403,84 @@ def _latest(facts: list[Fact], kind: str) -> dict[tuple, Fact]:
     return out
 
 
-def infer_stacks(cfg: Config, facts: list[Fact]) -> list[Inferred]:
-    """Every stack: the configured `[[stack]]` sections as written, then one per vCenter VM that no
-    section names, its layers found from what the sources report: the guest is the `[[ssh]]` target
-    whose host is the VM's guest host name (VMware Tools) or one of its IP addresses, DB2 the `[[db2]]`
-    on that target, the arrays those whose LUNs carry the NAA ids behind the VM's disks."""
-    out = [Inferred(s, True, {"stack": "[[stack]] " + s.name}) for s in cfg.stack]
+def infer_stacks(cfg: Config, source: Source) -> list[Inferred]:
+    """Every stack, by four rules in turn (`RULES`): the configured `[[stack]]` sections; one per vCenter
+    VM that no section names (its guest the `[[ssh]]` target whose host is the VM's guest host name or
+    one of its IP addresses, its DB2 the `[[db2]]` on that target, its arrays those whose LUNs carry the
+    NAA ids behind its disks); one per DB2 database no stack holds (the guest and VM of its name, or the
+    only ones); one per guest with samples no stack holds. A VM whose name repeats across vCenters gets
+    a stack named `vcenter/vm`."""
+    view = cached(source)
+    facts = view.facts()
+    out = [Inferred(s, "config", {"stack": "[[stack]] " + s.name}) for s in cfg.stack]
     named = {(s.vcenter, s.vm) for s in cfg.stack if s.vm} | {(None, s.vm) for s in cfg.stack if s.vm}
     array_luns: dict[str, str] = {}
     for kind in ("storage_lun", "storage_volume", "storage_device"):
         for f in _latest(facts, kind).values():
-            naa = f.tags.get("naa") or f.data.get("naa")
-            if naa and f.tags.get("storage"):
-                array_luns.setdefault(str(naa).lower().removeprefix("naa."), f.tags["storage"])
-    for f in sorted(_latest(facts, "vsphere_vm").values(), key=lambda f: f.tags.get("vm", "")):
+            lun = f.tags.get("naa") or f.data.get("naa")
+            if lun and f.tags.get("storage"):
+                array_luns.setdefault(naa(str(lun)), f.tags["storage"])
+    vms = sorted(_latest(facts, "vsphere_vm").values(), key=lambda f: (f.tags.get("vm", ""), f.tags.get("vcenter", "")))
+    repeated = {n for n in (f.tags.get("vm") for f in vms) if sum(1 for g in vms if g.tags.get("vm") == n) > 1}
+    taken = {s.name for s in cfg.stack}
+    for f in vms:
         vm, vcenter = f.tags.get("vm"), f.tags.get("vcenter")
         if not vm or (vcenter, vm) in named or (None, vm) in named:
             continue
-        found = Inferred(StackConfig(name=vm, vm=vm, vcenter=vcenter), False, {"vm": f"vCenter {vcenter}"})
+        name = f"{vcenter}/{vm}" if (vm in repeated or vm in taken) and vcenter else vm
+        taken.add(name)
+        found = Inferred(StackConfig(name=name, vm=vm, vcenter=vcenter), "vcenter", {"vm": f"vCenter {vcenter}"})
         _match_guest(cfg, f, found)
         _match_storage(f, array_luns, found)
+        out.append(found)
+    out += _db2_stacks(cfg, view, out, taken)
+    held = {s.stack.guest for s in out if s.stack.guest}
+    vm_names = {short_name(s.stack.vm) for s in out if s.stack.vm}  # their guest is found by name (resolve)
+    for g in tag_values(view, (GUEST_MEASUREMENT,), "guest"):
+        if g not in held and g not in taken and short_name(g) not in vm_names:
+            out.append(Inferred(StackConfig(name=g, guest=g), "guest", {"guest": f"guest {g} has samples"}))
+    return out
+
+
+def _db2_stacks(cfg: Config, view: CachedSource, stacks: list[Inferred], taken: set[str]) -> list[Inferred]:
+    """One stack per DB2 database no stack holds. Its guest: the [[ssh]] target its [[db2]] runs on when a
+    guest of that name reports, else the guest whose short name (or the host name it reports) is the
+    database's name, else the only guest no stack holds when there is one such database; its VM likewise
+    by the names of the database and the guest (or VMware Tools' guest host name), else the only VM."""
+    held = {s.stack.db2 for s in stacks if s.stack.db2}
+    db2s = sorted((set(tag_values(view, DB2_MEASUREMENTS, "db2"))
+                   | {f.tags["db2"] for f in view.facts() if f.kind.startswith("db2") and f.tags.get("db2")}) - held)
+    if not db2s:
+        return []
+    known = _known(view)
+    free_guests = [g for g in known.guests if g not in {s.stack.guest for s in stacks}]
+    vms = tag_values(view, tuple(VM_PLACEMENT), "vm")
+    free_vms = [v for v in vms if v not in {s.stack.vm for s in stacks}]
+    tools = {vm: short_name(str(f.data["guest_hostname"])) for vm, facts in known.vm_facts.items() for f in facts
+             if f.data.get("guest_hostname")}
+    ssh_of = {d.name: d.ssh for d in cfg.db2}
+    out = []
+    for d in db2s:
+        found = Inferred(StackConfig(name=d, db2=d), "db2", {"db2": f"DB2 {d} reports and no stack holds it"})
+        guest = ssh_of.get(d) if ssh_of.get(d) in known.guests else None
+        if guest is not None:
+            found.matched["guest"] = f"[[db2]] {d} runs on [[ssh]] {guest}, which reports as a guest"
+        elif (guest := _guest_named(known, {d.lower()})) is not None:
+            found.matched["guest"] = f"guest {guest} is named (or reports the host name) {d}"
+        elif len(free_guests) == 1 and len(db2s) == 1:
+            guest = free_guests[0]
+            found.matched["guest"] = f"the only guest no stack holds, {guest}, beside the only such DB2"
+        names = {d.lower()} | ({short_name(guest), known.reported.get(guest, "")} if guest else set())
+        vm = next((v for v in vms if short_name(v) in names or tools.get(v) in names), None)
+        if vm is not None:
+            found.matched["vm"] = f"VM {vm} is named like the database or its guest"
+        elif len(free_vms) == 1 and len(db2s) == 1:
+            vm = free_vms[0]
+            found.matched["vm"] = f"the only VM no stack holds, {vm}, beside the only such DB2"
+        name = d if d not in taken else f"db2/{d}"
+        taken.add(name)
+        vcenter = _vcenter_of(known, vm) if vm else None
+        found.stack = StackConfig(name=name, db2=d, vm=vm, vcenter=vcenter, guest=guest)
         out.append(found)
     return out
 
@@ -142,7 +494,7 @@ def _match_guest(cfg: Config, vm: Fact, found: Inferred) -> None:
     for ssh in cfg.ssh:
         if ssh.host in ips:
             why = f"[[ssh]] {ssh.name} host {ssh.host} is the VM's IP address"
-        elif hostname and _short(ssh.host) == _short(hostname):
+        elif hostname and short_name(ssh.host) == short_name(hostname):
             why = f"[[ssh]] {ssh.name} host {ssh.host} is the VM's guest host name {hostname}"
         else:
             continue
@@ -161,7 +513,7 @@ def _match_guest(cfg: Config, vm: Fact, found: Inferred) -> None:
 
 
 def _match_storage(vm: Fact, array_luns: dict[str, str], found: Inferred) -> None:
-    luns = {str(lun).lower().removeprefix("naa.") for d in vm.data.get("disks") or () for lun in d.get("luns") or ()}
+    luns = {naa(str(lun)) for d in vm.data.get("disks") or () for lun in d.get("luns") or ()}
     arrays = sorted({array_luns[lun] for lun in luns if lun in array_luns})
     if arrays:
         found.stack = replace(found.stack, storage=arrays)
@@ -169,26 +521,6 @@ def _match_storage(vm: Fact, array_luns: dict[str, str], found: Inferred) -> Non
     else:
         found.unmatched["storage"] = ("no array reports the LUNs behind the VM's disks" if luns else
                                       "the VM's disks have no LUN (NFS or not reported)")
-
-
-def in_stack(stack: StackConfig, subject: dict[str, str], facts: list[Fact]) -> bool:
-    """Whether a finding's subject belongs to the stack: its VM, guest, DB2 or arrays, or the host the
-    VM runs on now (its placement fact)."""
-    if any(v is not None and subject.get(k) == v for k, v in (("vm", stack.vm), ("db2", stack.db2),
-                                                             ("guest", stack.guest))):
-        return True
-    if subject.get("storage") in stack.storage:
-        return True
-    if stack.vm and "host" in subject and "vm" not in subject:
-        placed = [f for f in facts if f.kind == "vsphere_vm" and f.tags.get("vm") == stack.vm]
-        if not placed:
-            return False
-        vm = max(placed, key=lambda f: f.ts)
-        lun = subject.get("lun") or subject.get("device")
-        if lun is not None:  # a host's LUN is the stack's only when one of its disks lives there
-            return lun in {x for d in vm.data.get("disks") or () for x in d.get("luns") or ()}
-        return vm.data.get("host") == subject["host"]
-    return False
 
 
 def db2_vm_selector(cfg: Config) -> Callable[[Fact], bool] | None:
@@ -203,8 +535,24 @@ def db2_vm_selector(cfg: Config) -> Callable[[Fact], bool] | None:
         name = vm.tags.get("vm", "")
         if name in named or any(fnmatch.fnmatchcase(name, p) for p in cfg.vsphere.db2_vms):
             return True
-        found = Inferred(StackConfig(name=name, vm=name), False)
+        found = Inferred(StackConfig(name=name, vm=name), "vcenter")
         _match_guest(cfg, vm, found)
         return found.stack.db2 is not None
 
     return is_db2
+
+
+def pick(stacks: list[Inferred], vms: Iterable[str], names: Iterable[str]) -> tuple[list[Inferred], list[str]]:
+    """The stacks `--vm` and `--stack` name (all when neither is given), and the names no stack has.
+    A VM is named `vcenter/vm` or bare; a bare name held by VMs of several vCenters picks each."""
+    vms, names = list(vms), list(names)
+    if not vms and not names:
+        return stacks, []
+
+    def vm_names(s: StackConfig) -> set[str]:
+        return {s.vm, f"{s.vcenter}/{s.vm}"} if s.vm else set()
+
+    chosen = [i for i in stacks if vm_names(i.stack) & set(vms) or i.stack.name in names]
+    missing = [v for v in vms if not any(v in vm_names(i.stack) for i in chosen)]
+    missing += [n for n in names if not any(i.stack.name == n for i in chosen)]
+    return chosen, missing

@@ -1,4 +1,4 @@
-"""Triage's judgement and report: what agent/triage.py gathered, judged in time order by
+"""Triage's judgement and report: what agent/gather.py gathered, judged in time order by
 the same engine the agent runs, so a triage verdict and a live finding never disagree."""
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from typing import Any
 
 from db2vtop.agent.core.config import Config, StackConfig
 from db2vtop.agent.core.model import Fact, Finding, Severity, severity_rank
+from db2vtop.agent.core.source import CachedSource, MemorySource
 from db2vtop.checks.catalog import cite
 from db2vtop.checks.evidence import describe
 from db2vtop.checks.runner import build_engine
-from db2vtop.checks.topology import in_stack
-from db2vtop.checks.verdict import RowIndex, stack_verdicts
+from db2vtop.checks.topology import resolve
+from db2vtop.checks.verdict import stack_verdict
 
 EXIT_OK, EXIT_WARNING, EXIT_CRITICAL, EXIT_UNKNOWN = 0, 1, 2, 3
 
@@ -72,14 +73,15 @@ def judge(cfg: Config, samples: list[Any], facts: list[Fact], sources: dict[str,
     findings = sorted(changed.values(), key=lambda f: (f.resolved_at is not None, severity_rank(f.severity),
                                                        f.rule, sorted(f.subject.items())))
     stacks = cfg.stack if stacks is None else stacks
-    judged = stack_verdicts(RowIndex(samples), stacks, since, now, cfg.checks)
+    source = CachedSource(MemorySource(samples, facts))
+    entities = [resolve(source, s, since, now) for s in stacks]
+    judged = [stack_verdict(source, e.stack, since, now, cfg.checks, e) for e in entities]
     if targeted:
-        findings = [f for f in findings if any(in_stack(s, f.subject, facts) for s in stacks)]
-    by_name = {s.name: s for s in stacks}
+        findings = [f for f in findings if any(e.owns(f.subject) for e in entities)]
     configured = {s.name for s in cfg.stack}  # asked for by name in the config: always shown
     shown = [v for v in judged if targeted or v.layer is not None or v.stack in configured]
     shown.sort(key=lambda v: ({"high": 0, "medium": 1, "low": 2}.get(v.confidence, 3), v.stack))
-    verdicts = [{**v.to_json(), "vm": by_name[v.stack].vm} for v in shown]
+    verdicts = [v.to_json() for v in shown]
     return TriageResult(now, lookback_s, findings, verdicts, sources=sources, samples=len(samples),
                         healthy=len([v for v in judged if v.layer is None]))
 
@@ -127,8 +129,9 @@ def to_text(r: TriageResult, markdown: bool = False) -> str:
         lines += [f"{r.healthy} stack(s) judged healthy: no layer to blame", ""]
     for v in r.verdicts:
         blame = f"blame: {v['layer']}" if v["layer"] else "no layer to blame"
+        where = f"; VM {v['vm']} of vCenter {v['vcenter']}" if v.get("vm") and v.get("vcenter") else ""
         lines += [("## " if markdown else "") + f"Verdict for stack {v['stack']} ({blame}, confidence "
-                  f"{v['confidence']}, {v['buckets']} buckets of 20 s)", "", v["summary"], ""]
+                  f"{v['confidence']}, {v['buckets']} buckets of 20 s{where})", "", v["summary"], ""]
     for title, group in (("Findings", open_), ("Resolved within the window", past)):
         if not group:
             continue

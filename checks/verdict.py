@@ -18,18 +18,21 @@ With too few buckets, or no layer below DB2, the verdict says so instead of gues
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from statistics import fmean
-from typing import Any, Protocol
+from typing import Any
 
 from db2vtop.agent.core.config import StackConfig
-from db2vtop.agent.core.model import FieldValue, Sample
-from db2vtop.agent.core.store import Row, Series
+from db2vtop.agent.core.source import Source, cached
+from db2vtop.checks.figures import COMBINE, ROLES, Figure
 from db2vtop.checks.scales import levels, rule_thresholds
-from db2vtop.checks.topology import placement
+from db2vtop.checks.topology import StackEntities, resolve
 
 BUCKET_NS = 20 * 10**9
+#: entities whose series count only while the VM ran on their host (vMotion)
+PLACED = ("host", "lun", "datastore")
+Overrides = Mapping[str, Mapping[str, Any]]
 
 
 @dataclass
@@ -42,67 +45,41 @@ class StackVerdict:
     samples: int = 0
     buckets: int = 0
     figures: dict[str, float] = field(default_factory=dict)
+    vm: str | None = None
+    vcenter: str | None = None  # the VM's: a stack's identity (VM names repeat across vCenters)
 
     def to_json(self) -> dict:
-        return {"stack": self.stack, "layer": self.layer, "summary": self.summary, "confidence": self.confidence,
-                "chain": self.chain, "samples": self.samples, "buckets": self.buckets, "figures": self.figures}
+        return {"stack": self.stack, "vm": self.vm, "vcenter": self.vcenter, "layer": self.layer,
+                "summary": self.summary, "confidence": self.confidence, "chain": self.chain, "samples": self.samples,
+                "buckets": self.buckets, "figures": self.figures}
 
 
-class Source(Protocol):
-    """What the verdict reads: the store, or rows held in memory (triage)."""
+class _Buckets:
+    """The stack's figures on 20 s buckets, read once per verdict through its entities."""
 
-    def series(self, measurement: str | None = None) -> list[Series]: ...
-
-    def window(self, series_id: int, field_name: str, since_ns: int,
-               until_ns: int | None = None) -> list[tuple[int, FieldValue]]: ...
-
-
-class RowIndex:
-    """Rows in memory with the store's series/window reads, for a triage's merged history."""
-
-    def __init__(self, rows: Iterable[Sample | Row]):
-        self._ids: dict[tuple, int] = {}
-        self._series: list[Series] = []
-        self._points: dict[int, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
-        for r in rows:
-            key = (r.measurement, *sorted(r.tags.items()))
-            sid = self._ids.get(key)
-            if sid is None:
-                sid = self._ids[key] = len(self._series)
-                self._series.append(Series(sid, r.measurement, dict(r.tags)))
-            self._points[sid].append((r.ts, r.fields))
-
-    def series(self, measurement: str | None = None) -> list[Series]:
-        return [s for s in self._series if measurement is None or s.measurement == measurement]
-
-    def window(self, series_id: int, field_name: str, since_ns: int,
-               until_ns: int | None = None) -> list[tuple[int, FieldValue]]:
-        high = until_ns if until_ns is not None else 2**63 - 1
-        return sorted((ts, f[field_name]) for ts, f in self._points[series_id]
-                      if since_ns <= ts <= high and field_name in f)
-
-
-class _Reader:
-    """Bucketed figures of one stack's entities, read once per verdict."""
-
-    def __init__(self, store: Source, since: int, until: int):
-        self.store, self.since, self.until = store, since, until
+    def __init__(self, entities: StackEntities):
+        self.entities = entities
         self.samples = 0
 
-    def buckets(self, measurement: str, fld: str, match: Callable[[dict[str, str]], bool],
-                combine: Callable[[list[float]], float] = max,
-                at: Callable[[dict[str, str], int], bool] | None = None) -> dict[int, float]:
-        """bucket -> value: the mean of each series in the bucket, then `combine` across series.
+    def role(self, figures: tuple[Figure, ...]) -> dict[int, float]:
+        """The first of a role's figures that has samples."""
+        for fig in figures:
+            found = self.figure(fig)
+            if found:
+                return found
+        return {}
 
-        `at` keeps only the points of a series that belong to the stack at their moment (a host's
-        series while the VM ran on that host)."""
+    def figure(self, fig: Figure) -> dict[int, float]:
+        """bucket -> value: the mean of each series in the bucket, then the figure's `combine` across series.
+        A host's series count only for the buckets in which the VM ran on that host."""
+        ent = self.entities
+        at = ent.ran_there if fig.entity in PLACED else None
+        combine = COMBINE[fig.combine]
         per_bucket: dict[int, list[float]] = defaultdict(list)
-        for s in self.store.series(measurement):
-            if not match(s.tags):
-                continue
+        for s in ent.select(fig.entity, fig.measurement, fig.where):
             points: dict[int, list[float]] = defaultdict(list)
             tags = s.tags
-            numbers = [(ts, v) for ts, v in self.store.window(s.id, fld, self.since, self.until)
+            numbers = [(ts, v) for ts, v in ent.source.window(s.id, fig.field, ent.since, ent.until)
                        if (type(v) is float or type(v) is int) and (at is None or at(tags, ts))]  # not bool, not text
             self.samples += len(numbers)
             for ts, v in numbers:
@@ -117,14 +94,6 @@ def _over(series: dict[int, float], buckets: Iterable[int]) -> float | None:
     return fmean(values) if values else None
 
 
-def _tag_in(key: str, values: set[str]) -> Callable[[dict[str, str]], bool]:
-    return lambda tags: bool(values & set(tags.get(key, "").split(",")))
-
-
-def _is(**want: str | None) -> Callable[[dict[str, str]], bool]:
-    return lambda tags: all(v is not None and tags.get(k) == v for k, v in want.items())
-
-
 def _max(*values: float | None) -> float | None:
     known = [x for x in values if x is not None]
     return max(known) if known else None
@@ -134,86 +103,35 @@ def _fmt(v: float | None, unit: str) -> str:
     return "n/a" if v is None else f"{v:.1f}{unit}"
 
 
-def stack_verdicts(store: Source, stacks: list[StackConfig], since_ns: int, until_ns: int,
-                   overrides: dict[str, dict] | None = None) -> list[StackVerdict]:
-    return [stack_verdict(store, s, since_ns, until_ns, overrides) for s in stacks]
+def stack_verdicts(source: Source, stacks: list[StackConfig], since_ns: int, until_ns: int,
+                   overrides: Overrides | None = None) -> list[StackVerdict]:
+    view = cached(source)  # one series index for every stack
+    return [stack_verdict(view, s, since_ns, until_ns, overrides) for s in stacks]
 
 
-def limits(stack: StackConfig, overrides: dict[str, dict] | None = None) -> dict[str, float]:
-    """The verdict's levels: its own (`stack-verdict`) and the rules' it shares a question with, after
-    `[checks.RULE]` and then the stack's own `[stack.checks.RULE]` overrides."""
+def limits(stack: StackConfig, overrides: Overrides | None = None) -> dict[str, float]:
+    """The verdict's levels: its own (`stack-verdict`) and, for each of its inputs judged by a rule's scale
+    (checks/figures.py `level`), that scale's warning level, after `[checks.RULE]` and then the stack's own
+    `[stack.checks.RULE]` overrides."""
     merged = {rid: dict(v) for rid, v in (overrides or {}).items()}
     for rid, v in stack.checks.items():
         merged.setdefault(rid, {}).update(v)
     lv = levels(merged)
     own = {k: float(v) for k, v in rule_thresholds(merged)["stack-verdict"].items()}
-    return {**own, "ready_pct": lv["ready"][0], "costop_pct": lv["costop"][0], "kavg_ms": lv["kavg"][0],
-            "qavg_ms": lv["qavg"][0], "queued": lv["queued"][0]}
+    shared = {role: warn for role, figs in ROLES.items() if (warn := lv.of(figs[0].level).warn) is not None}
+    return {**own, **shared}
 
 
-def stack_verdict(store: Source, stack: StackConfig, since_ns: int, until_ns: int,
-                  overrides: dict[str, dict] | None = None) -> StackVerdict:
-    r = _Reader(store, since_ns, until_ns)
-    db2 = _is(db2=stack.db2)
-    vm = _is(vm=stack.vm)
-    guest = _is(guest=stack.guest)
-    where = placement(store, stack.vm, since_ns, until_ns)
-    hosts = where.hosts_between(since_ns, until_ns)
-    luns = {lun for s in store.series("vsphere_vm_disk") if s.tags.get("vm") == stack.vm
-            for lun in s.tags.get("lun", "").split(",") if lun}
-
-    def on_host(tags: dict[str, str]) -> bool:
-        return tags.get("host") in hosts
-
-    def ran_there(tags: dict[str, str], ts: int) -> bool:
-        return where.host_at(ts) == tags.get("host")
-
-    def host_lun(tags: dict[str, str]) -> bool:
-        return on_host(tags) and tags.get("lun", tags.get("device")) in luns
-
-    def guest_disk(tags: dict[str, str]) -> bool:
-        return guest(tags) and tags.get("type") == "disk"
-
-    def array(tags: dict[str, str]) -> bool:
-        return tags.get("storage") in stack.storage and (not luns or tags.get("naa") in luns)
-
-    f = {
-        # DB2: where request time goes
-        "log_disk_wait_pct": r.buckets("db2_database", "log_disk_wait_pct", db2),
-        "read_wait_pct": r.buckets("db2_database", "pool_read_wait_pct", db2),
-        "direct_read_wait_pct": r.buckets("db2_database", "direct_read_wait_pct", db2),
-        "lock_wait_pct": r.buckets("db2_database", "lock_wait_pct", db2),
-        "log_write_ms": r.buckets("db2_log", "log_write_ms", db2),
-        # guest
-        "guest_write_await_ms": r.buckets("guest_disk", "write_await_ms", guest_disk),
-        "guest_read_await_ms": r.buckets("guest_disk", "read_await_ms", guest_disk),
-        "guest_steal_pct": r.buckets("guest_cpu", "steal_pct", lambda t: guest(t) and t.get("cpu") == "total"),
-        "guest_swap_in": r.buckets("guest_mem", "swap_in_bytes_per_s", guest),
-        # VM
-        "vmdk_write_ms": r.buckets("vsphere_vm_disk", "write_latency_ms", vm),
-        "vmdk_read_ms": r.buckets("vsphere_vm_disk", "read_latency_ms", vm),
-        "ready_pct": r.buckets("vsphere_vm", "cpu_ready_pct", vm),
-        "costop_pct": r.buckets("vsphere_vm", "cpu_costop_pct", vm),
-        "balloon_bytes": r.buckets("vsphere_vm", "mem_balloon_bytes", vm),
-        "vm_swapin": r.buckets("vsphere_vm", "mem_swapin_bytes_per_s", vm),
-        "vm_swapped_bytes": r.buckets("vsphere_vm", "mem_swapped_bytes", vm),
-        # host, per LUN of the VM (vCenter and esxtop)
-        "kavg_ms": r.buckets("vsphere_host_lun", "kernel_latency_ms", host_lun, at=ran_there),
-        "qavg_ms": r.buckets("vsphere_host_lun", "queue_latency_ms", host_lun, at=ran_there),
-        "davg_ms": r.buckets("vsphere_host_lun", "device_latency_ms", host_lun, at=ran_there),
-        "queue_depth": r.buckets("vsphere_host_lun", "max_queue_depth", host_lun, min, ran_there),
-        "esx_kavg_ms": r.buckets("esxtop_device", "kernel_latency_ms", host_lun, at=ran_there),
-        "esx_davg_ms": r.buckets("esxtop_device", "device_latency_ms", host_lun, at=ran_there),
-        "esx_qued": r.buckets("esxtop_device", "queued", host_lun, at=ran_there),
-        "esx_dqlen": r.buckets("esxtop_device", "queue_depth", host_lun, min, ran_there),
-        "host_swapin": r.buckets("vsphere_host", "mem_swapin_bytes_per_s", on_host, at=ran_there),
-        # array
-        "array_ms": r.buckets("storage_lun", "avg_latency_ms", array) or r.buckets(
-            "storage_volume", "avg_latency_ms", array) or r.buckets("storage_disk", "write_await_ms", array),
-        "array_queue_full": r.buckets("storage_lun", "queue_full_per_s", array),
-    }
-    return _decide(stack.name, f, r.samples, lambda b: where.host_at(b * BUCKET_NS + BUCKET_NS // 2),
-                   limits(stack, overrides))
+def stack_verdict(source: Source, stack: StackConfig, since_ns: int, until_ns: int,
+                  overrides: Overrides | None = None, entities: StackEntities | None = None) -> StackVerdict:
+    """The verdict over [since, until] (`entities`: the stack's, when the caller resolved them already)."""
+    ent = entities if entities is not None else resolve(source, stack, since_ns, until_ns)
+    r = _Buckets(ent)
+    f = {role: r.role(figs) for role, figs in ROLES.items()}
+    out = _decide(stack.name, f, r.samples, lambda b: ent.host_at(b * BUCKET_NS + BUCKET_NS // 2),
+                  limits(stack, overrides))
+    out.vm, out.vcenter = ent.vm, ent.vcenter
+    return out
 
 
 def _decide(name: str, f: dict[str, dict[int, float]], samples: int,
@@ -286,7 +204,7 @@ def _decide(name: str, f: dict[str, dict[int, float]], samples: int,
         if v["array_ms"] is not None:
             chain.append(f"array LUN {_fmt(v['array_ms'], ' ms')}")
         depth = v["esx_dqlen"] or v["queue_depth"]
-        if (kernel or 0) >= t["kavg_ms"] or (queue or 0) >= t["qavg_ms"] or (v["esx_qued"] or 0) >= t["queued"]:
+        if (kernel or 0) >= t["kavg_ms"] or (queue or 0) >= t["qavg_ms"] or (v["esx_qued"] or 0) >= t["esx_qued"]:
             why = "queueing in the hypervisor" + (f" (LUN queue depth {depth:.0f})" if depth else "")
             return verdict("host", why, chain)
         if device is not None and device >= t["slow_ms"]:
@@ -296,7 +214,7 @@ def _decide(name: str, f: dict[str, dict[int, float]], samples: int,
             return verdict("storage", "the array is slow", chain)
         if v["array_ms"] is not None and v["array_ms"] >= t["slow_ms"]:
             return verdict("storage", "the array is slow", chain)
-        if guest_ms is not None and vmdk is not None and guest_ms > t["guest_queue_ratio"] * vmdk + 1:
+        if guest_ms is not None and vmdk is not None and guest_ms > t["guest_queue_ratio"] * vmdk + t["guest_queue_ms"]:
             return verdict("guest", "queueing inside the guest (device queue depth, I/O scheduler)", chain)
         if chain and len(chain) == 1:
             return StackVerdict(name, "db2", chain[0] + " ⇒ DB2 waits on I/O; no layer below it is monitored",

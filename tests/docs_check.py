@@ -220,7 +220,8 @@ FIGURES_BEGIN = "<!-- generated from checks/report.py FIGURES by `python -m test
 
 def figures_markdown() -> str:
     """The report's figures, per layer, as docs/runs.md lists them."""
-    from db2vtop.checks.report import FIGURES, LAYER_TITLES, LAYERS
+    from db2vtop.checks.figures import LAYER_TITLES, LAYERS
+    from db2vtop.checks.report import FIGURES
 
     out = []
     for layer in LAYERS:

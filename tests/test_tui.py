@@ -12,12 +12,13 @@ import pytest
 from rich.console import Console
 from textual.widgets import Input, Static
 
-from db2vtop.agent.config import load_config
+from db2vtop.agent.config import Config, load_config
 from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample
 from db2vtop.agent.core.runs import BEGIN, END, edge_marker
 from db2vtop.agent.core.store import Store, StoreWriter
 from db2vtop.agent.runtime import Runtime
+from db2vtop.checks.topology import infer_stacks, resolve
 from db2vtop.collectors.guest.config import GuestConfig
 from db2vtop.collectors.guest.local import LocalGuestCollector
 from db2vtop.collectors.markers import MarkerInbox
@@ -30,7 +31,7 @@ from db2vtop.tui.screens.findings import FindingsScreen
 from db2vtop.tui.screens.fleet import FleetScreen
 from db2vtop.tui.screens.local import LocalScreen
 from db2vtop.tui.screens.stack import StackScreen
-from db2vtop.tui.stacks import Target, infer_stacks, resolve
+from db2vtop.tui.stacks import Target
 from db2vtop.tui.table import GridTable, cell_text
 from db2vtop.tui.timecursor import TimeCursor
 from db2vtop.tui.widgets import FilterBar, StripView
@@ -380,11 +381,11 @@ async def test_the_verdict_is_shown_and_its_failure_too(fleet_store, utc, monkey
 
     seen = []
 
-    def verdicts(store, stacks_, since, until, overrides=None):
-        seen.append((stacks_[0].name, since, until))
-        return [Verdict()]
+    def verdict(source, stack, since, until, overrides=None, entities=None):
+        seen.append((stack.name, since, until))
+        return Verdict()
 
-    monkeypatch.setattr(stack_view, "stack_verdicts", verdicts)
+    monkeypatch.setattr(stack_view, "stack_verdict", verdict)
     app = replay(path, stacks)
     async with app.run_test(size=(170, 50)) as pilot:
         app.run_command("stack prod01")
@@ -397,7 +398,7 @@ async def test_the_verdict_is_shown_and_its_failure_too(fleet_store, utc, monkey
         def broken(*_a):
             raise RuntimeError("no LUN map")
 
-        monkeypatch.setattr(stack_view, "stack_verdicts", broken)
+        monkeypatch.setattr(stack_view, "stack_verdict", broken)
         await pilot.press("left")
         await wait_for(pilot, lambda: "verdict failed: no LUN map" in text(app, "#verdict"))
         await pilot.press("q")
@@ -531,7 +532,7 @@ async def test_one_stack_opens_on_it_and_an_empty_store_on_local(tmp_path, utc):
 def test_stacks_are_inferred_per_db2_database_and_joined_by_name(fleet_store, tmp_path):
     path, _ = fleet_store
     with Store(path) as store:
-        inferred = infer_stacks(store)
+        inferred = [i.stack for i in infer_stacks(Config(), store) if i.rule == "db2"]
     assert [(s.name, s.db2, s.guest, s.vm) for s in inferred] == [("prod01", "prod01", None, None),
                                                                  ("prod02", "prod02", None, None)]
     named = tmp_path / "named.db"
@@ -545,9 +546,9 @@ def test_stacks_are_inferred_per_db2_database_and_joined_by_name(fleet_store, tm
                 facts=[__import__("db2vtop.agent.core.model", fromlist=["Fact"]).Fact("guest", {"guest": "db2host"},
                                                                         {"hostname": "prod.example.com"}, T0)])
     with Store(named) as store:
-        (st,) = infer_stacks(store)
+        (st,) = [i.stack for i in infer_stacks(Config(), store) if i.rule == "db2"]
         assert (st.db2, st.guest, st.vm, st.vcenter) == ("prod", "db2host", "DB2HOST.lab", "vc1")
-        r = resolve(Reader(store), Target.of_stack(st), T0)
+        r = resolve(Reader(store), st, T0, T0)
         assert r.host == "esx1"
 
 

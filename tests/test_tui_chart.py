@@ -8,18 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from db2vtop.tui.chart import (
-    MARKER_STYLE,
-    Marks,
-    Thresholds,
-    braille,
-    buckets,
-    merge_max,
-    nice_top,
-    short,
-    spark,
-    time_axis,
-)
+from db2vtop.checks.scales import Level
+from db2vtop.tui.chart import MARKER_STYLE, Marks, braille, buckets, merge_max, nice_top, short, spark, time_axis
 from db2vtop.tui.table import Column, TableRow, arrange, matcher, measure, row_strip
 
 S = 10**9
@@ -69,7 +59,7 @@ def test_the_y_axis_starts_at_zero_and_ends_on_a_round_number():
 
 def test_braille_area_marks_and_thresholds():
     values = [0.0, 0.0, 5.0, 5.0, 10.0, 10.0, None, None]
-    strips = braille(values, 2, 10.0, Marks(frozenset({3}), frozenset()), thresholds=Thresholds(4.0, 9.0), gutter=4)
+    strips = braille(values, 2, 10.0, Marks(frozenset({3}), frozenset()), level=Level(4.0, 9.0), gutter=4)
     assert len(strips) == 2 and all(s.cell_length == 4 + 4 for s in strips)
     top, bottom = (s.text for s in strips)
     assert top.startswith(" 10┤") and bottom.startswith("  0┤")
@@ -147,7 +137,7 @@ def test_the_readers_latest_cache_follows_new_late_and_backfilled_samples(tmp_pa
 
         def ready(until: int) -> dict[str, float]:
             rd.begin()
-            return {r.tags["vm"]: r.fields["cpu_ready_pct"] for r in rd.latest("vsphere_vm", until)}
+            return {r.tags["vm"]: r.fields["cpu_ready_pct"] for r in rd.latest_at("vsphere_vm", until)}
 
         assert ready(T0 + 10 * S) == {"vm0": 1.0, "vm1": 1.0, "vm2": 1.0}
         w.write([Sample("vsphere_vm", {"vm": "vm0"}, {"cpu_ready_pct": 2.0}, T0 + 20 * S)])
@@ -162,4 +152,4 @@ def test_the_readers_latest_cache_follows_new_late_and_backfilled_samples(tmp_pa
         assert ready(T0 + 401 * S)["vm2"] == 1.0  # too far back for the quick look...
         clock[0] += FULL_READ_S
         assert ready(T0 + 402 * S)["vm2"] == 5.0  # ...the periodic full read has it
-        rd.store.close()
+        rd.source.close()

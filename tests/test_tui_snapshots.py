@@ -38,7 +38,7 @@ def recorded(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def frozen(utc, monkeypatch):
-    monkeypatch.setattr(stack_view, "stack_verdicts", lambda *_a: [_Verdict()])
+    monkeypatch.setattr(stack_view, "stack_verdict", lambda *_a: _Verdict())
 
 
 def app_at(recorded, theme: str | None = None) -> Db2vtopApp:

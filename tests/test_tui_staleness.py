@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from db2vtop.agent.core.model import Sample
 from db2vtop.agent.core.store import Store
+from db2vtop.checks.scales import levels
 from db2vtop.tui.data import Reader, TableState
 from db2vtop.tui.fleet_view import load_fleet
 
@@ -34,7 +35,7 @@ def test_vcenter_rows_a_period_late_are_fresh_and_a_silent_vm_is_stale(tmp_path)
 
         def fleet_at(until: int) -> tuple[dict[str, str], int]:
             rd.begin()
-            view = load_fleet(rd, [], until - 600 * S, until, TableState(), 10)
+            view = load_fleet(rd, [], until - 600 * S, until, TableState(), 10, levels())
             return notes(view), view.stale
 
         writer.write([vm_sample(vm, T0) for vm in ("db2prod01", "db2prod02", "db2gone")])

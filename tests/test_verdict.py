@@ -7,10 +7,9 @@ import pytest
 from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.model import Sample
 from db2vtop.agent.core.store import Store
-from db2vtop.checks.topology import placement
+from db2vtop.checks.topology import placement, resolve
 from db2vtop.checks.verdict import stack_verdict
 from db2vtop.tui.data import Reader
-from db2vtop.tui.stacks import Target, resolve
 
 T0 = 1_700_000_000 * 10**9
 S = 10**9
@@ -135,8 +134,8 @@ def test_only_the_symptom_buckets_are_judged(tmp_path, bad_buckets):
     assert v.layer == "host" and v.buckets == bad_buckets and v.figures["kavg_ms"] == 9.0
 
 
-def test_the_row_index_answers_like_the_store(tmp_path):
-    from db2vtop.checks.verdict import RowIndex
+def test_samples_in_memory_are_judged_as_in_the_store(tmp_path):
+    from db2vtop.agent.core.source import MemorySource
 
     path = tmp_path / "same.db"
     rows = [Sample(m, t, {**HEALTHY[k], "log_write_ms": 12.0} if k == "log" else
@@ -146,7 +145,7 @@ def test_the_row_index_answers_like_the_store(tmp_path):
         w.write(rows)
     with Store(path) as r:
         from_store = stack_verdict(r, STACK, T0, T0 + 20 * 20 * S)
-    from_memory = stack_verdict(RowIndex(rows), STACK, T0, T0 + 20 * 20 * S)
+    from_memory = stack_verdict(MemorySource(rows), STACK, T0, T0 + 20 * 20 * S)
     assert from_memory.to_json() == from_store.to_json() and from_store.layer == "host"
 
 
@@ -181,8 +180,8 @@ def test_after_a_vmotion_only_the_new_host_is_judged(tmp_path):
         after = stack_verdict(r, STACK, T0 + 15 * 20 * S, T0 + 45 * 20 * S)
         rd = Reader(r)
         rd.begin()
-        on_screen = resolve(rd, Target.of_stack(STACK), T0 + 44 * 20 * S)  # the Stack screen at the cursor
-        before = resolve(rd, Target.of_stack(STACK), T0 + 5 * 20 * S)
+        on_screen = resolve(rd, STACK, T0 + 44 * 20 * S, T0 + 44 * 20 * S)  # the Stack screen at the cursor
+        before = resolve(rd, STACK, T0 + 5 * 20 * S, T0 + 5 * 20 * S)
     assert on_screen.host == "esx02" and before.host == "esx01"
     assert after.layer == "storage" and after.summary.endswith("⇒ the array is slow"), after.summary
     assert "host esx02 KAVG 0.1 ms" in after.summary and "esx01" not in after.summary

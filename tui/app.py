@@ -39,11 +39,12 @@ from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.markers import deliver_marker
 from db2vtop.agent.core.model import Annotation, Output
 from db2vtop.agent.core.runs import find_run, runs
+from db2vtop.agent.core.source import Source
 from db2vtop.agent.core.store import Store, StoreError
 from db2vtop.agent.core.units import format_duration, parse_duration
+from db2vtop.checks.scales import Levels, levels
 from db2vtop.tui import commands
 from db2vtop.tui.data import Reader
-from db2vtop.tui.layers import apply_overrides
 from db2vtop.tui.screens.base import ViewScreen
 from db2vtop.tui.screens.dialogs import CommandBar, HelpScreen, MarkerPrompt
 from db2vtop.tui.screens.findings import FindingsScreen
@@ -96,8 +97,9 @@ class Db2vtopApp(App):
                  clock: Callable[[], int] = time.time_ns, refresh_s: float = 1.0,
                  stacks: list[StackConfig] | None = None, read_only: bool = False, store_label: str | None = None,
                  prefer_fleet: bool = False, overrides: dict[str, dict] | None = None, config: Config | None = None,
-                 source: Callable[[], Any] | None = None):
-        apply_overrides(overrides)  # [checks.RULE]: the colours follow the rules the user tuned
+                 source: Callable[[], Source] | None = None):
+        # [checks.RULE]: the colours and the Stack screen's verdict follow the rules the user tuned
+        self.levels: Levels = levels(overrides)
         self.config = config  # its [[ssh]]/[[db2]] sections infer the DB2 VMs' stacks
         self.store_path = Path(store_path)
         # what the screens read: the store file, or InfluxDB (`--source influxdb`), same interface
@@ -161,13 +163,13 @@ class Db2vtopApp(App):
         else:
             self.call_after_refresh(self.reload)
 
-    def _infer(self, store: Store) -> list[StackConfig]:
+    def _infer(self, source: Source) -> list[StackConfig]:
         cfg = self.config or (Config(stack=self.configured) if self.configured else None)
-        return view_stacks(cfg, store)
+        return view_stacks(cfg, source)
 
     def stacks_for(self, reader: Reader) -> list[StackConfig]:
         """The configured stacks and the inferred DB2 VMs' (looked at again every minute)."""
-        self.known_stacks = reader.memo("stacks", 60, lambda: self._infer(reader.store))
+        self.known_stacks = reader.memo("stacks", 60, lambda: self._infer(reader))
         return self.known_stacks
 
     # --- the time cursor and the loader -------------------------------------------------------
@@ -232,7 +234,9 @@ class Db2vtopApp(App):
         self.call_from_thread(self._show, screen, view)
 
     def _show(self, screen: ViewScreen, view: Any) -> None:
-        if not screen.is_attached:
+        # a screen left (Esc) while its load ran is being taken down: its widgets may be gone already; it
+        # loads again when it is shown again
+        if not screen.is_attached or not screen.is_current:
             return
         t0 = time.perf_counter()
         screen.show_view(view)
@@ -282,7 +286,10 @@ class Db2vtopApp(App):
                     (subject.get("storage") and subject["storage"] in st.storage):
                 self.open_target(Target.of_stack(st))
                 return
-        for key, make in (("vm", Target.of_vm), ("host", Target.of_host), ("guest", Target.of_guest)):
+        if subject.get("vm"):  # of its vCenter: VM names repeat across vCenters
+            self.open_target(Target.of_vm(subject["vm"], subject.get("vcenter")))
+            return
+        for key, make in (("host", Target.of_host), ("guest", Target.of_guest)):
             if subject.get(key):
                 self.open_target(make(subject[key]))
                 return

@@ -26,6 +26,8 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.strip import Strip
 
+from db2vtop.checks.scales import NO_LEVEL, Level
+
 Points = Sequence[tuple[int, float]]
 
 # A violet of its own: the theme's "magenta" comes out as the critical colour's pink-red in 256 colours,
@@ -138,28 +140,10 @@ def short(v: float) -> str:
     return f"{v:.3g}"
 
 
-@dataclass(eq=False)
-class Thresholds:
-    """Colour levels. The TUI's are the rules' thresholds (tui/layers.py), set again in place when the
-    app applies the user's overrides, so every chart and cell that holds one recolours."""
-
-    warn: float | None = None
-    crit: float | None = None
-
-    def set(self, warn: float | None, crit: float | None) -> None:
-        self.warn, self.crit = warn, crit
-
-    def style_of(self, v: float | None, normal: str) -> str:
-        if v is None:
-            return normal
-        if self.crit is not None and v >= self.crit:
-            return "bold red"
-        if self.warn is not None and v >= self.warn:
-            return "yellow"
-        return normal
-
-
-NO_THRESHOLDS = Thresholds()
+def level_style(level: Level, v: float | None, normal: str) -> str:
+    """A value's colour on its scale's level (checks/scales.py): red at crit, yellow at warn."""
+    grade = level.grade(v)
+    return "bold red" if grade == "crit" else "yellow" if grade == "warn" else normal
 
 
 def _run_segments(cells: list[tuple[str, str | None]]) -> list[Segment]:
@@ -177,13 +161,13 @@ def _run_segments(cells: list[tuple[str, str | None]]) -> list[Segment]:
 
 
 def braille(values: list[float | None], height: int, top: float, marks: Marks = Marks(),
-            color: str = "green", thresholds: Thresholds = NO_THRESHOLDS, gutter: int = 0) -> list[Strip]:
+            color: str = "green", level: Level = NO_LEVEL, gutter: int = 0) -> list[Strip]:
     """An area chart two values per cell wide, four per cell high; `values` has 2 x columns items."""
     cols = len(values) // 2
     height = max(1, height)
     levels = height * 4
     dots = [None if v is None else max(1, min(levels, round(v / top * levels))) if top > 0 else 1 for v in values]
-    cell_style = [thresholds.style_of(_max2(values[2 * c], values[2 * c + 1]), color) for c in range(cols)]
+    cell_style = [level_style(level, _max2(values[2 * c], values[2 * c + 1]), color) for c in range(cols)]
     strips = []
     for row in range(height):
         base = (height - 1 - row) * 4  # dots below this row
@@ -215,7 +199,7 @@ def _max2(a: float | None, b: float | None) -> float | None:
 
 
 def spark(values: list[float | None], top: float, marks: Marks = Marks(), color: str | None = None,
-          thresholds: Thresholds = NO_THRESHOLDS) -> list[tuple[str, str | None]]:
+          level: Level = NO_LEVEL) -> list[tuple[str, str | None]]:
     """One cell per bucket (block characters) for table cells: (text, style) runs."""
     cells: list[tuple[str, str | None]] = []
     for c, v in enumerate(values):
@@ -225,7 +209,7 @@ def spark(values: list[float | None], top: float, marks: Marks = Marks(), color:
         elif c in marks.events:
             cells.append((ch if v is not None else "┊", EVENT_STYLE))
         else:
-            cells.append((ch, thresholds.style_of(v, color or "")))
+            cells.append((ch, level_style(level, v, color or "")))
     out: list[tuple[str, str | None]] = []
     for ch, st in cells:
         if out and out[-1][1] == st:

@@ -18,8 +18,9 @@ from typing import Any
 
 from db2vtop.agent.core.model import SELF_MEASUREMENT, Annotation, FieldValue, Finding, severity_rank
 from db2vtop.agent.core.runs import runs
-from db2vtop.agent.core.store import Row, Series, Store
-from db2vtop.tui.chart import NO_THRESHOLDS, Marks, Thresholds, buckets, merge_max, nice_top, short, spark
+from db2vtop.agent.core.source import CachedSource, Row, Series, Source
+from db2vtop.checks.scales import NO_LEVEL, Level
+from db2vtop.tui.chart import Marks, buckets, merge_max, nice_top, short, spark
 from db2vtop.tui.table import TableModel, arrange
 
 STALE_INTERVALS = 3
@@ -51,75 +52,61 @@ def interval_of(points: list[tuple[int, Any]]) -> float | None:
     return median(gaps) if gaps else None
 
 
-class Reader:
-    """The loader thread's view of the store: series lists are cached until the store adds a
-    series, slow-changing reads (facts, intervals) for a while; every read is timed."""
+class Reader(CachedSource):
+    """The loader thread's view of the source (a CachedSource: series lists until the source adds a
+    series, facts for a minute), with the newest rows of whole measurements kept between loads and
+    slow-changing reads memoised; every read is timed."""
 
-    def __init__(self, store: Store, clock: Callable[[], float] = time.monotonic):
-        self.store = store
-        self.clock = clock
-        self._version: int | None = None
-        self._series: dict[str, list[Series]] = {}
-        self._index: dict[tuple[str, str], dict[str, list[Series]]] = {}
+    def __init__(self, source: Source, clock: Callable[[], float] = time.monotonic):
+        super().__init__(source, facts_ttl_s=60.0, clock=clock)
         self._ids: dict[str, dict[tuple, int]] = {}
         self._latest: dict[str, tuple[int, float, dict[int, Row]]] = {}  # until, read at, rows by series id
         self._memo: dict[Any, tuple[float, Any]] = {}
 
     def begin(self) -> None:
-        """Once per load: drop cached series lists if the store gained or lost series."""
-        version = self.store.series_version()
-        if version != self._version:
-            self._version = version
-            self._series.clear()
-            self._index.clear()
+        """Once per load: drop cached series lists if the source gained or lost series."""
+        if self.refresh():
             self._ids.clear()
             self._latest.clear()
-
-    def series(self, measurement: str | None = None) -> list[Series]:
-        if measurement is None:
-            return self.store.series()
-        cached = self._series.get(measurement)
-        if cached is None:
-            cached = self._series[measurement] = self.store.series(measurement)
-        return cached
-
-    def by_tag(self, measurement: str, tag: str) -> dict[str, list[Series]]:
-        """A measurement's series grouped by one tag's value (a VM's series among 2,000 VMs, at once)."""
-        index = self._index.get((measurement, tag))
-        if index is None:
-            index = self._index[(measurement, tag)] = {}
-            for s in self.series(measurement):
-                if tag in s.tags:
-                    index.setdefault(s.tags[tag], []).append(s)
-        return index
 
     def find(self, measurement: str, pred: Callable[[dict[str, str]], bool]) -> list[Series]:
         return [s for s in self.series(measurement) if pred(s.tags)]
 
-    def latest(self, measurement: str, until_ns: int, pred: Callable[[dict[str, str]], bool] | None = None,
-               since_ns: int = 0) -> list[Row]:
+    def latest_at(self, measurement: str, until_ns: int, pred: Callable[[dict[str, str]], bool] | None = None,
+                  since_ns: int = 0) -> list[Row]:
         """Newest sample per series at the cursor; with a predicate, only those series are read.
 
         A whole measurement is cached (k9s's watch cache): while the cursor moves forward,
         only the samples that arrived since the last read are fetched and decoded.
         """
         if pred is not None:
-            return self.store.latest_of(self.find(measurement, pred), since_ns, until_ns)
+            return self.source.latest_of(self.find(measurement, pred), since_ns, until_ns)
         cached = self._latest.get(measurement)
         now = self.clock()
         if cached is not None and cached[0] <= until_ns <= cached[0] + CATCH_UP_NS and now - cached[1] < FULL_READ_S:
             read_at, rows = cached[1], cached[2]
-            moved = [sid for sid, ts in self.store.newest(measurement, cached[0] - LATE_NS, until_ns)
+            moved = [sid for sid, ts in self.source.newest(measurement, cached[0] - LATE_NS, until_ns)
                      if sid not in rows or ts > rows[sid].ts]
             if moved:
                 by_id = {s.id: s for s in self.series(measurement)}
-                for row in self.store.latest_of([by_id[sid] for sid in moved if sid in by_id], 0, until_ns):
+                for row in self.source.latest_of([by_id[sid] for sid in moved if sid in by_id], 0, until_ns):
                     rows[self._series_id(measurement, row.tags)] = row
         else:
             read_at = now
-            rows = {self._series_id(measurement, r.tags): r for r in self.store.latest(measurement, 0, until_ns)}
+            rows = {self._series_id(measurement, r.tags): r for r in self.source.latest(measurement, 0, until_ns)}
         self._latest[measurement] = (until_ns, read_at, rows)
         return [r for r in rows.values() if r.ts >= since_ns]
+
+    def latest_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None) -> list[Row]:
+        """From the whole measurement's newest rows when they were read for this very cursor (the Fleet reads
+        every VM's; each stack's entities then come from them), else from the source."""
+        chosen = list(series)
+        cached = self._latest.get(chosen[0].measurement) if chosen and until_ns is not None else None
+        if cached is not None and cached[0] == until_ns and all(s.measurement == chosen[0].measurement
+                                                                  for s in chosen):
+            rows = cached[2]
+            return [rows[s.id] for s in chosen if s.id in rows and rows[s.id].ts >= since_ns]
+        return self.source.latest_of(chosen, since_ns, until_ns)
 
     def _series_id(self, measurement: str, tags: dict[str, str]) -> int:
         ids = self._ids.get(measurement)
@@ -133,7 +120,7 @@ class Reader:
         again at the next load, a known one is kept for a while."""
         def estimate() -> float | None:
             freshest = sorted(rows, key=lambda r: r.ts, reverse=True)[:PERIOD_SERIES]
-            periods = [p for r in freshest if r.fields and (p := interval_of(self.store.window(
+            periods = [p for r in freshest if r.fields and (p := interval_of(self.window(
                 self._series_id(measurement, r.tags), next(iter(r.fields)), r.ts - 3600 * 10**9, r.ts)))]
             return median(periods) if periods else None
         key = ("period", measurement, key)
@@ -142,23 +129,18 @@ class Reader:
             del self._memo[key]
         return value
 
-    def window(self, series_id: int, field_name: str, since_ns: int,
-               until_ns: int | None = None) -> list[tuple[int, FieldValue]]:
-        """The store's window read (with `series`, what the checks' verdict reads through)."""
-        return self.store.window(series_id, field_name, since_ns, until_ns)
-
     def points(self, series: Series, field_name: str, since_ns: int, until_ns: int) -> list[tuple[int, float]]:
-        return numbers(self.store.window(series.id, field_name, since_ns, until_ns))
+        return numbers(self.window(series.id, field_name, since_ns, until_ns))
 
     def run_spans(self, since_ns: int, until_ns: int) -> list[tuple[int, int]]:
         """(begin, end) of the benchmark runs overlapping [since, until] (begun up to a day before it),
         an open run ending at `until`: the time axes draw them as spans."""
-        found = runs(self.store.annotations(since_ns - RUN_LOOKBACK_NS, until_ns))
+        found = runs(self.annotations(since_ns - RUN_LOOKBACK_NS, until_ns))
         return [(r.begin_ns, r.until(until_ns)) for r in found if r.until(until_ns) >= since_ns]
 
-    def findings(self, ttl_s: float = 5.0) -> list[Finding]:
+    def every_finding(self, ttl_s: float = 5.0) -> list[Finding]:
         """Every finding, open or resolved (time travel filters them); re-read every few seconds."""
-        return self.memo("findings", ttl_s, lambda: self.store.findings(open_only=False))
+        return self.memo("findings", ttl_s, lambda: self.source.findings(open_only=False))
 
     def memo(self, key: Any, ttl_s: float, fn: Callable[[], Any]) -> Any:
         now = self.clock()
@@ -183,7 +165,7 @@ class Trend:
     how: str = "max"  # across series and fields: "max" (the worst) or "sum" (a total)
     floor: float = 1.0  # the y axis reaches at least this (keeps noise from looking like a crisis)
     top: float | None = None  # a fixed top (percent of CPU)
-    thresholds: Thresholds = NO_THRESHOLDS
+    level: Level = NO_LEVEL
 
     @classmethod
     def of(cls, series: Iterable[Series], *fields: str, **kw: Any) -> Trend:
@@ -248,7 +230,7 @@ def fill_trends(reader: Reader, model: TableModel, trend_of: Callable[[str], Tre
         return
     top = max(top_of(t, values) for _, t, values in drawn)
     for row, t, values in drawn:
-        row.cells[column] = spark(values, top, marks, thresholds=t.thresholds)
+        row.cells[column] = spark(values, top, marks, level=t.level)
     col = model.columns[column]
     model.columns[column] = dataclasses.replace(col, name=f"{col.name.split(' ≤')[0]} ≤{short(top)}")
 
@@ -279,12 +261,12 @@ def load_status(reader: Reader, until_ns: int, names: set[str] | None = None) ->
         name = s.tags.get("collector", "?")
         if names is not None and name not in names and name != "self":
             continue
-        rows = reader.store.latest_of([s], 0, until_ns)
+        rows = reader.latest_of([s], 0, until_ns)
         if not rows:
             continue
         row = rows[0]
         interval = reader.memo(("interval", s.id, until_ns // 60_000_000_000), 60, lambda s=s, row=row: interval_of(
-            reader.store.window(s.id, "duration_ms", row.ts - 3600 * 10**9, row.ts)))
+            reader.window(s.id, "duration_ms", row.ts - 3600 * 10**9, row.ts)))
         f = row.fields
         out.append(Status(name, str(f.get("status", "?")), str(f.get("last_error", "")),
                           float(f.get("duration_ms", 0.0)), (until_ns - row.ts) / 1e9, int(f.get("errors", 0)),
@@ -319,12 +301,12 @@ class FindingsView:
 
 def load_findings(reader: Reader, since: int, now_ns: int) -> FindingsView:
     """Findings open at the cursor's time, and those resolved within the window."""
-    every = reader.findings(ttl_s=0.0)
+    every = reader.every_finding(ttl_s=0.0)
     open_ = open_at(every, now_ns)
     resolved = [f for f in every if f.resolved_at is not None and since <= f.resolved_at <= now_ns]
     return FindingsView(now_ns, (now_ns - since) / 1e9, sorted(open_, key=finding_order),
                         sorted(resolved, key=finding_order), load_status(reader, now_ns),
-                        reader.store.annotations(since, now_ns))
+                        reader.annotations(since, now_ns))
 
 
 # --- the local guest -------------------------------------------------------------------
@@ -366,9 +348,9 @@ class LocalView:
         return is_stale(self.age_s, self.interval_s)
 
 
-def pick_guest(store: Store) -> str | None:
+def pick_guest(source: Source) -> str | None:
     """This machine's guest if the store has it (watch), else the first one (replay, attach)."""
-    guests = sorted({s.tags.get("guest", "") for s in store.series("guest_cpu")} - {""})
+    guests = sorted({s.tags.get("guest", "") for s in source.series("guest_cpu")} - {""})
     if not guests:
         return None
     me = socket.gethostname()
@@ -376,7 +358,7 @@ def pick_guest(store: Store) -> str | None:
 
 
 def load_local(reader: Reader, guest: str | None, since: int, now_ns: int, spark_width: int = 20) -> LocalView:
-    view = LocalView(guest=guest, now_ns=now_ns, since_ns=since, markers=reader.store.annotations(since, now_ns),
+    view = LocalView(guest=guest, now_ns=now_ns, since_ns=since, markers=reader.annotations(since, now_ns),
                      collectors=load_status(reader, now_ns), runs=reader.run_spans(since, now_ns))
     if guest is None:
         return view
@@ -393,7 +375,7 @@ def load_local(reader: Reader, guest: str | None, since: int, now_ns: int, spark
         return [sum(v for v in vs if v is not None) if any(v is not None for v in vs) else None
                 for vs in zip(*lists, strict=True)] if lists else []
 
-    for row in reader.latest("guest_cpu", now_ns, mine):
+    for row in reader.latest_at("guest_cpu", now_ns, mine):
         cpu = row.tags.get("cpu")
         if cpu == "total":
             view.cpu = row.fields
@@ -403,12 +385,12 @@ def load_local(reader: Reader, guest: str | None, since: int, now_ns: int, spark
         elif cpu is not None:
             view.cpus.append((cpu, float(row.fields.get("busy_pct", 0.0))))
     view.cpus.sort(key=lambda c: int(c[0]) if c[0].isdigit() else 0)
-    for row in reader.latest("guest_mem", now_ns, mine):
+    for row in reader.latest_at("guest_mem", now_ns, mine):
         view.mem = row.fields
         view.mem_history = history(row, "used_pct")
-    for row in reader.latest("guest_disk", now_ns, mine):
+    for row in reader.latest_at("guest_disk", now_ns, mine):
         view.disks.append(Item(row.tags, row.fields, spark_of(row, "util_pct")))
-    for row in reader.latest("guest_net", now_ns, mine):
+    for row in reader.latest_at("guest_net", now_ns, mine):
         view.nets.append(Item(row.tags, row.fields, spark_of(row, "rx_bytes_per_s", "tx_bytes_per_s")))
     view.disks.sort(key=lambda i: (i.tags.get("type") != "disk", i.tags.get("device", "")))
     view.nets.sort(key=lambda i: i.tags.get("interface", ""))

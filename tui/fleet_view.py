@@ -6,13 +6,17 @@ Everything comes from one `latest` read per measurement (2,000 VMs are one query
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.model import AGENT_MEASUREMENT, SINK_MEASUREMENT, Annotation, Finding, severity_rank
-from db2vtop.agent.core.store import Row
-from db2vtop.tui.chart import Thresholds
+from db2vtop.agent.core.source import Row
+from db2vtop.checks.figures import LATENCY_FLOOR_MS
+from db2vtop.checks.scales import Level, Levels
+from db2vtop.checks.topology import resolve, short_name
+from db2vtop.tui.chart import level_style
 from db2vtop.tui.data import (
     Reader,
     Status,
@@ -25,8 +29,7 @@ from db2vtop.tui.data import (
     worst,
 )
 from db2vtop.tui.format import ago, num, size, value
-from db2vtop.tui.layers import AWAIT, GAVG, LATENCY_FLOOR_MS, LOG_WRITE, PCT_BUSY, READY
-from db2vtop.tui.stacks import Target, short_name
+from db2vtop.tui.stacks import Target
 from db2vtop.tui.table import Cell, Column, TableModel, TableRow
 
 SEVERITY_CELL = {"critical": ("CRIT", "bold red"), "warning": ("WARN", "bold yellow"), "info": ("info", "cyan")}
@@ -68,10 +71,24 @@ def _newest_by(rows: list[Row], tag: str) -> dict[str, Row]:
     return out
 
 
-def _worst_by(rows: list[Row], tag: str, *names: str, how: str = "max") -> dict[str, float]:
-    out: dict[str, float] = {}
+def _vm_key(tags: dict[str, str]) -> tuple[str | None, str] | None:
+    """A VM is its vCenter's: names repeat across vCenters."""
+    return (tags.get("vcenter"), tags["vm"]) if tags.get("vm") else None
+
+
+def _newest_vm(rows: list[Row]) -> dict[tuple[str | None, str], Row]:
+    out: dict[tuple[str | None, str], Row] = {}
     for r in rows:
-        key = r.tags.get(tag)
+        key = _vm_key(r.tags)
+        if key and (key not in out or r.ts > out[key].ts):
+            out[key] = r
+    return out
+
+
+def _worst_by(rows: list[Row], tag: str, *names: str, how: str = "max") -> dict[Any, float]:
+    out: dict[Any, float] = {}
+    for r in rows:
+        key = _vm_key(r.tags) if tag == "vm" else r.tags.get(tag)
         if not key:
             continue
         for n in names:
@@ -93,8 +110,11 @@ class _FindingIndex:
                 if k != "layer" and v:
                     self.by[(k, v)].append(f)
 
-    def of(self, *pairs: tuple[str, str | None], exclude: str | None = None) -> Finding | None:
-        found = [f for k, v in pairs if v for f in self.by.get((k, v), ()) if not (exclude and exclude in f.subject)]
+    def worst_of(self, *pairs: tuple[str, str | None], exclude: str | None = None,
+           vcenter: str | None = None) -> Finding | None:
+        """The worst finding of these subjects (of `vcenter`'s, for those a vCenter names)."""
+        found = [f for k, v in pairs if v for f in self.by.get((k, v), ()) if not (exclude and exclude in f.subject)
+                 and (not vcenter or f.subject.get("vcenter", vcenter) == vcenter)]
         return worst(found)
 
 
@@ -115,59 +135,69 @@ def without_subject(f: Finding) -> str:
     return f.summary
 
 
-def _cell(v: float | None, th: Thresholds | None = None, digits: int = 1) -> Cell:
-    return (num(v, digits), th.style_of(v, "") if th else "")
+def _cell(v: float | None, level: Level | None = None, digits: int = 1) -> Cell:
+    return (num(v, digits), level_style(level, v, "") if level else "")
 
 
-def _ready_trend(rd: Reader, source: tuple[str, str] | None) -> Trend | None:
+Source = tuple[str, str, str | None]  # whose trends a row draws: ("vm" | "host" | "guest", name, vCenter)
+
+
+def _of_vcenter(series: list, vcenter: str | None) -> list:
+    return [s for s in series if not vcenter or s.tags.get("vcenter", vcenter) == vcenter]
+
+
+def _ready_trend(rd: Reader, source: Source | None, levels: Levels) -> Trend | None:
     if source is None or source[0] == "guest":
         return None
-    kind, name = source
+    kind, name, vcenter = source
     measurement = "vsphere_vm" if kind == "vm" else "vsphere_host"
-    return Trend.of(rd.by_tag(measurement, kind).get(name, ()), "cpu_ready_pct", floor=5.0, thresholds=READY)
+    return Trend.of(_of_vcenter(rd.by_tag(measurement, kind).get(name, []), vcenter), "cpu_ready_pct", floor=5.0,
+                    level=levels["ready"])
 
 
-def _io_trend(rd: Reader, source: tuple[str, str] | None) -> Trend | None:
+def _io_trend(rd: Reader, source: Source | None, levels: Levels) -> Trend | None:
     """What the VM sees (VMDK latency), the host's worst LUN (GAVG), or the guest's await."""
     if source is None:
         return None
-    kind, name = source
+    kind, name, vcenter = source
     if kind == "vm":
-        return Trend.of(rd.by_tag("vsphere_vm_disk", "vm").get(name, ()), "read_latency_ms", "write_latency_ms",
-                        floor=LATENCY_FLOOR_MS, thresholds=GAVG)
+        return Trend.of(_of_vcenter(rd.by_tag("vsphere_vm_disk", "vm").get(name, []), vcenter), "read_latency_ms",
+                        "write_latency_ms", floor=LATENCY_FLOOR_MS, level=levels["io_latency"])
     if kind == "host":
         return Trend.of(rd.by_tag("vsphere_host_lun", "host").get(name, ()), "total_latency_ms",
-                        floor=LATENCY_FLOOR_MS, thresholds=GAVG)
+                        floor=LATENCY_FLOOR_MS, level=levels["io_latency"])
     disks = [s for s in rd.by_tag("guest_disk", "guest").get(name, ()) if s.tags.get("type", "disk") == "disk"]
-    return Trend.of(disks, "read_await_ms", "write_await_ms", floor=LATENCY_FLOOR_MS, thresholds=AWAIT)
+    return Trend.of(disks, "read_await_ms", "write_await_ms", floor=LATENCY_FLOOR_MS, level=levels["io_latency"])
 
 
 def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, state: TableState,
-               spark_cols: int) -> FleetView:
-    vm_rows = _newest_by(rd.latest("vsphere_vm", until), "vm")
-    esx_vms = _newest_by(rd.latest("esxtop_vm", until), "vm")
-    disks = rd.latest("vsphere_vm_disk", until)
+               spark_cols: int, levels: Levels) -> FleetView:
+    vm_rows = _newest_vm(rd.latest_at("vsphere_vm", until))
+    esx_vms = _newest_by(rd.latest_at("esxtop_vm", until), "vm")
+    disks = rd.latest_at("vsphere_vm_disk", until)
     vmdk = _worst_by(disks, "vm", "read_latency_ms", "write_latency_ms")
-    hosts = _newest_by(rd.latest("vsphere_host", until), "host")
-    host_luns = rd.latest("vsphere_host_lun", until)
+    hosts = _newest_by(rd.latest_at("vsphere_host", until), "host")
+    host_luns = rd.latest_at("vsphere_host_lun", until)
     gavg = _worst_by(host_luns, "host", "total_latency_ms")
-    for host, v in _worst_by(rd.latest("esxtop_device", until), "host", "guest_latency_ms").items():
+    for host, v in _worst_by(rd.latest_at("esxtop_device", until), "host", "guest_latency_ms").items():
         gavg.setdefault(host, v)
-    db = rd.latest("db2_database", until)
+    db = rd.latest_at("db2_database", until)
     tps = _worst_by(db, "db2", "commits_per_s", how="sum")
-    log_ms = _worst_by(rd.latest("db2_log", until), "db2", "log_write_ms")
-    guest_cpu = _newest_by(rd.latest("guest_cpu", until, lambda t: t.get("cpu") == "total"), "guest")
-    guest_await = _worst_by(rd.latest("guest_disk", until, lambda t: t.get("type", "disk") == "disk"), "guest",
+    log_ms = _worst_by(rd.latest_at("db2_log", until), "db2", "log_write_ms")
+    guest_cpu = _newest_by(rd.latest_at("guest_cpu", until, lambda t: t.get("cpu") == "total"), "guest")
+    guest_await = _worst_by(rd.latest_at("guest_disk", until, lambda t: t.get("type", "disk") == "disk"), "guest",
                             "read_await_ms", "write_await_ms")
-    findings = open_at(rd.findings(), until)
+    findings = open_at(rd.every_finding(), until)
     fx = _FindingIndex(findings)
     stale_after = {m: rd.period(m, list(by.values())) for m, by in  # one period per source
                    (("vsphere_vm", vm_rows), ("vsphere_host", hosts), ("guest_cpu", guest_cpu))}
     stale_after["db2_database"] = rd.period("db2_database", db)
+    busy, ready_level, log_level, io_level = levels["cpu_busy"], levels["ready"], levels["log_write"], \
+        levels["io_latency"]
 
     rows: list[TableRow] = []
     targets: dict[str, Target] = {}
-    sources: dict[str, tuple[str, str]] = {}  # row key -> whose trends: ("vm" | "host" | "guest", name)
+    sources: dict[str, Source] = {}  # row key -> whose trends
     stale_rows = 0
 
     def age_note(row: Row | None, measurement: str) -> tuple[str, bool]:
@@ -185,9 +215,9 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
         if status is not None:  # an agent's delivery error stands where a finding would
             cell, rank = status, (0, "")
         tps_v, cpu, ready, balloon, log, io = figures
-        cells = [kind, name, _cell(cpu, PCT_BUSY), _cell(ready, READY),
+        cells = [kind, name, _cell(cpu, busy), _cell(ready, ready_level),
                  (size(balloon), "bold red" if balloon else "") if balloon is not None else "—",
-                 _cell(io, GAVG), _cell(log, LOG_WRITE, 2), _cell(tps_v), cell, "", "", where]
+                 _cell(io, io_level), _cell(log, log_level, 2), _cell(tps_v), cell, "", "", where]
         rows.append(TableRow(key, cells, (KIND_ORDER[kind], name.lower(), cpu, ready, balloon, io, log, tps_v, rank,
                                           None, None, where),
                          f"{kind} {name} {where} {finding.rule if finding else ''}", "dim" if stale else None))
@@ -195,40 +225,42 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
         stale_rows += stale
 
     guests_in_use: set[str] = set()
-    guest_names = {short_name(g): g for g in guest_cpu}
-    for st in stacks:
-        vm = vm_rows.get(st.vm) if st.vm else None
-        guest = st.guest or (guest_names.get(short_name(st.vm)) if st.vm else None) or \
-            (guest_names.get(short_name(st.db2)) if st.db2 else None)
-        host = vm.tags.get("host") if vm else (esx_vms[st.vm].tags.get("host") if st.vm in esx_vms else None)
+    for st in stacks:  # each stack's entities at the cursor (checks/topology.py), as its Stack screen has them
+        ent = resolve(rd, st, until, until)
+        vm = vm_rows.get((ent.vcenter, st.vm)) if st.vm else None
+        guest, host = ent.guest, ent.host
         guests_in_use.add(guest or "")
         f = vm.fields if vm else {}
         cpu = value(guest_cpu[guest].fields, "busy_pct") if guest in guest_cpu else None
-        io = vmdk.get(st.vm or "") if st.vm else guest_await.get(guest or "")
+        io = vmdk.get((ent.vcenter, st.vm)) if st.vm else guest_await.get(guest or "")
         db_row = next((r for r in db if r.tags.get("db2") == st.db2), None) if st.db2 else None
         note, stale = age_note(vm, "vsphere_vm") if vm else age_note(db_row, "db2_database")
         where = "/".join(x for x in (st.vm or guest, host) if x) + note
-        finding = fx.of(("db2", st.db2), ("vm", st.vm), ("guest", guest), ("host", host),
-                        *(("storage", s) for s in st.storage))
+        finding = fx.worst_of(("db2", st.db2), ("vm", st.vm), ("guest", guest), ("host", host),
+                        *(("storage", s) for s in ent.arrays), vcenter=ent.vcenter)
         key = f"stack:{st.name}"
         add("stack", st.name, where, finding, (tps.get(st.db2 or ""), cpu, value(f, "cpu_ready_pct"),
                                                value(f, "mem_balloon_bytes"), log_ms.get(st.db2 or ""), io),
             Target.of_stack(st), stale)
         if st.vm or guest:
-            sources[key] = ("vm", st.vm) if st.vm else ("guest", guest or "")
+            sources[key] = ("vm", st.vm, ent.vcenter) if st.vm else ("guest", guest or "", None)
 
-    for name in sorted(set(vm_rows) | set(esx_vms)):
-        row = vm_rows.get(name)
+    keys = set(vm_rows) | {(None, name) for name in esx_vms if not any(vm == name for _, vm in vm_rows)}
+    repeated = {vm for vm, n in Counter(vm for _, vm in keys).items() if n > 1}
+    for vcenter, name in sorted(keys, key=lambda k: (k[1], k[0] or "")):
+        row = vm_rows.get((vcenter, name))
+        esx = esx_vms.get(name)
         f = row.fields if row else {}
-        e = esx_vms[name].fields if name in esx_vms else {}
-        host = (row or esx_vms[name]).tags.get("host")
+        e = esx.fields if esx else {}
+        host = (row or esx).tags.get("host") if (row or esx) else None
         ready = value(f, "cpu_ready_pct")
-        note, stale = age_note(row or esx_vms.get(name), "vsphere_vm")
-        add("vm", name, (host or "") + note, fx.of(("vm", name)),
+        note, stale = age_note(row or esx, "vsphere_vm")
+        shown = f"{vcenter}/{name}" if name in repeated and vcenter else name  # the vCenter tells them apart
+        add("vm", shown, (host or "") + note, fx.worst_of(("vm", name), vcenter=vcenter),
             (None, value(f, "cpu_usage_pct") if f else value(e, "used_pct"), ready,
-             value(f, "mem_balloon_bytes") if f else value(e, "balloon_bytes"), None, vmdk.get(name)),
-            Target.of_vm(name, row.tags.get("vcenter") if row else None), stale)
-        sources[f"vm:{name}"] = ("vm", name)
+             value(f, "mem_balloon_bytes") if f else value(e, "balloon_bytes"), None, vmdk.get((vcenter, name))),
+            Target.of_vm(name, vcenter), stale)
+        sources[f"vm:{shown}"] = ("vm", name, vcenter)
 
     vms_on: dict[str, int] = defaultdict(int)
     for r in vm_rows.values():
@@ -238,24 +270,24 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
         f = row.fields if row else {}
         note, stale = age_note(row, "vsphere_host")
         where = (row.tags.get("cluster", "") if row else "") + f" {vms_on.get(name, 0)} VMs" + note
-        add("host", name, where.strip(), fx.of(("host", name), exclude="vm"),
+        add("host", name, where.strip(), fx.worst_of(("host", name), exclude="vm"),
             (None, value(f, "cpu_usage_pct"), value(f, "cpu_ready_pct"), value(f, "mem_balloon_bytes"), None,
              gavg.get(name)), Target.of_host(name), stale)
-        sources[f"host:{name}"] = ("host", name)
+        sources[f"host:{name}"] = ("host", name, None)
 
-    vmshort_name = {short_name(v) for v in set(vm_rows) | set(esx_vms)}
+    vmshort_name = {short_name(v) for _, v in vm_rows} | {short_name(v) for v in esx_vms}
     for name, row in sorted(guest_cpu.items()):
         if name in guests_in_use or short_name(name) in vmshort_name:
             continue
         note, stale = age_note(row, "guest_cpu")
-        add("guest", name, ("guest OS" + note).strip(), fx.of(("guest", name)),
+        add("guest", name, ("guest OS" + note).strip(), fx.worst_of(("guest", name)),
             (None, value(row.fields, "busy_pct"), None, None, None, guest_await.get(name)), Target.of_guest(name),
             stale)
-        sources[f"guest:{name}"] = ("guest", name)
+        sources[f"guest:{name}"] = ("guest", name, None)
 
     # the agents themselves (one per machine feeding the store or InfluxDB): delivery, backlog, own CPU
-    agent_cpu = _newest_by(rd.latest(AGENT_MEASUREMENT, until), "agent")
-    for name, row in sorted(_newest_by(rd.latest(SINK_MEASUREMENT, until), "agent").items()):
+    agent_cpu = _newest_by(rd.latest_at(AGENT_MEASUREMENT, until), "agent")
+    for name, row in sorted(_newest_by(rd.latest_at(SINK_MEASUREMENT, until), "agent").items()):
         f = row.fields
         last = f.get("last_success_ns")
         wrote = f"wrote {ago((until - last) / 1e9)}" if isinstance(last, int) and last else "nothing delivered yet"
@@ -266,12 +298,12 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
                    None), Target.of_guest(name), stale, [("ERR ", "bold red"), (error, None)] if error else None)
 
     model = TableModel(COLUMNS, rows)
-    markers = [a for a in rd.store.annotations(since, until) if a.event == "marker"]
+    markers = [a for a in rd.annotations(since, until) if a.event == "marker"]
     marker_ts = [m.ts for m in markers]
-    fill_trends(rd, model, lambda key: _ready_trend(rd, sources.get(key)), READY_TREND, state, since, until,
+    fill_trends(rd, model, lambda key: _ready_trend(rd, sources.get(key), levels), READY_TREND, state, since, until,
                 spark_cols, marker_ts)
-    fill_trends(rd, model, lambda key: _io_trend(rd, sources.get(key)), IO_TREND, state, since, until, spark_cols,
-                marker_ts)
+    fill_trends(rd, model, lambda key: _io_trend(rd, sources.get(key), levels), IO_TREND, state, since, until,
+                spark_cols, marker_ts)
     counts: dict[str, int] = defaultdict(int)
     for r in rows:
         counts[r.cells[0]] += 1  # type: ignore[index]

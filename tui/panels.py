@@ -8,34 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from db2vtop.agent.core.store import Row
-from db2vtop.tui.chart import Thresholds
+from db2vtop.agent.core.source import Row
+from db2vtop.checks.figures import LATENCY_FLOOR_MS, of_layer
+from db2vtop.checks.scales import Level, Levels
+from db2vtop.checks.topology import StackEntities, naa
+from db2vtop.tui.chart import level_style
 from db2vtop.tui.data import Reader, Trend
 from db2vtop.tui.format import NONE, num, rate, size, value
-from db2vtop.tui.layers import (
-    ARRAY,
-    ARRAY_LATENCY,
-    AWAIT,
-    BALLOON,
-    COSTOP,
-    GAVG,
-    KAVG,
-    LATENCY_FLOOR_MS,
-    LIMITED,
-    LOG_BUFFER_FULL,
-    LOG_USED,
-    LOG_WRITE,
-    MEM_STATE,
-    NONZERO,
-    PCT_BUSY,
-    QUEUE_USED,
-    QUEUED,
-    READY,
-    fig,
-    max_of,
-    sum_of,
-)
-from db2vtop.tui.stacks import Resolved
+from db2vtop.tui.layers import MEM_STATE, fig, max_of, sum_of
 from db2vtop.tui.table import Cell, Column, Run, TableModel, TableRow
 
 PANELS = {
@@ -43,6 +23,9 @@ PANELS = {
     "b": "buffer pools", "l": "log", "w": "waits", "t": "tablespaces and containers",
 }
 
+#: an array measurement's latency fields (the figure table's "latency" on the Stack screen)
+ARRAY_LATENCY = {m: tuple(f.field for f in of_layer("storage") if f.measurement == m and f.screen == "latency")
+                 for m in {f.measurement for f in of_layer("storage") if f.screen == "latency"}}
 PanelResult = tuple[list[Run], TableModel, dict[str, Trend], int]
 TREND = Column("trend", width=16)
 
@@ -51,26 +34,28 @@ def _r(key: str, cells: list[Cell], sort: tuple, style: str | None = None) -> Ta
     return TableRow(key, cells, sort, style=style)
 
 
-def _styled(v: float | None, th: Thresholds, digits: int = 1, suffix: str = "") -> Cell:
-    return (num(v, digits) + (suffix if v is not None else ""), th.style_of(v, ""))
+def _styled(v: float | None, level: Level, digits: int = 1, suffix: str = "") -> Cell:
+    return (num(v, digits) + (suffix if v is not None else ""), level_style(level, v, ""))
 
 
-def _vms_on_host(rd: Reader, r: Resolved, until: int) -> list[Row]:
-    if not r.host:
-        return []
-    return rd.latest("vsphere_vm", until, lambda t: t.get("host") == r.host)
+def _now(rd: Reader, r: StackEntities, entity: str, measurement: str, until: int,
+         where: tuple[tuple[str, str], ...] = ()) -> list[Row]:
+    """The newest row of each of the stack's series of `measurement` that `entity` names, at the cursor."""
+    return rd.latest_of(r.select(entity, measurement, where), 0, until)
 
 
-def _esxtop_vms(rd: Reader, r: Resolved, until: int) -> dict[str, Row]:
-    if not r.host:
-        return {}
-    return {x.tags.get("vm", ""): x for x in rd.latest("esxtop_vm", until, lambda t: t.get("host") == r.host)}
+def _vms_on_host(rd: Reader, r: StackEntities, until: int) -> list[Row]:
+    return rd.latest_of(r.select("host", "vsphere_vm"), 0, until) if r.host else []
 
 
-def cpu_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
+def _esxtop_vms(rd: Reader, r: StackEntities, until: int) -> dict[str, Row]:
+    return {x.tags.get("vm", ""): x for x in rd.latest_of(r.select("host", "esxtop_vm"), 0, until)} if r.host else {}
+
+
+def cpu_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str = "") -> PanelResult:
     vms, esx = _vms_on_host(rd, r, until), _esxtop_vms(rd, r, until)
     if not vms and not esx:
-        return _guest_cpu_panel(rd, r, until)
+        return _guest_cpu_panel(rd, r, until, lv)
     cols = [Column("vm", max_width=32), Column("vCPU", right=True), Column("usage%", right=True),
             Column("rdy%", right=True), Column("cstp%", right=True), Column("mlmtd%", right=True),
             Column("swpwt%", right=True), Column("%RDY", right=True), Column("N%L", right=True), TREND]
@@ -85,14 +70,14 @@ def cpu_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
                 value(f, "cpu_maxlimited_pct"), value(f, "cpu_swapwait_pct"), value(e, "ready_pct"),
                 value(e, "numa_local_pct"))
         me = name == r.vm
-        rows.append(_r(name, [("▶ " if me else "  ") + name, num(vals[0], 0), _styled(vals[1], PCT_BUSY),
-                              _styled(ready, READY), _styled(vals[3], COSTOP), _styled(vals[4], LIMITED),
-                              num(vals[5]), num(vals[6]), num(vals[7], 0), ""],
+        rows.append(_r(name, [("▶ " if me else "  ") + name, num(vals[0], 0), _styled(vals[1], lv["cpu_busy"]),
+                              _styled(ready, lv["ready"]), _styled(vals[3], lv["costop"]),
+                              _styled(vals[4], lv["limited"]), num(vals[5]), num(vals[6]), num(vals[7], 0), ""],
                        (name, *vals, None), "bold" if me else None))
-        trends[name] = Trend.of(rd.find("vsphere_vm", lambda t, n=name: t.get("vm") == n and t.get("host") == r.host),
-                                "cpu_ready_pct", floor=5.0, thresholds=READY)
+        trends[name] = Trend.of([s for s in r.select("host", "vsphere_vm") if s.tags.get("vm") == name],
+                                "cpu_ready_pct", floor=5.0, level=lv["ready"])
     rows.sort(key=lambda x: -(x.sort[3] or 0.0))
-    host = rd.latest("vsphere_host", until, lambda t: t.get("host") == r.host)
+    host = _now(rd, r, "host", "vsphere_host", until)
     hf = host[0].fields if host else {}
     summary = [(f"VMs on {r.host}: {len(names)}   ", "bold"), *fig("host cpu", f"{num(value(hf, 'cpu_usage_pct'))}%"),
                *fig("host rdy", f"{num(value(hf, 'cpu_ready_pct'))}%"),
@@ -100,11 +85,11 @@ def cpu_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
     return summary, TableModel(cols, rows), trends, len(cols) - 1
 
 
-def _guest_cpu_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
+def _guest_cpu_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str = "") -> PanelResult:
     cols = [Column("cpu"), Column("busy%", right=True), Column("user%", right=True), Column("sys%", right=True),
             Column("iowait%", right=True), Column("steal%", right=True), Column("idle%", right=True), TREND]
     rows, trends = [], {}
-    for x in rd.latest("guest_cpu", until, lambda t: t.get("guest") == r.guest):
+    for x in _now(rd, r, "guest", "guest_cpu", until):
         f, cpu = x.fields, x.tags.get("cpu", "?")
         vals = [value(f, k) for k in ("busy_pct", "user_pct", "system_pct", "iowait_pct", "steal_pct", "idle_pct")]
         rank = -1 if cpu == "total" else int(cpu) if cpu.isdigit() else 10**6
@@ -117,7 +102,7 @@ def _guest_cpu_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
         TableModel(cols, rows), trends, len(cols) - 1
 
 
-def _mem_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
+def _mem_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str = "") -> PanelResult:
     vms, esx = _vms_on_host(rd, r, until), _esxtop_vms(rd, r, until)
     cols = [Column("vm", max_width=32), Column("balloon", right=True), Column("target", right=True),
             Column("swapped", right=True), Column("swapin", right=True), Column("compr", right=True),
@@ -133,16 +118,17 @@ def _mem_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
                 value(f, "mem_compressed_bytes"), value(f, "mem_consumed_bytes"), value(f, "mem_active_bytes"),
                 value(e, "numa_local_pct"))
         me = name == r.vm
-        bad = BALLOON
-        rows.append(_r(name, [("▶ " if me else "  ") + name, (size(balloon), bad.style_of(balloon, "")), size(vals[1]),
-                              (size(swapped), bad.style_of(swapped, "")), rate(vals[3]), size(vals[4]), size(vals[5]),
-                              size(vals[6]), num(vals[7], 0), ""], (name, *vals, None), "bold" if me else None))
-        trends[name] = Trend.of(rd.find("vsphere_vm", lambda t, n=name: t.get("vm") == n and t.get("host") == r.host),
-                                "mem_balloon_bytes", floor=2**20, thresholds=BALLOON)
+        bad = lv["balloon"]
+        rows.append(_r(name, [("▶ " if me else "  ") + name, (size(balloon), level_style(bad, balloon, "")),
+                              size(vals[1]), (size(swapped), level_style(bad, swapped, "")), rate(vals[3]),
+                              size(vals[4]), size(vals[5]), size(vals[6]), num(vals[7], 0), ""], (name, *vals, None),
+                       "bold" if me else None))
+        trends[name] = Trend.of([s for s in r.select("host", "vsphere_vm") if s.tags.get("vm") == name],
+                                "mem_balloon_bytes", floor=2**20, level=lv["balloon"])
     rows.sort(key=lambda x: (-(x.sort[1] or 0.0), -(x.sort[3] or 0.0), x.key))
-    host = rd.latest("vsphere_host", until, lambda t: t.get("host") == r.host) if r.host else []
+    host = _now(rd, r, "host", "vsphere_host", until)
     hf = host[0].fields if host else {}
-    gm = rd.latest("guest_mem", until, lambda t: t.get("guest") == r.guest) if r.guest else []
+    gm = _now(rd, r, "guest", "guest_mem", until)
     g = gm[0].fields if gm else {}
     state = value(hf, "mem_state")
     summary = (fig("host state", MEM_STATE.get(int(state), NONE) if state is not None else NONE)
@@ -156,27 +142,28 @@ def _mem_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
     return summary, TableModel(cols, rows), trends, len(cols) - 1
 
 
-def _adapter_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
+def _adapter_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str = "") -> PanelResult:
     """ESXi's per-HBA counters are not collected; the host's datastores are the nearest view."""
     cols = [Column("datastore", max_width=36), Column("r/s", right=True), Column("w/s", right=True),
             Column("read ms", right=True), Column("write ms", right=True), TREND]
     rows, trends = [], {}
     if r.host:
-        for x in rd.latest("vsphere_datastore", until, lambda t: t.get("host") == r.host):
+        for x in _now(rd, r, "datastore", "vsphere_datastore", until):
             f, ds = x.fields, x.tags.get("datastore", "?")
             vals = [value(f, k) for k in ("read_iops", "write_iops", "read_latency_ms", "write_latency_ms")]
             mine = ds in set(r.luns.values())
-            rows.append(_r(ds, [("▶ " if mine else "  ") + ds, num(vals[0]), num(vals[1]), _styled(vals[2], GAVG),
-                                _styled(vals[3], GAVG), ""], (ds, *vals, None), "bold" if mine else None))
+            io = lv["io_latency"]
+            rows.append(_r(ds, [("▶ " if mine else "  ") + ds, num(vals[0]), num(vals[1]), _styled(vals[2], io),
+                                _styled(vals[3], io), ""], (ds, *vals, None), "bold" if mine else None))
             trends[ds] = Trend.of(rd.find("vsphere_datastore", lambda t, d=ds: t.get("host") == r.host
                                           and t.get("datastore") == d), "read_latency_ms", "write_latency_ms",
-                                  thresholds=GAVG, floor=LATENCY_FLOOR_MS)
+                                  level=lv["io_latency"], floor=LATENCY_FLOOR_MS)
     note = f"datastores as seen by {r.host}" if r.host else "no host for this stack"
     return [(note, "bold"), ("  (ESXi adapter counters are not collected; ▶ = this stack's)", "dim")], \
         TableModel(cols, rows), trends, len(cols) - 1
 
 
-def _lun_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
+def _lun_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str = "") -> PanelResult:
     """The per-I/O waterfall for each LUN: what the VM waits (GAVG) = VMkernel (KAVG) + device
     (DAVG); DAVG minus the array's own latency is the fabric and HBA."""
     cols = [Column("LUN", max_width=36), Column("datastore", max_width=20), Column("GAVG", right=True),
@@ -186,18 +173,19 @@ def _lun_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
             Column("fabric ms", right=True), Column("array", max_width=24), TREND]
     if not r.host:
         return [("no host for this stack: LUNs need vSphere or esxtop", "dim")], TableModel(cols, []), {}, len(cols) - 1
-    host_luns = {x.tags.get("lun", ""): x for x in rd.latest("vsphere_host_lun", until,
-                                                             lambda t: t.get("host") == r.host)}
-    devs = {x.tags.get("device", ""): x for x in rd.latest("esxtop_device", until, lambda t: t.get("host") == r.host)}
-    naas = sorted(set(r.luns) or (set(host_luns) | set(devs)) - {""})
+    host_luns = {x.tags.get("lun", ""): x for x in _now(rd, r, "host", "vsphere_host_lun", until)}
+    devs = {x.tags.get("device", ""): x for x in _now(rd, r, "host", "esxtop_device", until)}
+    reported = {naa(n): n for n in (set(host_luns) | set(devs)) - {""}}  # as the host names them
+    naas = sorted(reported.get(n, n) for n in r.luns) if r.luns else sorted(reported.values())
+    wanted = {naa(n) for n in naas}
     arrays: dict[str, Row] = {}
     if naas:
         for m in ("storage_lun", "storage_volume", "storage_disk"):
-            for x in rd.latest(m, until, lambda t: t.get("naa") in set(naas)):
-                arrays.setdefault(x.tags["naa"], x)
+            for x in rd.latest_at(m, until, lambda t: naa(t.get("naa", "")) in wanted):
+                arrays.setdefault(naa(x.tags["naa"]), x)
     rows, trends = [], {}
-    for naa in naas:
-        v, e, a = host_luns.get(naa), devs.get(naa), arrays.get(naa)
+    for lun in naas:
+        v, e, a = host_luns.get(lun), devs.get(lun), arrays.get(naa(lun))
         vf, ef = (v.fields if v else {}), (e.fields if e else {})
         gavg = value(vf, "total_latency_ms") if v else value(ef, "guest_latency_ms")
         kavg = value(vf, "kernel_latency_ms") if v else value(ef, "kernel_latency_ms")
@@ -212,76 +200,80 @@ def _lun_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
         fabric = davg - array_ms if davg is not None and array_ms is not None else None
         vals = (gavg, kavg, davg, qavg, value(ef, "queued"), value(ef, "active"), value(ef, "queue_depth"),
                 value(ef, "used_pct"), iops, array_ms, fabric)
-        ds = r.luns.get(naa) or vf.get("datastore") or (v.tags.get("datastore", "") if v else "")
-        rows.append(_r(naa, [naa, str(ds), _styled(gavg, GAVG), _styled(kavg, KAVG, 2), _styled(davg, GAVG),
-                             num(qavg, 2), _styled(vals[4], QUEUED, 0), num(vals[5], 0),
-                             num(vals[6], 0), _styled(vals[7], QUEUE_USED, 0), num(iops, 0),
-                             _styled(array_ms, ARRAY, 2), num(fabric, 2), where, ""], (naa, ds, *vals, where, None)))
-        trends[naa] = (Trend.of(rd.find("vsphere_host_lun", lambda t, n=naa: t.get("host") == r.host
-                                        and t.get("lun") == n), "total_latency_ms", thresholds=GAVG,
+        ds = r.luns.get(naa(lun)) or vf.get("datastore") or (v.tags.get("datastore", "") if v else "")
+        io = lv["io_latency"]
+        rows.append(_r(lun, [lun, str(ds), _styled(gavg, io), _styled(kavg, lv["kavg"], 2), _styled(davg, io),
+                             num(qavg, 2), _styled(vals[4], lv["queued"], 0), num(vals[5], 0),
+                             num(vals[6], 0), _styled(vals[7], lv["queue_used"], 0), num(iops, 0),
+                             _styled(array_ms, lv["array_latency"], 2), num(fabric, 2), where, ""],
+                       (lun, ds, *vals, where, None)))
+        trends[lun] = (Trend.of(rd.find("vsphere_host_lun", lambda t, n=lun: t.get("host") == r.host
+                                        and t.get("lun") == n), "total_latency_ms", level=lv["io_latency"],
                                 floor=LATENCY_FLOOR_MS) if v else
-                       Trend.of(rd.find("esxtop_device", lambda t, n=naa: t.get("host") == r.host
-                                        and t.get("device") == n), "guest_latency_ms", thresholds=GAVG,
+                       Trend.of(rd.find("esxtop_device", lambda t, n=lun: t.get("host") == r.host
+                                        and t.get("device") == n), "guest_latency_ms", level=lv["io_latency"],
                                 floor=LATENCY_FLOOR_MS))
     rows.sort(key=lambda x: -(x.sort[2] or 0.0))
-    summary = [(f"LUNs of {r.target.label} on {r.host}: ", "bold"),
+    summary = [(f"LUNs of {label} on {r.host}: ", "bold"),
                ("GAVG = KAVG (VMkernel queueing) + DAVG (device); fabric = DAVG − array latency", "dim")]
     return summary, TableModel(cols, rows), trends, len(cols) - 1
 
 
-def _disk_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
+def _disk_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str = "") -> PanelResult:
     """The same I/O seen by the hypervisor (VMDKs) and by the guest (block devices)."""
     cols = [Column("layer"), Column("disk", max_width=28), Column("r/s", right=True), Column("w/s", right=True),
             Column("read", right=True), Column("write", right=True), Column("read ms", right=True),
             Column("write ms", right=True), Column("queue", right=True), Column("where", max_width=30), TREND]
     rows, trends = [], {}
     if r.vm:
-        for x in rd.latest("vsphere_vm_disk", until, lambda t: t.get("vm") == r.vm):
+        for x in _now(rd, r, "vm", "vsphere_vm_disk", until):
             f, inst = x.fields, x.tags.get("instance", "?")
             oio = sum_of([x], "read_oio", "write_oio")
             vals = [value(f, k) for k in ("read_iops", "write_iops", "read_bytes_per_s", "write_bytes_per_s",
                                           "read_latency_ms", "write_latency_ms")]
             key = f"vmdk {inst} {x.tags.get('host', '')}"
             rows.append(_r(key, ["VMDK", inst, num(vals[0]), num(vals[1]), rate(vals[2]), rate(vals[3]),
-                                 _styled(vals[4], GAVG), _styled(vals[5], GAVG), num(oio),
+                                 _styled(vals[4], lv["io_latency"]), _styled(vals[5], lv["io_latency"]), num(oio),
                                  f"{x.tags.get('datastore', '')} {x.tags.get('lun', '')}".strip(), ""],
                            ("VMDK", inst, *vals, oio, x.tags.get("datastore"), None)))
             trends[key] = Trend.of(rd.find("vsphere_vm_disk", lambda t, tags=x.tags: t == tags),
-                                   "read_latency_ms", "write_latency_ms", thresholds=GAVG, floor=LATENCY_FLOOR_MS)
+                                   "read_latency_ms", "write_latency_ms", level=lv["io_latency"],
+                                   floor=LATENCY_FLOOR_MS)
     if r.guest:
-        for x in rd.latest("guest_disk", until, lambda t: t.get("guest") == r.guest and t.get("type") == "disk"):
+        for x in _now(rd, r, "guest", "guest_disk", until, (("type", "disk"),)):
             f, dev = x.fields, x.tags.get("device", "?")
             vals = [value(f, k) for k in ("read_iops", "write_iops", "read_bytes_per_s", "write_bytes_per_s",
                                           "read_await_ms", "write_await_ms", "queue_size")]
             key = f"guest {dev}"
             rows.append(_r(key, ["guest", dev, num(vals[0]), num(vals[1]), rate(vals[2]), rate(vals[3]),
-                                 _styled(vals[4], AWAIT), _styled(vals[5], AWAIT), num(vals[6], 2),
+                                 _styled(vals[4], lv["io_latency"]), _styled(vals[5], lv["io_latency"]),
+                                 num(vals[6], 2),
                                  f"util {num(value(f, 'util_pct'))}%", ""], ("guest", dev, *vals, None, None)))
             trends[key] = Trend.of(rd.find("guest_disk", lambda t, tags=x.tags: t == tags),
-                                   "read_await_ms", "write_await_ms", thresholds=AWAIT, floor=LATENCY_FLOOR_MS)
+                                   "read_await_ms", "write_await_ms", level=lv["io_latency"], floor=LATENCY_FLOOR_MS)
     summary = [("virtual disks (hypervisor view) and the guest's block devices: ", "bold"),
                ("guest await above VMDK latency = queueing inside the guest", "dim")]
     return summary, TableModel(cols, rows), trends, len(cols) - 1
 
 
-def _net_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
+def _net_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str = "") -> PanelResult:
     cols = [Column("layer"), Column("nic", max_width=24), Column("rx", right=True), Column("tx", right=True),
             Column("rx pkt/s", right=True), Column("tx pkt/s", right=True), Column("drops/s", right=True),
             Column("errors/s", right=True), TREND]
     rows, trends = [], {}
     if r.vm:
-        for x in rd.latest("vsphere_vm_net", until, lambda t: t.get("vm") == r.vm):
+        for x in _now(rd, r, "vm", "vsphere_vm_net", until):
             f, nic = x.fields, x.tags.get("instance", "?")
             drops = sum_of([x], "rx_drops_per_s", "tx_drops_per_s")
             key = f"vnic {nic} {x.tags.get('host', '')}"
             rows.append(_r(key, ["vNIC", nic, rate(value(f, "rx_bytes_per_s")), rate(value(f, "tx_bytes_per_s")),
-                                 NONE, NONE, _styled(drops, NONZERO), NONE, ""],
+                                 NONE, NONE, _styled(drops, lv["nonzero"]), NONE, ""],
                            ("vNIC", nic, value(f, "rx_bytes_per_s"), value(f, "tx_bytes_per_s"), None, None, drops,
                             None, None)))
             trends[key] = Trend.of(rd.find("vsphere_vm_net", lambda t, tags=x.tags: t == tags),
                                    "rx_bytes_per_s", "tx_bytes_per_s", how="sum")
     if r.guest:
-        for x in rd.latest("guest_net", until, lambda t: t.get("guest") == r.guest):
+        for x in _now(rd, r, "guest", "guest_net", until):
             f, nic = x.fields, x.tags.get("interface", "?")
             drops = sum_of([x], "rx_drops_per_s", "tx_drops_per_s")
             errors = sum_of([x], "rx_errors_per_s", "tx_errors_per_s")
@@ -289,7 +281,7 @@ def _net_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
             vals = (value(f, "rx_bytes_per_s"), value(f, "tx_bytes_per_s"), value(f, "rx_packets_per_s"),
                     value(f, "tx_packets_per_s"))
             rows.append(_r(key, ["guest", nic, rate(vals[0]), rate(vals[1]), num(vals[2]), num(vals[3]),
-                                 _styled(drops, NONZERO), _styled(errors, NONZERO),
+                                 _styled(drops, lv["nonzero"]), _styled(errors, lv["nonzero"]),
                                  ""], ("guest", nic, *vals, drops, errors, None)))
             trends[key] = Trend.of(rd.find("guest_net", lambda t, tags=x.tags: t == tags),
                                    "rx_bytes_per_s", "tx_bytes_per_s", how="sum")
@@ -297,15 +289,15 @@ def _net_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
         TableModel(cols, rows), trends, len(cols) - 1
 
 
-def _db2_rows(rd: Reader, r: Resolved, measurement: str, until: int) -> list[Row]:
-    return rd.latest(measurement, until, lambda t: t.get("db2") == r.db2) if r.db2 else []
+def _db2_rows(rd: Reader, r: StackEntities, measurement: str, until: int) -> list[Row]:
+    return _now(rd, r, "db2", measurement, until)
 
 
 def _no_db2(cols: list[Column]) -> PanelResult:
     return [("no DB2 in this stack", "dim")], TableModel(cols, []), {}, len(cols) - 1
 
 
-def _bufferpool_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
+def _bufferpool_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str = "") -> PanelResult:
     cols = [Column("member"), Column("bufferpool", max_width=24), Column("hit%", right=True),
             Column("data%", right=True), Column("index%", right=True), Column("logical/s", right=True),
             Column("physical/s", right=True), Column("async%", right=True), Column("read ms/pg", right=True),
@@ -313,25 +305,23 @@ def _bufferpool_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
     if not r.db2:
         return _no_db2(cols)
     rows, trends = [], {}
-    hit_th = Thresholds(None, None)
     for x in _db2_rows(rd, r, "db2_bufferpool", until):
         f, bp, member = x.fields, x.tags.get("bufferpool", "?"), x.tags.get("member", "")
         vals = [value(f, k) for k in ("hit_pct", "data_hit_pct", "index_hit_pct", "logical_reads_per_s",
                                       "physical_reads_per_s", "async_read_pct", "read_ms_per_page", "writes_per_s",
                                       "write_ms_per_page")]
         key = f"{member} {bp}"
-        low = vals[0] is not None and vals[0] < 95
-        rows.append(_r(key, [member, bp, (num(vals[0]), "yellow" if low else ""), num(vals[1]), num(vals[2]),
+        rows.append(_r(key, [member, bp, _styled(vals[0], lv["hit_ratio"]), num(vals[1]), num(vals[2]),
                              num(vals[3]), num(vals[4]), num(vals[5]), num(vals[6], 2), num(vals[7]),
                              num(vals[8], 2), ""], (member, bp, *vals, None)))
         trends[key] = Trend.of(rd.find("db2_bufferpool", lambda t, tags=x.tags: t == tags), "hit_pct", top=100.0,
-                               thresholds=hit_th)
+                               level=lv["hit_ratio"])
     rows.sort(key=lambda x: (x.sort[0], x.sort[1]))
     return [("buffer pools: hit % = (1 − physical/logical) × 100 over the cycle", "bold")], \
         TableModel(cols, rows), trends, len(cols) - 1
 
 
-def _log_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
+def _log_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str = "") -> PanelResult:
     cols = [Column("member"), Column("write ms", right=True), Column("writes/s", right=True),
             Column("written", right=True), Column("buffer full/s", right=True), Column("used%", right=True),
             Column("secondary", right=True), Column("read ms", right=True), Column("reads/s", right=True), TREND]
@@ -343,26 +333,26 @@ def _log_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
         vals = [value(f, k) for k in ("log_write_ms", "log_writes_per_s", "log_write_bytes_per_s",
                                       "log_buffer_full_per_s", "log_used_pct", "secondary_logs", "log_read_ms",
                                       "log_reads_per_s")]
-        rows.append(_r(member, [member, _styled(vals[0], LOG_WRITE, 2), num(vals[1]), rate(vals[2]),
-                                _styled(vals[3], LOG_BUFFER_FULL, 2), _styled(vals[4], LOG_USED),
+        rows.append(_r(member, [member, _styled(vals[0], lv["log_write"], 2), num(vals[1]), rate(vals[2]),
+                                _styled(vals[3], lv["log_buffer_full"], 2), _styled(vals[4], lv["log_used"]),
                                 num(vals[5], 0), num(vals[6], 2), num(vals[7]), ""], (member, *vals, None)))
         trends[member] = Trend.of(rd.find("db2_log", lambda t, tags=x.tags: t == tags), "log_write_ms",
-                                  thresholds=LOG_WRITE, floor=LATENCY_FLOOR_MS)
+                                  level=lv["log_write"], floor=LATENCY_FLOOR_MS)
     rows.sort(key=lambda x: x.sort[0])
-    fact = next((f for f in rd.memo(("facts", "db2_database"), 60, lambda: rd.store.facts("db2_database"))
-                 if f.tags.get("db2") == r.db2), None)
+    fact = next((f for f in rd.facts("db2_database") if f.tags.get("db2") == r.db2), None)
     path = fact.data.get("log_path") if fact else None
     summary = [("transaction log", "bold")] + ([("  path ", "dim"), (str(path), None)] if path else [])
     return summary, TableModel(cols, rows), trends, len(cols) - 1
 
 
-WAITS = (("pool read", "pool_read_wait_pct"), ("pool write", "pool_write_wait_pct"),
-         ("direct read", "direct_read_wait_pct"), ("direct write", "direct_write_wait_pct"),
-         ("log disk", "log_disk_wait_pct"), ("log buffer", "log_buffer_wait_pct"), ("lock", "lock_wait_pct"),
-         ("prefetch", "prefetch_wait_pct"), ("CPU", "cpu_pct"))
+#: (label, field, the scale of the share at which the verdict counts it a symptom, where it has one)
+WAITS = (("pool read", "pool_read_wait_pct", "read_wait"), ("pool write", "pool_write_wait_pct", None),
+         ("direct read", "direct_read_wait_pct", "read_wait"), ("direct write", "direct_write_wait_pct", None),
+         ("log disk", "log_disk_wait_pct", "log_disk_wait"), ("log buffer", "log_buffer_wait_pct", None),
+         ("lock", "lock_wait_pct", "lock_wait"), ("prefetch", "prefetch_wait_pct", None), ("CPU", "cpu_pct", None))
 
 
-def _wait_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
+def _wait_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str = "") -> PanelResult:
     """dmctop's "Time spent": shares of request time, biggest first."""
     cols = [Column("member"), Column("time spent in", max_width=20), Column("% of request time", right=True),
             Column("", width=20), TREND]
@@ -372,11 +362,11 @@ def _wait_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
     db = _db2_rows(rd, r, "db2_database", until)
     for x in db:
         member = x.tags.get("member", "")
-        for label, name in WAITS:
+        for label, name, scale in WAITS:
             v = value(x.fields, name)
             key = f"{member} {name}"
             bar = "█" * round((v or 0) / 5)
-            rows.append(_r(key, [member, label, num(v), (bar, "yellow" if (v or 0) >= 20 else "cyan"), ""],
+            rows.append(_r(key, [member, label, num(v), (bar, level_style(lv.of(scale), v, "cyan")), ""],
                            (member, label, v, v, None)))
             trends[key] = Trend.of(rd.find("db2_database", lambda t, tags=x.tags: t == tags), name, top=100.0)
     rows.sort(key=lambda x: (x.sort[0], -(x.sort[2] or 0.0)))
@@ -390,7 +380,7 @@ def _wait_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
     return summary, TableModel(cols, rows), trends, len(cols) - 1
 
 
-def _tablespace_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
+def _tablespace_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str = "") -> PanelResult:
     """Tablespaces, each followed by its containers: compare read ms/page across containers."""
     cols = [Column("member"), Column("tablespace / container", max_width=44), Column("read pg/s", right=True),
             Column("write pg/s", right=True), Column("read ms/pg", right=True), Column("write ms/pg", right=True),
@@ -423,7 +413,8 @@ def _tablespace_panel(rd: Reader, r: Resolved, until: int) -> PanelResult:
         TableModel(cols, rows), trends, len(cols) - 1
 
 
-PANEL_LOADERS: dict[str, Callable[[Reader, Resolved, int], PanelResult]] = {
+#: a panel reads the stack's entities at the cursor; `label` names what the screen is open on
+PANEL_LOADERS: dict[str, Callable[[Reader, StackEntities, int, Levels, str], PanelResult]] = {
     "c": cpu_panel, "m": _mem_panel, "d": _adapter_panel, "u": _lun_panel, "v": _disk_panel, "n": _net_panel,
     "b": _bufferpool_panel, "l": _log_panel, "w": _wait_panel, "t": _tablespace_panel,
 }

@@ -16,7 +16,10 @@ from rich.segment import Segment
 from textual.strip import Strip
 
 from db2vtop.agent.core.model import Annotation, Finding
-from db2vtop.checks.verdict import stack_verdicts
+from db2vtop.checks.figures import LATENCY_FLOOR_MS
+from db2vtop.checks.scales import Levels
+from db2vtop.checks.topology import StackEntities
+from db2vtop.checks.verdict import stack_verdict
 from db2vtop.tui.chart import EVENT_STYLE, MARKER_STYLE, Marks, braille, nice_top, style, time_axis
 from db2vtop.tui.data import (
     Reader,
@@ -30,9 +33,9 @@ from db2vtop.tui.data import (
     trend_values,
 )
 from db2vtop.tui.format import ago
-from db2vtop.tui.layers import LATENCY_FLOOR_MS, LAYERS, OVERRIDES, Layer
+from db2vtop.tui.layers import Layer, load_layers
 from db2vtop.tui.panels import PANEL_LOADERS, cpu_panel
-from db2vtop.tui.stacks import Resolved, Target, resolve
+from db2vtop.tui.stacks import Target, resolve_at
 from db2vtop.tui.table import Run, TableModel
 
 GUTTER = 6
@@ -86,7 +89,7 @@ class LayerView:
 @dataclass
 class StackView:
     target: Target
-    resolved: Resolved
+    resolved: StackEntities  # at the cursor
     now_ns: int
     since_ns: int
     verdict: list[Run]
@@ -103,14 +106,11 @@ class StackView:
 # --- verdict -------------------------------------------------------------------------------
 
 
-def _verdict(rd: Reader, target: Target, since: int, until: int) -> list[Run]:
-    try:
-        verdicts = stack_verdicts(rd, [target.stack], since, until, OVERRIDES)
+def _verdict(rd: Reader, target: Target, since: int, until: int, levels: Levels) -> list[Run]:
+    try:  # over the window: its own entities (the VM's hosts in the window, each bucket with its own)
+        v = stack_verdict(rd, target.stack, since, until, levels.overrides, resolve_at(rd, target, since, until))
     except Exception as e:  # the verdict is the checks' business: show its failure, keep the screen
         return [("verdict failed: ", "bold red"), (str(e)[:200], "red")]
-    if not verdicts:
-        return [("verdict: none for this stack", "dim")]
-    v = verdicts[0]
     if v.confidence == "none":
         return [("verdict: too little data ", "dim"), (f"({v.samples} samples in the window)", "dim")]
     st = {"high": "bold red", "medium": "bold yellow", "low": "yellow"}.get(v.confidence, "bold")
@@ -140,10 +140,10 @@ def _draw_layers(rd: Reader, layers: list[Layer], since: int, until: int, geo: G
         view = LayerView(x.key, x.title, x.figures, x.a_label, x.b_label, present=x.present, data=has)
         if x.a and av is not None and has:
             view.a = [_label(x.a_label, av), *braille(av, rows, top_of(x.a, av), marks_a(x.key),
-                                                      thresholds=x.a.thresholds, gutter=GUTTER)]
+                                                      level=x.a.level, gutter=GUTTER)]
         if x.b and bv is not None and has:
             view.b = [_label(x.b_label + " (one scale for all layers)", bv), *braille(
-                bv, rows, shared, marks_b(x.key), color="cyan", thresholds=x.b.thresholds,
+                bv, rows, shared, marks_b(x.key), color="cyan", level=x.b.level,
                 gutter=GUTTER)]
         ages = [(s, row) for s, row in x.newest if s is not None]
         if ages:
@@ -229,9 +229,9 @@ def _layer_of_annotation(a: Annotation) -> str | None:
 
 
 def load_stack(rd: Reader, target: Target, since: int, until: int, panel: str, geo: Geometry,
-               table: TableState) -> StackView:
-    r = resolve(rd, target, until)
-    annotations = rd.store.annotations(since, until)
+               table: TableState, levels: Levels) -> StackView:
+    r = resolve_at(rd, target, until, until)
+    annotations = rd.annotations(since, until)
     markers = [a for a in annotations if a.event == "marker"]
     events = [a for a in annotations if a.event != "marker"]
     a_cols, b_cols = max(geo.a_cols - GUTTER, 1), max(geo.b_cols - GUTTER, 1)
@@ -240,25 +240,22 @@ def load_stack(rd: Reader, target: Target, since: int, until: int, panel: str, g
         return lambda key: Marks.at(since, until, cols, [m.ts for m in markers],
                                     [e.ts for e in events if _layer_of_annotation(e) == key])
 
-    layers = _draw_layers(rd, [f(rd, r, until) for f in LAYERS], since, until, geo, marks(a_cols), marks(b_cols))
+    layers = _draw_layers(rd, load_layers(rd, r, until, levels), since, until, geo, marks(a_cols), marks(b_cols))
     spans = rd.run_spans(since, until)
     all_marks = Marks.at(since, until, a_cols, [m.ts for m in markers], [e.ts for e in events], spans)
-    summary, model, trends, column = PANEL_LOADERS.get(panel, cpu_panel)(rd, r, until)
+    summary, model, trends, column = PANEL_LOADERS.get(panel, cpu_panel)(rd, r, until, levels, target.label)
     if trends:
         fill_trends(rd, model, trends.get, column, table, since, until, geo.spark_cols, [m.ts for m in markers])
     findings = _stack_findings(rd, r, until)
     axis_a = time_axis(since, until, a_cols, all_marks, GUTTER)
     axis_b = time_axis(since, until, b_cols, Marks.at(since, until, b_cols, [m.ts for m in markers],
                                                       [e.ts for e in events], spans), GUTTER)
-    return StackView(target, r, until, since, _verdict(rd, target, since, until), layers,
+    return StackView(target, r, until, since, _verdict(rd, target, since, until, levels), layers,
                      _block(layers, axis_a, axis_b, geo), panel, summary, model,
                      load_status(rd, until, r.collectors()), markers, findings)
 
 
-def _stack_findings(rd: Reader, r: Resolved, until: int) -> list[Finding]:
-    mine = {("db2", r.db2), ("vm", r.vm), ("guest", r.guest), ("host", r.host), *(("storage", s) for s in r.storage)}
-    mine |= {("lun", n) for n in r.luns} | {("naa", n) for n in r.luns}
-    return [f for f in open_at(rd.findings(), until)
-            if any((k, v) in mine for k, v in f.subject.items() if v)]
+def _stack_findings(rd: Reader, r: StackEntities, until: int) -> list[Finding]:
+    return [f for f in open_at(rd.every_finding(), until) if r.owns(f.subject)]
 
 

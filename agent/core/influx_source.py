@@ -21,7 +21,8 @@ from typing import Any
 
 from db2vtop.agent.core.config import InfluxConfig
 from db2vtop.agent.core.model import Annotation, Fact, FieldValue, Finding
-from db2vtop.agent.core.store import Row, Series, StoreError
+from db2vtop.agent.core.source import Row, Series
+from db2vtop.agent.core.store import StoreError
 
 ANNOTATION_MEASUREMENT = "db2vtop_annotation"
 FINDING_MEASUREMENT = "db2vtop_finding"

@@ -45,6 +45,7 @@ from db2vtop.agent.core.model import (
     canonical_tags,
     clean_fields,
 )
+from db2vtop.agent.core.source import Row, Series
 
 log = logging.getLogger(__name__)
 
@@ -93,24 +94,6 @@ class StoreLockedError(StoreError):
     """Another process holds the writer lock of this store."""
 
 
-@dataclass(frozen=True, slots=True)
-class Row:
-    ts: int
-    measurement: str
-    tags: dict[str, str]
-    fields: dict[str, FieldValue]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"ts": self.ts, "measurement": self.measurement, "tags": self.tags, "fields": self.fields}
-
-
-@dataclass(frozen=True, slots=True)
-class Series:
-    id: int
-    measurement: str
-    tags: dict[str, str]
-
-
 _VALUES_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
@@ -138,7 +121,8 @@ def _digest(doc: str) -> bytes:
 
 
 class Store:
-    """One connection to the store. `writer=True` takes the process-wide writer lock."""
+    """One connection to the store, a Source (agent/core/source.py). `writer=True` takes the process-wide
+    writer lock."""
 
     def __init__(self, path: Path, *, writer: bool = False):
         self.path = Path(path)

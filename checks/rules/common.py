@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from db2vtop.agent.core.store import Row
+from db2vtop.agent.core.source import Row
 from db2vtop.checks.rule import FactIndex, LiveRule, Thresholds, Verdict, as_float
 
 

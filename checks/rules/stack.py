@@ -9,7 +9,7 @@ from db2vtop.checks.catalog import Practice
 from db2vtop.checks.rule import FactIndex, StaticRule, Thresholds, Verdict
 
 
-class StackVerdict(StaticRule):
+class VerdictRule(StaticRule):
     id, layer = "stack-verdict", "stack"
     defaults = {
         # the buckets where DB2 shows the symptom are the ones judged
@@ -19,8 +19,8 @@ class StackVerdict(StaticRule):
         "device_ms": 10.0, "slow_ms": 5.0,
         # the array answers this many times faster than the host sees it: the path between them
         "fabric_ratio": 3.0,
-        # the guest queues on its own when its await exceeds the VMDK's this many times (plus 1 ms)
-        "guest_queue_ratio": 2.0,
+        # the guest queues on its own when its await exceeds the VMDK's this many times, plus this many ms
+        "guest_queue_ratio": 2.0, "guest_queue_ms": 1.0,
         "steal_pct": 5.0,
         # too few buckets to judge; enough for high confidence
         "min_buckets": 3, "confident_buckets": 9,
@@ -40,4 +40,4 @@ class StackVerdict(StaticRule):
         return []  # the verdict is judged per stack over a window by checks/verdict.py, not per fact
 
 
-RULES = [StackVerdict()]
+RULES = [VerdictRule()]

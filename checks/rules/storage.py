@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from db2vtop.agent.core.model import Fact
-from db2vtop.agent.core.store import Row
+from db2vtop.agent.core.source import Row
 from db2vtop.checks.rule import FactIndex, PerFactRule, Thresholds, as_float
 from db2vtop.checks.rules.common import ThresholdRule
 

@@ -8,7 +8,7 @@ not this tool's business.
 from __future__ import annotations
 
 from db2vtop.agent.core.model import Fact
-from db2vtop.agent.core.store import Row
+from db2vtop.agent.core.source import Row
 from db2vtop.agent.core.units import format_bytes
 from db2vtop.checks.rule import FactIndex, LiveRule, PerFactRule, StaticRule, Thresholds, Verdict, as_float, pct
 from db2vtop.checks.rules.common import ThresholdRule

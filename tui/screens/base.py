@@ -8,6 +8,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Input
 
+from db2vtop.checks.scales import Levels
 from db2vtop.tui.data import Reader
 from db2vtop.tui.table import GridTable
 from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar
@@ -32,6 +33,7 @@ class ViewScreen(Screen):
         # "auto" text colours resolved against defaults, i.e. equal to their background.
         if self.app._mounted_event.is_set():
             self._css_update_count = self.app._css_update_count
+        self.levels: Levels = self.app.levels  # the app's, handed down: the loader thread reads them here
 
     def load_view(self, reader: Reader, since_ns: int, until_ns: int) -> Any:
         raise NotImplementedError

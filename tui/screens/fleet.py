@@ -63,7 +63,7 @@ class FleetScreen(ViewScreen):
 
     def load_view(self, reader: Reader, since_ns: int, until_ns: int) -> FleetView:
         return load_fleet(reader, self.app.stacks_for(reader), since_ns, until_ns, TableState.of(self.table),
-                          SPARK_COLS)
+                          SPARK_COLS, self.levels)
 
     def show_view(self, view: FleetView) -> None:
         self.view = view

@@ -12,10 +12,10 @@ from textual.strip import Strip
 from textual.widgets import Static
 
 from db2vtop.agent.core.units import format_bytes, format_duration
-from db2vtop.tui.chart import Marks, braille, buckets, nice_top, spark, time_axis
+from db2vtop.checks.scales import Level
+from db2vtop.tui.chart import Marks, braille, buckets, level_style, nice_top, spark, time_axis
 from db2vtop.tui.data import LocalView, Reader, load_local, pick_guest
 from db2vtop.tui.format import ago, bar, num, rate, value
-from db2vtop.tui.layers import PCT_BUSY
 from db2vtop.tui.screens.base import ViewScreen
 from db2vtop.tui.table import Column, GridTable, TableModel, TableRow
 from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, StripView, TitleBar
@@ -46,15 +46,15 @@ class LocalFrame:
 
 
 def _chart(points: list[tuple[int, float]], since: int, until: int, cells: tuple[int, int],
-           marks: list[int], runs: list[tuple[int, int]]) -> tuple[list[Strip], Strip]:
+           marks: list[int], runs: list[tuple[int, int]], busy: Level) -> tuple[list[Strip], Strip]:
     cols = max(cells[0] - GUTTER, 4)
     values = buckets(points, since, until, 2 * cols)
     m = Marks.at(since, until, cols, marks, runs=runs)
-    return (braille(values, max(cells[1], 1), 100.0, m, thresholds=PCT_BUSY, gutter=GUTTER),
+    return (braille(values, max(cells[1], 1), 100.0, m, level=busy, gutter=GUTTER),
             time_axis(since, until, cols, m, GUTTER))
 
 
-def _disks(view: LocalView, marks: Marks) -> TableModel:
+def _disks(view: LocalView, marks: Marks, busy: Level) -> TableModel:
     rows = []
     for d in view.disks:
         f = d.fields
@@ -64,8 +64,8 @@ def _disks(view: LocalView, marks: Marks) -> TableModel:
         util = vals[7]
         rows.append(TableRow(dev, [dev, d.tags.get("type", ""), num(vals[0]), num(vals[1]), rate(vals[2]),
                                    rate(vals[3]), num(vals[4], 2), num(vals[5], 2), num(vals[6], 2),
-                                   (num(util), PCT_BUSY.style_of(util, "")),
-                                   spark(d.history, 100.0, marks, thresholds=PCT_BUSY)],
+                                   (num(util), level_style(busy, util, "")),
+                                   spark(d.history, 100.0, marks, level=busy)],
                              (dev, d.tags.get("type", ""), *vals, None)))
     return TableModel(DISK_COLUMNS, rows)
 
@@ -128,13 +128,14 @@ class LocalScreen(ViewScreen):
 
     def load_view(self, reader: Reader, since_ns: int, until_ns: int) -> LocalFrame:
         if self.guest is None:
-            self.guest = pick_guest(reader.store)
+            self.guest = pick_guest(reader)
         view = load_local(reader, self.guest, since_ns, until_ns, SPARK)
         marks = [m.ts for m in view.markers if m.event == "marker"]
-        cpu, cpu_axis = _chart(view.cpu_history, since_ns, until_ns, self.cpu_chart.cells, marks, view.runs)
-        mem, mem_axis = _chart(view.mem_history, since_ns, until_ns, self.mem_chart.cells, marks, view.runs)
+        busy = self.levels["cpu_busy"]
+        cpu, cpu_axis = _chart(view.cpu_history, since_ns, until_ns, self.cpu_chart.cells, marks, view.runs, busy)
+        mem, mem_axis = _chart(view.mem_history, since_ns, until_ns, self.mem_chart.cells, marks, view.runs, busy)
         spark_marks = Marks.at(since_ns, until_ns, SPARK, marks)
-        return LocalFrame(view, cpu, mem, cpu_axis, mem_axis, _disks(view, spark_marks), _nets(view, spark_marks))
+        return LocalFrame(view, cpu, mem, cpu_axis, mem_axis, _disks(view, spark_marks, busy), _nets(view, spark_marks))
 
     def show_view(self, frame: LocalFrame) -> None:
         view = self.view = frame.view
@@ -170,7 +171,7 @@ class LocalScreen(ViewScreen):
         summary.append(f"  usr {num(value(c, 'user_pct'))}  sys {num(value(c, 'system_pct'))}"
                        f"  iowait {num(value(c, 'iowait_pct'))}  ")
         steal = value(c, "steal_pct") or 0.0
-        summary.append(f"steal {num(steal)}", style="bold red" if steal >= 5 else "")
+        summary.append(f"steal {num(steal)}", style=level_style(self.levels["steal"], steal, ""))
         summary.append(f"  idle {num(value(c, 'idle_pct'))}\n")
         summary.append(f"load {c.get('load1', 0):.2f} {c.get('load5', 0):.2f} {c.get('load15', 0):.2f}"
                        f"   runnable {c.get('procs_running', 0)}  blocked {c.get('procs_blocked', 0)}")

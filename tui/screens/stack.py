@@ -74,7 +74,7 @@ class StackScreen(ViewScreen):
 
     def load_view(self, reader: Reader, since_ns: int, until_ns: int) -> StackView:
         return load_stack(reader, self.target, since_ns, until_ns, self.panel, self.geometry(),
-                          TableState.of(self.detail))
+                          TableState.of(self.detail), self.levels)
 
     def show_view(self, view: StackView) -> None:
         self.view = view

@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from db2vtop.agent.core.config import Config
+from db2vtop.agent.core.config import Config, StackConfig
 from db2vtop.agent.core.markers import record_marker, wait_recorded
 from db2vtop.agent.core.runs import BEGIN, END, RunNotFoundError, baseline_for, edge_marker, find_run
+from db2vtop.agent.core.source import CachedSource, tag_values
 from db2vtop.agent.core.store import Store
-from db2vtop.checks.report import Report, build_report, report_stacks
-from db2vtop.checks.topology import infer_stacks
+from db2vtop.checks.report import Report, build_report
+from db2vtop.checks.topology import DB2_MEASUREMENTS, Inferred, infer_stacks
 
 #: how long to wait for the process writing the store to record the end marker
 RECORD_TIMEOUT_S = 15.0
@@ -133,10 +134,8 @@ def make_report(cfg: Config, store_path: Path, spec: str, baseline: str | None =
         annotations = store.annotations()
         run = find_run(annotations, spec)
         base = baseline_for(annotations, run, baseline, previous)
-        facts = store.facts()
-        inferred = infer_stacks(cfg, facts)
-        chosen = report_stacks([i.stack for i in inferred if i.configured],
-                               [i.stack for i in inferred if not i.configured], store)
+        inferred = infer_stacks(cfg, CachedSource(store))
+        chosen = report_stacks(inferred, tag_values(store, DB2_MEASUREMENTS, "db2"))
         if stacks:
             every = {s.name: s for s in [*chosen, *(i.stack for i in inferred)]}
             missing = [n for n in stacks if n not in every]
@@ -146,4 +145,11 @@ def make_report(cfg: Config, store_path: Path, spec: str, baseline: str | None =
             chosen = [every[n] for n in dict.fromkeys(stacks)]
         if workers is None:  # a large fleet is read by up to 4 processes
             workers = max(1, min(4, len(os.sched_getaffinity(0))))
-        return build_report(store, chosen, run, base, facts, cfg.checks, now_ns, workers)
+        return build_report(store, chosen, run, base, cfg.checks, now_ns, workers)
+
+
+def report_stacks(inferred: list[Inferred], recorded_db2: list[str]) -> list[StackConfig]:
+    """The stacks a report covers (checks/topology.py infer_stacks): the configured ones, the vCenter VMs' that
+    have a DB2, the DB2 databases' that have samples, and the lone guests'."""
+    return [i.stack for i in inferred if i.configured or i.rule == "guest" or (i.rule == "vcenter" and i.stack.db2)
+            or (i.rule == "db2" and i.stack.db2 in recorded_db2)]

@@ -18,21 +18,24 @@ from db2vtop.agent.assemble import build_collectors
 from db2vtop.agent.core.config import Config
 from db2vtop.agent.core.influx_source import InfluxSource
 from db2vtop.agent.core.model import Fact, Finding, Sample
+from db2vtop.agent.core.source import CachedSource, MemorySource
 from db2vtop.agent.core.store import Store, StoreError
-from db2vtop.checks.topology import Inferred, infer_stacks
+from db2vtop.checks.topology import infer_stacks, pick
 from db2vtop.checks.triage import TriageResult, judge
 from db2vtop.collectors.base import BaseCollector
 
 
-async def _fresh(c: BaseCollector, lookback_s: float,
-                 vms: set[str] | None) -> tuple[list[Sample], list[Fact], str]:
-    """One look at a source now (plus its own history where it keeps one)."""
+async def _fresh(c: BaseCollector, lookback_s: float, vms: set[str] | None,
+                 facts_only: bool = False) -> tuple[list[Sample], list[Fact], str]:
+    """One look at a source now (plus its own history where it keeps one); `facts_only`: what it describes."""
     samples: list[Sample] = []
     facts: list[Fact] = []
     try:
         await asyncio.wait_for(c.start(), c.timeout)
         await asyncio.sleep(c.first_delay)
         facts = await asyncio.wait_for(c.describe_vms(vms) if vms else c.describe(), c.timeout)
+        if facts_only:
+            return [], facts, f"ok: {len(facts)} facts"
         keeps_history = type(c).lookback is not BaseCollector.lookback
         # a source that keeps its own history gives "now" with it: for named VMs, that hour is all we need
         records = [] if vms and keeps_history else await asyncio.wait_for(c.collect(), c.timeout)
@@ -50,15 +53,38 @@ class NoSuchTargetError(ValueError):
     """A `--vm` or `--stack` that no configured or inferred stack has."""
 
 
-def pick(stacks: list[Inferred], vms: Sequence[str], names: Sequence[str]) -> list[Inferred]:
-    """The stacks `--vm` and `--stack` name (all when neither is given)."""
-    if not vms and not names:
-        return stacks
-    chosen = [i for i in stacks if i.stack.vm in vms or i.stack.name in names]
-    missing = sorted((set(vms) - {i.stack.vm for i in chosen}) | (set(names) - {i.stack.name for i in chosen}))
-    if missing:
-        raise NoSuchTargetError(f"no stack or VM named {', '.join(missing)} (db2vtop stacks lists them)")
-    return chosen
+def bare_vm(cfg: Config, name: str) -> str:
+    """A `--vm` without its vCenter (`vc-prod/db01` -> `db01`): what the vSphere collectors look for."""
+    vcenter, sep, vm = name.partition("/")
+    return vm if sep and vcenter in {v.name for v in cfg.vcenter} else name
+
+
+def look_now(cfg: Config, lookback_s: float = 0.0, vms: set[str] | None = None,
+             progress: Callable[[str], None] = lambda _m: None,
+             facts_only: bool = False) -> tuple[list[Sample], list[Fact], dict[str, str]]:
+    """Every configured source read once now, at once (`vms`: only those VMs' realtime hour); with
+    `facts_only`, only what each describes (what `db2vtop stacks` infers stacks from)."""
+    samples: list[Sample] = []
+    facts: list[Fact] = []
+    sources: dict[str, str] = {}
+    collectors = [c for c in build_collectors(cfg) if c.name != "self"]  # no store: no marker inbox
+    if not collectors:
+        return samples, facts, sources
+    progress(("describing " if facts_only else "collecting now from ") + ", ".join(c.name for c in collectors))
+
+    async def gather() -> list[tuple[list[Sample], list[Fact], str]]:
+        try:
+            return await asyncio.gather(*(_fresh(c, lookback_s, vms, facts_only) for c in collectors))
+        finally:  # after all of them: collectors of one host share its SSH connection
+            for c in collectors:
+                with contextlib.suppress(Exception):
+                    await c.close()
+
+    for c, (s, f, status) in zip(collectors, asyncio.run(gather()), strict=True):
+        samples += s
+        facts += f
+        sources[c.name] = status
+    return samples, facts, sources
 
 
 def run_triage(cfg: Config, store_path: Path, lookback_s: float,
@@ -86,24 +112,14 @@ def run_triage(cfg: Config, store_path: Path, lookback_s: float,
             sources[name] = f"ok: {len(samples)} samples"
         except StoreError as e:
             sources[name] = f"error: {e}"
-    collectors = [c for c in build_collectors(cfg) if c.name != "self"]  # no store: no marker inbox
-    if collectors:
-        progress("collecting now from " + ", ".join(c.name for c in collectors))
-
-        async def gather() -> list[tuple[list[Sample], list[Fact], str]]:
-            wanted = set(vms) or None  # --vm: read only those VMs' realtime hour
-            try:
-                return await asyncio.gather(*(_fresh(c, lookback_s, wanted) for c in collectors))
-            finally:  # after all of them: collectors of one host share its SSH connection
-                for c in collectors:
-                    with contextlib.suppress(Exception):
-                        await c.close()
-
-        for c, (s, f, status) in zip(collectors, asyncio.run(gather()), strict=True):
-            samples += s
-            facts += f
-            sources[c.name] = status
-    chosen = pick(infer_stacks(cfg, facts), vms, stacks)
+    s, f, looked = look_now(cfg, lookback_s, {bare_vm(cfg, v) for v in vms} or None, progress)
+    samples += s
+    facts += f
+    sources.update(looked)
+    found = [i for i in infer_stacks(cfg, CachedSource(MemorySource(samples, facts))) if i.rule != "guest"]
+    chosen, missing = pick(found, vms, stacks)
+    if missing:
+        raise NoSuchTargetError(f"no stack or VM named {', '.join(missing)} (db2vtop stacks lists them)")
     progress(f"checking {len(samples)} samples and {len(facts)} facts, {len(chosen)} stack(s)")
     return judge(cfg, samples, facts, sources, lookback_s, now, [i.stack for i in chosen], bool(vms or stacks),
                  recorded)
