@@ -54,6 +54,13 @@ def cite(ref: str) -> str:
     return f"{title}, {rest}" if title and rest else title or ref
 
 
+def references_of(rule: str, stored: list[str]) -> list[str]:
+    """What a finding cites, as shown: its rule's references in this catalog (a recording made by an
+    older db2vtop may hold file names and its own shorthand), else the stored ones, by title."""
+    practice = practices().get(rule)
+    return list(practice.references) if practice is not None and practice.references else [cite(r) for r in stored]
+
+
 @cache
 def practices() -> dict[str, Practice]:
     return {r["id"]: Practice(**{**r, "references": tuple(cite(x) for x in r["references"])})

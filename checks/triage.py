@@ -11,7 +11,7 @@ from typing import Any
 from db2vtop.agent.core.config import Config, StackConfig
 from db2vtop.agent.core.model import Fact, Finding, Severity, severity_rank
 from db2vtop.agent.core.source import CachedSource, MemorySource
-from db2vtop.checks.catalog import cite
+from db2vtop.checks.catalog import references_of
 from db2vtop.checks.evidence import describe
 from db2vtop.checks.runner import build_engine
 from db2vtop.checks.topology import resolve
@@ -148,7 +148,7 @@ def to_text(r: TriageResult, markdown: bool = False) -> str:
             lines.append(f"{pad}why: {f.why}")
             if f.fix:
                 lines.append(f"{pad}fix: {f.fix}")
-            lines.append(f"{pad}ref: {'; '.join(cite(r) for r in f.references)}")
+            lines.append(f"{pad}ref: {'; '.join(references_of(f.rule, f.references))}")
         lines.append("")
     if not r.findings and not r.failed_sources:
         lines += ["No deviation from the documented practices in the lookback window.", ""]

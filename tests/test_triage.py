@@ -178,3 +178,15 @@ def test_no_text_a_user_sees_names_the_projects_inputs(tmp_path):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 assert not re.search(r"seed", node.value, re.IGNORECASE), (path.name, node.value[:80])
+
+
+def test_an_older_recordings_references_are_shown_by_title():
+    """A store written before the catalog named its documents holds file names and "not in seeds":
+    what is shown is the rule's references now, or the stored ones by title for a rule it no longer has."""
+    from db2vtop.checks.catalog import references_of
+
+    shown = references_of("cpu-limit-none", ["not in seeds"])
+    assert shown and "seed" not in " ".join(shown).lower() and "VMware" in shown[0]
+    assert references_of("a-retired-rule", ["000_e991ec30bbd9209f.txt §5.4"]) == [
+        "NetApp WP-7109, Best Practices for Virtualizing IBM DB2 with Technologies from VMware, Intel, and NetApp "
+        "(2010), §5.4"]

@@ -16,7 +16,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from db2vtop.agent.core.model import Finding, Severity, severity_rank
-from db2vtop.checks.catalog import cite
+from db2vtop.checks.catalog import references_of
 from db2vtop.checks.evidence import describe
 from db2vtop.tui.data import FindingsView, Reader, load_findings
 from db2vtop.tui.fleet_view import SEVERITY_CELL, without_subject
@@ -146,7 +146,7 @@ class FindingsScreen(ViewScreen):
         t.append("fix       ", style="bold")
         t.append(f"{f.fix}\n")
         t.append("reference ", style="bold")
-        t.append("; ".join(cite(r) for r in f.references) + "\n")  # a recording from before titles too
+        t.append("; ".join(references_of(f.rule, f.references)) + "\n")  # an older recording's too
         t.append(f"first seen {_when(f.first_seen)}, last seen {_when(f.last_seen)}\n", style="dim")
         if f.resolved_at:
             t.append(f"resolved  {_when(f.resolved_at)}\n", style="dim")
