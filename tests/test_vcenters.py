@@ -12,7 +12,7 @@ import time
 import pytest
 
 from db2vtop.agent.benchmark import make_report
-from db2vtop.agent.core.config import load_config
+from db2vtop.agent.config import load_config
 from db2vtop.agent.core.runs import BEGIN, END, edge_marker
 from db2vtop.agent.core.store import Store
 from db2vtop.agent.gather import look_now
