@@ -11,6 +11,8 @@ from typing import Any
 from db2vtop.agent.core.config import Config, StackConfig
 from db2vtop.agent.core.model import THREAD_MEASUREMENT, Fact, Finding, Severity, severity_rank
 from db2vtop.agent.core.source import CachedSource, MemorySource
+from db2vtop.checks.catalog import references_of
+from db2vtop.checks.evidence import describe
 from db2vtop.checks.runner import build_engine
 from db2vtop.checks.topology import resolve
 from db2vtop.checks.verdict import stack_verdict
@@ -158,10 +160,12 @@ def to_text(r: TriageResult, markdown: bool = False) -> str:
             pad = "  " if markdown else "    "
             lines.append(f"{pad}seen {_iso(f.first_seen)} .. {_iso(f.last_seen)}, "
                          f"{f.evidence.get('samples', 1)} samples")
+            if evidence := describe(f.evidence):
+                lines.append(f"{pad}evidence: {evidence}")
             lines.append(f"{pad}why: {f.why}")
             if f.fix:
                 lines.append(f"{pad}fix: {f.fix}")
-            lines.append(f"{pad}ref: {'; '.join(f.references)}")
+            lines.append(f"{pad}ref: {'; '.join(references_of(f.rule, f.references))}")
         lines.append("")
     if not r.findings and not r.failed_sources:
         lines += ["No deviation from the documented practices in the lookback window.", ""]
