@@ -44,9 +44,10 @@ log = logging.getLogger(__name__)
 _SOAP_NS = "{http://schemas.xmlsoap.org/soap/envelope/}"
 #: the most one answer may hold once inflated, unless [[vcenter]] max_response_bytes says otherwise
 MAX_RESPONSE_BYTES = 64 * 2**20
-#: pyvmomi's own calls (login, service content, clock, options, the container view) answer a few KB; its
-#: gzip reader copies what it inflated on every read, so its bound is kept small
-PYVMOMI_MAX_BYTES = 8 * 2**20
+#: pyvmomi's own calls (login, service content, clock, options, the container view) answer a few KB.
+#: Its deserializer's time grows with the square of a text's length, holding the GIL every other
+#: collector's thread needs (8 MiB: 2.8 s of CPU, long enough to time out a 1 s guest cycle; 1 MiB: 0.05 s)
+PYVMOMI_MAX_BYTES = 2**20
 #: elements an answer may hold: a thirty-second of its byte bound (empty elements cost far more memory than text)
 BYTES_PER_ELEMENT = 32
 _XSI_TYPE = "{http://www.w3.org/2001/XMLSchema-instance}type"
