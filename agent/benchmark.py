@@ -16,16 +16,16 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
 from db2vtop.agent.core.config import Config, StackConfig
 from db2vtop.agent.core.markers import record_marker, wait_recorded
-from db2vtop.agent.core.runs import BEGIN, END, RunNotFoundError, edge_marker, find_run, previous_run
+from db2vtop.agent.core.runs import BEGIN, END, RunNotFoundError, baseline_for, edge_marker, find_run
 from db2vtop.agent.core.source import CachedSource, tag_values
-from db2vtop.agent.core.store import Store
+from db2vtop.agent.core.store import Store, StoreError
 from db2vtop.checks.report import Report, build_report
 from db2vtop.checks.topology import DB2_MEASUREMENTS, Inferred, infer_stacks
 
@@ -44,30 +44,33 @@ class RunOutcome:
 
 def run_command(store_path: Path, name: str, argv: list[str], text: str = "",
                 err: TextIO = sys.stderr) -> RunOutcome:
+    """Mark the begin, run the command, mark the end. A begin that cannot be marked (a store that
+    cannot be written, an inbox refused) raises StoreError before the command starts: a run nobody
+    can find afterwards is not a run."""
     command = shlex.join(argv)
     begin = edge_marker(name, BEGIN, text or command, {"by": "run", "command": command})
     try:
-        child = subprocess.Popen(argv)  # the user's own command, as given
-    except FileNotFoundError:
-        print(f"db2vtop: run {name}: command not found: {argv[0]}", file=err)
-        return RunOutcome(127, begin.ts, begin.ts, False, False)
-    except PermissionError:
-        print(f"db2vtop: run {name}: permission denied: {argv[0]}", file=err)
-        return RunOutcome(126, begin.ts, begin.ts, False, False)
+        holder = record_marker(store_path, begin)
+    except Exception as e:
+        why = f"run {name}: cannot mark the begin, so the command is not started: {e}"
+        raise (type(e)(why) if isinstance(e, StoreError) else StoreError(why)) from None
+    if holder is None:
+        print(f"db2vtop: run {name}: no agent or watch is recording {store_path}; the run is marked "
+              "but nothing is collected (start `db2vtop agent` first)", file=err)
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal sends it to the command too
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, lambda signum, _frame: child.send_signal(signum))
-    holder: str | None = None
     try:
         try:
-            holder = record_marker(store_path, begin)
-        except Exception as e:  # the command runs anyway: a benchmark is not stopped for a marker
-            print(f"db2vtop: run {name}: could not mark the begin: {e}", file=err)
-        if holder is None:
-            print(f"db2vtop: run {name}: no agent or watch is recording {store_path}; the run is marked "
-                  "but nothing is collected (start `db2vtop agent` first)", file=err)
-        rc = child.wait()
+            child = subprocess.Popen(argv)  # the user's own command, as given
+        except (FileNotFoundError, PermissionError) as e:  # the end marker says so, as a shell would
+            missing = isinstance(e, FileNotFoundError)
+            print(f"db2vtop: run {name}: {'command not found' if missing else 'permission denied'}: {argv[0]}",
+                  file=err)
+            rc = 127 if missing else 126
+        else:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal sends it to the command too
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                signal.signal(sig, lambda signum, _frame: child.send_signal(signum))
+            rc = child.wait()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -85,7 +88,7 @@ def run_command(store_path: Path, name: str, argv: list[str], text: str = "",
     except Exception as e:
         print(f"db2vtop: run {name}: could not mark the end: {e}", file=err)
     if recorded and holder is not None:
-        settle(store_path, end_ns, SETTLE_TIMEOUT_S)
+        settle(store_path, end_ns, SETTLE_TIMEOUT_S, lambda text: print(f"db2vtop: run {name}: {text}", file=err))
     return RunOutcome(status, begin.ts, end_ns, recorded, holder is not None)
 
 
@@ -95,10 +98,12 @@ SETTLE_TIMEOUT_S = 10.0
 STOPPED_NS = 60 * 10**9
 
 
-def settle(store_path: Path, end_ns: int, timeout: float) -> bool:
+def settle(store_path: Path, end_ns: int, timeout: float, say: Callable[[str], None] | None = None) -> bool:
     """Wait until every series that reported near the end of the run has a sample after it (the one
-    that covers the run's last moments), at most `timeout` seconds; whether they all have."""
+    that covers the run's last moments), at most `timeout` seconds; whether they all have. `say` is
+    told what is waited for, once, so the wait is not a silent hang."""
     deadline = time.monotonic() + timeout
+    told = False
     while True:
         pending = 0
         try:
@@ -113,7 +118,13 @@ def settle(store_path: Path, end_ns: int, timeout: float) -> bool:
         if not pending:
             return True
         if time.monotonic() >= deadline:
+            if say is not None:
+                say(f"{pending} series still had no sample after the end; the report covers what arrived")
             return False
+        if say is not None and not told:
+            told = True
+            say(f"waiting up to {timeout:g} s for the samples that cover the run's end ({pending} series, "
+                "e.g. vCenter's next 20 s sample)…")
         time.sleep(0.25)
 
 
@@ -125,7 +136,7 @@ def make_report(cfg: Config, store_path: Path, spec: str, baseline: str | None =
     with Store(store_path) as store:
         annotations = store.annotations()
         run = find_run(annotations, spec)
-        base = find_run(annotations, baseline) if baseline else previous_run(annotations, run) if previous else None
+        base = baseline_for(annotations, run, baseline, previous)
         inferred = infer_stacks(cfg, CachedSource(store))
         chosen = report_stacks(inferred, tag_values(store, DB2_MEASUREMENTS, "db2"))
         if stacks:

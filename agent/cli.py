@@ -13,15 +13,18 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from db2vtop.agent import __version__
 from db2vtop.agent.config import Config, load_config, resolve_config, template
-from db2vtop.agent.core.config import ConfigError, Secret, sections_of
+from db2vtop.agent.core.config import ConfigError, Secret, plaintext_warnings, sections_of
+from db2vtop.agent.core.files import append_private, make_private_dir, open_private
 from db2vtop.agent.core.paths import default_config_path, state_dir
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.agent.core.store import Store, StoreError, StoreLockedError
+from db2vtop.agent.core.text import printable
 from db2vtop.agent.core.units import format_duration, parse_duration
 from db2vtop.agent.exits import EXIT_FAILED, EXIT_OK, EXIT_TRIAGE_UNKNOWN, EXIT_USAGE
 from db2vtop.agent.logs import LOG_FORMATS, setup_logging
@@ -138,11 +141,15 @@ def build_parser() -> argparse.ArgumentParser:
                         description="For every stack and layer, the run's figures (p50, p95, max, mean, with units), "
                                     "the findings opened during the run and the verdict over it; with --baseline, "
                                     "each figure beside the baseline's with the change in percent, and the layers "
-                                    "that moved most. RUN is a run's name (its latest run) or two marker names, "
-                                    "FIRST..SECOND.")
-    rr.add_argument("run", metavar="RUN")
+                                    "that moved most. RUN is a run's name (its latest run), NAME~N (the Nth run of "
+                                    "that name before the latest: bench~1 is the previous bench) or two marker "
+                                    "names, FIRST..SECOND.")
+    rr.add_argument("run", metavar="RUN", nargs="?")
     common(rr)
-    rr.add_argument("--baseline", metavar="RUN", help="the run to compare with (a name, or FIRST..SECOND)")
+    rr.add_argument("--baseline", metavar="RUN",
+                    help="the run to compare with: a name (RUN's own name: the run of that name before it), "
+                         "NAME~N, or FIRST..SECOND")
+    rr.add_argument("--list", action="store_true", help="list the runs in the store (newest first) and exit")
     rr.add_argument("--format", choices=["text", "markdown", "html", "json"], default="text")
     rr.add_argument("-o", "--output", type=Path, metavar="FILE", help="write to FILE instead of stdout")
     rr.add_argument("--stack", action="append", default=[], metavar="NAME",
@@ -173,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     sk.add_argument("--format", choices=["text", "json"], default="text")
 
     r = sub.add_parser("rules", help="the rule catalog with thresholds, references and observability",
-                       description="Every practice of the seed white papers: its rule, thresholds (with your "
+                       description="Every practice of the white papers: its rule, thresholds (with your "
                                    "overrides), references, and whether it is observable with this configuration.")
     r.add_argument("-c", "--config", type=Path, metavar="FILE", help="config whose overrides and sections to apply")
     r.add_argument("--format", choices=["text", "json"], default="text")
@@ -225,13 +232,13 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_config_check(args)
         return cmd_config_init(args)
     except ConfigError as e:
-        print(f"db2vtop: config error: {e}", file=sys.stderr)
+        print(f"db2vtop: config error: {printable(str(e))}", file=sys.stderr)
         return EXIT_TRIAGE_UNKNOWN if args.command == "triage" else EXIT_USAGE
     except StoreLockedError as e:
-        print(f"db2vtop: {e}", file=sys.stderr)
+        print(f"db2vtop: {printable(str(e))}", file=sys.stderr)
         return EXIT_USAGE
-    except (CommandError, StoreError, SpoolError) as e:
-        print(f"db2vtop: {e}", file=sys.stderr)
+    except (CommandError, StoreError, SpoolError) as e:  # one line, whatever a remote side put in it
+        print(f"db2vtop: {printable(str(e))}", file=sys.stderr)
         return getattr(e, "status", EXIT_FAILED)
     except KeyboardInterrupt:
         return 130
@@ -275,8 +282,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
     cfg = resolve_config(args.config)
     log_file = state_dir() / "watch.log"
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    setup_logging("info", stream=log_file.open("a", encoding="utf-8"))
+    make_private_dir(log_file.parent)
+    setup_logging("info", stream=append_private(log_file))  # 0600, never through a link
     path = _store_path(args, cfg)
     fleet = _source(args, cfg) == "influxdb"
     pipeline: Pipeline | None = None
@@ -295,6 +302,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
     finally:
         if pipeline is not None:
             pipeline.close()
+    if pipeline is not None and pipeline.supervisor.failed:  # the TUI showed it; the exit status says it too
+        print("db2vtop: a part of the collection failed: " + "; ".join(pipeline.supervisor.failures), file=sys.stderr)
+        return EXIT_FAILED
     return EXIT_OK
 
 
@@ -349,10 +359,32 @@ def cmd_run(args: argparse.Namespace) -> int:
     if outcome.recorded:
         try:
             report = make_report(cfg, path, args.name, args.baseline, previous=True)
-            sys.stderr.write(summary(report))
+            sys.stderr.write(printable(summary(report), lines=True))
         except (RunNotFoundError, StoreError) as e:
             print(f"db2vtop: run {args.name}: no summary: {e}", file=sys.stderr)
     return outcome.status
+
+
+def _run_list(path: Path) -> str:
+    """`report --list`: every run, newest first, with the name each can be reported by (NAME, NAME~1...)."""
+    from db2vtop.agent.core.runs import runs
+
+    with Store(path) as store:
+        found = runs(store.annotations())
+    if not found:
+        return f"no runs in {path} (db2vtop run NAME -- COMMAND records one)\n"
+    seen: dict[str, int] = {}
+    lines = []
+    for r in reversed(found):
+        back = seen.get(r.name, 0)
+        seen[r.name] = back + 1
+        spec = r.name if back == 0 else f"{r.name}~{back}"
+        begin = datetime.fromtimestamp(r.begin_ns / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        span = "still running" if r.open else f"{r.duration_s(r.begin_ns):,.0f} s"
+        status = f", exit status {r.exit_status}" if r.exit_status is not None else ""
+        what = f"  {r.command}" if r.command else ""
+        lines.append(f"{spec:<20} {begin} UTC  {span}{status}{what}")
+    return "\n".join(lines) + "\n"
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -364,6 +396,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     path = _store_path(args, cfg)
     if not path.exists():
         raise CommandError(f"no store at {path}")
+    if args.list:
+        sys.stdout.write(_run_list(path))
+        return EXIT_OK
+    if args.run is None:
+        raise CommandError("report needs RUN (db2vtop report --list shows the runs)", EXIT_USAGE)
     try:
         report = make_report(cfg, path, args.run, args.baseline, stacks=args.stack)
     except RunNotFoundError as e:
@@ -372,13 +409,15 @@ def cmd_report(args: argparse.Namespace) -> int:
         text = report_render.to_json(report) + "\n"
     elif args.format == "html":
         text = report_render.to_html(report)
-    else:
-        text = report_render.to_text(report, markdown=args.format == "markdown")
+    else:  # names in it come from the sources: nothing in them acts on the terminal
+        text = printable(report_render.to_text(report, markdown=args.format == "markdown"), lines=True)
     if args.output is None:
         sys.stdout.write(text)
         return EXIT_OK
-    try:
-        args.output.write_text(text, encoding="utf-8")
+    try:  # the user's own file: the umask's mode, but never written through a link
+        fd = os.open(args.output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
     except OSError as e:
         raise CommandError(f"cannot write {args.output}: {e.strerror}") from None
     print(f"wrote {args.output}", file=sys.stderr)
@@ -424,7 +463,7 @@ def cmd_triage(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(to_json(result), indent=2, ensure_ascii=False))
     else:
-        sys.stdout.write(to_text(result, markdown=args.format == "markdown"))
+        sys.stdout.write(printable(to_text(result, markdown=args.format == "markdown"), lines=True))
     return result.exit_status
 
 
@@ -448,19 +487,19 @@ def cmd_stacks(args: argparse.Namespace) -> int:
         stacks, where = infer_stacks(cfg, MemorySource(facts=facts)), "the sources, read now"
         for name, status in sources.items():
             if not status.startswith("ok"):
-                print(f"db2vtop: {name}: {status}", file=sys.stderr)
+                print(printable(f"db2vtop: {name}: {status}"), file=sys.stderr)
     if args.format == "json":
         print(json.dumps([i.to_json() for i in stacks], indent=2, ensure_ascii=False))
         return EXIT_OK
-    for i in stacks:
+    for i in stacks:  # VM and host names come from vCenter: printed escaped
         s = i.stack
         vcenter = f", vCenter {s.vcenter}" if s.vcenter else ""
-        print(f"{s.name} ({'configured' if i.configured else 'inferred'}): vm {s.vm or '—'}, guest "
-              f"{s.guest or '—'}, db2 {s.db2 or '—'}, storage {', '.join(s.storage) or '—'}{vcenter}")
+        print(printable(f"{s.name} ({'configured' if i.configured else 'inferred'}): vm {s.vm or '—'}, guest "
+                        f"{s.guest or '—'}, db2 {s.db2 or '—'}, storage {', '.join(s.storage) or '—'}{vcenter}"))
         for layer, why in i.matched.items():
-            print(f"    {layer}: {why}")
+            print(printable(f"    {layer}: {why}"))
         for layer, why in i.unmatched.items():
-            print(f"    {layer}: not matched: {why}")
+            print(printable(f"    {layer}: not matched: {why}"))
     if not stacks:
         print("no stacks: no [[stack]] section, and no vCenter VM, DB2 or guest in the store or the sources")
     else:
@@ -493,6 +532,8 @@ def cmd_config_check(args: argparse.Namespace) -> int:
             ref.resolve(user)
         except SecretError as e:
             raise ConfigError(str(args.config), where, f"secret not readable: {e}") from None
+    for warning in plaintext_warnings(cfg):
+        print(f"db2vtop: warning: {warning}", file=sys.stderr)
     counts = ", ".join(f"{len(getattr(cfg, s))} {s}" for s in ("vcenter", "ssh", "db2", "storage", "esxtop", "stack"))
     print(f"{args.config}: OK ({counts}; influxdb {'on' if cfg.influxdb else 'off'}; "
           f"guest {'every ' + format_duration(cfg.guest.interval) if cfg.guest.enabled else 'off'}; "
@@ -506,8 +547,8 @@ def cmd_config_init(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         return EXIT_OK
     flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if args.force else os.O_EXCL)
-    try:
-        fd = os.open(args.output, flags, 0o600)
+    try:  # 0600 (an existing file of ours too) and never through a link
+        fd = open_private(args.output, flags)
     except FileExistsError:
         raise CommandError(f"{args.output} exists; use --force to overwrite it", EXIT_USAGE) from None
     except OSError as e:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 import queue
-import threading
 from collections.abc import Iterable, Sequence
 
 from db2vtop.agent.core.config import Config
 from db2vtop.agent.core.model import Annotation, Fact, Finding, Output, Sample
 from db2vtop.agent.core.store import Store
+from db2vtop.agent.core.supervise import Supervisor
 from db2vtop.checks.engine import Engine, validate_overrides
 from db2vtop.checks.rules import all_rules
 from db2vtop.checks.topology import db2_vm_selector
@@ -28,14 +28,17 @@ def build_engine(cfg: Config) -> Engine:
 
 
 class CheckRunner:
-    """An Output: judges every batch the runtime emits and passes finding changes on."""
+    """An Output: judges every batch the runtime emits and passes finding changes on, on a thread run
+    by the supervisor: a batch the engine fails on is set aside (logged with its traceback, counted)."""
 
-    def __init__(self, engine: Engine, outputs: Sequence[Output]):
+    THREAD = "checks"
+
+    def __init__(self, engine: Engine, outputs: Sequence[Output], supervisor: Supervisor | None = None):
         self.engine = engine
         self.outputs = list(outputs)
+        self.supervisor = supervisor or Supervisor()
         self._q: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="checks", daemon=True)
-        self._thread.start()
+        self._thread = self.supervisor.start(self.THREAD, self._run)
 
     def resume(self, store: Store, facts: list[Fact] | None = None) -> None:
         """Continue where the last run stopped: its open findings and the current facts (`facts` when the
@@ -49,6 +52,7 @@ class CheckRunner:
     def close(self, timeout: float = 10.0) -> None:
         self._q.put(None)
         self._thread.join(timeout)
+        self.supervisor.release(self.THREAD)
 
     def _run(self) -> None:
         while (item := self._q.get()) is not None:
@@ -69,9 +73,10 @@ class CheckRunner:
                 self.engine.adopt(adopt)
                 self.engine.feed(samples, facts)
                 changes = self.engine.changes()
-            except Exception:  # a rule bug must not stop collection; it is logged with its traceback
+            except Exception as e:  # a rule bug must not stop collection; it is logged with its traceback
                 log.exception("check engine failed on a batch")
-                changes = []
+                self.supervisor.set_aside(self.THREAD, f"a batch of {len(samples)} samples and {len(facts)} facts", e)
+                changes = []  # not `continue`: a stop taken from the queue above must still end the thread
             if changes:
                 for out in self.outputs:
                     out.submit(findings=changes)

@@ -9,8 +9,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from db2vtop.agent.core.config import Config, StackConfig
-from db2vtop.agent.core.model import Fact, Finding, Severity, severity_rank
+from db2vtop.agent.core.model import THREAD_MEASUREMENT, Fact, Finding, Severity, severity_rank
 from db2vtop.agent.core.source import CachedSource, MemorySource
+from db2vtop.checks.catalog import references_of
+from db2vtop.checks.evidence import describe
 from db2vtop.checks.runner import build_engine
 from db2vtop.checks.topology import resolve
 from db2vtop.checks.verdict import stack_verdict
@@ -27,6 +29,7 @@ class TriageResult:
     sources: dict[str, str] = field(default_factory=dict)  # source -> "ok: ..." or the error
     samples: int = 0
     healthy: int = 0  # stacks judged whose verdict blames no layer (left out of `verdicts` unless targeted)
+    threads: list[dict[str, Any]] = field(default_factory=list)  # the recording agents' threads in trouble
 
     @property
     def failed_sources(self) -> dict[str, str]:
@@ -81,7 +84,23 @@ def judge(cfg: Config, samples: list[Any], facts: list[Fact], sources: dict[str,
     shown.sort(key=lambda v: ({"high": 0, "medium": 1, "low": 2}.get(v.confidence, 3), v.stack))
     verdicts = [v.to_json() for v in shown]
     return TriageResult(now, lookback_s, findings, verdicts, sources=sources, samples=len(samples),
-                        healthy=len([v for v in judged if v.layer is None]))
+                        healthy=len([v for v in judged if v.layer is None]), threads=threads_in_trouble(samples))
+
+
+def threads_in_trouble(samples: list[Any]) -> list[dict[str, Any]]:
+    """The newest `db2vtop_thread` state of each agent's thread that is not clean (retrying, failed, or
+    records set aside): what the history the store or InfluxDB holds may be missing, and why."""
+    newest: dict[tuple[str, str], Any] = {}
+    for s in samples:
+        if s.measurement == THREAD_MEASUREMENT:
+            newest[(s.tags.get("agent", ""), s.tags.get("thread", ""))] = s  # samples are in time order
+    out = []
+    for (agent, thread), s in sorted(newest.items()):
+        f = s.fields
+        if f.get("state", "ok") != "ok" or f.get("set_aside", 0):
+            out.append({"agent": agent, "thread": thread, "state": f.get("state"), "set_aside": f.get("set_aside", 0),
+                        "retries": f.get("retries", 0), "last_error": f.get("last_error", ""), "at": _iso(s.ts)})
+    return out
 
 
 def could_not_run(result: TriageResult) -> str | None:
@@ -106,7 +125,7 @@ def to_json(r: TriageResult) -> dict[str, Any]:
     return {"generated_at": _iso(r.generated_at), "lookback_s": r.lookback_s,
             "status": ("OK", "WARNING", "CRITICAL", "UNKNOWN")[r.exit_status],
             "failed_sources": r.failed_sources, "findings": [finding_json(f) for f in r.findings],
-            "verdicts": r.verdicts, "healthy_stacks": r.healthy, "sources": r.sources}
+            "verdicts": r.verdicts, "healthy_stacks": r.healthy, "sources": r.sources, "agent_threads": r.threads}
 
 
 def _subject(f: Finding) -> str:
@@ -141,14 +160,20 @@ def to_text(r: TriageResult, markdown: bool = False) -> str:
             pad = "  " if markdown else "    "
             lines.append(f"{pad}seen {_iso(f.first_seen)} .. {_iso(f.last_seen)}, "
                          f"{f.evidence.get('samples', 1)} samples")
+            if evidence := describe(f.evidence):
+                lines.append(f"{pad}evidence: {evidence}")
             lines.append(f"{pad}why: {f.why}")
             if f.fix:
                 lines.append(f"{pad}fix: {f.fix}")
-            lines.append(f"{pad}ref: {'; '.join(f.references)}")
+            lines.append(f"{pad}ref: {'; '.join(references_of(f.rule, f.references))}")
         lines.append("")
     if not r.findings and not r.failed_sources:
         lines += ["No deviation from the documented practices in the lookback window.", ""]
     lines += [("## " if markdown else "") + "Sources", ""]
     lines += [f"- {k}: {v}" for k, v in r.sources.items()] or ["- none"]
+    if r.threads:  # the agent that recorded the history had trouble keeping it
+        lines += ["", ("## " if markdown else "") + "Agent threads in trouble", ""]
+        lines += [f"- {t['agent']} {t['thread']}: {t['state']}, {t['set_aside']} set aside, {t['retries']} retries"
+                  + (f"; last: {t['last_error']}" if t["last_error"] else "") + f" (at {t['at']})" for t in r.threads]
     return "\n".join(lines) + "\n"
 

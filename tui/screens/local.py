@@ -22,11 +22,12 @@ from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, Stri
 
 SPARK = 20
 GUTTER = 5
-DISK_COLUMNS = [Column("device", max_width=24), Column("type"), Column("r/s", right=True), Column("w/s", right=True),
+DISK_COLUMNS = [Column("device", max_width=24, min_width=8), Column("type"), Column("r/s", right=True),
+                Column("w/s", right=True),
                 Column("read", right=True), Column("write", right=True), Column("r_await ms", right=True),
                 Column("w_await ms", right=True), Column("aqu-sz", right=True), Column("%util", right=True),
                 Column("%util trend", width=SPARK, sortable=False)]
-NET_COLUMNS = [Column("interface", max_width=24), Column("rx", right=True), Column("tx", right=True),
+NET_COLUMNS = [Column("interface", max_width=24, min_width=8), Column("rx", right=True), Column("tx", right=True),
                Column("rx pkt/s", right=True), Column("tx pkt/s", right=True), Column("drops/s", right=True),
                Column("errors/s", right=True), Column("rx+tx trend", width=SPARK, sortable=False)]
 
@@ -85,6 +86,14 @@ def _nets(view: LocalView, marks: Marks) -> TableModel:
     return TableModel(NET_COLUMNS, rows)
 
 
+def _pane(name: str, title: str) -> Vertical:
+    """A titled pane, its title set as it is composed (a screen composed ahead of its first visit
+    can be taken down before its mount handler could look its panes up)."""
+    pane = Vertical(id=name, classes="pane")
+    pane.border_title = title
+    return pane
+
+
 class LocalScreen(ViewScreen):
     HELP: ClassVar = [("/", "filter the disk rows"), ("esc", "back (when opened from the Fleet)")]
 
@@ -100,26 +109,23 @@ class LocalScreen(ViewScreen):
         yield Breadcrumbs(id="crumbs")
         yield StatusLine(id="status")
         with Horizontal(id="top"):
-            with Vertical(id="cpu", classes="pane"):
+            with _pane("cpu", "CPU busy %"):
                 yield Static("waiting for the first samples…", id="cpu-summary")
                 yield self.cpu_chart
                 yield StripView(id="cpu-axis", classes="axis")
                 yield Static(id="cpu-bars")
-            with Vertical(id="mem", classes="pane"):
+            with _pane("mem", "Memory used %"):
                 yield Static(id="mem-summary")
                 yield self.mem_chart
                 yield StripView(id="mem-axis", classes="axis")
-        with Vertical(id="disk", classes="pane"):
+        with _pane("disk", "Disks"):
             yield GridTable(DISK_COLUMNS, id="disk-table", cursor=False)
-        with Vertical(id="net", classes="pane"):
+        with _pane("net", "Network"):
             yield GridTable(NET_COLUMNS, id="net-table", cursor=False)
         yield FilterBar(id="filter")
         yield KeyBar()
 
     def on_mount(self) -> None:
-        for pane, title in (("#cpu", "CPU busy %"), ("#mem", "Memory used %"), ("#disk", "Disks"),
-                            ("#net", "Network")):
-            self.query_one(pane).border_title = title
         self.show_crumbs()
 
     def crumbs(self) -> list[str]:
@@ -175,10 +181,12 @@ class LocalScreen(ViewScreen):
         summary.append(f"load {c.get('load1', 0):.2f} {c.get('load5', 0):.2f} {c.get('load15', 0):.2f}"
                        f"   runnable {c.get('procs_running', 0)}  blocked {c.get('procs_blocked', 0)}")
         self.query_one("#cpu-summary", Static).update(summary)
-        per_line = 4 if len(view.cpus) > 4 else max(1, len(view.cpus))
         cells = [f"{name:>3} {bar(busy, 8)} {busy:5.1f}%" for name, busy in view.cpus]
+        bars = self.query_one("#cpu-bars", Static)
+        fits = (bars.size.width + 2) // (max(map(len, cells)) + 2) if cells and bars.size.width else 4
+        per_line = max(1, min(4, fits, len(cells)))  # a CPU's bar is never split over two lines
         lines = ["  ".join(cells[i:i + per_line]) for i in range(0, len(cells), per_line)]
-        self.query_one("#cpu-bars", Static).update("\n".join(lines))
+        bars.update("\n".join(lines))
 
     def _show_mem(self, view: LocalView) -> None:
         m = view.mem
