@@ -177,6 +177,20 @@ def test_a_flipped_byte_costs_its_record_alone_and_is_counted(tmp_path, caplog):
     s.close()
 
 
+def test_a_bad_record_of_ten_points_counts_ten_not_its_header_byte(tmp_path):
+    """A record's header holds its count of points: 10 is the byte of a newline, which the search for the next
+    record once counted as one more line lost (the fault-injection run said "about 11 points lost")."""
+    s = Spool(tmp_path, 1 << 20, segment_bytes=2000)
+    recs = [record(i, 10) for i in range(6)]
+    for r in recs:
+        s.append(r, 10)
+    s.close()
+    flip(tmp_path / segments(tmp_path)[0], len(MAGIC) + 12 + 30)
+    s = Spool(tmp_path, 1 << 20, segment_bytes=2000)
+    assert drain(s) == recs[1:] and s.corrupt == 10
+    s.close()
+
+
 def test_a_corrupt_header_mid_segment_is_stepped_over(tmp_path):
     recs = three_segments(tmp_path)
     first = tmp_path / segments(tmp_path)[0]

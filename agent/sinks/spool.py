@@ -466,7 +466,7 @@ def _next_good(fd: int, pos: int, end: int) -> tuple[int, int]:
     (points) in between. A record starts right after the newline that ends the one before it, so only
     those places are tried, and a try only reads a payload whose last byte is a newline."""
     lines = 0
-    base = pos + 1
+    base = pos + _HEADER.size  # its header's bytes are no lines: a count of 10 points is a b"\n" (0x0a)
     while base < end:
         window = os.pread(fd, min(_WINDOW, end - base), base)
         if not window:
