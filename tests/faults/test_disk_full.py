@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from db2vtop.agent.sinks.spool import Spool
-from tests.faults.agent import guest_seconds, nothing_lost, start, wait_seconds, write_config
+from tests.faults.agent import nothing_lost, start, wait_past, wait_seconds, write_config
 from tests.faults.disk import small_fs
 from tests.infra.influxd import refused_url
 
@@ -50,9 +50,7 @@ def test_a_disk_that_fills_and_frees_loses_nothing(tmp_path):
             time.sleep(FULL_S)
             fs.free()
             freed = time.time()
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and (guest_seconds(store) or [0])[-1] < freed + 3:
-                time.sleep(0.2)
+            wait_past(store, freed + 3)
         finally:
             status = agent.stop()
         log = agent.text()
