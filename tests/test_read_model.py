@@ -15,7 +15,8 @@ import time
 import pytest
 
 from db2vtop.agent.assemble import measurement_catalog
-from db2vtop.agent.core.config import Config, StackConfig
+from db2vtop.agent.config import Config
+from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.influx_source import InfluxSource
 from db2vtop.agent.core.model import Fact, Sample
 from db2vtop.agent.core.runs import BEGIN, END, edge_marker, find_run
@@ -221,7 +222,7 @@ def test_the_figure_table_is_the_declared_schema():
     for f in figures.TABLE:
         m = declared.get(f.measurement)
         assert m is not None, f"{f.id}: no measurement {f.measurement} is declared"
-        kind = {x.name: x.kind for x in m.fields}.get(f.field)
+        kind = {x.name: x.type for x in m.fields}.get(f.field)
         assert kind == "number", f"{f.id}: not a declared number field"
         assert all(k in m.tags for k, _ in f.where), f"{f.id}: where {f.where} names an undeclared tag"
         assert f.layer in figures.LAYERS and f.entity in topology.ENTITIES and f.combine in figures.COMBINE, f.id
