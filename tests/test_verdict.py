@@ -193,7 +193,14 @@ def test_a_window_across_the_vmotion_judges_each_bucket_with_its_own_host(tmp_pa
     with Store(path) as r:
         across = stack_verdict(r, STACK, T0, T0 + 40 * 20 * S)
         where = placement(r, "db2prod01", T0, T0 + 40 * 20 * S)
-    assert across.figures["kavg_ms"] == pytest.approx((8.0 + 0.1) / 2)  # 20 buckets on each host
-    assert "host esx01/esx02 KAVG" in across.summary
+    # each host's buckets are judged with its own figures: esx01's queue was the VM's until the move, then
+    # the array's 6 ms is what the VM waits on
+    before, after = across.episodes
+    assert (before.layer, before.start, before.end) == ("host", T0, T0 + 20 * 20 * S)
+    assert "host esx01 KAVG 8.0 ms" in before.summary and before.figures["kavg_ms"] == (8.0, 8.0)
+    assert [c.kind for c in before.causes] == ["hypervisor-queue", "array"]  # both add latency, the queue most
+    assert (after.layer, after.start, after.end) == ("storage", T0 + 20 * 20 * S, None)
+    assert across.layer == "storage" and across.since == after.start and "host esx02 KAVG 0.1 ms" in across.summary
+    assert across.figures["kavg_ms"] == pytest.approx(0.1) and "esx01" not in across.summary
     assert where.host_at(T0 + 5 * 20 * S) == "esx01" and where.host_at(T0 + 25 * 20 * S) == "esx02"
     assert where.hosts_between(T0 + 25 * 20 * S, T0 + 30 * 20 * S) == {"esx02"}
