@@ -5,10 +5,12 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Iterable, Sequence
 
 from db2vtop.agent.core.config import Config
 from db2vtop.agent.core.model import Annotation, Fact, Finding, Output, Sample
+from db2vtop.agent.core.source import Row
 from db2vtop.agent.core.store import Store
 from db2vtop.checks.engine import Engine, validate_overrides
 from db2vtop.checks.rules import all_rules
@@ -37,14 +39,14 @@ class CheckRunner:
         self._thread = threading.Thread(target=self._run, name="checks", daemon=True)
         self._thread.start()
 
-    def resume(self, store: Store, facts: list[Fact] | None = None) -> None:
-        """Continue where the last run stopped: its open findings and the current facts (`facts` when the
-        caller has read them already)."""
-        self._q.put((store.findings(open_only=True), [], store.facts() if facts is None else facts))
+    def resume(self, store: Store, facts: list[Fact] | None = None, history: Sequence[Sample | Row] = ()) -> None:
+        """Continue where the last run stopped: its open findings, the current facts (`facts` when the caller
+        has read them already) and the recent samples the store holds (`history`), judged before anything new."""
+        self._q.put((store.findings(open_only=True), [], store.facts() if facts is None else facts, list(history)))
 
     def submit(self, samples: Iterable[Sample] = (), facts: Iterable[Fact] = (),
                annotations: Iterable[Annotation] = (), findings: Iterable[Finding] = ()) -> None:
-        self._q.put(([], list(samples), list(facts)))
+        self._q.put(([], list(samples), list(facts), []))
 
     def close(self, timeout: float = 10.0) -> None:
         self._q.put(None)
@@ -52,10 +54,13 @@ class CheckRunner:
 
     def _run(self) -> None:
         while (item := self._q.get()) is not None:
-            adopt, samples, facts = item
+            adopt, samples, facts, history = item
             try:
                 self.engine.adopt(adopt)
                 self.engine.feed(samples, facts)
+                if history:
+                    self.engine.start_from(history)
+                self.engine.mark_stale(time.time_ns())
                 changes = self.engine.changes()
             except Exception:  # a rule bug must not stop collection; it is logged with its traceback
                 log.exception("check engine failed on a batch")
