@@ -411,7 +411,7 @@ def cmd_triage(args: argparse.Namespace) -> int:
     progress = (lambda m: print(f"… {m}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else (lambda m: None)
     try:
         result = run_triage(cfg, _store_path(args, cfg), args.lookback, progress, vms=args.vm, stacks=args.stack,
-                            source=_source(args, cfg))
+                            source=_source(args, cfg), store_named=bool(args.store))
     except NoSuchTargetError as e:
         print(f"db2vtop: {e}", file=sys.stderr)
         return EXIT_TRIAGE_UNKNOWN
@@ -420,12 +420,12 @@ def cmd_triage(args: argparse.Namespace) -> int:
     reason = could_not_run(result) or (fleet.removeprefix("error: ") if fleet.startswith("error") else None)
     if reason:
         print(f"db2vtop: triage could not run: {reason}", file=sys.stderr)
-        return EXIT_TRIAGE_UNKNOWN
+        result.blind = reason
     if args.format == "json":
         print(json.dumps(to_json(result), indent=2, ensure_ascii=False))
     else:
         sys.stdout.write(to_text(result, markdown=args.format == "markdown"))
-    return result.exit_status
+    return EXIT_TRIAGE_UNKNOWN if reason else result.exit_status
 
 
 def cmd_stacks(args: argparse.Namespace) -> int:

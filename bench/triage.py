@@ -27,7 +27,7 @@ from tests.vsphere_sim import Simulator  # noqa: E402
 
 def run(cfg: Path, lookback: str, *extra: str) -> tuple[float, dict, int]:
     t = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "db2vtop.agent", "triage", "-c", str(cfg), "--store", "/nonexistent.db",
+    r = subprocess.run([sys.executable, "-m", "db2vtop.agent", "triage", "-c", str(cfg),
                         "--format", "json", "--lookback", lookback, *extra], cwd=ROOT, capture_output=True, text=True,
                        env={**os.environ, "VC1_PASSWORD": "bench"}, timeout=600)
     return time.perf_counter() - t, json.loads(r.stdout) if r.stdout else {"error": r.stderr}, r.returncode
@@ -47,8 +47,10 @@ def main() -> None:
         with Simulator(scenario) as sim:
             ca = Path(d) / "ca.pem"
             ca.write_text(ssl.get_server_certificate(("127.0.0.1", sim.port)))
-            base = (f'[guest]\nenabled = false\n[[vcenter]]\nname = "vc1"\nurl = "{sim.url}"\nuser = "bench"\n'
-                    f'password_env = "VC1_PASSWORD"\nca_file = "{ca}"\ntimeout = "60s"\n')
+            # no agent recorded anything: the config's store does not exist, triage reads vCenter's hour
+            base = (f'[store]\npath = "{Path(d) / "none.db"}"\n[guest]\nenabled = false\n[[vcenter]]\nname = "vc1"\n'
+                    f'url = "{sim.url}"\nuser = "bench"\npassword_env = "VC1_PASSWORD"\nca_file = "{ca}"\n'
+                    'timeout = "60s"\n')
             out = {"benchmark": "triage", "vms": args.hosts * args.vms_per_host, "lookback": args.lookback,
                    "target_s": {"all_vms": 10, "one_vm": 2}}
             cfg = Path(d) / "vcenter.toml"

@@ -63,6 +63,8 @@ def test_triage_with_nothing_to_judge_or_a_bad_config_exits_3(tmp_path):
 
 
 def test_triage_collects_this_machine_now(store_path):
+    with Store(store_path, writer=True):  # an agent's store with nothing in it yet
+        pass
     r = run_cli("triage", "--store", str(store_path), "--format", "json")
     assert r.returncode in (0, 1, 2), r.stderr
     doc = json.loads(r.stdout)

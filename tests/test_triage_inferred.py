@@ -63,19 +63,20 @@ def vcenter_only(tmp_path, sim) -> str:
     ca = tmp_path / "sim-ca.pem"
     ca.write_text(ssl.get_server_certificate(("127.0.0.1", sim.port)))
     path = tmp_path / "vc.toml"
-    path.write_text(f'[guest]\nenabled = false\n[[vcenter]]\nname = "vc1"\nurl = "{sim.url}"\nuser = "monitor"\n'
-                    f'password_env = "VC1_PASSWORD"\nca_file = "{ca}"\n')
+    path.write_text(f'[store]\npath = "{tmp_path / "none.db"}"\n[guest]\nenabled = false\n[[vcenter]]\nname = "vc1"\n'
+                    f'url = "{sim.url}"\nuser = "monitor"\npassword_env = "VC1_PASSWORD"\nca_file = "{ca}"\n')
     return str(path)
 
 
 def triage(cfg: str, store, *args: str):
-    r = run_cli("triage", "-c", cfg, "--store", str(store), "--format", "json", *args,
-                env={"VC1_PASSWORD": "secret"}, timeout=120)
+    """`--store` when there is one; None: the config's, where no agent recorded anything."""
+    where = ("--store", str(store)) if store is not None else ()
+    r = run_cli("triage", "-c", cfg, *where, "--format", "json", *args, env={"VC1_PASSWORD": "secret"}, timeout=120)
     return r.returncode, json.loads(r.stdout) if r.stdout.strip() else r.stderr
 
 
 def test_every_vm_gets_its_verdict_without_any_stack(vcenter_only, tmp_path):
-    status, out = triage(vcenter_only, tmp_path / "none.db")
+    status, out = triage(vcenter_only, None)
     verdicts = {v["vm"]: v for v in out["verdicts"]}
     assert verdicts["vmqueue"]["layer"] == "host" and "KAVG 9.0 ms" in verdicts["vmqueue"]["summary"]
     assert "queueing in the hypervisor" in verdicts["vmqueue"]["summary"]
@@ -88,12 +89,12 @@ def test_every_vm_gets_its_verdict_without_any_stack(vcenter_only, tmp_path):
 
 
 def test_triage_of_one_vm_is_judged_and_exits_by_that_vm_alone(vcenter_only, tmp_path):
-    status, out = triage(vcenter_only, tmp_path / "none.db", "--vm", "vmcalm")
+    status, out = triage(vcenter_only, None, "--vm", "vmcalm")
     assert [v["vm"] for v in out["verdicts"]] == ["vmcalm"] and out["verdicts"][0]["layer"] is None
     assert status == 0, out["findings"]
-    status, out = triage(vcenter_only, tmp_path / "none.db", "--vm", "vmqueue")
+    status, out = triage(vcenter_only, None, "--vm", "vmqueue")
     assert status in (1, 2) and any(f["rule"] == "disk-queue-saturation" for f in out["findings"])
-    code, err = triage(vcenter_only, tmp_path / "none.db", "--vm", "nope")
+    code, err = triage(vcenter_only, None, "--vm", "nope")
     assert code == 3 and "no stack or VM named nope" in err
 
 

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from db2vtop.agent.benchmark import make_report
-from db2vtop.agent.core.config import load_config
+from db2vtop.agent.config import load_config
 from db2vtop.agent.core.runs import BEGIN, END, edge_marker
 from db2vtop.agent.core.store import Store
 from db2vtop.agent.gather import look_now
@@ -46,7 +46,7 @@ def _scenario(vcenter: str) -> dict:
 def two(tmp_path_factory):
     """Both simulators and the config naming them."""
     d = tmp_path_factory.mktemp("two-vcenters")
-    parts = ["[guest]\nenabled = false\n"]
+    parts = [f'[store]\npath = "{d / "none.db"}"\n[guest]\nenabled = false\n']  # no agent recorded anything
     sims = []
     try:
         for name in READY_MS:
@@ -88,8 +88,7 @@ def monkeypatch_module():
 
 
 def _triage(cfg, *args):
-    r = run_cli("triage", "-c", str(cfg), "--store", "/nonexistent.db", *args, env={"VC_PASSWORD": "secret"},
-                timeout=120)
+    r = run_cli("triage", "-c", str(cfg), *args, env={"VC_PASSWORD": "secret"}, timeout=120)
     return r.returncode, r.stdout, r.stderr
 
 
