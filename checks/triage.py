@@ -21,7 +21,7 @@ from db2vtop.agent.core.units import format_duration
 from db2vtop.checks.figures import TABLE
 from db2vtop.checks.runner import build_engine
 from db2vtop.checks.topology import resolve
-from db2vtop.checks.verdict import iso, since_text, stack_verdict
+from db2vtop.checks.verdict import earlier_text, iso, since_text, stack_verdict
 
 EXIT_OK, EXIT_WARNING, EXIT_CRITICAL, EXIT_UNKNOWN = 0, 1, 2, 3
 STATUS = ("OK", "WARNING", "CRITICAL", "UNKNOWN")
@@ -161,10 +161,9 @@ def verdict_lines(v: dict[str, Any], now: int, markdown: bool = False) -> list[s
     lines = [("## " if markdown else "") + f"Verdict for stack {v['stack']} ({blame}, confidence "
              f"{v['confidence']}, {v['buckets']} buckets of 20 s{where})", "", v["summary"]]
     lines += [f"  also: {c['layer']}: {c['summary']}" for c in v["causes"][1:]]
-    ended = [e for e in v["episodes"] if e["end"] is not None]
-    if ended and v["layer"]:  # with nothing blamed now, the summary lists them already
-        lines.append("  earlier: " + "; ".join(f"{e['layer']} {e['start']}..{e['end']}: {e['summary']}"
-                                               for e in reversed(ended)))
+    earlier = earlier_text(v["episodes"], now)
+    if earlier and v["layer"]:  # with nothing blamed now, the summary lists them already
+        lines.append(f"  earlier: {earlier}")
     if v.get("not_known"):
         lines.append("  not known: " + "; ".join(v["not_known"]))
     return [*lines, ""]

@@ -202,11 +202,18 @@ def _ns(when: int | str | None) -> int | None:
     return int(datetime.fromisoformat(when).timestamp()) * 10**9
 
 
-def earlier_text(episodes: Sequence[Episode], until: int, utc: bool = True) -> str:
-    """The ended episodes, newest first: "host CPU contention 04:10–04:40 UTC, ended 20m ago"."""
-    return "; ".join(f"{e.causes[0].label} {clock(e.start, utc).removesuffix(' UTC')}–{clock(e.end, utc)}, "
-                     f"ended {format_duration(max(0, until - e.end) / 1e9)} ago"
-                     for e in reversed(episodes) if e.end is not None)
+def earlier_text(episodes: Sequence[dict[str, Any]], until: int | str | None, utc: bool = True) -> str:
+    """The ended episodes (as in the JSON), newest first: "host CPU contention 04:10–04:40 UTC, ended 20m ago"."""
+    now = _ns(until) or 0
+    out = []
+    for e in reversed(episodes):
+        start, end = _ns(e["start"]), _ns(e["end"])
+        if start is None or end is None:
+            continue
+        label = KINDS[e["causes"][0]["kind"]][1] if e.get("causes") else e["layer"]
+        out.append(f"{label} {clock(start, utc).removesuffix(' UTC')}–{clock(end, utc)}, "
+                   f"ended {format_duration(max(0, now - end) / 1e9)} ago")
+    return "; ".join(out)
 
 
 def _not_blamed(f: Finding) -> str:
@@ -508,7 +515,7 @@ def _judge(name: str, f: dict[str, dict[int, float]], samples: int, host_of: Cal
         summary = "no layer stands out in what is monitored; no DB2 data for this stack"
     if stale:
         summary = f"no sample since {clock((last + 1) * BUCKET_NS, True)}: {summary}"
-    earlier = earlier_text(episodes, until)
+    earlier = earlier_text([e.to_json() for e in episodes], until)
     if earlier:
         summary += f"; earlier: {earlier}"
     return StackVerdict(name, None, summary, _confidence(v, len(all_buckets), t), [], samples, len(all_buckets),
