@@ -193,7 +193,13 @@ def since_text(since: int | str | None, until: int | str | None, utc: bool = Tru
     start, end = _ns(since), _ns(until)
     if start is None:
         return ""
-    return f"since {clock(start, utc)}, {format_duration(max(0, (end or start) - start) / 1e9)}"
+    return f"since {clock(start, utc)}, {span((end or start) - start)}"
+
+
+def span(ns: int) -> str:
+    """A duration as people say it: seconds under two minutes, else whole minutes (3m, 1h5m)."""
+    seconds = max(0.0, ns / 1e9)
+    return format_duration(round(seconds / 60) * 60 if seconds >= 120 else round(seconds))
 
 
 def _ns(when: int | str | None) -> int | None:
@@ -212,7 +218,7 @@ def earlier_text(episodes: Sequence[dict[str, Any]], until: int | str | None, ut
             continue
         label = KINDS[e["causes"][0]["kind"]][1] if e.get("causes") else e["layer"]
         out.append(f"{label} {clock(start, utc).removesuffix(' UTC')}–{clock(end, utc)}, "
-                   f"ended {format_duration(max(0, now - end) / 1e9)} ago")
+                   f"ended {span(now - end)} ago")
     return "; ".join(out)
 
 
@@ -564,7 +570,7 @@ def _episode(layer: str, lo: int, hi: int, going: bool, f: dict[str, dict[int, f
              scored: dict[int, list[tuple[str, float | None, float]]], growth: set[int],
              host_of: Callable[[int], str | None], t: dict[str, float], least: int) -> Episode:
     """An episode's causes walked again on its own figures: every cause its buckets show in at least `least`
-    of them (its layer's most frequent always), ranked, its layer's first."""
+    of them (its layer's most frequent always), ranked, the best of its own layer first."""
     figures = _figures(f, lo, hi)
     v = _means(figures)
     shown = Counter(kind for b in range(lo, hi + 1) for kind, _, _ in scored.get(b, ()))
@@ -578,9 +584,10 @@ def _episode(layer: str, lo: int, hi: int, going: bool, f: dict[str, dict[int, f
         chain, conclusion = _chain(kind, v, t, hosts)
         causes.append(Cause(kind, chain, share, excess, conclusion))
     causes = ranked(causes)
-    causes.sort(key=lambda c: c.kind != mine)  # its own layer's cause first (the sort is stable)
+    first = next(c for c in causes if c.layer == layer)
+    causes.sort(key=lambda c: c is not first)  # its own layer's best cause first (the sort is stable)
     buckets = sum(1 for b in range(lo, hi + 1) if b in scored)
-    confidence = "low" if mine == "db2-io" else _confidence(v, hi - lo + 1, t)
+    confidence = "low" if first.kind == "db2-io" else _confidence(v, hi - lo + 1, t)
     return Episode(layer, lo * BUCKET_NS, (hi + 1) * BUCKET_NS, None if going else (hi + 1) * BUCKET_NS, causes,
                    figures, buckets, confidence)
 

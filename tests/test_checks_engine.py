@@ -174,3 +174,56 @@ def test_the_runner_stores_findings_and_a_restart_resumes_them(store_path):
     with Store(store_path) as s:
         history = s.findings(open_only=False)
     assert [(f.first_seen, f.resolved_at) for f in history] == [(T0, T0 + 10 * S)]
+
+
+# --- history and silence (issue 28) ---------------------------------------------------------
+
+
+def test_a_finding_whose_subject_stops_reporting_turns_stale_and_back():
+    """Samples every 20 s: after three missed cycles (plus one) without a sample it is stale since its last one;
+    its next sample makes it current again."""
+    e = Engine([GuestSwapZero()])
+    run(e, [4096] * 4)
+    last = T0 + 3 * S
+    e.mark_stale(last + 4 * S)  # four periods: not yet
+    assert e.changes() == [] and e.open_findings()[0].stale_since is None
+    e.mark_stale(last + 4 * S + 10**9)
+    (f,) = e.changes()
+    assert f.stale_since == last and f.resolved_at is None
+    e.mark_stale(last + 10 * S)
+    assert e.changes() == []  # stale once, not again at every check
+    run_from(e, 10, [4096])
+    (f,) = e.open_findings()
+    assert f.stale_since is None and f.last_seen == T0 + 10 * S
+
+
+def test_an_adopted_finding_that_never_reports_again_turns_stale():
+    """A collector removed from the config: the finding the last run left open is adopted, no sample comes."""
+    first = Engine([GuestSwapZero()])
+    run(first, [4096] * 6)
+    (left,) = first.open_findings()
+    e = Engine([GuestSwapZero()])
+    e.adopt([left])
+    e.mark_stale(left.last_seen + 10 * S)
+    (f,) = e.changes()
+    assert f.key == left.key and f.stale_since == left.last_seen
+
+
+def test_history_is_judged_first_and_not_twice():
+    """The store's recent samples open the finding before any new sample; the same samples handed on again
+    (vCenter's first cycle reaching back over them) are not counted twice."""
+    e = Engine([GuestSwapZero()])
+    history = [mem(i, 4096) for i in range(3)]
+    e.start_from(reversed(history))  # in time order whatever order they come in
+    (f,) = e.changes()
+    assert f.resolved_at is None and f.first_seen == T0 and f.evidence["samples"] == 3
+    e.feed([*history, mem(3, 4096)])
+    (f,) = e.changes()
+    assert f.evidence["samples"] == 4 and f.last_seen == T0 + 3 * S
+
+
+def test_history_covers_what_the_rules_need_to_open_and_clear():
+    assert Engine(all_rules()).history_samples() == 10  # window 5 + clear_samples 5
+    longer = Engine(all_rules(), {"cpu-ready": {"window": 8}},
+                    [StackConfig(name="s", vm="v", checks={"guest-swap-zero": {"clear_samples": 9}})])
+    assert longer.history_samples() == 14 and "vsphere_vm" in longer.live_measurements()

@@ -333,7 +333,7 @@ async def test_stack_layers_panels_and_every_letter(fleet_store, utc):
         block = "\n".join(s.text for s in view.block)
         assert "log write ms (one scale for all layers)" in block and "└12:05" in block
         verdict = text(app, "#verdict")  # the checks' verdict on the recording: the hypervisor queues
-        assert verdict.startswith("VERDICT  host since 12:06, ") and "host esx01.lab KAVG" in verdict  # since the incident
+        assert verdict.startswith("VERDICT  host since 12:06, ") and "host esx01.lab KAVG" in verdict  # its onset
         assert "array LUN 1.5 ms" in verdict
         assert "CRIT disk-queue-saturation" in text(app, "#verdict")
 
