@@ -186,6 +186,8 @@ def test_after_a_vmotion_only_the_new_host_is_judged(tmp_path):
     assert after.layer == "storage" and after.summary.endswith("⇒ the array is slow"), after.summary
     assert "host esx02 KAVG 0.1 ms" in after.summary and "esx01" not in after.summary
     assert after.figures["kavg_ms"] == pytest.approx(0.1)
+    assert [e.layer for e in after.episodes] == ["storage"] and after.since == T0 + 15 * 20 * S  # only the new host
+    assert [c.kind for c in after.causes] == ["array"]  # esx01's queue is no cause of the VM's any more
 
 
 def test_a_window_across_the_vmotion_judges_each_bucket_with_its_own_host(tmp_path):
