@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from db2vtop.agent.assemble import build_collectors, build_sink, fact_check
 from db2vtop.agent.core.config import Config
+from db2vtop.agent.core.source import Row
 from db2vtop.agent.core.store import Store, StoreWriter
 from db2vtop.agent.runtime import Runtime
 from db2vtop.agent.sinks.spool import SpoolError
@@ -72,14 +73,19 @@ class Pipeline:
 
     def _resume(self, store: Store, collectors: list[BaseCollector], engine: Engine) -> None:
         """One read of the stored facts serves the check runner and the collectors that resume from them; the
-        store's samples of the last few cycles of the slowest collector are the check engine's history."""
+        store's samples of the last few cycles of the slowest collector are the check engine's history, read
+        on its own thread and connection."""
         assert self.checks is not None
         facts = store.facts()
         span_s = min(engine.history_samples() * max((c.interval for c in collectors), default=0.0), HISTORY_MAX_S)
-        now = time.time_ns()
-        since = now - int(span_s * 1e9)
-        history = [r for m in sorted(engine.live_measurements() & set(store.measurements()))
-                   for r in store.rows(m, since, now)]
+        measurements = sorted(engine.live_measurements() & set(store.measurements()))
+        path = store.path
+
+        def history() -> list[Row]:
+            now = time.time_ns()
+            with Store(path) as reader:
+                return [r for m in measurements for r in reader.rows(m, now - int(span_s * 1e9), now)]
+
         self.checks.resume(store, facts, history)
         for c in collectors:
             if c.resumes:

@@ -54,6 +54,7 @@ class _Track:
     samples: int = 0
     finding: Finding | None = None
     last_ts: int = 0  # the newest sample judged
+    measurement: str = ""  # of the newest sample
     gaps: deque = field(default_factory=lambda: deque(maxlen=5))  # between the newest samples: its period
 
 
@@ -74,6 +75,8 @@ class Engine:
         self._changed: dict[str, Finding] = {}
         self._judged: dict[tuple[str, str], int] = {}  # (measurement, tags) -> the newest ts of history judged
         self._judged_until = -1
+        self._newest: dict[str, int] = {}  # live measurement -> its newest sample's ts
+        self._lag: dict[str, tuple[int, int]] = {}  # measurement -> (newest ts, how long after it it was judged)
 
     # --- thresholds -------------------------------------------------------------------
 
@@ -138,9 +141,12 @@ class Engine:
         if changed_kinds:
             self._judge_static(changed_kinds)
         judged = bool(self._judged)
+        newest = self._newest
         for s in samples:
             rules = self._live.get(s.measurement)
             if rules and (not judged or self._new(s)):
+                if s.ts > newest.get(s.measurement, 0):
+                    newest[s.measurement] = s.ts
                 for rule in rules:
                     self._judge_live(rule, s)
 
@@ -173,7 +179,7 @@ class Engine:
         if row.ts > track.last_ts:
             if track.last_ts:
                 track.gaps.append(row.ts - track.last_ts)
-            track.last_ts = row.ts
+            track.last_ts, track.measurement = row.ts, row.measurement
             if track.finding is not None and track.finding.stale_since is not None:  # reporting again
                 track.finding.evidence = {k: x for k, x in track.finding.evidence.items() if k != "stale_since_ns"}
                 self._changed[track.finding.key] = track.finding
@@ -262,15 +268,24 @@ class Engine:
 
     def mark_stale(self, now_ns: int) -> None:
         """Live findings whose subject has missed its source's cycles since its last sample (the period its
-        own samples kept) are stale since that sample; no sample of it will clear them while it is silent."""
+        own samples kept) are stale since that sample; no sample of it will clear them while it is silent.
+
+        Time is the source's own: a measurement's samples arrive some time after their stamp (vCenter's
+        20-60 s, a clock apart from ours), measured when its newest sample is judged (the caller says when:
+        right after each feed), and a subject's silence is counted from there. A source that stops reporting
+        altogether keeps that delay, so its subjects go stale on our clock."""
         if self._judged and now_ns - self._judged_until > HISTORY_NS:  # no source hands on samples that old
             self._judged.clear()
+        for m, ts in self._newest.items():
+            if self._lag.get(m, (None, 0))[0] != ts:
+                self._lag[m] = (ts, max(0, now_ns - ts))
         for track in self._tracks.values():
             f = track.finding
             if f is None or f.stale_since is not None or not track.last_ts:
                 continue
             period = median(track.gaps) / 1e9 if track.gaps else _period(f)
-            if is_stale((now_ns - track.last_ts) / 1e9, period):
+            lag = self._lag.get(track.measurement, (0, 0))[1]
+            if is_stale((now_ns - lag - track.last_ts) / 1e9, period):
                 f.evidence = {**f.evidence, "stale_since_ns": track.last_ts}
                 self._changed[f.key] = f
 

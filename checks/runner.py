@@ -6,7 +6,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from db2vtop.agent.core.config import Config
 from db2vtop.agent.core.model import Annotation, Fact, Finding, Output, Sample
@@ -39,14 +39,16 @@ class CheckRunner:
         self._thread = threading.Thread(target=self._run, name="checks", daemon=True)
         self._thread.start()
 
-    def resume(self, store: Store, facts: list[Fact] | None = None, history: Sequence[Sample | Row] = ()) -> None:
+    def resume(self, store: Store, facts: list[Fact] | None = None,
+               history: Callable[[], Iterable[Sample | Row]] | None = None) -> None:
         """Continue where the last run stopped: its open findings, the current facts (`facts` when the caller
-        has read them already) and the recent samples the store holds (`history`), judged before anything new."""
-        self._q.put((store.findings(open_only=True), [], store.facts() if facts is None else facts, list(history)))
+        has read them already) and the recent samples the store holds (`history`, read on the checks' thread:
+        the store writer goes on meanwhile), judged before anything new."""
+        self._q.put((store.findings(open_only=True), [], store.facts() if facts is None else facts, history))
 
     def submit(self, samples: Iterable[Sample] = (), facts: Iterable[Fact] = (),
                annotations: Iterable[Annotation] = (), findings: Iterable[Finding] = ()) -> None:
-        self._q.put(([], list(samples), list(facts), []))
+        self._q.put(([], list(samples), list(facts), None))
 
     def close(self, timeout: float = 10.0) -> None:
         self._q.put(None)
@@ -58,8 +60,8 @@ class CheckRunner:
             try:
                 self.engine.adopt(adopt)
                 self.engine.feed(samples, facts)
-                if history:
-                    self.engine.start_from(history)
+                if history is not None:
+                    self.engine.start_from(history())
                 self.engine.mark_stale(time.time_ns())
                 changes = self.engine.changes()
             except Exception:  # a rule bug must not stop collection; it is logged with its traceback

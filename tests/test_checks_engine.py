@@ -179,22 +179,42 @@ def test_the_runner_stores_findings_and_a_restart_resumes_them(store_path):
 # --- history and silence (issue 28) ---------------------------------------------------------
 
 
-def test_a_finding_whose_subject_stops_reporting_turns_stale_and_back():
+def arrive(e: Engine, start: int, values: list[float], delay: int = 0, guest: str = "db2prod01") -> None:
+    """Samples every 20 s, each judged `delay` ns after its time (as the runner does, right after each feed)."""
+    for i, v in enumerate(values, start):
+        e.feed([mem(i, v, guest)])
+        e.mark_stale(T0 + i * S + delay)
+
+
+@pytest.mark.parametrize("delay", [0, 150 * 10**9])  # samples on time, or arriving 2.5 min late (a clock apart)
+def test_a_finding_whose_subject_stops_reporting_turns_stale_and_back(delay):
     """Samples every 20 s: after three missed cycles (plus one) without a sample it is stale since its last one;
-    its next sample makes it current again."""
+    its next sample makes it current again. Silence counts on the source's clock: its samples' delay is not
+    silence."""
     e = Engine([GuestSwapZero()])
-    run(e, [4096] * 4)
+    arrive(e, 0, [4096] * 4, delay)
+    e.changes()
     last = T0 + 3 * S
-    e.mark_stale(last + 4 * S)  # four periods: not yet
+    e.mark_stale(last + delay + 4 * S)  # four periods: not yet
     assert e.changes() == [] and e.open_findings()[0].stale_since is None
-    e.mark_stale(last + 4 * S + 10**9)
+    e.mark_stale(last + delay + 4 * S + 10**9)
     (f,) = e.changes()
     assert f.stale_since == last and f.resolved_at is None
-    e.mark_stale(last + 10 * S)
+    e.mark_stale(last + delay + 10 * S)
     assert e.changes() == []  # stale once, not again at every check
-    run_from(e, 10, [4096])
+    arrive(e, 10, [4096], delay)
     (f,) = e.open_findings()
     assert f.stale_since is None and f.last_seen == T0 + 10 * S
+
+
+def test_one_subject_silent_among_others_reporting_is_stale():
+    """Triage judges a lookback in one go: a guest whose samples stopped while others of its kind go on."""
+    e = Engine([GuestSwapZero()])
+    for i in range(40):
+        e.feed([mem(i, 4096, "busy")] + ([mem(i, 4096, "quiet")] if i < 10 else []))
+    e.mark_stale(T0 + 40 * S)
+    stale = {f.subject["guest"]: f.stale_since for f in e.open_findings()}
+    assert stale == {"busy": None, "quiet": T0 + 9 * S}
 
 
 def test_an_adopted_finding_that_never_reports_again_turns_stale():
