@@ -167,6 +167,7 @@ class Runtime:
             errors.append(_describe_error(e, c.timeout, "collect"))
             if not isinstance(e, CollectorError | TimeoutError):
                 log.debug("collector %s failed", c.name, exc_info=True)
+        errors[:0] = c.take_problems()  # partial faults first: a timeout stays the last word
         ts = time.time_ns()
         samples, annotations = [], []
         for r in records:

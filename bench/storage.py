@@ -53,7 +53,7 @@ def cluster(step: int) -> dict:
         c["write_align_histo"] = {str(b): str((400 * i + 200 * step) if b == 0 else 0) for b in range(8)}
         luns.append({"instance": f"/vol/db2vol_{i // 2:05d}/lun{i % 2}", "scope": "vs1", "counters": c})
     nodes = [{"instance": f"node{n}", "scope": f"node{n}", "counters": {
-        "cpu_busy": f"{(40 + step) * 10**6}%", "cpu_elapsed_time": f"{(100 + step * 10) * 10**6}us",
+        "cpu_busy": f"{(40 + step) * 10**6}%", "cpu_elapsed_time": str((100 + step * 10) * 10**6),
         "total_ops": str(10**6 + step * 3000), "read_ops": str(6 * 10**5 + step * 2000),
         "write_ops": str(4 * 10**5 + step * 1000)}} for n in range(NODES)]
     disks = [{"instance": f"1.0.{d}.P3", "scope": f"node{d % NODES}", "counters": {
@@ -141,7 +141,7 @@ def main() -> None:
     parse_ms, _ = timed(lambda: snapshot(text1, 20.0))
     snap0 = snapshot(text0, 0.0)
     rows(snap0, snapshot(text1, 20.0), 10, {})  # steady state: the baseline's numbers are converted already
-    cycle_ms, (found, _) = timed(lambda: rows(snap0, snapshot(text1, 20.0), 10, {}))
+    cycle_ms, (found, _, _) = timed(lambda: rows(snap0, snapshot(text1, 20.0), 10, {}))
     tables = fact_tables()
     vol_text, lun_text = table_text(tables["volume show"]), table_text(tables["lun show"])
     facts_ms, _ = timed(lambda: (parse_fields(vol_text), parse_fields(lun_text)))

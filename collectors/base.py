@@ -49,6 +49,7 @@ class BaseCollector:
         self._executor: ThreadPoolExecutor | None = None
         #: kind -> the entities (canonical tags -> tags) the last whole read of that kind reported
         self._reported: dict[str, dict[str, dict[str, str]]] = {}
+        self._problems: list[str] = []
 
     @property
     def busy(self) -> bool:
@@ -88,6 +89,15 @@ class BaseCollector:
 
     async def describe(self) -> list[Fact]:
         return []
+
+    def problem(self, text: str) -> None:
+        """A fault in part of this cycle's data (a counter the source left out): the runtime records it as the
+        cycle's collector error and still keeps every sample the cycle produced."""
+        self._problems.append(text)
+
+    def take_problems(self) -> list[str]:
+        problems, self._problems = self._problems, []
+        return problems
 
     #: fact kinds this collector can resume from (the store's, handed in by the pipeline at start)
     resumes: tuple[str, ...] = ()

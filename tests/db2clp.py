@@ -9,8 +9,11 @@ codes" and "CLP options" in IBM Docs describe.
 
 It answers a SELECT the way DB2 would from the tables of a scenario directory: a table
 file per table function or view, in the CLP's own tabular form (heading, dashes, rows,
-NULL as `-`) as the IBM page named in its first lines shows it. A missing table is
-SQL0204N, a missing column SQL0206N: that is how an old DB2 level looks to the collector.
+NULL as `-`) as the IBM page named in its first lines shows it; a table function's file
+also carries the page's syntax (`-- Syntax: NAME(arg, arg)`). A missing view is SQL0204N,
+a missing column SQL0206N, and a table function that does not exist, or not with that
+many arguments, SQL0440N (Db2 message reference: "No authorized routine named ... having
+compatible arguments was found"): that is how an old DB2 level looks to the collector.
 Our SELECT items (see collectors/db2/queries.py) are evaluated against those rows,
 including SUM ... GROUP BY T.MEMBER and NOT LIKE filters.
 
@@ -85,6 +88,13 @@ class Table:
 
     def save(self, path: Path) -> None:
         path.write_text(self.render(), encoding="utf-8")
+
+    def syntax(self, name: str) -> list[str]:
+        """The parameters of the table function this file is the result of, from its `-- Syntax:` line."""
+        line = next((h for h in self.header if h.startswith(f"-- Syntax: {name}(")), None)
+        assert line is not None, f"the {name} fixture names no syntax"
+        params = line[len(f"-- Syntax: {name}("):line.index(")")]
+        return [p.strip() for p in params.split(",") if p.strip()]
 
     def set(self, where: dict[str, str], **values: object) -> None:
         """Change the rows matching `where` (for a later cycle, a reset, a level)."""
@@ -192,7 +202,11 @@ def answer(scenario: Path, cfg: dict, stmt: str) -> tuple[list[str] | str, int]:
     name = fn.group(1) if fn else f"{view.group(1)}.{view.group(2)}"
     qualified = f"SYSPROC.{name}" if fn else name
     path = scenario / "tables" / f"{name}.txt"
+    no_routine = SqlError("SQL0440N", f'No authorized routine named "{name}" of type "FUNCTION" having compatible '
+                                      "arguments was found.  SQLSTATE=42884")
     if not path.exists():
+        if fn:
+            raise no_routine
         raise SqlError("SQL0204N", f'"{qualified}" is an undefined name.  SQLSTATE=42704')
     if name in cfg.get("deny", []):
         raise SqlError("SQL0551N", f'"{cfg.get("os_user", "db2inst1").upper()}" does not have the required '
@@ -201,6 +215,8 @@ def answer(scenario: Path, cfg: dict, stmt: str) -> tuple[list[str] | str, int]:
     if name in cfg.get("garbage", {}):
         return cfg["garbage"][name], 0
     table = Table.load(path)
+    if fn and len(split_arguments(fn.group(2))) != len(table.syntax(name)):
+        raise no_routine
     exprs = []
     for item in (ln[len("||'|'||"):] for ln in lines if ln.startswith("||'|'||")):
         e = evaluate(item)
@@ -218,6 +234,22 @@ def answer(scenario: Path, cfg: dict, stmt: str) -> tuple[list[str] | str, int]:
         rows = group_by_member(rows)
     width = len(tag.group(1)) + 1 + sum(width_of(e) + 1 for e in exprs)
     return [tag.group(1) + "|" + "".join(value_of(e, r, cfg.get("clock")) + "|" for e in exprs) for r in rows], width
+
+
+def split_arguments(text: str) -> list[str]:
+    """A call's arguments, split at commas outside quotes."""
+    if not text.strip():
+        return []
+    out, cur, quoted = [], "", False
+    for ch in text:
+        if ch == "'":
+            quoted = not quoted
+        if ch == "," and not quoted:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    return [*out, cur.strip()]
 
 
 def split_statements(text: str) -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import shutil
 import subprocess
 import sys
@@ -95,15 +96,18 @@ def second_reading(db2: Scenario) -> None:
              LOCK_WAIT_TIME=31000, LOCK_WAITS=310, DEADLOCKS=2, TOTAL_SORTS=5100, SORT_OVERFLOWS=55,
              PKG_CACHE_INSERTS=510, PKG_CACHE_LOOKUPS=101000, PREFETCH_WAIT_TIME=6500, TOTAL_HASH_JOINS=500,
              HASH_JOIN_OVERFLOWS=9)
+    # a prefetch-heavy interval (a scan): of 7 900 data pages read from disk 7 600 came in by prefetch, ahead of
+    # the agents, who found 9 800 of their 10 000 data page requests in the pool
     db2.edit("MON_GET_BUFFERPOOL", {"BP_NAME": "IBMDEFAULTBP"}, POOL_DATA_L_READS=1009000,
-             POOL_DATA_P_READS=50900, POOL_INDEX_L_READS=2010000, POOL_INDEX_P_READS=10100,
-             POOL_TEMP_DATA_L_READS=11000, POOL_ASYNC_DATA_READS=30600, POOL_READ_TIME=202000,
-             POOL_ASYNC_READ_TIME=101400, POOL_WRITE_TIME=30600, POOL_DATA_WRITES=20200, POOL_INDEX_WRITES=5100,
-             POOL_DRTY_PG_STEAL_CLNS=15, POOL_LSN_GAP_CLNS=110)
+             POOL_DATA_P_READS=57900, POOL_INDEX_L_READS=2010000, POOL_INDEX_P_READS=10100,
+             POOL_TEMP_DATA_L_READS=11000, POOL_ASYNC_DATA_READS=37600, POOL_READ_TIME=216000,
+             POOL_ASYNC_READ_TIME=115400, POOL_WRITE_TIME=30600, POOL_DATA_WRITES=20200, POOL_INDEX_WRITES=5100,
+             POOL_DRTY_PG_STEAL_CLNS=15, POOL_LSN_GAP_CLNS=110, POOL_DATA_LBP_PAGES_FOUND=997300,
+             POOL_ASYNC_DATA_LBP_PAGES_FOUND=37500, POOL_INDEX_LBP_PAGES_FOUND=1999900)
     db2.edit("MON_GET_TABLESPACE", {"TBSP_NAME": "USERSPACE1"}, POOL_READ_TIME=101500, POOL_DATA_P_READS=40500,
-             POOL_INDEX_P_READS=8250, POOL_ASYNC_DATA_READS=20300, POOL_WRITE_TIME=20600, POOL_DATA_WRITES=15100,
-             POOL_INDEX_WRITES=4050, DIRECT_READ_REQS=110, DIRECT_READ_TIME=540, PREFETCH_WAIT_TIME=950,
-             PREFETCH_WAITS=35)
+             POOL_INDEX_P_READS=8250, POOL_COL_P_READS=250, POOL_ASYNC_DATA_READS=20300, POOL_ASYNC_COL_READS=200,
+             POOL_WRITE_TIME=20600, POOL_DATA_WRITES=15100, POOL_INDEX_WRITES=4050, DIRECT_READ_REQS=110,
+             DIRECT_READ_TIME=540, PREFETCH_WAIT_TIME=950, PREFETCH_WAITS=35)
     db2.edit("MON_GET_CONTAINER", {"CONTAINER_ID": "0", "TBSP_NAME": "USERSPACE1"}, POOL_READ_TIME=61200,
              PAGES_READ=30400, POOL_WRITE_TIME=12200, PAGES_WRITTEN=10100)
     db2.edit("MON_GET_CONTAINER", {"CONTAINER_ID": "1", "TBSP_NAME": "USERSPACE1"}, POOL_READ_TIME=40300,
@@ -137,10 +141,14 @@ async def test_rates_are_right_on_the_fixture_data(db2):
     assert d["hash_join_overflow_pct"] == 5.0 and d["pkg_cache_hit_pct"] == 99.0
 
     bp = by(records, "db2_bufferpool", bufferpool="IBMDEFAULTBP").fields
-    # logical 9 000 data + 10 000 index + 1 000 temp data = 20 000; physical 900 + 100 = 1 000
-    assert bp["logical_reads_per_s"] == 2000.0 and bp["physical_reads_per_s"] == 100.0 and bp["hit_pct"] == 95.0
-    assert bp["data_hit_pct"] == 91.0 and bp["index_hit_pct"] == 99.0 and bp["temp_hit_pct"] == 100.0
-    assert bp["async_reads_per_s"] == 60.0 and bp["async_read_pct"] == 60.0
+    assert (1 - bp["physical_reads_per_s"] / bp["logical_reads_per_s"]) * 100 == 60.0  # the old formula: "cold"
+    # logical 9 000 data + 10 000 index + 1 000 temp data = 20 000; physical 7 900 + 100 = 8 000, 7 600 prefetched.
+    # Pages the agents found (found - found by prefetchers): data 17 300 - 7 500 = 9 800 of 10 000, index 9 900 of
+    # 10 000. 1 - physical/logical would call this pool cold: data 21 %, overall 60 %.
+    assert bp["logical_reads_per_s"] == 2000.0 and bp["physical_reads_per_s"] == 800.0
+    assert bp["data_hit_pct"] == 98.0 and bp["index_hit_pct"] == 99.0 and bp["hit_pct"] == 98.5
+    assert "temp_hit_pct" not in bp and bp["temp_logical_reads_per_s"] == 100.0
+    assert bp["async_reads_per_s"] == 760.0 and bp["async_read_pct"] == 95.0
     assert bp["read_ms_per_page"] == 2.0 and bp["sync_read_ms_per_page"] == 1.5
     assert bp["writes_per_s"] == 30.0 and bp["write_ms_per_page"] == 2.0
     assert bp["dirty_steal_cleans_per_s"] == 0.5 and bp["lsn_gap_cleans_per_s"] == 1.0
@@ -150,9 +158,10 @@ async def test_rates_are_right_on_the_fixture_data(db2):
     assert not [r for r in records if r.tags.get("bufferpool", "").startswith("IBMSYSTEMBP")]
 
     ts = by(records, "db2_tablespace", tablespace="USERSPACE1").fields
-    assert ts["pages_read_per_s"] == 75.0 and ts["read_ms_per_page"] == 2.0
+    assert ts["pages_read_per_s"] == 100.0 and ts["read_ms_per_page"] == 1.5
     assert ts["pages_written_per_s"] == 15.0 and ts["write_ms_per_page"] == 4.0
-    assert ts["async_read_pct"] == 40.0 and ts["direct_read_ms"] == 4.0 and ts["prefetch_wait_ms"] == 10.0
+    # prefetched: 300 data + 200 column-organized pages of 1 000 read
+    assert ts["async_read_pct"] == 50.0 and ts["direct_read_ms"] == 4.0 and ts["prefetch_wait_ms"] == 10.0
     assert ts["used_bytes"] == 75000 * 8192 and ts["total_bytes"] == 100000 * 8192 and ts["used_pct"] == 75.0
 
     c0 = by(records, "db2_container", container="/db2/data1/db2inst1/PROD/userspace1 c0.dat").fields
@@ -224,7 +233,8 @@ async def test_facts_name_the_configuration_the_practices_check(db2):
                   "containers": 2, "members": ["0"]}
     assert one("db2_tablespace", tablespace="SYSCATSPACE")["prefetch_automatic"] is True
     odd = one("db2_container", container="/db2/daten2/db2inst1/PROD/straße|c1.dat")
-    assert odd["path"] == "/db2/daten2/db2inst1/PROD/straße|c1.dat" and odd["fs_id"] == 64784
+    assert odd["path"] == "/db2/daten2/db2inst1/PROD/straße|c1.dat" and odd["fs_id"] == "64784"
+    assert one("db2_container", tablespace="TEMPSPACE1")["fs_id"] == "fs-a1"  # FS_ID is VARCHAR(22)
     assert one("db2_bufferpool", bufferpool="IBMDEFAULTBP")["automatic"] is True
     assert one("db2_bufferpool", bufferpool="BP32K")["block_pages"] == 3200
     assert db2.sshd.commands() == ["sh -s"]
@@ -368,18 +378,22 @@ async def test_db2_9_7_falls_back_and_says_which(sshd, tmp_path):
     sshd.clear_commands()
     db2 = Scenario(sshd, tmp_path, level="v9_7")
     c = db2.collector()
-    await c.start()         # MON_GET_DATABASE, MON_GET_TRANSACTION_LOG, memory and system: SQL0204N
-    await c.describe()      # MON_GET_WORKLOAD's newer columns, DBCFG.MEMBER, ENV_GET_REG_VARIABLES: SQL0206N/0204N
+    await c.start()         # MON_GET_DATABASE, MON_GET_TRANSACTION_LOG, memory and system: SQL0440N
+    await c.describe()      # MON_GET_WORKLOAD's newer columns, DBCFG.MEMBER, ENV_GET_REG_VARIABLES: SQL0206N/0440N
     c.facts_done()          # as the runtime does after describe()
     notes = await c.collect()
     assert c.facts_due()    # those facts were incomplete: read again next cycle
-    facts = await c.describe()  # now all from 9.7 sources
-    c.facts_done()
-    notes += await c.collect()
-    assert not c.facts_due()
+    for _ in range(3):      # one fallback per query and cycle: (member, showall), (member), then the view
+        facts = await c.describe()
+        c.facts_done()
+        notes += await c.collect()
+        if not c.facts_due():
+            break
+    assert not c.facts_due()  # now all from 9.7 sources
     texts = [n.text for n in notes if isinstance(n, Annotation) and n.event == "db2_fallback"]
-    assert ('MON_GET_TRANSACTION_LOG is not available at this DB2 level (SQL0204N "SYSPROC.MON_GET_TRANSACTION_LOG" '
-            'is an undefined name. SQLSTATE=42704); using SYSIBMADM.SNAPDB') in texts
+    assert ('MON_GET_TRANSACTION_LOG is not available at this DB2 level (SQL0440N No authorized routine named '
+            '"MON_GET_TRANSACTION_LOG" of type "FUNCTION" having compatible arguments was found.); '
+            "using SYSIBMADM.SNAPDB") in texts
     assert any(t.startswith('MON_GET_WORKLOAD summed per member lacks a column at this DB2 level (SQL0206N '
                             '"PREFETCH_WAIT_TIME" is not valid') for t in texts)
     assert any("MON_GET_MEMORY_SET is not available" in t and t.endswith("not collected") for t in texts)
@@ -397,12 +411,41 @@ async def test_db2_9_7_falls_back_and_says_which(sshd, tmp_path):
     db2.edit("MON_GET_WORKLOAD", {"WORKLOAD_NAME": "SYSDEFAULTADMWORKLOAD"}, TOTAL_APP_COMMITS=1050)
     db2.edit("SYSIBMADM.SNAPDB", {"DBPARTITIONNUM": "0"}, NUM_LOG_WRITE_IO=101000, LOG_WRITE_TIME_S=30,
              LOG_WRITE_TIME_NS=500000000)
+    db2.edit("MON_GET_BUFFERPOOL", {"BP_NAME": "IBMDEFAULTBP"}, POOL_DATA_L_READS=1009000, POOL_DATA_P_READS=50900)
     records = await c.collect()
     assert by(records, "db2_database", member="0").fields["commits_per_s"] == 50.0
     assert by(records, "db2_log", member="0").fields["log_write_ms"] == 0.5
+    # no pages-found counters on 9.7: that level's documented 1 - physical/logical (900 of 9 000 data pages)
+    bp = by(records, "db2_bufferpool", bufferpool="IBMDEFAULTBP").fields
+    assert bp["data_hit_pct"] == 90.0 and bp["hit_pct"] == 90.0
     assert not [r for r in records if isinstance(r, Sample) and r.measurement in ("db2_memory", "db2_system")]
     statements = calls(db2.dir)[-1]["stdin"]
     assert "MON_GET_TRANSACTION_LOG" not in statements and "MON_GET_MEMORY_SET" not in statements
+    await c.close()
+
+
+@pytest.mark.parametrize(("syntax", "answered"), [
+    ("member, showall", "ENV_GET_REG_VARIABLES(member, showall)"),
+    ("member", "ENV_GET_REG_VARIABLES(member)"),  # as levels before showall document it
+])
+async def test_registry_variables_come_from_the_documented_signature_and_the_log_says_which(
+        db2, caplog, syntax, answered):
+    path = db2.dir / "tables" / "ENV_GET_REG_VARIABLES.txt"
+    path.write_text(path.read_text().replace("ENV_GET_REG_VARIABLES(member, showall)",
+                                             f"ENV_GET_REG_VARIABLES({syntax})"))
+    c = db2.collector()
+    caplog.set_level(logging.INFO, logger="db2vtop.collectors.db2.collector")
+    facts = await c.describe()
+    if syntax == "member":  # a signature the server lacks costs one cycle
+        assert not [f for f in facts if f.kind == "db2_registry"]
+        facts = await c.describe()
+    reg = next(f.data for f in facts if f.kind == "db2_registry")
+    assert reg["DB2_PARALLEL_IO"] == "*:5"
+    assert next(f.data for f in facts if f.kind == "db2_database")["sources"]["reg"] == answered
+    assert f"query 'reg' answered by {answered}" in caplog.text
+    assert "TABLE(ENV_GET_REG_VARIABLES(-2,0))" in calls(db2.dir)[0]["stdin"]  # all members, set variables only
+    if syntax == "member":
+        assert 'SQL0440N No authorized routine named "ENV_GET_REG_VARIABLES"' in caplog.text
     await c.close()
 
 
@@ -512,7 +555,7 @@ async def test_the_driver_transport_runs_the_same_queries_to_the_same_figures(db
     second_reading(db2)
     records = await c.collect()
     assert by(records, "db2_database", member="0").fields["commits_per_s"] == 50.0
-    assert by(records, "db2_bufferpool", bufferpool="IBMDEFAULTBP").fields["hit_pct"] == 95.0
+    assert by(records, "db2_bufferpool", bufferpool="IBMDEFAULTBP").fields["hit_pct"] == 98.5
     assert next(f.data for f in facts if f.kind == "db2_database")["transport"] == "ibm_db"
     assert len(api.dsns) == 1 and f"PWD={PASSWORD};" in api.dsns[0] and "HOSTNAME=db2prod01;PORT=50000;" in api.dsns[0]
     assert len(api.executed) == len(QUERIES) + 7 and db2.sshd.commands() == []

@@ -18,6 +18,7 @@ from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.db2.clp import MARK, clp_input, connect_statement, parse_output, profile_word, session_script
 from db2vtop.collectors.db2.collector import Db2Collector, server_clock
 from db2vtop.collectors.db2.config import DB2Config
+from db2vtop.collectors.db2.metrics import Rates, bufferpool_fields
 from db2vtop.collectors.db2.queries import QUERIES, Db2Error, check_statement
 from db2vtop.collectors.db2.session import Outcome, Session, parse_messages, split_row
 from db2vtop.collectors.db2.transport import DriverTransport
@@ -240,3 +241,28 @@ def test_only_the_collectors_error_type_is_raised():
     c = collector()
     with pytest.raises(Db2Error):
         c.digest(Session(results={"bp": Outcome(rows=[["0", "BP", "1"]])}))  # too few fields
+
+
+_delta = st.integers(0, 10**6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.fixed_dictionaries({k: _delta for k in ("L", "TL", "P", "TP", "FOUND", "ASYNC")}), st.booleans())
+def test_buffer_pool_hit_ratios_follow_the_documented_formula(d, has_lbp):
+    """Pages the agents found over logical reads where the level has the counters; 1 - physical/logical
+    (kept in 0-100) where it does not; no ratio at all without logical reads."""
+    found = min(d["FOUND"], d["L"] + d["TL"] + d["ASYNC"])  # agents find at most what they ask for
+    cur = {"POOL_DATA_L_READS": d["L"], "POOL_TEMP_DATA_L_READS": d["TL"], "POOL_DATA_P_READS": d["P"],
+           "POOL_TEMP_DATA_P_READS": d["TP"], "POOL_DATA_LBP_PAGES_FOUND": found if has_lbp else None,
+           "POOL_ASYNC_DATA_LBP_PAGES_FOUND": min(d["ASYNC"], found) if has_lbp else None}
+    prev = {k: None if v is None else 0 for k, v in cur.items()}
+    f = bufferpool_fields(Rates(prev, cur, 10.0), cur)
+    logical = d["L"] + d["TL"]
+    if not logical:
+        assert f["data_hit_pct"] is None and f["hit_pct"] is None
+    elif has_lbp:
+        expected = (found - min(d["ASYNC"], found)) / logical * 100
+        assert f["data_hit_pct"] == pytest.approx(expected) and f["hit_pct"] == pytest.approx(expected)
+    else:
+        assert f["data_hit_pct"] == pytest.approx(min(100.0, max(0.0, (1 - (d["P"] + d["TP"]) / logical) * 100)))
+        assert 0.0 <= f["hit_pct"] <= 100.0

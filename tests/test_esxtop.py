@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from db2vtop.agent.runtime import Runtime
-from db2vtop.collectors.esxtop.batch import EsxtopFormatError, parse_batch
+from db2vtop.checks.engine import Engine
+from db2vtop.checks.rules import all_rules
+from db2vtop.collectors.esxtop.batch import NUMA, EsxtopFormatError, parse_batch
 from db2vtop.collectors.esxtop.collector import EsxtopCollector
 from db2vtop.collectors.esxtop.config import EsxtopConfig
 from db2vtop.collectors.selfmon import SelfCollector
@@ -67,7 +69,43 @@ async def test_esxtop_cycle_over_ssh(sshd, esxtop_shim):
         "guest_write_latency_ms": 24.7, "aborts_per_s": 0.0, "resets_per_s": 0.0})
     assert c.facts_due()
     (fact,) = await c.describe()
-    assert fact.kind == "esxtop_host" and fact.data == {"esxtop_hostname": "esx01.example.com"}
+    assert fact.kind == "esxtop_host" and fact.data["esxtop_hostname"] == "esx01.example.com"
+    assert {"Group Memory", "Numa Node", "Physical Cpu", "Vcpu"} <= set(fact.data["objects"])
+    assert fact.data["columns"]["Group Cpu"][:3] == ["Members", "% Used", "% Run"]
+    assert fact.data["numa_columns"] == {"Numa Home Nodes": "numa_home_node", "Numa Migrations": "numa_migrations",
+                                         "Numa Remote Memory MBytes": "numa_remote_bytes",
+                                         "Numa Local Memory MBytes": "numa_local_bytes",
+                                         "% Numa Local": "numa_local_pct"}
+    c.facts_done()
+    await c.collect()
+    assert not c.facts_due()  # the same host: its header is not read again
+    await c.close()
+
+
+async def test_a_header_without_numa_columns_is_a_warning_naming_the_columns(sshd, esxtop_shim, caplog):
+    text = batch_csv("esx01.example.com", [DB2, APP], [LUN])
+    for name in ("Numa Home Nodes", "Numa Migrations", "Numa Remote Memory MBytes", "Numa Local Memory MBytes",
+                 "% Numa Local"):
+        text = text.replace(f"\\{name}\"", f"\\NUMA {name.upper()}\"")  # a release that names them otherwise
+    esxtop_shim(text)
+    c = EsxtopCollector(EsxtopConfig(name="esx01", ssh="test"), target(sshd))
+    samples = await c.collect()
+    assert not [k for s in samples for k in s.fields if k.startswith("numa_")]  # nothing read by a guess
+    assert "NUMA columns not found in esxtop output of esx01.example.com" in caplog.text
+    e = Engine(all_rules(), {})
+    e.feed(facts=await c.describe())
+    (finding,) = [f for f in e.open_findings() if f.rule == "numa-locality"]
+    assert finding.severity == "warning" and finding.subject == {"layer": "host", "host": "esx01"}
+    assert finding.summary.startswith("NUMA columns not found in esxtop output of esx01 (columns seen: Members, "
+                                      "Memory Size MBytes, Memory Granted Size MBytes,")
+    assert "NUMA NUMA HOME NODES" in finding.summary and finding.summary.endswith("NUMA % NUMA LOCAL)")
+    # the same host, upgraded to a release whose names db2vtop knows: recorded again, the finding resolves
+    esxtop_shim(batch_csv("esx01.example.com", [DB2, APP], [LUN]))
+    c.facts_done()
+    await c.collect()
+    assert c.facts_due()
+    e.feed(facts=await c.describe())
+    assert not [f for f in e.open_findings() if f.rule == "numa-locality"]
     await c.close()
 
 
@@ -94,14 +132,32 @@ def test_quoted_names_take_the_csv_path_with_the_same_result():
     assert quoted.vms["db2prod01"] == plain.vms["db2prod01"]
 
 
-def test_numa_counter_spellings_and_computed_locality():
-    """Batch names of the NUMA fields differ between releases: matched by their words."""
-    text = batch_csv("h", [DB2], [LUN]).replace("Numa Home Nodes", "NUMA Home Node").replace(
-        "Numa Local Memory MBytes", "Local Memory MBytes").replace("% Numa Local", "Avg Local %X")
+@pytest.mark.parametrize("spelling", sorted(NUMA))
+def test_each_accepted_numa_spelling_is_read(spelling):
+    """Every name in the NUMA table (VMware's documented NHN/NMIG/NRMEM/NLMEM/N%L, and the assumed long forms)
+    is read into its field, exactly as spelled."""
+    field, scale, _ = NUMA[spelling]
+    fixture = {"numa_home_node": "Numa Home Nodes", "numa_migrations": "Numa Migrations",
+               "numa_remote_bytes": "Numa Remote Memory MBytes", "numa_local_bytes": "Numa Local Memory MBytes",
+               "numa_local_pct": "% Numa Local"}[field]
+    vm = VM("db2prod01", home_nodes="1", migrations=7, local_mb=33792, remote_mb=31744)
+    text = batch_csv("h", [vm], [LUN]).replace(f"\\{fixture}\"", f"\\{spelling}\"")
+    batch = parse_batch(text)
+    expected = {"numa_home_node": 1, "numa_migrations": 7.0, "numa_remote_bytes": 31744 * 2**20,
+                "numa_local_bytes": 33792 * 2**20, "numa_local_pct": 51.6}[field]
+    assert batch.vms["db2prod01"][field] == pytest.approx(expected) and batch.numa_columns[spelling] == field
+    assert scale in (1, 2**20)
+
+
+def test_numa_columns_match_exactly_and_locality_is_computed_without_n_l():
+    """A column that merely shares words is not taken; without N%L it comes from NLMEM / (NLMEM + NRMEM)."""
+    text = batch_csv("h", [DB2], [LUN]).replace("% Numa Local", "% Local Swap Hits")
     vm = parse_batch(text).vms["db2prod01"]
-    assert vm["numa_home_nodes"] == "0,1" and vm["numa_local_bytes"] == 33792 * 2**20
-    vm = parse_batch(batch_csv("h", [DB2], [LUN]).replace("% Numa Local", "Unrelated Counter")).vms["db2prod01"]
-    assert vm["numa_local_pct"] == pytest.approx(51.56, abs=0.01)  # NLMEM / (NLMEM + NRMEM)
+    assert vm["numa_local_pct"] == pytest.approx(51.56, abs=0.01)  # computed, not read from "% Local Swap Hits"
+    text = text.replace("Numa Home Nodes", "NUMA Home Node").replace("Numa Local Memory MBytes", "Local Memory MBytes")
+    batch = parse_batch(text)
+    assert "numa_home_nodes" not in batch.vms["db2prod01"] and "numa_local_bytes" not in batch.vms["db2prod01"]
+    assert set(batch.numa_columns) == {"Numa Migrations", "Numa Remote Memory MBytes"}
 
 
 def test_a_block_laid_out_differently_is_walked():

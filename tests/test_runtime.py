@@ -122,6 +122,33 @@ async def test_errors_are_recorded_as_data_and_isolated():
     assert rt.stats["tick"].errors == 0 and rt.stats["tick"].cycles >= 3
 
 
+class Partial(BaseCollector):
+    """A source that left out part of its data on its first cycles: the samples it did read, and a problem."""
+
+    def __init__(self):
+        super().__init__("partial", 10.0)
+        self.cycles = 0
+
+    async def collect(self):
+        self.cycles += 1
+        if self.cycles == 1:
+            self.problem("counter cpu_elapsed_time is missing, so cpu_busy_pct cannot be computed")
+        return [Sample("node", {"n": "1"}, {"iops": 5.0})]
+
+
+async def test_a_problem_in_part_of_a_cycle_is_its_error_and_keeps_its_samples():
+    out = Capture()
+    c = Partial()
+    rt = Runtime([c], [out])
+    await rt.run_once()
+    await rt.run_once()
+    first, second = out.selfmetrics("partial")
+    assert first["status"] == "error" and first["samples"] == 1
+    assert first["last_error"] == "counter cpu_elapsed_time is missing, so cpu_busy_pct cannot be computed"
+    assert second["status"] == "ok" and rt.stats["partial"].errors == 1
+    assert [s.fields for s in out.of("node")] == [{"iops": 5.0}, {"iops": 5.0}]
+
+
 async def test_samples_are_cleaned_and_facts_come_first_and_on_request():
     out = Capture()
     t = Ticker(interval=0.1)

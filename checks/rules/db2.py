@@ -129,6 +129,9 @@ class LogWriteLatency(ThresholdRule):
 
 
 class BufferPoolWarm(ThresholdRule):
+    """The data hit ratio as db2mon and IBM's 10.1+ formulas give it: the pages the agents found in the pool,
+    so a scan whose prefetchers keep ahead is not taken for a cold pool (9.7: 1 - physical/logical)."""
+
     id, layer, measurement, subject_tags = "db2-bp-warm", "db2", "db2_bufferpool", (
         "db2", "database", "member", "bufferpool")
     needs = {"db2_bufferpool": "db2"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from db2vtop.agent.core.model import Fact
 from db2vtop.agent.core.source import Row
-from db2vtop.checks.rule import FactIndex, PerFactRule, Thresholds, as_float
+from db2vtop.checks.rule import FactIndex, PerFactRule, StaticRule, Thresholds, Verdict, as_float
 from db2vtop.checks.rules.common import ThresholdRule
 
 QUEUE_FIX = ("Find where I/O queues: KAVG/QAVG > 0 means the VMkernel holds I/O back (raise the HBA LUN queue depth "
@@ -65,6 +65,31 @@ class NumaLocality(ThresholdRule):
     defaults = {"warn_pct": 80.0, "crit_pct": 50.0}
     fix = ("Size the VM to fit one NUMA node (vCPUs <= cores per node, memory <= node memory) or expose vNUMA; "
            "seed 000 §4.3 traces most of its overallocation loss to remote memory.")
+
+
+class NumaColumnsFound(StaticRule):
+    """NUMA locality can only be judged if esxtop's NUMA columns are found. They are matched by exact name
+    (collectors/esxtop/batch.py NUMA); a host whose esxtop names them otherwise is a warning that shows the
+    columns it does export, where a guess could have read nothing, or the wrong column, in silence."""
+
+    id, layer = "numa-locality", "host"
+    needs = {"esxtop_host": "esxtop"}
+    fix = ("Until db2vtop knows this ESXi release's names for NHN, NMIG, NRMEM, NLMEM and N%L, report the columns "
+           "shown here; meanwhile check NUMA locality on the host with `sched-stats -t numa-clients` and sizing "
+           "with rule vm-fits-numa-node.")
+
+    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
+        out = []
+        for f in facts.of("esxtop_host"):
+            if "numa_columns" not in f.data:
+                continue  # recorded before hosts' headers were
+            seen = ", ".join((f.data.get("columns") or {}).get("Group Memory") or ()) or "no Group Memory columns"
+            missing = not f.data["numa_columns"]
+            out.append(Verdict({"layer": self.layer, **f.tags}, "warning" if missing else None,
+                               f"NUMA columns not found in esxtop output of {f.tags.get('host')} (columns seen: "
+                               f"{seen})" if missing else "",
+                               {"esxtop_hostname": f.data.get("esxtop_hostname"), "group_memory_columns": seen}))
+        return out
 
 
 class XtremioLatency(ThresholdRule):
@@ -221,6 +246,7 @@ class IscsiMaxIos(PerFactRule):
 
 
 RULES = [EsxtopKernelLatency(), EsxtopQueued(), StorageDiskQueueFull(), ArrayQueueFull(), NumaLocality(),
+         NumaColumnsFound(),
          XtremioLatency(), XtremioVolumeLatency(), XtremioHeadroom(), ArrayLatency(), ArrayVolumeLatency(),
          SnapReserve(), NoSnapSchedule(), NoAtime(), NoSnapDir(), NvFail(), RaidDp(), ThinLunVolume(),
          PortJumboFrames(), FlowControl(), IscsiMaxIos()]

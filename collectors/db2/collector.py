@@ -102,6 +102,7 @@ class Db2Collector(BaseCollector):
         self._clock_source = ""
         self._facts_again = False
         self._layouts: dict[int, _Layout] = {}
+        self._answered: dict[str, str] = {}  # query tag -> the variant last logged as answering
 
     @property
     def session_timeout(self) -> float:
@@ -143,6 +144,9 @@ class Db2Collector(BaseCollector):
             e = out.error
             if e is None:
                 rows[tag] = [self._row(q, v, fields) for fields in out.rows]
+                if len(q.variants) > 1 and self._answered.get(tag) != v.label:
+                    self._answered[tag] = v.label
+                    log.info("db2 %s: query %r answered by %s", self.name, q.tag, v.label)
             elif e.number in FALLBACK:
                 self._fall_back(q, v, e)
             elif e.number in PRIVILEGE:

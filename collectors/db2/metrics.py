@@ -50,7 +50,8 @@ def pct(num: float | None, den: float | None) -> float | None:
 
 
 def hit(misses: float | None, total: float | None) -> float | None:
-    """IBM's hit ratio (1 - misses/total) * 100, kept in 0-100 (prefetch can outrun logical reads)."""
+    """(1 - misses/total) * 100: the package cache's hit ratio, and a buffer pool's on Db2 9.7 (kept in 0-100:
+    prefetched pages count as misses there, and can outnumber the logical reads)."""
     if misses is None or not total:
         return None
     return min(100.0, max(0.0, (1.0 - misses / total) * 100.0))
@@ -101,8 +102,37 @@ def database_fields(r: Rates, cur: MonRow) -> dict:
 _BP_PAGES = ("DATA", "INDEX", "XDA", "COL")  # the page types of a buffer pool, as MON_GET_* name them
 
 
-def bufferpool_fields(r: Rates, cur: MonRow) -> dict:
+def _bp_hits(r: Rates) -> dict:
+    """Hit ratios per page type and overall, as db2mon and IBM's "Formulas for calculating buffer pool hit
+    ratios" (Db2 10.1+) compute them: pages the agents found in the pool (found - found by prefetchers) over
+    logical reads, temporary ones included. Where the pages-found counters are NULL (9.7) it is that level's
+    documented 1 - physical/logical."""
     f: dict = {}
+    found = reads = 0.0
+    classic_misses = classic_reads = 0.0
+    lbp = True
+    for page in _BP_PAGES:
+        logical = r.d(f"POOL_{page}_L_READS", f"POOL_TEMP_{page}_L_READS")
+        if logical is None:
+            f[f"{page.lower()}_hit_pct"] = None
+            continue
+        physical = r.d(f"POOL_{page}_P_READS", f"POOL_TEMP_{page}_P_READS")
+        got, by_prefetch = r.d(f"POOL_{page}_LBP_PAGES_FOUND"), r.d(f"POOL_ASYNC_{page}_LBP_PAGES_FOUND")
+        if got is None or by_prefetch is None:
+            lbp = False
+            f[f"{page.lower()}_hit_pct"] = hit(physical, logical)
+        else:
+            f[f"{page.lower()}_hit_pct"] = pct(got - by_prefetch, logical)
+            found += got - by_prefetch
+        reads += logical
+        classic_misses += physical or 0
+        classic_reads += logical
+    f["hit_pct"] = pct(found, reads) if lbp else hit(classic_misses, classic_reads)
+    return f
+
+
+def bufferpool_fields(r: Rates, cur: MonRow) -> dict:
+    f: dict = _bp_hits(r)
     logical = physical = temp_l = temp_p = None
     for page in _BP_PAGES:
         name = page.lower()
@@ -110,8 +140,6 @@ def bufferpool_fields(r: Rates, cur: MonRow) -> dict:
         tl, tp = r.d(f"POOL_TEMP_{page}_L_READS"), r.d(f"POOL_TEMP_{page}_P_READS")
         f[f"{name}_logical_reads_per_s"] = per(lr, r.secs)
         f[f"{name}_physical_reads_per_s"] = per(pr, r.secs)
-        f[f"{name}_hit_pct"] = hit(r.d(f"POOL_{page}_P_READS", f"POOL_TEMP_{page}_P_READS"),
-                                   r.d(f"POOL_{page}_L_READS", f"POOL_TEMP_{page}_L_READS"))
         logical, physical = _add(logical, lr, tl), _add(physical, pr, tp)
         temp_l, temp_p = _add(temp_l, tl), _add(temp_p, tp)
     async_reads = r.d(*(f"POOL_ASYNC_{k}_READS" for k in _BP_PAGES))
@@ -121,10 +149,8 @@ def bufferpool_fields(r: Rates, cur: MonRow) -> dict:
     f.update({
         "temp_logical_reads_per_s": per(temp_l, r.secs),
         "temp_physical_reads_per_s": per(temp_p, r.secs),
-        "temp_hit_pct": hit(temp_p, temp_l),
         "logical_reads_per_s": per(logical, r.secs),
         "physical_reads_per_s": per(physical, r.secs),
-        "hit_pct": hit(physical, logical),
         "async_reads_per_s": per(async_reads, r.secs),
         "async_read_pct": pct(async_reads, physical),
         "read_ms_per_page": per(read_ms, physical),
@@ -161,8 +187,7 @@ def tablespace_fields(r: Rates, cur: MonRow) -> dict:
         "pages_written_per_s": per(pages_written, r.secs),
         "read_ms_per_page": per(r.d("POOL_READ_TIME"), pages_read),
         "write_ms_per_page": per(r.d("POOL_WRITE_TIME"), pages_written),
-        "async_read_pct": pct(r.d("POOL_ASYNC_DATA_READS", "POOL_ASYNC_INDEX_READS", "POOL_ASYNC_XDA_READS"),
-                              pages_read),
+        "async_read_pct": pct(r.d(*(f"POOL_ASYNC_{k}_READS" for k in _BP_PAGES)), pages_read),
         "direct_reads_per_s": r.rate("DIRECT_READS"),
         "direct_writes_per_s": r.rate("DIRECT_WRITES"),
         "direct_read_ms": per(r.d("DIRECT_READ_TIME"), r.d("DIRECT_READ_REQS")),

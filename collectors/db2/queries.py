@@ -95,14 +95,20 @@ class Query:
                 raise Db2Error(f"{self.tag}: {name} is not a number: {raw[:40]!r}") from None
 
 
-def _tiers(label: str, source: str, items: list[tuple[str, str]], newer: set[str], tail: str = "",
-           adapt: Adapt | None = None) -> tuple[Variant, ...]:
-    """The full variant and, if some columns are newer than 9.7, one with those as NULL."""
-    full = Variant(label, source, tuple(items), tail, adapt)
-    if not newer:
-        return (full,)
-    older = tuple(null(n) if n in newer else (n, e) for n, e in items)
-    return full, Variant(f"{label} without {', '.join(sorted(newer))}", source, older, tail, adapt)
+def _tiers(label: str, source: str, items: list[tuple[str, str]], newer: set[str] | tuple[set[str], ...],
+           tail: str = "", adapt: Adapt | None = None) -> tuple[Variant, ...]:
+    """The full variant and, for each set of columns newer than some level (newest first), one more with
+    those and every newer set as NULL: 11.5 → 10.1 → 9.7."""
+    levels = (newer,) if isinstance(newer, set) else newer
+    variants = [Variant(label, source, tuple(items), tail, adapt)]
+    gone: set[str] = set()
+    for cols in levels:
+        if not cols:
+            continue
+        gone |= cols
+        older = tuple(null(n) if n in gone else (n, e) for n, e in items)
+        variants.append(Variant(f"{label} without {', '.join(sorted(gone))}", source, older, tail, adapt))
+    return tuple(variants)
 
 
 def _fn(name: str, args: str) -> str:
@@ -136,22 +142,26 @@ BP_COUNTERS = (
     "POOL_ASYNC_DATA_READS", "POOL_ASYNC_INDEX_READS", "POOL_ASYNC_XDA_READS", "POOL_ASYNC_COL_READS",
     "POOL_READ_TIME", "POOL_ASYNC_READ_TIME", "POOL_WRITE_TIME",
     "POOL_DATA_WRITES", "POOL_INDEX_WRITES", "POOL_XDA_WRITES", "POOL_COL_WRITES",
-    "DIRECT_READS", "DIRECT_WRITES", "POOL_DRTY_PG_STEAL_CLNS", "POOL_LSN_GAP_CLNS", "POOL_DRTY_PG_THRSH_CLNS")
+    "DIRECT_READS", "DIRECT_WRITES", "POOL_DRTY_PG_STEAL_CLNS", "POOL_LSN_GAP_CLNS", "POOL_DRTY_PG_THRSH_CLNS",
+    # pages the agents found in the pool = found - found by prefetchers: the hit ratio of db2mon and of
+    # IBM's "Formulas for calculating buffer pool hit ratios" (Db2 10.1+)
+    *(f"POOL_{a}{k}_LBP_PAGES_FOUND" for k in ("DATA", "INDEX", "XDA", "COL") for a in ("", "ASYNC_")))
 COL_NEWER = {"POOL_COL_L_READS", "POOL_COL_P_READS", "POOL_TEMP_COL_L_READS", "POOL_TEMP_COL_P_READS",
-             "POOL_ASYNC_COL_READS", "POOL_COL_WRITES"}
+             "POOL_ASYNC_COL_READS", "POOL_COL_WRITES", "POOL_COL_LBP_PAGES_FOUND", "POOL_ASYNC_COL_LBP_PAGES_FOUND"}
+LBP_NEWER = {f"POOL_{a}{k}_LBP_PAGES_FOUND" for k in ("DATA", "INDEX", "XDA") for a in ("", "ASYNC_")}
 
 BUFFERPOOL = Query(
     "bp",
     _tiers("MON_GET_BUFFERPOOL", _fn("MON_GET_BUFFERPOOL", "'',{member}"),
            [num("MEMBER"), text("BP_NAME"), *(num(c) for c in BP_COUNTERS)],
-           COL_NEWER, tail="WHERE T.BP_NAME NOT LIKE 'IBMSYSTEMBP%'"),
+           (COL_NEWER, LBP_NEWER), tail="WHERE T.BP_NAME NOT LIKE 'IBMSYSTEMBP%'"),
     keys=(("BP_NAME", "bufferpool"),), strings=frozenset({"BP_NAME"}), counters=BP_COUNTERS)
 
 TS_COUNTERS = (
     "POOL_READ_TIME", "POOL_WRITE_TIME", "POOL_DATA_P_READS", "POOL_INDEX_P_READS", "POOL_XDA_P_READS",
     "POOL_COL_P_READS", "POOL_TEMP_DATA_P_READS", "POOL_TEMP_INDEX_P_READS", "POOL_TEMP_XDA_P_READS",
     "POOL_TEMP_COL_P_READS", "POOL_ASYNC_DATA_READS", "POOL_ASYNC_INDEX_READS", "POOL_ASYNC_XDA_READS",
-    "POOL_DATA_WRITES", "POOL_INDEX_WRITES", "POOL_XDA_WRITES", "POOL_COL_WRITES",
+    "POOL_ASYNC_COL_READS", "POOL_DATA_WRITES", "POOL_INDEX_WRITES", "POOL_XDA_WRITES", "POOL_COL_WRITES",
     "DIRECT_READS", "DIRECT_WRITES", "DIRECT_READ_REQS", "DIRECT_WRITE_REQS", "DIRECT_READ_TIME",
     "DIRECT_WRITE_TIME", "PREFETCH_WAIT_TIME", "PREFETCH_WAITS")
 TS_GAUGES = ("TBSP_PAGE_SIZE", "TBSP_USED_PAGES", "TBSP_TOTAL_PAGES")
@@ -160,8 +170,8 @@ TABLESPACE = Query(
     "ts",
     _tiers("MON_GET_TABLESPACE", _fn("MON_GET_TABLESPACE", "'',{member}"),
            [num("MEMBER"), text("TBSP_NAME"), *(num(c) for c in TS_COUNTERS + TS_GAUGES)],
-           {"POOL_COL_P_READS", "POOL_TEMP_COL_P_READS", "POOL_COL_WRITES", "PREFETCH_WAIT_TIME",
-            "PREFETCH_WAITS"}),
+           {"POOL_COL_P_READS", "POOL_TEMP_COL_P_READS", "POOL_ASYNC_COL_READS", "POOL_COL_WRITES",
+            "PREFETCH_WAIT_TIME", "PREFETCH_WAITS"}),
     keys=(("TBSP_NAME", "tablespace"),), strings=frozenset({"TBSP_NAME"}), counters=TS_COUNTERS)
 
 CT_COUNTERS = ("POOL_READ_TIME", "POOL_WRITE_TIME", "PAGES_READ", "PAGES_WRITTEN", "DIRECT_READS",
@@ -241,7 +251,11 @@ _REG = [text("REG_VAR_NAME"), text("REG_VAR_VALUE"), text("LEVEL")]
 
 REGISTRY = Query(
     "reg",
-    (Variant("ENV_GET_REG_VARIABLES", _fn("ENV_GET_REG_VARIABLES", "{member}"), (num("MEMBER"), *_REG)),
+    # Db2 11.5 documents (member, showall), showall 0 = the variables that are set; earlier levels take the
+    # member only; the view is the deprecated one ENV_GET_REG_VARIABLES replaces
+    (Variant("ENV_GET_REG_VARIABLES(member, showall)", _fn("ENV_GET_REG_VARIABLES", "{member},0"),
+             (num("MEMBER"), *_REG)),
+     Variant("ENV_GET_REG_VARIABLES(member)", _fn("ENV_GET_REG_VARIABLES", "{member}"), (num("MEMBER"), *_REG)),
      Variant("SYSIBMADM.REG_VARIABLES", "SYSIBMADM.REG_VARIABLES AS T",
              (num("DBPARTITIONNUM", as_="MEMBER"), *_REG))),
     strings=frozenset({"REG_VAR_NAME", "REG_VAR_VALUE", "LEVEL"}), facts=True)
@@ -265,8 +279,8 @@ CTCFG = Query(
     "ctcfg",
     _tiers("MON_GET_CONTAINER", _fn("MON_GET_CONTAINER", "'',{member}"),
            [num("MEMBER"), text("TBSP_NAME"), text("CONTAINER_NAME"), num("CONTAINER_ID"), text("CONTAINER_TYPE"),
-            num("STRIPE_SET"), num("FS_ID")], {"FS_ID"}),
-    strings=frozenset({"TBSP_NAME", "CONTAINER_NAME", "CONTAINER_TYPE"}), facts=True)
+            num("STRIPE_SET"), text("FS_ID")], {"FS_ID"}),  # FS_ID is VARCHAR(22)
+    strings=frozenset({"TBSP_NAME", "CONTAINER_NAME", "CONTAINER_TYPE", "FS_ID"}), facts=True)
 
 BPCAT = Query(
     "bpcat",

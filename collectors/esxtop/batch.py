@@ -12,11 +12,17 @@ only as a fallback) and only three objects are looked at:
   group's percentages are sums over its worlds (a 4-vCPU VM can show 400 %USED).
 * `Group Memory(<gid>:<name>)`: MEMSZ, MCTLSZ, SWCUR, SWR/s, SWW/s and the NUMA fields
   NHN (home node), NMIG (migrations since power-on), NRMEM, NLMEM and N%L. A group is a VM
-  when its MEMSZ is positive (only VMs have configured memory). The NUMA counters' batch
-  names differ between ESXi releases, so they are recognised by their words.
+  when its MEMSZ is positive (only VMs have configured memory).
 * `Physical Disk SCSI Device(<naa id>)`: DQLEN, ACTV, QUED, %USD, LOAD, CMDS/s, READS/s,
   WRITES/s, MBREAD/s, MBWRTN/s, DAVG/KAVG/GAVG/QAVG per command (and GAVG per read and
   write), ABRTS/s, RESETS/s.
+
+Every column is matched by its exact name, never by its words. The disk device names are the
+batch names DOC-9279 §4.3 ("Batch Mode Output") lists; the CPU and memory ones are those of
+published `esxtop -b` captures. For NUMA, VMware documents only the interactive names (§3.3:
+NHN, NMIG, NRMEM, NLMEM, N%L) and no public capture shows a batch name: both the documented
+names and one assumed long spelling are accepted (NUMA below), and a header with none of them
+is reported (`numa_columns` empty), never guessed at.
 
 Units are normalised here: MBytes (esxtop's are MiB) become bytes, ms stay ms, % stay 0-100+.
 """
@@ -26,6 +32,7 @@ from __future__ import annotations
 import csv
 import functools
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,27 +69,23 @@ DEVICE = {
     "Aborts/sec": ("aborts_per_s", 1), "Resets/sec": ("resets_per_s", 1),
 }
 HOME_NODE = "numa_home_node"
+#: the NUMA columns of `Group Memory(...)`, by exact name: counter -> (field, scale, where the name comes from)
+NUMA: dict[str, tuple[str, float, str]] = {
+    "NHN": (HOME_NODE, 1, "DOC-9279 §3.3"), "NMIG": ("numa_migrations", 1, "DOC-9279 §3.3"),
+    "NRMEM": ("numa_remote_bytes", MIB, "DOC-9279 §3.3"), "NLMEM": ("numa_local_bytes", MIB, "DOC-9279 §3.3"),
+    "N%L": ("numa_local_pct", 1, "DOC-9279 §3.3"),
+    "Numa Home Nodes": (HOME_NODE, 1, "assumed"), "Numa Migrations": ("numa_migrations", 1, "assumed"),
+    "Numa Remote Memory MBytes": ("numa_remote_bytes", MIB, "assumed"),
+    "Numa Local Memory MBytes": ("numa_local_bytes", MIB, "assumed"), "% Numa Local": ("numa_local_pct", 1, "assumed"),
+}
 
 
-def numa_field(counter: str) -> tuple[str, float] | None:
-    """NHN, NMIG, NRMEM, NLMEM, N%L by the words of the counter's batch name."""
-    c = counter.lower()
-    if "home node" in c:
-        return HOME_NODE, 1
-    if "numa" in c and "migration" in c:
-        return "numa_migrations", 1
-    if "%" in c and "local" in c:
-        return "numa_local_pct", 1
-    if "mbytes" in c and "remote" in c:
-        return "numa_remote_bytes", MIB
-    if "mbytes" in c and "local" in c:
-        return "numa_local_bytes", MIB
-    return None
-
-
-@functools.lru_cache(maxsize=1024)
 def _memory_field(counter: str) -> tuple[str, float] | None:
-    return MEMORY.get(counter) or numa_field(counter)
+    spec = MEMORY.get(counter)
+    if spec is not None:
+        return spec
+    numa = NUMA.get(counter)
+    return None if numa is None else numa[:2]
 
 
 @dataclass(slots=True)
@@ -91,6 +94,10 @@ class BatchSample:
     time: str
     vms: dict[str, dict[str, Any]] = field(default_factory=dict)
     devices: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: the counters of each object db2vtop reads, as the header names them (every layout, in order)
+    columns: dict[str, list[str]] = field(default_factory=dict)
+    #: the NUMA columns found in Group Memory: counter -> field
+    numa_columns: dict[str, str] = field(default_factory=dict)
 
 
 def split_row(line: str) -> list[str]:
@@ -232,6 +239,17 @@ def _rows(text: str) -> tuple[str, str]:
     return text[start:end - (text[end - 1] == "\r")], text[text.rfind("\n", 0, stop) + 1:stop].strip()
 
 
+_OBJECT = re.compile(r'"\\\\[^\\"]*\\([^("\\]+)')
+
+
+def header_objects(text: str) -> list[str]:
+    """Every object the header row names (Group Cpu, Numa Node, Physical Cpu, ...): what a host's esxtop
+    exports, recorded once per new host. It reads the whole header, so it is not for every cycle."""
+    start = text.find('"(PDH-CSV')
+    end = text.find("\n", start)
+    return sorted(set(_OBJECT.findall(text[start:end if end >= 0 else len(text)]))) if start >= 0 else []
+
+
 def parse_batch(text: str) -> BatchSample:
     """The last sample of an `esxtop -b` run. Raises EsxtopFormatError on anything else."""
     if not text[:200].lstrip().startswith('"(PDH-CSV'):
@@ -259,6 +277,10 @@ def parse_batch(text: str) -> BatchSample:
         firsts, fields = layouts.setdefault((obj, counters), ([], []))
         firsts.append(first)
         fields.append(groups[obj].setdefault(instance, {}))
+    for obj, counters in layouts:
+        seen = out.columns.setdefault(obj[:-1], [])
+        seen += [c for c in dict.fromkeys(counters) if c not in seen]
+    out.numa_columns = {c: NUMA[c][0] for c in out.columns.get("Group Memory", ()) if c in NUMA}
     for (obj, counters), (firsts, fields) in layouts.items():  # a column at a time: one plan per layout
         for offset, name, scale in _plan(obj, counters):
             cells = [values[f + offset] for f in firsts]

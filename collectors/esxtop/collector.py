@@ -4,17 +4,27 @@ This is the 2-second path vCenter's 20-second realtime samples cannot give, and 
 source of remote NUMA memory (N%L). Samples are tagged host = the [[esxtop]] section's
 name (name it as vSphere names the host so a stack can join them) plus vm (the VM's
 display name) or device (the LUN's NAA id, as vSphere's canonicalName).
+
+The first output of a host (and of every host name, or set of columns, it reports later: an
+upgrade) is recorded as the `esxtop_host` fact: the objects its header exports and the
+counters of the ones read here, with the NUMA columns found among them, so a release whose
+names differ shows up as a finding (rule numa-locality) instead of NUMA fields that silently
+never arrive.
 """
 
 from __future__ import annotations
 
+import logging
 import time
+from typing import Any
 
 from db2vtop.agent.core.model import Fact, Record, Sample
 from db2vtop.collectors.base import BaseCollector, CollectorError
-from db2vtop.collectors.esxtop.batch import BatchSample, parse_batch
+from db2vtop.collectors.esxtop.batch import BatchSample, header_objects, parse_batch
 from db2vtop.collectors.esxtop.config import EsxtopConfig
 from db2vtop.collectors.ssh import SSHTarget
+
+log = logging.getLogger(__name__)
 
 
 class EsxtopCollector(BaseCollector):
@@ -22,11 +32,13 @@ class EsxtopCollector(BaseCollector):
         super().__init__(f"esxtop:{cfg.name}", cfg.interval, cfg.timeout)
         self.cfg, self.target = cfg, target
         self.last: BatchSample | None = None
+        self.header: dict[str, Any] | None = None  # the esxtop_host fact's data, from the host's first output
 
     def argv(self) -> list[str]:
         return ["esxtop", "-b", "-a", "-d", f"{self.cfg.delay:g}", "-n", "1"]
 
-    def _run(self) -> BatchSample:
+    def _run(self, known: dict[str, Any] | None) -> tuple[BatchSample, list[str] | None]:
+        """This cycle's sample, and the header's objects when its host or columns are not those `known`."""
         r = self.target.run(self.argv(), timeout=self.timeout)
         if r.rc != 0:
             err = r.stderr.decode("utf-8", errors="replace").strip()[:200]
@@ -34,12 +46,15 @@ class EsxtopCollector(BaseCollector):
                 raise CollectorError(f"esxtop {self.cfg.name}: esxtop is not on the remote PATH (is "
                                      f"{self.target.where} an ESXi host?): {err}")
             raise CollectorError(f"esxtop {self.cfg.name}: esxtop exited {r.rc}: {err or 'no message'}")
-        return parse_batch(r.text())
+        text = r.text()
+        batch = parse_batch(text)
+        new = known is None or batch.host != known["esxtop_hostname"] or batch.columns != known["columns"]
+        return batch, (header_objects(text) if new else None)
 
     async def collect(self) -> list[Record]:
-        batch = await self.run_blocking(self._run)
-        if self.last is None or batch.host != self.last.host:
-            self.facts_stale = True  # describe() on the next cycle records the new name
+        batch, objects = await self.run_blocking(self._run, self.header)
+        if objects is not None:
+            self._new_host(batch, objects)
         self.last = batch
         ts = time.time_ns()
         host = self.cfg.name
@@ -49,11 +64,20 @@ class EsxtopCollector(BaseCollector):
                 for dev, fields in batch.devices.items()]
         return out
 
+    def _new_host(self, batch: BatchSample, objects: list[str]) -> None:
+        self.header = {"esxtop_hostname": batch.host, "objects": objects, "columns": batch.columns,
+                       "numa_columns": batch.numa_columns}
+        self.facts_stale = True  # describe() on the next cycle records it
+        if not batch.numa_columns:
+            seen = batch.columns.get("Group Memory")
+            log.warning("esxtop %s: NUMA columns not found in esxtop output of %s (columns seen: %s)", self.cfg.name,
+                        batch.host, ", ".join(seen) if seen else "no Group Memory columns")
+
     async def describe(self) -> list[Fact]:
-        """The name the host gives itself in esxtop's columns (may be "localhost")."""
-        if self.last is None:
+        """The name the host gives itself in esxtop's columns (may be "localhost") and what its header holds."""
+        if self.header is None:
             return []
-        return [Fact("esxtop_host", {"host": self.cfg.name}, {"esxtop_hostname": self.last.host}, time.time_ns())]
+        return [Fact("esxtop_host", {"host": self.cfg.name}, dict(self.header), time.time_ns())]
 
     async def close(self) -> None:
         await super().close()

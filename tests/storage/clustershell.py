@@ -11,7 +11,14 @@ writes, printing what ONTAP 9 documents:
   an Object/Instance/Start-time/End-time/Scope header and a Counter/Value table with
   32-character columns, long values wrapped, arrays as `-` then `label value` lines,
   raw latencies in `us` (statistics-show.html; the layout NetApp Harvest's StatPerf
-  collector parses from real clusters).
+  collector parses from real clusters). The table follows the session, as the settings
+  NetApp's own collector changes imply: a counter the catalogue marks `no-display`
+  (Harvest docs/ontap-metrics.md: cpu_elapsed_time "Type: delta,no-display", and the
+  disk busy base) is left out unless `statistics settings modify -counter-display all`
+  ran, and byte counters print scaled ("468.75MB") unless `set -units raw`.
+* `statistics settings modify` (advanced; its `-counter-display` is not in the published
+  reference, so it is taken for a diagnostic-level parameter, which ONTAP hides, and
+  reports as an invalid argument, below that level; Harvest sets it at diagnostic).
 * `<object> show -fields a,b` with a separator: field names, long names, one row per
   record, each ending with the separator, then "N entries were displayed."
 * Errors print `Error: ...` and the session still exits 0 (so callers must read them).
@@ -23,6 +30,11 @@ import json
 import os
 import sys
 import time
+
+#: counters the catalogue marks no-display, per object
+NO_DISPLAY = {"system:node": {"cpu_elapsed_time"}, "disk:constituent": {"base_for_disk_busy"}}
+#: counters in bytes (catalogue unit b_per_sec): scaled to a unit when the session's units are not raw
+BYTES = {"read_data", "write_data"}
 
 KEYS = {"volume show": ("vserver", "volume"), "lun show": ("vserver", "path"),
         "storage aggregate show": ("aggregate",), "network port show": ("node", "port"),
@@ -68,16 +80,30 @@ def options(words: list[str]) -> tuple[dict[str, str], list[str]]:
     return opts, positional
 
 
-def render_raw(obj: str, inst: dict, counters: list[str]) -> list[str]:
+def scaled(value: str) -> str:
+    """A byte count as `-units auto` prints it: in the largest unit it reaches, two decimals."""
+    n = int(value)
+    for power, unit in ((5, "PB"), (4, "TB"), (3, "GB"), (2, "MB"), (1, "KB")):
+        if n >= 1024**power:
+            return f"{n / 1024**power:.2f}{unit}"
+    return f"{n}B"
+
+
+def render_raw(obj: str, inst: dict, counters: list[str], display_all: bool = True,
+               raw_units: bool = True) -> list[str]:
+    """One instance's table; the defaults are the session NetApp's collector sets up."""
     out = ["", f"Object: {obj}", f"Instance: {inst['instance']}", "Start-time: 11/22/2026 10:00:00",
            "End-time: 11/22/2026 10:00:00", f"Scope: {inst.get('scope', '')}",
            "    Counter                                                     Value",
            "    -------------------------------- --------------------------------"]
     values = inst["counters"]
+    hidden = set() if display_all else NO_DISPLAY.get(obj, set())
     for name in sorted(counters):
-        if name not in values:
+        if name not in values or name in hidden:
             continue
         value = values[name]
+        if name in BYTES and not raw_units:
+            value = scaled(value)
         if isinstance(value, dict):
             out.append(f"    {name:<32} {'-':>32}")
             out.extend(f"    {label:>32} {v:>32}" for label, v in value.items())
@@ -92,7 +118,7 @@ def main() -> int:
     with open(sys.argv[1]) as f:
         state = json.load(f)
     time.sleep(state.get("sleep", 0))  # a cluster that does not answer in time
-    session = {"privilege": "admin", "sep": None}
+    session = {"privilege": "admin", "sep": None, "units": "auto", "counter_display": "default"}
     lines: list[str] = [state["banner"]] if state.get("banner") else []
     for words in split_commands(os.environ.get("SSH_ORIGINAL_COMMAND", "")):
         text = " ".join(words)
@@ -111,8 +137,20 @@ def main() -> int:
                     return 1  # no answer on stdin: the session ends
             if "showseparator" in opts:
                 session["sep"] = opts["showseparator"]
+            if "units" in opts:
+                session["units"] = opts["units"]
         elif words[0] == "rows":
             continue
+        elif words[:3] == ["statistics", "settings", "modify"]:
+            if session["privilege"] == "admin":
+                lines.append('Error: "statistics" is not a recognized command')
+                continue
+            opts, _ = options(words[3:])
+            if "counter-display" in opts:
+                if session["privilege"] != "diagnostic":
+                    lines.append('Error: invalid argument "-counter-display"')
+                    continue
+                session["counter_display"] = opts["counter-display"]
         elif words[:3] == ["statistics", "show", "-raw"] or words[:2] == ["statistics", "show"]:
             if session["privilege"] == "admin":
                 lines.append('Error: "statistics show" is not a recognized command')
@@ -123,8 +161,10 @@ def main() -> int:
                 lines.append(f'Error: command failed: Object "{obj}" was not found.')
                 continue
             counters = opts.get("counter", "").split("|")
-            for inst in state["stats"][obj]:
-                lines.extend(render_raw(obj, inst, counters))
+            instances = [i for i in state["stats"][obj] if opts.get("instance") in (None, i["instance"])]
+            for inst in instances:
+                lines.extend(render_raw(obj, inst, counters, display_all=session["counter_display"] == "all",
+                                        raw_units=session["units"] == "raw"))
         else:
             command = next((c for c in KEYS if text.startswith(c + " ")), None)
             if command is None:

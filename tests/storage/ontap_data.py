@@ -1,7 +1,9 @@
 """Two samples of one small cluster's raw counters and its configuration tables.
 
 Values are invented; their shape follows ONTAP 9's `statistics show -raw` and
-`show -fields` (see clustershell.py). Between T0 and T1 (hand-computed in the tests):
+`show -fields` (see clustershell.py), units as in the real `statistics show -raw` capture of
+NetApp Harvest's StatPerf test data (latencies in `us`, percent numerators in `%`,
+cpu_elapsed_time a bare number). Between T0 and T1 (hand-computed in the tests):
 vs1/db2data: +2000 reads at 1.2 ms, +1000 writes at 2.5 ms, no other ops;
 vs1/db2log: 5 reads (under the 10-op minimum), 400 writes at 0.3 ms;
 LUN /vol/db2data/lun0: +1600 reads at 0.9 ms, +800 writes at 1.5 ms, 40 of 2000 reads
@@ -59,7 +61,7 @@ T0 = {
                  [10, 0, 0, 0, 0, 0, 0, 0], [10, 0, 0, 0, 0, 0, 0, 0]),
         ],
         "system:node": [{"instance": "node1", "scope": "node1", "counters": {
-            "cpu_busy": "40000000%", "cpu_elapsed_time": "100000000us", "total_ops": "200000",
+            "cpu_busy": "40000000%", "cpu_elapsed_time": "100000000", "total_ops": "200000",
             "read_ops": "120000", "write_ops": "70000"}}],
         "disk:constituent": [
             {"instance": "1.0.1.P3", "scope": "node1", "counters": {
@@ -110,7 +112,7 @@ def t1() -> dict:
                    {"read": 41_440_000, "write": 31_200_000, "other": 100_000}, (422_707_200, 170_393_600), 112,
                    [50960, 530, 10, 0, 0, 0, 0, 0], [21000, 0, 0, 0, 0, 0, 0, 0])
     node = s["stats"]["system:node"][0]["counters"]
-    node.update(cpu_busy="46000000%", cpu_elapsed_time="110000000us", total_ops="203000", read_ops="122000",
+    node.update(cpu_busy="46000000%", cpu_elapsed_time="110000000", total_ops="203000", read_ops="122000",
                 write_ops="71000")
     disks = s["stats"]["disk:constituent"]
     disks[0]["counters"].update(disk_busy="3300%", base_for_disk_busy="11000")

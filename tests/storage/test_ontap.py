@@ -24,6 +24,7 @@ from db2vtop.collectors.storage.ontap.cli import (
     parse_fields,
     parse_raw,
     perf_line,
+    raw_number,
     size_bytes,
 )
 from db2vtop.collectors.storage.ontap.collector import OntapCollector
@@ -116,8 +117,8 @@ def _by(found, measurement, **tags):
 
 
 def test_rates_and_latencies_hand_computed():
-    found, resets = rows(_snap(T0, 100.0), _snap(t1(), 110.0), 10, {})
-    assert resets == []
+    found, resets, gaps = rows(_snap(T0, 100.0), _snap(t1(), 110.0), 10, {})
+    assert resets == [] and gaps == []
     data = _by(found, "storage_volume", vserver="vs1", volume="db2data")
     assert data == {"total_iops": 300.0, "read_iops": 200.0, "write_iops": 100.0, "other_iops": 0.0,
                     "read_bytes_per_s": 1638400.0, "write_bytes_per_s": 819200.0,
@@ -132,14 +133,14 @@ def test_rates_and_latencies_hand_computed():
         "total_iops": 300.0, "read_iops": 200.0, "write_iops": 100.0, "cpu_busy_pct": 60.0,
         "disk_busy_pct": 50.0, "disk_busy_avg_pct": 40.0}
     # a lower minimum reports the 5-read latency: (60000-50000) us / 5 = 2 ms
-    found, _ = rows(_snap(T0, 100.0), _snap(t1(), 110.0), 0, {})
+    found, _, _ = rows(_snap(T0, 100.0), _snap(t1(), 110.0), 0, {})
     assert _by(found, "storage_volume", volume="db2log")["read_latency_ms"] == 2.0
 
 
 def test_counter_going_backwards_skips_the_instance_and_annotates():
     later = t1()
     later["stats"]["volume"][0]["counters"]["read_ops"] = "5"
-    found, resets = rows(_snap(T0, 100.0), _snap(later, 110.0), 10, {})
+    found, resets, _ = rows(_snap(T0, 100.0), _snap(later, 110.0), 10, {})
     assert not [r for r in found if r.measurement == "storage_volume" and r.tags["volume"] == "db2data"]
     assert [(a.event, a.name) for a in resets] == [("counter_reset", "ontap volume vs1/db2data")]
 
@@ -170,21 +171,29 @@ async def test_collector_cycle_over_ssh(ontap_sshd):
     sent = ontap_sshd.commands()
     assert sent[-2:] == [perf_line(), perf_line()] and sent[:-2] == [fact_line(w, None) for w in (
         "volume", "lun", "aggregate", "port", "igroup", "iscsi_session")]
-    assert perf_line().startswith("set -privilege advanced -confirmations off -rows 0; statistics show -raw "
+    # the session NetApp Harvest's StatPerf collector sets up before its own `statistics show -raw`
+    assert perf_line().startswith("set -privilege diagnostic -confirmations off -rows 0 -showallfields false "
+                                  "-units raw; statistics settings modify -counter-display all; statistics show -raw "
                                   "-object volume -counter vserver_name|total_ops|")
     assert c.round_trips == 8 and target.connects == 1
+    assert c.take_problems() == []
 
     samples = [r for r in out if isinstance(r, Sample)]
     vol = next(s for s in samples if s.measurement == "storage_volume" and s.tags["volume"] == "db2data")
     assert vol.tags == {"storage": "netapp1", "kind": "ontap", "vserver": "vs1", "volume": "db2data"}
     assert (vol.fields["read_latency_ms"], vol.fields["write_latency_ms"]) == (1.2, 2.5)
     assert vol.fields["read_iops"] * dt == pytest.approx(2000)
+    assert vol.fields["read_bytes_per_s"] * dt == pytest.approx(16_384_000, abs=dt)  # exact bytes: -units raw
+    assert set(vol.fields) == {"total_iops", "read_iops", "write_iops", "other_iops", "read_bytes_per_s",
+                               "write_bytes_per_s", "avg_latency_ms", "read_latency_ms", "write_latency_ms"}
     lun = next(s for s in samples if s.measurement == "storage_lun" and s.tags["lun"] == "/vol/db2data/lun0")
     assert lun.tags["naa"] == "naa.600a0980486e542d4f5a2f47694d684b" and lun.tags["serial"] == "HnT-OZ/GiMhK"
     assert lun.tags["volume"] == "db2data" and lun.fields["read_misaligned_pct"] == 2.0
     assert any(s.measurement == "storage_lun" and s.tags["lun"] == LONG_LUN for s in samples)  # wrapped name
     node = next(s for s in samples if s.measurement == "storage_node")
-    assert node.fields["cpu_busy_pct"] == 60.0 and node.fields["disk_busy_pct"] == 50.0
+    assert node.fields["cpu_busy_pct"] == 60.0 and node.fields["disk_busy_pct"] == 50.0  # no-display bases read
+    assert set(node.fields) == {"total_iops", "read_iops", "write_iops", "cpu_busy_pct", "disk_busy_pct",
+                                "disk_busy_avg_pct"}
 
     by_kind = {}
     for f in facts:
@@ -217,13 +226,13 @@ async def test_vserver_filter_is_sent_and_applied(ontap_sshd):
     target.close()
 
 
-@pytest.mark.parametrize(("errors", "expected"), [
+@pytest.mark.parametrize(("errors", "expected", "kept"), [
     ({"statistics show -raw -object lun": "Error: command failed: not authorized for that command"},
-     "ONTAP refused statistics show -raw: Error: command failed: not authorized"),
+     "ONTAP refused part of statistics show -raw: Error: command failed: not authorized", "storage_volume"),
     ({"statistics show -raw -object volume": "Error: command failed: Object \"volume\" was not found."},
-     "was not found"),
+     "was not found", "storage_lun"),
 ])
-async def test_ontap_errors_are_recorded_and_the_runtime_goes_on(ontap_sshd, errors, expected):
+async def test_a_refused_object_is_an_error_and_the_others_are_kept(ontap_sshd, errors, expected, kept):
     ontap_sshd.set_state({**T0, "errors": errors})
     cfg, target = _config(ontap_sshd, interval=10.0)
     c = OntapCollector(cfg, target)
@@ -233,7 +242,15 @@ async def test_ontap_errors_are_recorded_and_the_runtime_goes_on(ontap_sshd, err
     await rt.run_once()
     st = rt.stats[c.name]
     assert st.errors >= 1 and expected in st.last_error
-    assert not [s for s in out.samples if s.measurement.startswith("storage_")]
+    assert {s.measurement for s in out.samples if s.measurement.startswith("storage_")} == {kept, "storage_node"}
+    target.close()
+
+
+async def test_a_cluster_refusing_every_object_is_one_clear_error(ontap_sshd):
+    ontap_sshd.set_state({**T0, "errors": {"statistics show": "Error: command failed: not authorized"}})
+    cfg, target = _config(ontap_sshd)
+    with pytest.raises(OntapCommandError, match="ONTAP refused statistics show -raw: Error: command failed: not"):
+        await OntapCollector(cfg, target).collect()
     target.close()
 
 
@@ -252,17 +269,78 @@ async def test_garbage_and_refusals_are_clear_errors(ontap_sshd):
     target.close()
 
 
-async def test_truncated_statistics_are_an_error(ontap_sshd):
+async def test_a_missing_counter_costs_only_its_fields_and_names_the_command(ontap_sshd):
     cfg, target = _config(ontap_sshd)
     c = OntapCollector(cfg, target)
     ontap_sshd.set_state(T0)
     await c.start()
     cut = t1()
-    cut["stats"]["volume"][1]["counters"] = {"vserver_name": "vs1"}  # output cut short
+    cut["stats"]["volume"][1]["counters"] = {"vserver_name": "vs1", "write_ops": "5400"}  # output cut short
     ontap_sshd.set_state(cut)
-    with pytest.raises(StorageFormatError, match=r"db2log .* is missing"):
-        await c.collect()
+    samples = [s for s in await c.collect() if isinstance(s, Sample)]
+    log = next(s for s in samples if s.measurement == "storage_volume" and s.tags["volume"] == "db2log")
+    assert set(log.fields) == {"write_iops"}
+    assert any(s.measurement == "storage_volume" and s.tags["volume"] == "db2data" for s in samples)
+    assert any(s.measurement == "storage_node" and "cpu_busy_pct" in s.fields for s in samples)
+    problems = c.take_problems()
+    assert ('ONTAP volume vs1/db2log: counter total_ops is missing, so total_iops and avg_latency_ms cannot be '
+            'computed; "statistics show -raw -object volume -instance \"db2log\" -counter total_ops" shows what the '
+            "cluster prints") in problems
+    assert len(problems) == 9  # one line per missing counter, not per field
     target.close()
+
+
+async def test_the_stand_in_prints_what_the_session_asked_for(ontap_sshd):
+    """The shim follows the session as ONTAP does: without NetApp's session set-up no-display base counters are
+    left out and byte counters print scaled; a regression in perf_line() shows up here and below."""
+    ontap_sshd.set_state(T0)
+    _, target = _config(ontap_sshd)
+    old = ("set -privilege advanced -confirmations off -rows 0; statistics show -raw -object system:node "
+           "-counter cpu_busy|cpu_elapsed_time; statistics show -raw -object disk:constituent "
+           "-counter disk_busy|base_for_disk_busy; statistics show -raw -object volume -counter read_data|read_ops")
+    objs = parse_raw(target.run_line(old, timeout=30, what="old").text())
+    assert "cpu_elapsed_time" not in objs["system:node"][0].counters and "cpu_busy" in objs["system:node"][0].counters
+    assert "base_for_disk_busy" not in objs["disk:constituent"][0].counters
+    assert objs["volume"][0].counters["read_data"] == "468.75MB" and objs["volume"][0].counters["read_ops"] == "60000"
+    refused = target.run_line("set -privilege advanced -confirmations off; statistics settings modify "
+                              "-counter-display all", timeout=30, what="modify").text()
+    assert 'Error: invalid argument "-counter-display"' in refused  # a diagnostic-level parameter
+    objs = parse_raw(target.run_line(perf_line(), timeout=30, what="new").text())
+    assert objs["system:node"][0].counters["cpu_elapsed_time"] == "100000000"
+    assert objs["disk:constituent"][0].counters["base_for_disk_busy"] == "10000"
+    assert objs["volume"][0].counters["read_data"] == "491520000"
+    target.close()
+
+
+async def test_without_counter_display_the_node_cpu_is_a_clear_error_and_the_rest_is_kept(ontap_sshd):
+    """A monitoring role that may not turn the counter display on: ONTAP refuses the setting, leaves the
+    no-display bases out, and only the fields built on them are lost, with an error saying why."""
+    refusal = 'Error: invalid argument "-counter-display"'
+    ontap_sshd.set_state({**T0, "errors": {"statistics settings modify": refusal}})
+    cfg, target = _config(ontap_sshd, interval=10.0)
+    c = OntapCollector(cfg, target)
+    c.first_delay = 0.0
+    out = Memory()
+    rt = Runtime([c], [out])
+    await rt.run_once()  # the baseline, then a cycle against it
+    node = next(s for s in out.samples if s.measurement == "storage_node")
+    assert set(node.fields) == {"total_iops", "read_iops", "write_iops"}
+    assert {s.tags["volume"] for s in out.samples if s.measurement == "storage_volume"} == {"db2data", "db2log"}
+    assert rt.stats[c.name].status == "error"
+    error = rt.stats[c.name].last_error
+    assert f"ONTAP refused part of statistics show -raw: {refusal}" in error
+    assert ("ONTAP system:node node1: counter cpu_elapsed_time is missing, so cpu_busy_pct cannot be computed; "
+            '"statistics show -raw -object system:node -instance \"node1\" -counter cpu_elapsed_time" shows') in error
+    assert "cpu_elapsed_time is a no-display base counter, printed only after \"set -privilege diagnostic" in error
+    assert "base_for_disk_busy is missing, so disk_busy_pct and disk_busy_avg_pct cannot be computed" in error
+    target.close()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 2**62))
+def test_scaled_byte_counters_parse_to_bytes(n):
+    from tests.storage.clustershell import scaled
+    assert raw_number(scaled(str(n)), "x") == pytest.approx(n, rel=0.005 / 1.0, abs=0.5)
 
 
 async def test_hung_cluster_times_out_and_the_next_cycle_recovers(ontap_sshd):

@@ -4,12 +4,17 @@ The clustershell is the login shell of an ONTAP SSH session, so a whole line goe
 the SSH command: commands separated by `;`, values in double quotes, `|` between the
 items of a list. Formats (ONTAP 9 command reference, docs.netapp.com/us-en/ontap-cli):
 
-* `statistics show -raw -object O -counter a|b` (advanced privilege) prints, per
+* `statistics show -raw -object O -counter a|b` (advanced privilege or above) prints, per
   instance, an `Object:` / `Instance:` / `Scope:` header and a two-column table with a
   32-character counter column and a 32-character value column; long values wrap onto
   the next line, array counters print `-` and then one `label value` line per bucket;
   raw latencies end in `us`, percent numerators in `%` (the layout NetApp Harvest's
   StatPerf collector parses). Raw values are cumulative: rates come from two samples.
+* The session is set up as Harvest's StatPerf collector sets up its own
+  (cmd/collectors/statperf/statperf.go): diagnostic privilege, no confirmations, no
+  paging, `-units raw` (otherwise byte counters print scaled, "1.5GB"), and `statistics
+  settings modify -counter-display all` (otherwise base counters the catalogue marks
+  `no-display`, such as cpu_elapsed_time, are left out of the table).
 * `set -showseparator "|"` makes `... show -fields a,b` print a header of field names,
   a row of long names, then one row per record, each ending with the separator
   (docs.netapp.com/us-en/ontap-cli/set.html); `set -units B` prints sizes in bytes and
@@ -55,11 +60,23 @@ class OntapCommandError(CollectorError):
     """ONTAP refused a command (permissions, privilege, an unknown field)."""
 
 
+#: the session settings of NetApp Harvest's StatPerf collector, sent before its `statistics show -raw`
+SESSION = "set -privilege diagnostic -confirmations off -rows 0 -showallfields false -units raw"
+COUNTER_DISPLAY = "statistics settings modify -counter-display all"
+#: base counters ONTAP's catalogue marks `no-display` (Harvest docs/ontap-metrics.md: "Type: delta,no-display"):
+#: absent from `statistics show` unless the session turned the counter display to all
+NO_DISPLAY = frozenset({"cpu_elapsed_time", "base_for_disk_busy"})
+
+
 def perf_line() -> str:
-    """One round trip: every performance object's raw counters."""
-    stats = "; ".join(f"statistics show -raw -object {obj} -counter {'|'.join(counters)}"
-                      for obj, counters in OBJECTS)
-    return f"set -privilege advanced -confirmations off -rows 0; {stats}"
+    """One round trip: the session set-up, then every performance object's raw counters."""
+    stats = "; ".join(stats_command(obj, counters) for obj, counters in OBJECTS)
+    return f"{SESSION}; {COUNTER_DISPLAY}; {stats}"
+
+
+def stats_command(obj: str, counters: tuple[str, ...], instance: str | None = None) -> str:
+    where = f' -instance "{instance}"' if instance else ""
+    return f"statistics show -raw -object {obj}{where} -counter {'|'.join(counters)}"
 
 
 def fact_line(what: str, vserver: str | None) -> str:
@@ -167,12 +184,15 @@ def parse_raw(text: str) -> dict[str, list[RawInstance]]:
     return out
 
 
-_UNIT = {"us": 1.0, "ms": 1000.0, "%": 1.0, "": 1.0}
-_VALUE = re.compile(r"^(-?[0-9]+(?:\.[0-9]+)?)(us|ms|%)?$")
+#: suffixes a raw value can carry: times (to microseconds), percent numerators, and the data units a session
+#: without `-units raw` prints byte counters in (ONTAP's sizes are binary: KB = 1024 B)
+_UNIT = {"us": 1.0, "ms": 1000.0, "s": 1e6, "%": 1.0, "": 1.0,
+         "B": 1.0, "KB": 2.0**10, "MB": 2.0**20, "GB": 2.0**30, "TB": 2.0**40, "PB": 2.0**50}
+_VALUE = re.compile(r"^(-?[0-9]+(?:\.[0-9]+)?)(us|ms|s|%|B|KB|MB|GB|TB|PB)?$")
 
 
 def raw_number(value: CounterValue | None, what: str) -> float:
-    """A raw counter as a number; latencies in microseconds."""
+    """A raw counter as a number; times in microseconds, data in bytes."""
     if not isinstance(value, str):
         raise StorageFormatError(f"ONTAP statistics: {what} is {'missing' if value is None else 'an array'}")
     if value.isascii() and value.isdigit():  # the common case, and much cheaper than the pattern

@@ -28,27 +28,38 @@ class OntapSSH:
         self.prev: Snapshot | None = None
         self.round_trips = 0
 
-    def _run(self, line: str, what: str) -> str:
+    def _run(self, line: str, what: str, refusals: list[str] | None = None) -> str:
+        """The output of one line; an `Error:` it prints is raised, or kept in `refusals` when given."""
         self.round_trips += 1
         r = self.target.run_line(line, timeout=self.timeout, what=what)
         text = r.text()
-        check_errors(text, what)
+        if refusals is None:
+            check_errors(text, what)
+        else:
+            refusals += [f"ONTAP refused part of {what}: {ln.strip()[:300]}" for ln in text.splitlines()
+                         if ln.lstrip().startswith("Error:")]
         if r.rc != 0 and not text.strip():
             err = r.stderr.decode("utf-8", "replace").strip()[:300]
             raise OntapCommandError(f"ONTAP {what} ended with status {r.rc}: {err or 'no output'}")
         return text
 
-    def rows(self, lun_tags: dict[Key, dict[str, str]]) -> tuple[list[CounterRow], list[Annotation]]:
+    def rows(self, lun_tags: dict[Key, dict[str, str]]) -> tuple[list[CounterRow], list[Annotation], list[str]]:
+        """This cycle's rows and resets, and what went missing: commands the cluster refused (the objects
+        the others printed still count) and counters it left out."""
         sent = time.monotonic()
-        text = self._run(perf_line(), "statistics show -raw")
+        refusals: list[str] = []
+        text = self._run(perf_line(), "statistics show -raw", refusals)
         cur = snapshot(text, (sent + time.monotonic()) / 2)  # the counters were read between send and receipt
         if not cur.objects:
+            if refusals:
+                raise OntapCommandError(refusals[0].replace("refused part of", "refused"))
             raise StorageFormatError("ONTAP statistics show -raw printed no Object: blocks "
                                      f"(first line: {text.strip().splitlines()[0][:80] if text.strip() else 'none'!r})")
         prev, self.prev = self.prev, cur
         if prev is None:
-            return [], []
-        return rows(prev, cur, self.cfg.min_ops_for_latency, lun_tags, self.cfg.vserver)
+            return [], [], refusals
+        found, resets, gaps = rows(prev, cur, self.cfg.min_ops_for_latency, lun_tags, self.cfg.vserver)
+        return found, resets, refusals + gaps
 
     def facts(self) -> tuple[list[FactRow], dict[Key, dict[str, str]]]:
         tables = {what: parse_fields(self._run(fact_line(what, self.cfg.vserver), FACT_COMMANDS[what][0]))
@@ -72,12 +83,18 @@ class OntapCollector(StorageCollector):
     def round_trips(self) -> int:
         return self.source.round_trips
 
+    async def _rows(self) -> tuple[list[CounterRow], list[Annotation]]:
+        found, resets, problems = await self.run_blocking(self.source.rows, self.lun_tags)
+        for p in problems:
+            self.problem(p)
+        return found, resets
+
     async def start(self) -> None:
         if isinstance(self.source, OntapSSH):
-            await self.run_blocking(self.source.rows, self.lun_tags)
+            await self._rows()
 
     async def collect(self) -> list[Record]:
-        found, resets = await self.run_blocking(self.source.rows, self.lun_tags)
+        found, resets = await self._rows()
         ts = now_ns()
         out: list[Record] = [self.sample(r.measurement, r.tags, r.fields, ts) for r in found]
         for a in resets:

@@ -5,7 +5,10 @@ Rates follow NetApp Harvest's order: deltas of two raw samples first, averages
 whose base saw fewer than `min_ops` operations in the interval is left out rather than
 reported from a handful of I/Os (Harvest's latency_io_reqd). A counter that went
 backwards (node reboot, takeover) drops that instance for one interval and is
-reported as a `counter_reset` annotation.
+reported as a `counter_reset` annotation. A counter the cluster left out (or printed
+as something else than a number) costs only the fields computed from it: the rest of
+the instance and of the cycle is kept, and the gap is reported as a collector error
+naming the counter and the command that shows it.
 """
 
 from __future__ import annotations
@@ -14,7 +17,17 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from db2vtop.agent.core.model import Annotation, FieldValue
-from db2vtop.collectors.storage.ontap.cli import RawInstance, flag, parse_raw, size_bytes
+from db2vtop.collectors.storage.common import StorageFormatError
+from db2vtop.collectors.storage.ontap.cli import (
+    COUNTER_DISPLAY,
+    NO_DISPLAY,
+    SESSION,
+    RawInstance,
+    flag,
+    parse_raw,
+    size_bytes,
+    stats_command,
+)
 
 #: NetApp's NAA prefix for clustered ONTAP LUNs; the rest of the id is the LUN serial in hex
 #: (NetApp KB "How to match a LUN's NAA number to its serial number"; 7-Mode used 60a98000)
@@ -65,19 +78,69 @@ class CounterReset(Exception):  # noqa: N818 - control flow, never leaves this m
     pass
 
 
-def _deltas(prev: RawInstance, cur: RawInstance, names: tuple[str, ...]) -> dict[str, float]:
+class Gaps:
+    """Counters instances lacked this cycle, by (object, counter, what was wrong), with the fields they cost.
+
+    A cluster of thousands of LUNs that all lack one counter gives one line, not thousands."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[str, str, str], list] = {}
+
+    def add(self, obj: str, key: Key, counter: str, inst: RawInstance, when: str = "", wrong: str = "") -> None:
+        value = inst.counters.get(counter)
+        if not wrong:
+            wrong = "is missing" if value is None else "is an array" if isinstance(value, dict) else "is not a number"
+        wrong += when
+        entry = self.seen.get((obj, counter, wrong))
+        if entry is None:
+            self.seen[(obj, counter, wrong)] = [key, 1, value if isinstance(value, str) else None]
+        else:
+            entry[1] += 1
+
+    def messages(self) -> list[str]:
+        out = []
+        for (obj, counter, wrong), (key, n, example) in self.seen.items():
+            who = "/".join(key) + (f" and {n - 1} more" if n > 1 else "")
+            shown = f" ({example[:40]!r})" if example is not None else ""
+            lost = " and ".join(LEFT_OUT.get(obj, {}).get(counter, ())) or "no field"
+            text = (f"ONTAP {obj} {who}: counter {counter} {wrong}{shown}, so {lost} cannot be computed; "
+                    f'"{stats_command(obj, (counter,), key[-1])}" shows what the cluster prints')
+            if counter in NO_DISPLAY:
+                text += (f"; {counter} is a no-display base counter, printed only after "
+                         f'"{SESSION}; {COUNTER_DISPLAY}" (the diagnostic privilege this needs may be '
+                         "missing from the monitoring user's role)")
+            out.append(text)
+        return out
+
+
+def _deltas(prev: RawInstance, cur: RawInstance, names: tuple[str, ...], gaps: Gaps, key: Key) -> dict[str, float]:
+    """Deltas of the counters both readings have as numbers; the others go to `gaps`."""
     out = {}
     for n in names:
-        a, b = prev.number(n), cur.number(n)
+        try:
+            b = cur.number(n)
+        except StorageFormatError:
+            gaps.add(cur.object, key, n, cur)
+            continue
+        try:
+            a = prev.number(n)
+        except StorageFormatError:
+            gaps.add(cur.object, key, n, prev, " in the previous reading")
+            continue
         if b < a:
             raise CounterReset(n)
         out[n] = b - a
     return out
 
 
-def _misaligned_pct(prev: RawInstance, cur: RawInstance, counter: str, min_ops: int) -> float | None:
+def _misaligned_pct(prev: RawInstance, cur: RawInstance, counter: str, min_ops: int, gaps: Gaps,
+                    key: Key) -> float | None:
     """Share of I/O not aligned to a WAFL block: buckets 1-7 of the alignment histogram."""
-    before, after = prev.array(counter), cur.array(counter)
+    try:
+        before, after = prev.array(counter), cur.array(counter)
+    except StorageFormatError:
+        gaps.add(cur.object, key, counter, cur, wrong="has a bucket that is not a number")
+        return None
     if not before or not after:
         return None
     d = {k: v - before.get(k, 0.0) for k, v in after.items()}
@@ -87,21 +150,24 @@ def _misaligned_pct(prev: RawInstance, cur: RawInstance, counter: str, min_ops: 
     return round((total - d.get("0", 0.0)) * 100.0 / total, 3)
 
 
-_IO = ("total_ops", "read_ops", "write_ops", "other_ops", "read_data", "write_data")
+IO_RATES = {"total_iops": ("total_ops", 3), "read_iops": ("read_ops", 3), "write_iops": ("write_ops", 3),
+            "other_iops": ("other_ops", 3), "read_bytes_per_s": ("read_data", 1),
+            "write_bytes_per_s": ("write_data", 1)}
+NODE_RATES = {f: IO_RATES[f] for f in ("total_iops", "read_iops", "write_iops")}
+_IO = tuple(c for c, _ in IO_RATES.values())
 
 
-def _io_fields(d: dict[str, float], dt: float) -> dict[str, FieldValue]:
-    return {"total_iops": round(d["total_ops"] / dt, 3), "read_iops": round(d["read_ops"] / dt, 3),
-            "write_iops": round(d["write_ops"] / dt, 3), "other_iops": round(d["other_ops"] / dt, 3),
-            "read_bytes_per_s": round(d["read_data"] / dt, 1), "write_bytes_per_s": round(d["write_data"] / dt, 1)}
+def _rates(d: dict[str, float], dt: float, rates: dict[str, tuple[str, int]]) -> dict[str, FieldValue]:
+    return {field: round(d[counter] / dt, digits) for field, (counter, digits) in rates.items() if counter in d}
 
 
 def _latencies(d: dict[str, float], names: dict[str, tuple[str, str]], min_ops: int) -> dict[str, FieldValue]:
     out: dict[str, FieldValue] = {}
     for field, (lat, base) in names.items():
-        v = latency_ms(d[lat], d[base], min_ops)
-        if v is not None:
-            out[field] = v
+        if lat in d and base in d:
+            v = latency_ms(d[lat], d[base], min_ops)
+            if v is not None:
+                out[field] = v
     return out
 
 
@@ -111,6 +177,30 @@ VOLUME_LATENCY = {"avg_latency_ms": ("avg_latency", "total_ops"), "read_latency_
 LUN_LATENCY = {"avg_latency_ms": ("avg_latency", "total_ops"), "read_latency_ms": ("avg_read_latency", "read_ops"),
                "write_latency_ms": ("avg_write_latency", "write_ops"),
                "other_latency_ms": ("avg_other_latency", "other_ops")}
+CPU_BUSY = {"cpu_busy_pct": ("cpu_busy", "cpu_elapsed_time")}
+DISK_BUSY = {"disk_busy_pct": ("disk_busy", "base_for_disk_busy"),  # the node's, from its disks
+             "disk_busy_avg_pct": ("disk_busy", "base_for_disk_busy")}
+
+
+def _left_out() -> dict[str, dict[str, tuple[str, ...]]]:
+    """Per object, the fields each counter takes part in (what a missing counter costs)."""
+    specs = {"volume": (IO_RATES, VOLUME_LATENCY),
+             "lun": (IO_RATES, LUN_LATENCY, {"queue_full_per_s": ("queue_full",),
+                                            "read_misaligned_pct": ("read_align_histo",),
+                                            "write_misaligned_pct": ("write_align_histo",)}),
+             "system:node": (NODE_RATES, CPU_BUSY), "disk:constituent": (DISK_BUSY,)}
+    out: dict[str, dict[str, tuple[str, ...]]] = {}
+    for obj, tables in specs.items():
+        by_counter: dict[str, list[str]] = defaultdict(list)
+        for table in tables:
+            for field, spec in table.items():
+                for c in (spec[0],) if table is IO_RATES or table is NODE_RATES else spec:
+                    by_counter[c].append(field)
+        out[obj] = {c: tuple(fields) for c, fields in by_counter.items()}
+    return out
+
+
+LEFT_OUT = _left_out()
 
 
 @dataclass
@@ -121,13 +211,14 @@ class CounterRow:
 
 
 def rows(prev: Snapshot, cur: Snapshot, min_ops: int, lun_tags: dict[Key, dict[str, str]],
-         vserver: str | None = None) -> tuple[list[CounterRow], list[Annotation]]:
-    """Samples for every instance present in both snapshots."""
+         vserver: str | None = None) -> tuple[list[CounterRow], list[Annotation], list[str]]:
+    """Samples for every instance present in both snapshots, the resets, and the counters found missing."""
     dt = cur.at - prev.at
     out: list[CounterRow] = []
     resets: list[Annotation] = []
+    gaps = Gaps()
     if dt <= 0:
-        return out, resets
+        return out, resets, []
 
     def pairs(obj: str):
         before = prev.objects.get(obj, {})
@@ -135,62 +226,54 @@ def rows(prev: Snapshot, cur: Snapshot, min_ops: int, lun_tags: dict[Key, dict[s
             if key in before and (vserver is None or obj not in ("volume", "lun") or key[0] == vserver):
                 yield key, before[key], inst
 
-    def reset(obj: str, key: Key, counter: str) -> None:
-        resets.append(Annotation("counter_reset", f"ontap {obj} {'/'.join(key)}", {"object": obj},
-                                 f"{counter} went backwards; one interval of {obj} {key[-1]} skipped"))
+    def deltas(obj: str, key: Key, p: RawInstance, c: RawInstance, names: tuple[str, ...]) -> dict[str, float] | None:
+        try:
+            return _deltas(p, c, names, gaps, key)
+        except CounterReset as e:
+            resets.append(Annotation("counter_reset", f"ontap {obj} {'/'.join(key)}", {"object": obj},
+                                     f"{e} went backwards; one interval of {obj} {key[-1]} skipped"))
+            return None
 
     for key, p, c in pairs("volume"):
-        try:
-            d = _deltas(p, c, (*_IO, "avg_latency", "read_latency", "write_latency", "other_latency"))
-        except CounterReset as e:
-            reset("volume", key, str(e))
-            continue
-        out.append(CounterRow("storage_volume", {"vserver": key[0], "volume": key[1]},
-                       {**_io_fields(d, dt), **_latencies(d, VOLUME_LATENCY, min_ops)}))
+        d = deltas("volume", key, p, c, (*_IO, "avg_latency", "read_latency", "write_latency", "other_latency"))
+        if d is not None:
+            out.append(CounterRow("storage_volume", {"vserver": key[0], "volume": key[1]},
+                                  {**_rates(d, dt, IO_RATES), **_latencies(d, VOLUME_LATENCY, min_ops)}))
     for key, p, c in pairs("lun"):
-        try:
-            d = _deltas(p, c, (*_IO, "avg_latency", "avg_read_latency", "avg_write_latency", "avg_other_latency",
-                               "queue_full"))
-        except CounterReset as e:
-            reset("lun", key, str(e))
+        d = deltas("lun", key, p, c, (*_IO, "avg_latency", "avg_read_latency", "avg_write_latency",
+                                      "avg_other_latency", "queue_full"))
+        if d is None:
             continue
-        fields = {**_io_fields(d, dt), **_latencies(d, LUN_LATENCY, min_ops),
-                  "queue_full_per_s": round(d["queue_full"] / dt, 3)}
+        fields = {**_rates(d, dt, IO_RATES), **_latencies(d, LUN_LATENCY, min_ops)}
+        if "queue_full" in d:
+            fields["queue_full_per_s"] = round(d["queue_full"] / dt, 3)
         for direction in ("read", "write"):
-            pct = _misaligned_pct(p, c, f"{direction}_align_histo", min_ops)
+            pct = _misaligned_pct(p, c, f"{direction}_align_histo", min_ops, gaps, key)
             if pct is not None:
                 fields[f"{direction}_misaligned_pct"] = pct
         tags = {"vserver": key[0], "volume": volume_of(key[1]), "lun": key[1], **lun_tags.get(key, {})}
         out.append(CounterRow("storage_lun", tags, fields))
     node_fields: dict[str, dict[str, FieldValue]] = {}
     for key, p, c in pairs("system:node"):
-        try:
-            d = _deltas(p, c, ("cpu_busy", "cpu_elapsed_time", "total_ops", "read_ops", "write_ops"))
-        except CounterReset as e:
-            reset("system:node", key, str(e))
+        d = deltas("system:node", key, p, c, ("cpu_busy", "cpu_elapsed_time", "total_ops", "read_ops", "write_ops"))
+        if d is None:
             continue
-        f: dict[str, FieldValue] = {"total_iops": round(d["total_ops"] / dt, 3),
-                                    "read_iops": round(d["read_ops"] / dt, 3),
-                                    "write_iops": round(d["write_ops"] / dt, 3)}
-        if d["cpu_elapsed_time"] > 0:
+        f = _rates(d, dt, NODE_RATES)
+        if d.get("cpu_elapsed_time", 0) > 0 and "cpu_busy" in d:
             f["cpu_busy_pct"] = round(min(d["cpu_busy"] * 100.0 / d["cpu_elapsed_time"], 100.0), 2)
         node_fields[key[0]] = f
     busy: dict[str, list[float]] = defaultdict(list)
     for key, p, c in pairs("disk:constituent"):
-        try:
-            d = _deltas(p, c, ("disk_busy", "base_for_disk_busy"))
-        except CounterReset as e:
-            reset("disk:constituent", key, str(e))
-            continue
+        d = deltas("disk:constituent", key, p, c, ("disk_busy", "base_for_disk_busy"))
         node = c.counters.get("node_name")
-        if isinstance(node, str) and d["base_for_disk_busy"] > 0:
+        if d and isinstance(node, str) and d.get("base_for_disk_busy", 0) > 0 and "disk_busy" in d:
             busy[node].append(min(d["disk_busy"] * 100.0 / d["base_for_disk_busy"], 100.0))
     for node, values in busy.items():
         f = node_fields.setdefault(node, {})
         f["disk_busy_pct"] = round(max(values), 2)  # the busiest disk, as sysstat's "Disk util"
         f["disk_busy_avg_pct"] = round(sum(values) / len(values), 2)
     out.extend(CounterRow("storage_node", {"node": node}, f) for node, f in node_fields.items())
-    return out, resets
+    return out, resets, gaps.messages()
 
 
 # --- facts --------------------------------------------------------------------------------

@@ -105,8 +105,9 @@ class OntapRest:
         except (ValueError, TypeError, KeyError) as e:  # a body the schema cannot load
             raise StorageFormatError(f"ONTAP REST: {resource} answer not understood: {e}") from None
 
-    def rows(self, lun_tags: dict[Key, dict[str, str]]) -> tuple[list[CounterRow], list[Annotation]]:
-        """ONTAP's own averages; no counter resets to report (ONTAP flags those in metric.status)."""
+    def rows(self, lun_tags: dict[Key, dict[str, str]]) -> tuple[list[CounterRow], list[Annotation], list[str]]:
+        """ONTAP's own averages; no counter resets or missing counters to report (ONTAP flags those in
+        metric.status)."""
         min_ops = self.cfg.min_ops_for_latency
         out: list[CounterRow] = []
         for v in self.records("Volume", VOLUME_FIELDS):
@@ -126,7 +127,7 @@ class OntapRest:
                 cpu = optional_number(metric.get("processor_utilization"), "node processor_utilization")
                 if cpu is not None:
                     out.append(CounterRow("storage_node", {"node": str(node.get("name", ""))}, {"cpu_busy_pct": cpu}))
-        return out, []
+        return out, [], []
 
     def facts(self) -> tuple[list[FactRow], dict[Key, dict[str, str]]]:
         out: list[FactRow] = []

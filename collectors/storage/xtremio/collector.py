@@ -30,6 +30,7 @@ class XtremioCollector(StorageCollector):
         return self.client.round_trips
 
     def _read(self) -> list[tuple[str, dict[str, str], dict]]:
+        # assumed: XMS rates average over about our interval; no document says (README, "Checked against")
         window, min_ops = self.cfg.interval, self.cfg.min_ops_for_latency
         out = []
         for c in objects(self.client.request("GET", path("clusters", CLUSTER_PROPS)), "clusters"):
