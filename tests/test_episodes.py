@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import ssl
 import subprocess
 import sys
 import time
@@ -25,7 +24,7 @@ import pytest
 
 from db2vtop.agent.core.store import Store, StoreError
 from tests.conftest import ROOT, run_cli
-from tests.vsphere_sim import Simulator
+from tests.vsphere_sim import Simulator, one_host
 
 S = 10**9
 STEP = 20  # vCenter's realtime samples, seconds apart
@@ -57,26 +56,17 @@ def _vm(name: str, ready: int | list[int], **perf) -> dict:
 
 
 OK = ready_ms(0.5)
-SCENARIO = {
-    "datacenter": "DC1",
-    "datastores": [{"name": f"ds_{vm}", "type": "VMFS", "capacity_gb": 1024, "free_gb": 512, "luns": [lun]}
-                   for vm, lun in LUNS.items()],
-    "hosts": [{
-        "name": "esx01", "cluster": "prod", "cpu_sockets": 2, "cpu_cores": 16, "cpu_threads": 32, "cpu_mhz": 2600,
-        "memory_mb": 262144, "numa_nodes": 2, "hyperthreading": True,
-        "perf": {"disk.kernelLatency.average": {LUNS["vmkavg"]: last(9, 0, 18), LUNS["vmboth"]: last(9, 0, 12)},
-                 "disk.deviceLatency.average": {lun: 1 for lun in LUNS.values()}},
-        "vms": [
-            _vm("vmready", last(9, OK, ready_ms(15))),
-            _vm("vmkavg", OK),
-            _vm("vmswap", OK, **{"mem.swapinRate.average": last(9, 0, 20480),
-                                 "mem.swapped.average": [0] + [(k + 1) * 262144 for k in range(9)]}),
-            _vm("vmended", until_ago(60, ready_ms(16), OK)),
-            _vm("vmburst", [OK] + [ready_ms(15)] * 15 + [OK] * 30),
-            _vm("vmboth", last(9, OK, ready_ms(18.8))),
-            _vm("vmhot", ready_ms(15)),
-        ]}],
-}
+SCENARIO = one_host(LUNS, [
+    _vm("vmready", last(9, OK, ready_ms(15))),
+    _vm("vmkavg", OK),
+    _vm("vmswap", OK, **{"mem.swapinRate.average": last(9, 0, 20480),
+                         "mem.swapped.average": [0] + [(k + 1) * 262144 for k in range(9)]}),
+    _vm("vmended", until_ago(60, ready_ms(16), OK)),
+    _vm("vmburst", [OK] + [ready_ms(15)] * 15 + [OK] * 30),
+    _vm("vmboth", last(9, OK, ready_ms(18.8))),
+    _vm("vmhot", ready_ms(15)),
+], {"disk.kernelLatency.average": {LUNS["vmkavg"]: last(9, 0, 18), LUNS["vmboth"]: last(9, 0, 12)},
+    "disk.deviceLatency.average": {lun: 1 for lun in LUNS.values()}})
 
 
 @pytest.fixture(scope="module")
@@ -93,13 +83,7 @@ def sim(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def config(sim, tmp_path_factory) -> str:
-    d = tmp_path_factory.mktemp("episodes-cfg")
-    ca = d / "sim-ca.pem"
-    ca.write_text(ssl.get_server_certificate(("127.0.0.1", sim.port)))
-    path = d / "vc.toml"
-    path.write_text(f'[store]\npath = "{d / "none.db"}"\n[guest]\nenabled = false\n[[vcenter]]\nname = "vc1"\n'
-                    f'url = "{sim.url}"\nuser = "monitor"\npassword_env = "VC1_PASSWORD"\nca_file = "{ca}"\n')
-    return str(path)
+    return str(sim.vcenter_only(tmp_path_factory.mktemp("episodes-cfg")))
 
 
 def triage(config: str, vm: str) -> tuple[int, dict]:

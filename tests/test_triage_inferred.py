@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, run_cli
-from tests.vsphere_sim import Simulator
+from tests.vsphere_sim import Simulator, one_host
 
 LUNS = {vm: f"naa.600a0980383030{i:010x}" for i, vm in enumerate(("vmqueue", "vmslow", "vmready", "vmcalm"))}
 
@@ -32,22 +32,13 @@ def _vm(name: str, ready_ms: int = 400) -> dict:
             "perf": {"mem.vmmemctl.average": 0, "cpu.ready.summation": {"": ready_ms}}}
 
 
-SCENARIO = {
-    "datacenter": "DC1",
-    "datastores": [{"name": f"ds_{vm}", "type": "VMFS", "capacity_gb": 1024, "free_gb": 512, "luns": [lun]}
-                   for vm, lun in LUNS.items()],
-    "hosts": [{
-        "name": "esx01", "cluster": "prod", "cpu_sockets": 2, "cpu_cores": 16, "cpu_threads": 32, "cpu_mhz": 2600,
-        "memory_mb": 262144, "numa_nodes": 2, "hyperthreading": True,
-        "perf": {"cpu.usage.average": 3000,
-                 "disk.kernelLatency.average": {LUNS["vmqueue"]: 9},
-                 "disk.queueLatency.average": {LUNS["vmqueue"]: 8},
-                 "disk.deviceLatency.average": {LUNS["vmqueue"]: 1, LUNS["vmslow"]: 15, LUNS["vmready"]: 1,
-                                                LUNS["vmcalm"]: 1}},
-        "vms": [_vm("vmqueue"), _vm("vmslow"), {**_vm("vmready", ready_ms=5600), "guest_hostname": "dbhost7.lab"},
-                {**_vm("vmcalm"), "ips": ["192.0.2.10", "127.0.0.1"]}],
-    }],
-}
+SCENARIO = one_host(
+    LUNS,
+    [_vm("vmqueue"), _vm("vmslow"), {**_vm("vmready", ready_ms=5600), "guest_hostname": "dbhost7.lab"},
+     {**_vm("vmcalm"), "ips": ["192.0.2.10", "127.0.0.1"]}],
+    {"cpu.usage.average": 3000,
+     "disk.kernelLatency.average": {LUNS["vmqueue"]: 9}, "disk.queueLatency.average": {LUNS["vmqueue"]: 8},
+     "disk.deviceLatency.average": {LUNS["vmqueue"]: 1, LUNS["vmslow"]: 15, LUNS["vmready"]: 1, LUNS["vmcalm"]: 1}})
 
 
 @pytest.fixture(scope="module")
@@ -60,12 +51,7 @@ def sim(tmp_path_factory):
 
 @pytest.fixture
 def vcenter_only(tmp_path, sim) -> str:
-    ca = tmp_path / "sim-ca.pem"
-    ca.write_text(ssl.get_server_certificate(("127.0.0.1", sim.port)))
-    path = tmp_path / "vc.toml"
-    path.write_text(f'[store]\npath = "{tmp_path / "none.db"}"\n[guest]\nenabled = false\n[[vcenter]]\nname = "vc1"\n'
-                    f'url = "{sim.url}"\nuser = "monitor"\npassword_env = "VC1_PASSWORD"\nca_file = "{ca}"\n')
-    return str(path)
+    return str(sim.vcenter_only(tmp_path))
 
 
 def triage(cfg: str, store, *args: str):

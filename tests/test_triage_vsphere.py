@@ -10,7 +10,6 @@ and a twin VM with none:
 from __future__ import annotations
 
 import json
-import ssl
 
 import pytest
 
@@ -49,14 +48,8 @@ def sim(tmp_path_factory):
 
 
 def config(tmp_path, sim, vms=("db2prod01", "db2test01")) -> str:
-    ca = tmp_path / "sim-ca.pem"
-    ca.write_text(ssl.get_server_certificate(("127.0.0.1", sim.port)))
     stacks = "".join(f'[[stack]]\nname = "{vm}"\nvm = "{vm}"\nvcenter = "vc1"\n' for vm in vms)
-    path = tmp_path / "triage.toml"
-    # no agent recorded anything: the config's store does not exist, triage reads vCenter's hour
-    path.write_text(f'[store]\npath = "{tmp_path / "none.db"}"\n[guest]\nenabled = false\n[[vcenter]]\nname = "vc1"\n'
-                    f'url = "{sim.url}"\nuser = "monitor"\npassword_env = "VC1_PASSWORD"\nca_file = "{ca}"\n{stacks}')
-    return str(path)
+    return str(sim.vcenter_only(tmp_path, stacks))
 
 
 def test_triage_reports_exactly_the_designed_findings(sim, tmp_path):
