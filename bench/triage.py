@@ -4,7 +4,8 @@
 (5 hosts x 40 VMs), judging vCenter's whole realtime hour: wall time of the real command
 (target <= 10 s), the samples judged, SOAP round trips. Run with no target (every VM looked back
 and judged as an inferred stack), and with `--vm` one VM (only its hour, what an on-call engineer
-runs; issue 13's target: <= 2 s of 2,000 VMs, `--hosts 50 --vms-per-host 40`).
+runs; issue 13's target: <= 2 s of 2,000 VMs, `--hosts 50 --vms-per-host 40`, still so with issue 28's
+episodes: the verdict judges every 20 s bucket of the hour).
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ def main() -> None:
                 wall, doc, rc = run(cfg, args.lookback, *extra)
                 out[name] = {"wall_s": round(wall, 2), "exit_status": rc, "soap_calls": sim.stats()["total"] - before,
                              "sources": doc.get("sources"), "findings": len(doc.get("findings", [])),
-                             "verdicts": len(doc.get("verdicts", [])), "healthy_stacks": doc.get("healthy_stacks")}
+                             "verdicts": len(doc.get("verdicts", [])), "healthy_stacks": doc.get("healthy_stacks"),
+                             "episodes": sum(len(v.get("episodes", [])) for v in doc.get("verdicts", []))}
     print(json.dumps(out, indent=2))
 
 
