@@ -7,9 +7,9 @@ against the levels of three chains, from the database down:
 - memory: host swapping (the VM's or the host's swap-in, or the VM's swapped memory growing),
   ballooning that pushes the guest into swap;
 - I/O: DB2 log/read waits ← guest await ← VMDK latency ← host KAVG/QAVG and DAVG ← array LUN
-  latency. The first layer that adds most of the latency is to blame: the hypervisor's queue
-  (KAVG/QAVG/QUED), the path between host and array (DAVG far above the array's own latency), the
-  array, or the guest's own queue;
+  latency, walked where DB2 waits on I/O (where it does not report, from the layers below): the
+  hypervisor's queue (KAVG/QAVG/QUED), the path between host and array (DAVG far above the array's
+  own latency), the array, or the guest's own queue;
 - CPU: ready time per vCPU, co-stop, guest steal;
 
 and lock waits that take DB2's time while no layer below shows anything are the application's.
@@ -325,6 +325,8 @@ def _io_kinds(v: Values, t: dict[str, float]) -> list[tuple[str, float | None, f
     kernel, device = _max(v["kavg_ms"], v["esx_kavg_ms"]), _max(v["davg_ms"], v["esx_davg_ms"])
     if not (io_bound or (kernel or 0) >= t["kavg_ms"] or (device or 0) >= t["device_ms"]):
         return []
+    if not io_bound and (log_ms is not None or log_wait is not None or read_wait is not None):
+        return []  # DB2 reports and does not wait on I/O: a queue below it is not what slows it
     queue, qued, array = v["qavg_ms"], v["esx_qued"], v["array_ms"]
     guest = _max(v["guest_write_await_ms"], v["guest_read_await_ms"])
     vmdk = _max(v["vmdk_write_ms"], v["vmdk_read_ms"])
