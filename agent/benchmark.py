@@ -16,14 +16,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
 from db2vtop.agent.core.config import Config, StackConfig
 from db2vtop.agent.core.markers import record_marker, wait_recorded
-from db2vtop.agent.core.runs import BEGIN, END, RunNotFoundError, edge_marker, find_run, previous_run
+from db2vtop.agent.core.runs import BEGIN, END, RunNotFoundError, baseline_for, edge_marker, find_run
 from db2vtop.agent.core.source import CachedSource, tag_values
 from db2vtop.agent.core.store import Store
 from db2vtop.checks.report import Report, build_report
@@ -62,11 +62,11 @@ def run_command(store_path: Path, name: str, argv: list[str], text: str = "",
     try:
         try:
             holder = record_marker(store_path, begin)
+            if holder is None:
+                print(f"db2vtop: run {name}: no agent or watch is recording {store_path}; the run is marked "
+                      "but nothing is collected (start `db2vtop agent` first)", file=err)
         except Exception as e:  # the command runs anyway: a benchmark is not stopped for a marker
             print(f"db2vtop: run {name}: could not mark the begin: {e}", file=err)
-        if holder is None:
-            print(f"db2vtop: run {name}: no agent or watch is recording {store_path}; the run is marked "
-                  "but nothing is collected (start `db2vtop agent` first)", file=err)
         rc = child.wait()
     finally:
         for sig, handler in previous.items():
@@ -85,7 +85,7 @@ def run_command(store_path: Path, name: str, argv: list[str], text: str = "",
     except Exception as e:
         print(f"db2vtop: run {name}: could not mark the end: {e}", file=err)
     if recorded and holder is not None:
-        settle(store_path, end_ns, SETTLE_TIMEOUT_S)
+        settle(store_path, end_ns, SETTLE_TIMEOUT_S, lambda text: print(f"db2vtop: run {name}: {text}", file=err))
     return RunOutcome(status, begin.ts, end_ns, recorded, holder is not None)
 
 
@@ -95,10 +95,12 @@ SETTLE_TIMEOUT_S = 10.0
 STOPPED_NS = 60 * 10**9
 
 
-def settle(store_path: Path, end_ns: int, timeout: float) -> bool:
+def settle(store_path: Path, end_ns: int, timeout: float, say: Callable[[str], None] | None = None) -> bool:
     """Wait until every series that reported near the end of the run has a sample after it (the one
-    that covers the run's last moments), at most `timeout` seconds; whether they all have."""
+    that covers the run's last moments), at most `timeout` seconds; whether they all have. `say` is
+    told what is waited for, once, so the wait is not a silent hang."""
     deadline = time.monotonic() + timeout
+    told = False
     while True:
         pending = 0
         try:
@@ -113,7 +115,13 @@ def settle(store_path: Path, end_ns: int, timeout: float) -> bool:
         if not pending:
             return True
         if time.monotonic() >= deadline:
+            if say is not None:
+                say(f"{pending} series still had no sample after the end; the report covers what arrived")
             return False
+        if say is not None and not told:
+            told = True
+            say(f"waiting up to {timeout:g} s for the samples that cover the run's end ({pending} series, "
+                "e.g. vCenter's next 20 s sample)…")
         time.sleep(0.25)
 
 
@@ -125,7 +133,7 @@ def make_report(cfg: Config, store_path: Path, spec: str, baseline: str | None =
     with Store(store_path) as store:
         annotations = store.annotations()
         run = find_run(annotations, spec)
-        base = find_run(annotations, baseline) if baseline else previous_run(annotations, run) if previous else None
+        base = baseline_for(annotations, run, baseline, previous)
         inferred = infer_stacks(cfg, CachedSource(store))
         chosen = report_stacks(inferred, tag_values(store, DB2_MEASUREMENTS, "db2"))
         if stacks:

@@ -13,6 +13,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -138,11 +139,15 @@ def build_parser() -> argparse.ArgumentParser:
                         description="For every stack and layer, the run's figures (p50, p95, max, mean, with units), "
                                     "the findings opened during the run and the verdict over it; with --baseline, "
                                     "each figure beside the baseline's with the change in percent, and the layers "
-                                    "that moved most. RUN is a run's name (its latest run) or two marker names, "
-                                    "FIRST..SECOND.")
-    rr.add_argument("run", metavar="RUN")
+                                    "that moved most. RUN is a run's name (its latest run), NAME~N (the Nth run of "
+                                    "that name before the latest: bench~1 is the previous bench) or two marker "
+                                    "names, FIRST..SECOND.")
+    rr.add_argument("run", metavar="RUN", nargs="?")
     common(rr)
-    rr.add_argument("--baseline", metavar="RUN", help="the run to compare with (a name, or FIRST..SECOND)")
+    rr.add_argument("--baseline", metavar="RUN",
+                    help="the run to compare with: a name (RUN's own name: the run of that name before it), "
+                         "NAME~N, or FIRST..SECOND")
+    rr.add_argument("--list", action="store_true", help="list the runs in the store (newest first) and exit")
     rr.add_argument("--format", choices=["text", "markdown", "html", "json"], default="text")
     rr.add_argument("-o", "--output", type=Path, metavar="FILE", help="write to FILE instead of stdout")
     rr.add_argument("--stack", action="append", default=[], metavar="NAME",
@@ -176,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     sk.add_argument("--format", choices=["text", "json"], default="text")
 
     r = sub.add_parser("rules", help="the rule catalog with thresholds, references and observability",
-                       description="Every practice of the seed white papers: its rule, thresholds (with your "
+                       description="Every practice of the white papers: its rule, thresholds (with your "
                                    "overrides), references, and whether it is observable with this configuration.")
     r.add_argument("-c", "--config", type=Path, metavar="FILE", help="config whose overrides and sections to apply")
     r.add_argument("--format", choices=["text", "json"], default="text")
@@ -358,6 +363,28 @@ def cmd_run(args: argparse.Namespace) -> int:
     return outcome.status
 
 
+def _run_list(path: Path) -> str:
+    """`report --list`: every run, newest first, with the name each can be reported by (NAME, NAME~1...)."""
+    from db2vtop.agent.core.runs import runs
+
+    with Store(path) as store:
+        found = runs(store.annotations())
+    if not found:
+        return f"no runs in {path} (db2vtop run NAME -- COMMAND records one)\n"
+    seen: dict[str, int] = {}
+    lines = []
+    for r in reversed(found):
+        back = seen.get(r.name, 0)
+        seen[r.name] = back + 1
+        spec = r.name if back == 0 else f"{r.name}~{back}"
+        begin = datetime.fromtimestamp(r.begin_ns / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        span = "still running" if r.open else f"{r.duration_s(r.begin_ns):,.0f} s"
+        status = f", exit status {r.exit_status}" if r.exit_status is not None else ""
+        what = f"  {r.command}" if r.command else ""
+        lines.append(f"{spec:<20} {begin} UTC  {span}{status}{what}")
+    return "\n".join(lines) + "\n"
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from db2vtop.agent.benchmark import make_report
     from db2vtop.agent.core.runs import RunNotFoundError
@@ -367,6 +394,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     path = _store_path(args, cfg)
     if not path.exists():
         raise CommandError(f"no store at {path}")
+    if args.list:
+        sys.stdout.write(_run_list(path))
+        return EXIT_OK
+    if args.run is None:
+        raise CommandError("report needs RUN (db2vtop report --list shows the runs)", EXIT_USAGE)
     try:
         report = make_report(cfg, path, args.run, args.baseline, stacks=args.stack)
     except RunNotFoundError as e:

@@ -1,1 +1,1 @@
-"""Checks: the seeds' practices as rules, the findings engine and the cross-layer verdict."""
+"""Checks: the white papers' practices as rules, the findings engine and the cross-layer verdict."""

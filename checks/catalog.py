@@ -1,9 +1,10 @@
-"""The practice catalog: every checkable practice of the five seed white papers.
+"""The practice catalog: every checkable practice of the five white papers db2vtop implements.
 
 `catalog.json` holds the rows of shared/reference/practices.md (§1.1-1.10, one per rule
-id, with the seed's figure, data source, how it is judged (practices.md's kind column) and
-citations) and the DB2 configuration baselines of seed 000's appendixes (§1.11) used for drift
-checks.
+id, with the paper's figure, data source, how it is judged (practices.md's kind column) and
+citations) and the DB2 configuration baselines of WP-7109's appendixes (§1.11) used for drift
+checks. Its text names a paper by its title or a published source (VMware KB, vendor and IBM
+documentation), else says "db2vtop default" and why: never the file names it was built from.
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ class Practice:
     observe_via: str
     judged: str  # practices.md's kind column: L live, S static, D derived, E event ("S/L", "S (info)", ...)
     references: tuple[str, ...]
-    not_in_seeds: bool
+    published_only: bool  # no white paper sets it: a published source (or a db2vtop default) does
 
 
 @dataclass(frozen=True)
 class Baseline:
-    """One DB2 parameter's value in each appendix profile of seed 000 ("–" = not listed)."""
+    """One DB2 parameter's value in each appendix profile of WP-7109 ("–" = not listed)."""
 
     id: str
     scope: str  # dbm | db | registry
@@ -47,10 +48,17 @@ def _doc() -> dict:
 
 
 def cite(ref: str) -> str:
-    """A reference as a reader can find it: a seed's file name becomes the document's published title."""
+    """A reference as a reader can find it: a paper's file name becomes the document's published title."""
     name, _, rest = ref.partition(" ")
-    title = _doc()["seed_titles"].get(name)
+    title = _doc()["titles"].get(name)
     return f"{title}, {rest}" if title and rest else title or ref
+
+
+def references_of(rule: str, stored: list[str]) -> list[str]:
+    """What a finding cites, as shown: its rule's references in this catalog (a recording made by an
+    older db2vtop may hold file names and its own shorthand), else the stored ones, by title."""
+    practice = practices().get(rule)
+    return list(practice.references) if practice is not None and practice.references else [cite(r) for r in stored]
 
 
 @cache

@@ -59,7 +59,7 @@ def rule_rows(cfg: Config, engine: Engine) -> list[dict[str, Any]]:
             "id": p.id, "section": p.section, "layer": impl[0].layer if impl else p.layer,
             "kind": " + ".join(sorted({r.judged for r in impl})) if impl else _judged_words(p.judged),
             "practice": p.practice, "figure": p.figure, "observe_via": p.observe_via,
-            "thresholds": thresholds, "not_in_seeds": p.not_in_seeds, "references": list(p.references),
+            "thresholds": thresholds, "published_only": p.published_only, "references": list(p.references),
             "implemented": bool(impl), "observable": observable, "status": status,
             "needs": sorted({m for r in impl for m in r.needs}),
         })
@@ -74,7 +74,7 @@ def write_rules(rows: list[dict[str, Any]], fmt: str, out: TextIO) -> None:
     practice_rows = [r for r in rows if r["section"] not in ("1.11", "verdict")]
     observable = sum(r["observable"] for r in practice_rows)
     implemented = sum(r["implemented"] for r in practice_rows)
-    out.write(f"{len(practice_rows)} practices from the seed white papers; {implemented} have a rule, "
+    out.write(f"{len(practice_rows)} practices from the white papers; {implemented} have a rule, "
               f"{observable} are observable with this configuration; plus the §1.11 DB2 configuration drift "
               "check and the cross-layer verdict's parameters.\n")
     section = None

@@ -167,6 +167,17 @@ def change_pct(run: float, baseline: float) -> float | None:
     return (run - baseline) / abs(baseline) * 100
 
 
+#: a move smaller than this (in the figure's unit) is noise, whatever its ratio: CPU steal 0 -> 0.03 %
+#: is not "what changed" (0.5 points of a percentage, half a millisecond, ...)
+MOVE_FLOOR = {"%": 0.5, "ms": 0.5, "µs": 500.0, "per second": 1.0, "I/O per second": 1.0,
+              "bytes/s": 64 * 1024.0, "bytes": 1024 * 1024.0, "MHz": 10.0}
+
+
+def moved_enough(unit: str, run: float, baseline: float) -> bool:
+    """At least 10 % (the score's cut) and beyond the unit's floor."""
+    return abs(run - baseline) >= MOVE_FLOOR.get(unit, 0.0) and moved_score(run, baseline) >= math.log2(1.1)
+
+
 def moved_score(run: float, baseline: float) -> float:
     """How far a figure moved, symmetric and bounded: |log2| of the ratio, each side lifted by 1 %
     of the larger (so 0 → something scores about 6.7, not infinity, and noise near zero little)."""
@@ -342,7 +353,8 @@ def build_report(store: Store, stacks: list[StackConfig], run: Run, baseline: Ru
 
 
 def _moved(report: Report) -> list[Moved]:
-    """Layers whose figures moved at least 10 % (mean, baseline to run), most first."""
+    """Layers whose figures moved at least 10 % and beyond their unit's floor (mean, baseline to run),
+    most first."""
     assert report.baseline is not None
     out = []
     for st in report.stacks:
@@ -350,8 +362,8 @@ def _moved(report: Report) -> list[Moved]:
         for layer in LAYERS:
             a, b = mine.get(layer, {}), theirs.get(layer, {})
             scored = sorted(((moved_score(a[k].mean, b[k].mean), k, change_pct(a[k].mean, b[k].mean))
-                             for k in a if k in b), reverse=True)
-            if scored and scored[0][0] >= math.log2(1.1):
-                out.append(Moved(st.name, layer, scored[0][0],
-                                 [(k, c) for score, k, c in scored[:3] if score >= math.log2(1.1)]))
+                             for k in a if k in b and moved_enough(FIGURE_BY_ID[k].unit, a[k].mean, b[k].mean)),
+                            reverse=True)
+            if scored:
+                out.append(Moved(st.name, layer, scored[0][0], [(k, c) for _score, k, c in scored[:3]]))
     return sorted(out, key=lambda m: -m.score)

@@ -11,13 +11,19 @@ import json
 from typing import Any
 
 from db2vtop.checks.figures import LAYER_TITLES, LAYERS
-from db2vtop.checks.report import FIGURE_BY_ID, Report, RunFigures, Stat, change_pct
+from db2vtop.checks.report import FIGURE_BY_ID, MOVE_FLOOR, Report, RunFigures, Stat, change_pct
 from db2vtop.checks.verdict import earlier_text, since_text
 
 #: how a unit is shown: (divide by, label)
 DISPLAY = {"bytes/s": (1e6, "MB/s"), "bytes": (1e6, "MB"), "per second": (1.0, "/s"), "I/O per second": (1.0, "IOPS"),
            "%": (1.0, "%"), "ms": (1.0, "ms"), "µs": (1.0, "µs"), "MHz": (1.0, "MHz"), "": (1.0, "")}
-RUN_COLOUR, BASELINE_COLOUR = "#d62728", "#1f77b4"
+# One pair for which run (this run orange and solid, the baseline purple and dashed: a pair colour-blind
+# readers tell apart), another for which way a figure went (magenta up, teal down): red used to mean both
+# "this run" and "went up", though up is often good.
+RUN_COLOUR, BASELINE_COLOUR = "#e66100", "#5d3a9b"
+BASELINE_DASH = "5 3"
+NOTHING_MOVED = ("no layer's figures moved 10 % or more and beyond the noise floor "
+                 f"({', '.join(f'{v:g} {u}' for u, v in MOVE_FLOOR.items() if u in ('%', 'ms'))}, …)")
 DOTS_UP_TO = 30  # series with this few points are also drawn as dots
 
 
@@ -111,7 +117,7 @@ def to_text(report: Report, markdown: bool = False) -> str:
     lines += [f"- run {_run_line(report.run)}"] + ([f"- baseline {_run_line(base)}"] if base else []) + [""]
     if base:
         lines += [f"{h2}What changed", ""]
-        lines += [f"- {x}" for x in _moved_lines(report)] or ["- no layer's figures moved 10 % or more"]
+        lines += [f"- {x}" for x in _moved_lines(report)] or [f"- {NOTHING_MOVED}"]
         lines.append("")
     for st in report.stacks:
         if st.name not in report.run.stacks and not (base and st.name in base.stacks):
@@ -195,7 +201,7 @@ def summary(report: Report) -> str:
                 lines.append(f"    verdict: {_verdict_line(v)}")
     if base:
         moved = _moved_lines(report, 5)
-        lines.append("  what changed: " + ("; ".join(moved) if moved else "no layer moved 10 % or more"))
+        lines.append("  what changed: " + ("; ".join(moved) if moved else NOTHING_MOVED))
     if report.run.findings:
         lines.append(f"  findings opened during the run: {len(report.run.findings)} "
                      f"({', '.join(sorted({f.rule for f in report.run.findings}))})")
@@ -215,7 +221,7 @@ body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;background:#fff}
 h1{font-size:20px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ccc}h3{font-size:15px;margin:14px 0 4px}
 table{border-collapse:collapse;margin:4px 0 10px}td,th{padding:2px 8px;border-bottom:1px solid #eee}
 th{text-align:left;background:#f6f6f6}td.n{text-align:right;font-variant-numeric:tabular-nums}
-code{font-size:12px;color:#555}.up{color:#b00}.down{color:#06a}.charts{display:flex;flex-wrap:wrap;gap:8px}
+code{font-size:12px;color:#555}.up{color:#c2185b}.down{color:#00796b}.charts{display:flex;flex-wrap:wrap;gap:8px}
 .legend span{display:inline-block;width:14px;height:3px;margin:0 4px 3px 10px;vertical-align:middle}
 figure{margin:0}figcaption{font-size:12px}
 """
@@ -244,7 +250,8 @@ def _chart(title: str, unit: str, divide: float, run: list[tuple[float, float]],
     for points, colour in ((base, BASELINE_COLOUR), (run, RUN_COLOUR)):
         if not points:
             continue
-        out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{pts(points)}"/>')
+        dash = f' stroke-dasharray="{BASELINE_DASH}"' if colour == BASELINE_COLOUR else ""
+        out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2"{dash} points="{pts(points)}"/>')
         if len(points) <= DOTS_UP_TO:  # a run shorter than a few samples: its points, not a line one sample long
             out += [f'<circle cx="{xy.split(",")[0]}" cy="{xy.split(",")[1]}" r="3" fill="{colour}"/>'
                     for xy in pts(points).split()]
@@ -269,7 +276,7 @@ def to_html(report: Report) -> str:
     out.append("</ul>")
     if base:
         out.append("<h2>What changed</h2><ul>")
-        out += [f"<li>{e(x)}</li>" for x in _moved_lines(report)] or ["<li>no layer's figures moved 10 % or more</li>"]
+        out += [f"<li>{e(x)}</li>" for x in _moved_lines(report)] or [f"<li>{e(NOTHING_MOVED)}</li>"]
         out.append("</ul>")
     for st in report.stacks:
         if st.name not in report.run.stacks and not (base and st.name in base.stacks):

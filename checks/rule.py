@@ -90,7 +90,7 @@ class Rule:
 
     def why(self) -> str:
         p = self.practice
-        return f"{p.practice}. Figure: {p.figure}."
+        return f"{p.practice}. Reference value: {p.figure}."
 
 
 class LiveRule(Rule):

@@ -18,6 +18,8 @@ from db2vtop.agent.core.config import Config, StackConfig
 from db2vtop.agent.core.model import Fact, Finding, Severity, severity_rank
 from db2vtop.agent.core.source import CachedSource, MemorySource
 from db2vtop.agent.core.units import format_duration
+from db2vtop.checks.catalog import references_of
+from db2vtop.checks.evidence import describe
 from db2vtop.checks.figures import TABLE
 from db2vtop.checks.runner import build_engine
 from db2vtop.checks.topology import resolve
@@ -181,10 +183,13 @@ def _finding_lines(f: Finding, markdown: bool) -> list[str]:
         when = f"opened {iso(f.first_seen)}, stale since {iso(f.stale_since)}: its entity stopped reporting"
     else:
         when = f"open since {iso(f.first_seen)}, last seen {iso(f.last_seen)}, {samples}"
-    lines = [head, f"{pad}{when}", f"{pad}why: {f.why}"]
+    lines = [head, f"{pad}{when}"]
+    if evidence := describe(f.evidence):
+        lines.append(f"{pad}evidence: {evidence}")
+    lines.append(f"{pad}why: {f.why}")
     if f.fix:
         lines.append(f"{pad}fix: {f.fix}")
-    return [*lines, f"{pad}ref: {'; '.join(f.references)}"]
+    return [*lines, f"{pad}ref: {'; '.join(references_of(f.rule, f.references))}"]
 
 
 def to_text(r: TriageResult, markdown: bool = False) -> str:

@@ -16,7 +16,16 @@ from pathlib import Path
 import pytest
 
 from db2vtop.agent.core.model import Finding, Sample
-from db2vtop.agent.core.runs import BEGIN, END, RunNotFoundError, edge_marker, find_run, previous_run, runs
+from db2vtop.agent.core.runs import (
+    BEGIN,
+    END,
+    RunNotFoundError,
+    baseline_for,
+    edge_marker,
+    find_run,
+    previous_run,
+    runs,
+)
 from db2vtop.agent.core.store import Store, StoreError
 from tests.conftest import ROOT, run_cli
 from tests.png import count_colour, non_white, read_png
@@ -54,6 +63,65 @@ def test_runs_are_found_by_name_latest_first_open_or_between_two_markers():
         find_run(marks, "load stop..load start")
     with pytest.raises(RunNotFoundError, match=r"no marker named 'x'"):
         find_run(marks, "x..load stop")
+
+
+def test_a_runs_own_name_as_baseline_means_its_previous_run_and_name_tilde_n_goes_back():
+    marks = [edge_marker("bench", BEGIN, ts=10), edge_marker("bench", END, ts=20),
+             edge_marker("bench", BEGIN, ts=30), edge_marker("bench", END, ts=40),
+             edge_marker("other", BEGIN, ts=45), edge_marker("other", END, ts=48),
+             edge_marker("bench", BEGIN, ts=50), edge_marker("bench", END, ts=60)]
+    latest = find_run(marks, "bench")
+    assert latest.begin_ns == 50 and find_run(marks, "bench~0").begin_ns == 50
+    assert find_run(marks, "bench~1").begin_ns == 30 and find_run(marks, "bench~2").begin_ns == 10
+    assert find_run(marks, "bench~1").name == "bench"
+    with pytest.raises(RunNotFoundError, match=r"run 'bench' has 3 runs recorded: 'bench~3' goes back further"):
+        find_run(marks, "bench~3")
+    assert baseline_for(marks, latest, "bench", previous=False).begin_ns == 30  # the previous, not itself
+    assert baseline_for(marks, find_run(marks, "bench~1"), "bench", previous=False).begin_ns == 10
+    assert baseline_for(marks, latest, "bench~2", previous=False).begin_ns == 10
+    assert baseline_for(marks, latest, None, previous=True).begin_ns == 30
+    assert baseline_for(marks, latest, None, previous=False) is None
+    with pytest.raises(RunNotFoundError, match="is the run being reported itself"):
+        baseline_for(marks, latest, "bench~0", previous=False)
+    with pytest.raises(RunNotFoundError, match="has no earlier run"):
+        baseline_for(marks, find_run(marks, "bench~2"), "bench", previous=False)
+
+
+def test_report_list_and_a_baseline_of_the_same_name(tmp_path):
+    store = tmp_path / "b.db"
+    with Store(store, writer=True) as w:
+        t0 = 1_714_564_800 * S
+        w.write([Sample("guest_cpu", {"guest": "g", "cpu": "total"}, {"busy_pct": 10.0 + k, "steal_pct": 0.0},
+                        t0 + k * 5 * S) for k in range(200)],
+                annotations=[edge_marker("bench", BEGIN, ts=t0 + 10 * S), edge_marker("bench", END, ts=t0 + 100 * S),
+                             edge_marker("bench", BEGIN, tags={"command": "sleep 90"}, ts=t0 + 500 * S),
+                             edge_marker("bench", END, tags={"exit_status": "0"}, ts=t0 + 590 * S)])
+    listed = run_cli("report", "--list", "--store", str(store))
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0].startswith("bench ") and "2024-05-01 12:08:20 UTC  90 s, exit status 0  sleep 90" in lines[0]
+    assert lines[1].startswith("bench~1 ") and "2024-05-01 12:00:10 UTC  90 s" in lines[1]
+    r = run_cli("report", "bench", "--baseline", "bench", "--store", str(store), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["baseline"]["begin"].startswith("2024-05-01T12:00:10") and doc["run"]["begin"].startswith(
+        "2024-05-01T12:08:20")
+    busy = doc["delta"]["stacks"]
+    assert all(v["change_pct"] != 0 for st in busy.values() for fig in st.get("guest", {}).values()
+               for v in [fig] if fig["unit"] == "%" and fig["run"])  # not the run against itself
+    same = run_cli("report", "bench", "--baseline", "bench~0", "--store", str(store))
+    assert same.returncode == 1 and "is the run being reported itself" in same.stderr
+    none = run_cli("report", "--store", str(store))
+    assert none.returncode == 2 and "report --list" in none.stderr
+
+
+def test_what_changed_ignores_moves_under_the_units_floor():
+    from db2vtop.checks.report import moved_enough
+
+    assert not moved_enough("%", 0.03, 0.0)  # CPU steal 0 -> 0.03 %: "new", but noise
+    assert moved_enough("%", 37.2, 11.3)  # CPU busy +230 %
+    assert not moved_enough("ms", 0.9, 0.6) and moved_enough("ms", 12.0, 2.0)
+    assert not moved_enough("%", 50.0, 48.0)  # over the floor but under 10 %
 
 
 # --- a recorded fleet: two runs of one stack ------------------------------------------
@@ -286,8 +354,9 @@ def test_html_report_renders_with_charts_in_headless_chromium(fleet, tmp_path):
     width, height, rows = read_png(shot)
     assert (width, height) == (1100, 900)
     assert non_white(rows) > 20_000  # text, tables and charts, not a blank page
-    assert count_colour(rows, (0xD6, 0x27, 0x28)) > 300  # the run's lines
-    assert count_colour(rows, (0x1F, 0x77, 0xB4)) > 300  # the baseline's
+    assert count_colour(rows, (0xE6, 0x61, 0x00)) > 300  # the run's lines (orange)
+    assert count_colour(rows, (0x5D, 0x3A, 0x9B)) > 150  # the baseline's (purple, dashed)
+    assert "stroke-dasharray" in page and ".up{color:#c2185b}.down{color:#00796b}" in page  # up/down: another pair
 
 
 def test_a_large_fleet_reported_by_several_processes_is_the_same_report(tmp_path):
@@ -307,3 +376,20 @@ def test_a_large_fleet_reported_by_several_processes_is_the_same_report(tmp_path
     assert one == two
     kavg = one["run"]["stacks"]["s007"]["host"]["vsphere_host_lun.kernel_latency_ms"]
     assert kavg["series"] == 2  # its two LUNs on its host, of the 4 x 32 host-LUN series
+
+
+def test_run_says_what_it_waits_for_after_the_command(store_path):
+    """The wait for the samples that cover a run's end is said, not a silent pause (then given up)."""
+    from db2vtop.agent.benchmark import settle
+
+    end = time.time_ns()
+    with Store(store_path, writer=True) as w:
+        w.write([Sample("vsphere_vm", {"vcenter": "vc1", "vm": "db2prod01"}, {"cpu_ready_pct": 1.0}, end - 5 * S)])
+    said: list[str] = []
+    assert not settle(store_path, end, 0.6, said.append)
+    assert said[0].startswith("waiting up to 0.6 s for the samples that cover the run's end (1 series")
+    assert said[-1].startswith("1 series still had no sample after the end")
+    with Store(store_path, writer=True) as w:
+        w.write([Sample("vsphere_vm", {"vcenter": "vc1", "vm": "db2prod01"}, {"cpu_ready_pct": 1.0}, end + S)])
+    said.clear()
+    assert settle(store_path, end, 0.6, said.append) and not said  # nothing to wait for: nothing said

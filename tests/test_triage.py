@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import datetime
+from pathlib import Path
 
 from db2vtop.agent.core.model import Sample
 from db2vtop.agent.core.store import Store
@@ -203,3 +204,42 @@ def test_an_ended_condition_is_resolved_and_a_silent_one_stale(store_path, tmp_p
     assert r.returncode == 0, doc  # neither is a current condition
     text = run_cli("triage", "-c", str(no_guest(tmp_path)), "--store", str(store_path)).stdout
     assert "Stale: open when their entity stopped reporting" in text and "stale since" in text
+
+
+def test_no_text_a_user_sees_names_the_projects_inputs(tmp_path):
+    """No "seed", "S2" or "not in seeds": not in the catalog's fields, the rules' output (text and json,
+    each rule's why and fix), nor any string of the checks or the TUI a screen could show."""
+    import ast
+    import re
+
+    from db2vtop.checks.catalog import baselines, practices
+    from db2vtop.checks.rules import all_rules
+
+    internal = re.compile(r"seed|\bS[0-4]\b|\d{3}_[0-9a-f]{16}\.txt", re.IGNORECASE)
+    for p in practices().values():
+        for name in ("section_title", "practice", "figure", "observe_via"):
+            assert not internal.search(getattr(p, name)), (p.id, name, getattr(p, name))
+        assert all(not internal.search(ref) for ref in p.references), (p.id, p.references)
+    assert all(not internal.search(b.meaning) for b in baselines())
+    for fmt in ("text", "json"):
+        out = run_cli("rules", "-c", str(no_guest(tmp_path)), "--format", fmt).stdout
+        assert out and not internal.search(out), internal.search(out)
+    for rule in all_rules():
+        assert not internal.search(rule.fix) and not internal.search(rule.why()), rule.id
+    root = Path(__file__).resolve().parent.parent
+    for path in [*root.glob("checks/**/*.py"), *root.glob("tui/**/*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                assert not re.search(r"seed", node.value, re.IGNORECASE), (path.name, node.value[:80])
+
+
+def test_an_older_recordings_references_are_shown_by_title():
+    """A store written before the catalog named its documents holds file names and "not in seeds":
+    what is shown is the rule's references now, or the stored ones by title for a rule it no longer has."""
+    from db2vtop.checks.catalog import references_of
+
+    shown = references_of("cpu-limit-none", ["not in seeds"])
+    assert shown and "seed" not in " ".join(shown).lower() and "VMware" in shown[0]
+    assert references_of("a-retired-rule", ["000_e991ec30bbd9209f.txt §5.4"]) == [
+        "NetApp WP-7109, Best Practices for Virtualizing IBM DB2 with Technologies from VMware, Intel, and NetApp "
+        "(2010), §5.4"]

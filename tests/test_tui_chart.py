@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from db2vtop.checks.scales import Level
-from db2vtop.tui.chart import Marks, braille, buckets, merge_max, nice_top, short, spark, time_axis
+from db2vtop.tui.chart import MARKER_STYLE, Marks, braille, buckets, merge_max, nice_top, short, spark, time_axis
 from db2vtop.tui.table import Column, TableRow, arrange, matcher, measure, row_strip
 
 S = 10**9
@@ -67,7 +67,7 @@ def test_braille_area_marks_and_thresholds():
     assert top[6] == "⣿" and bottom[6] == "⣿"  # full height at the top of the scale
     assert top[7] == "│" and bottom[7] == "│"  # the marker through an empty column
     colours = [str(seg.style) for seg in strips[1] for _ in seg.text]
-    assert colours[4:8] == ["green", "yellow", "bold red", "bold magenta"]  # 0, 5 ≥ warn, 10 ≥ crit, marker
+    assert colours[4:8] == ["green", "yellow", "bold red", MARKER_STYLE]  # 0, 5 ≥ warn, 10 ≥ crit, marker
 
 
 def test_a_marker_column_is_where_its_time_falls():

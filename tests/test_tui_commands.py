@@ -43,4 +43,5 @@ def test_keys_are_bound_once_and_explained():
     keys = [k for b in commands.bindings() for k in b.key.split(",")]
     assert len(keys) == len(set(keys))
     assert all(text for _, text in commands.key_help())
-    assert "command: fleet, stack NAME" in dict(commands.key_help())[":"]
+    assert "command (tab completes): fleet, stack NAME" in dict(commands.key_help())[":"]
+    assert "quit" in dict(commands.key_help())["q ctrl+c"]

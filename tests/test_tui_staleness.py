@@ -24,7 +24,7 @@ def guest_sample(guest: str, ts: int) -> Sample:
 
 def notes(view) -> dict[str, str]:
     """Row name -> its `where` cell, where the age note is written."""
-    return {r.cells[1]: str(r.cells[2]) for r in view.model.rows}
+    return {r.cells[1]: str(r.cells[-1]) for r in view.model.rows}  # `where`: the last column
 
 
 def test_vcenter_rows_a_period_late_are_fresh_and_a_silent_vm_is_stale(tmp_path):

@@ -25,12 +25,12 @@ def test_replay_in_a_terminal(tmux, tmp_path):
     screen = tmux.wait_for("2 stacks · 6 vms · 2 hosts")
     assert "db2vtop — 2024-05-01 12:05:00 · paused · window 5m · replay · read-only" in screen
     tmux.keys(":")
-    tmux.wait_for(":fleet")  # the command line's placeholder
+    tmux.wait_for("stack NAME  vm NAME")  # the command line's placeholder
     tmux.keys("stack prod01", "Enter")
     screen = tmux.wait_for("VM db2prod01 on esx01.lab")
     assert "Fleet › stack prod01 › c CPU" in screen and "DB2 prod01/PROD" in screen
     tmux.keys(":")
-    tmux.wait_for(":fleet")
+    tmux.wait_for("stack NAME  vm NAME")
     tmux.keys("goto 12:08", "Enter")
     tmux.wait_for("2024-05-01 12:08:00")
     tmux.wait_for("KAVG 9.05 ms")

@@ -176,30 +176,33 @@ def _findings(f: Fleet) -> list[Finding]:
     incident = T0 + 6 * 60 * S
     crowd = [Finding("cpu-costop", "warning", {"layer": "vm", "vcenter": "vc1", "vm": f.vm(i)},
                      f"{f.vm(i)}: co-stop 3.4%", {"values": {"cpu_costop_pct": 3.4}, "samples": 5},
-                     "vCPUs wait for each other.", "Use fewer vCPUs.", ["not in seeds"], T0 + i * S, mid)
+                     "vCPUs wait for each other.", "Use fewer vCPUs.", ["Duncan Epping, esxtop metrics and thresholds"],
+                     T0 + i * S, mid)
              for i in range(10, f.vms, 4)]  # a big fleet has a crowd of findings
     return [
         *crowd,
         Finding("cpu-ready", "critical", {"layer": "vm", "vcenter": "vc1", "vm": f.vm(3)},
                 f"{f.vm(3)}: CPU ready 12.9% per vCPU", {"values": {"cpu_ready_pct": 12.9}, "samples": 12,
                                                         "thresholds": {"warn_pct": 5, "crit_pct": 10}},
-                "vCPUs wait for a physical CPU.", "Reduce host overcommit or move the VM.", ["not in seeds"],
+                "vCPUs wait for a physical CPU.", "Reduce host overcommit or move the VM.", ["VMware KB 2002181"],
                 T0 + 60 * S, mid),
         Finding("balloon-zero", "warning", {"layer": "vm", "vcenter": "vc1", "vm": f.vm(3)},
                 f"{f.vm(3)}: balloon 512.0MiB", {"values": {"mem_balloon_bytes": 512 * 2**20}, "samples": 30},
                 "Ballooning leads to guest swapping.", "Reserve the VM's memory.",
-                ["000_e991ec30bbd9209f.txt §5.4"], T0 + 30 * S, mid),
+                ["NetApp WP-7109, Best Practices for Virtualizing IBM DB2 with Technologies from VMware, Intel, "
+                 "and NetApp (2010), §5.4"], T0 + 30 * S, mid),
         Finding("disk-queue-saturation", "critical", {"layer": "host", "vcenter": "vc1", "host": f.host(0),
                                                       "lun": f.naa(0)},
                 f"{f.host(0)} {f.naa(0)}: KAVG 9.1 ms, QUED 14", {"values": {"kernel_latency_ms": 9.1, "queued": 14},
                                                                "samples": 9},
                 "Commands queue in the VMkernel: the LUN queue is full.",
-                "Raise the LUN queue depth (and PVSCSI's), or spread the I/O over more LUNs.", ["not in seeds"],
+                "Raise the LUN queue depth (and PVSCSI's), or spread the I/O over more LUNs.", ["VMware KB 1008205"],
                 incident, incident + 180 * S, incident + 200 * S),
         Finding("guest-io-latency", "warning", {"layer": "guest", "guest": f.vm(0), "device": "sdb"},
                 f"{f.vm(0)} sdb: write await 13.4 ms", {"values": {"write_await_ms": 13.4}, "samples": 5},
                 "The guest waits on its disk.", "Follow the latency down the stack (u: LUNs).",
-                ["not in seeds"], incident + 20 * S, incident + 180 * S),
+                ["db2vtop default: 20 ms is the usual bound for spinning disks"], incident + 20 * S,
+                incident + 180 * S),
     ]
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 import gc
 import sys
 import threading
@@ -51,8 +52,8 @@ from db2vtop.tui.screens.fleet import FleetScreen
 from db2vtop.tui.screens.local import LocalScreen
 from db2vtop.tui.screens.stack import StackScreen
 from db2vtop.tui.stacks import HOST_MEASUREMENTS, Target, view_stacks
-from db2vtop.tui.timecursor import WINDOWS, TimeCursor
-from db2vtop.tui.widgets import StatusLine, TitleBar
+from db2vtop.tui.timecursor import SPEEDS, WINDOWS, TimeCursor
+from db2vtop.tui.widgets import Flash, KeyBar, StatusLine, TitleBar
 
 
 class Collecting(Protocol):
@@ -67,7 +68,10 @@ class Collecting(Protocol):
 
 
 SCREENS = {"1": "fleet", "2": "stack", "3": "findings", "4": "local"}
+NAMED_BY = {"vm": ("vsphere_vm", "esxtop_vm"), "host": (*HOST_MEASUREMENTS, "esxtop_vm"),
+            "guest": ("guest_cpu",)}  # the measurements whose tag names the VMs, hosts and guests
 MAX_DEPTH = 8
+FLASH_S = 5.0  # how long a message stays on the key bar's line
 
 
 @dataclass
@@ -121,6 +125,7 @@ class Db2vtopApp(App):
         self._start_target: Target | None = None
         self._switching = False
         self._settled = False
+        self.flash: Flash | None = None
         self.DEFAULT_MODE = self._start_mode(prefer_fleet)  # read by App.__init__
         super().__init__()
 
@@ -196,6 +201,8 @@ class Db2vtopApp(App):
 
     def reload(self) -> None:
         self._reload_timer = None
+        if not self._screen_stacks.get(self._current_mode):
+            return  # a timer that fires while the app is closing
         self._title()
         if isinstance(self.screen, ViewScreen):
             self._load(self.screen)
@@ -369,8 +376,30 @@ class Db2vtopApp(App):
         self.reload()
 
     def action_start(self) -> None:
+        if not self._learn_start():
+            self.notify(f"the {self._source_name} holds no samples yet", severity="warning")
+            return
         self.cursor.jump_start(self.clock())
         self.reload()
+
+    def _learn_start(self) -> bool:
+        """The store's first sample (a replay knows it; `watch` asks the store when it matters)."""
+        if self.cursor.first_ns is None:
+            try:
+                with self._open() as store:
+                    span = store.time_range()
+            except StoreError:
+                span = None
+            if span is not None:
+                self.cursor.first_ns = span[0]
+        return self.cursor.first_ns is not None
+
+    def action_speed(self, step: int) -> None:
+        if not self.cursor.recording:
+            self.notify("replay speed: only a replay plays (db2vtop replay)", severity="warning")
+            return
+        self.notify(f"replay at {self.cursor.set_speed(step):g}×")
+        self._title()
 
     def action_live(self) -> None:
         if self.replaying:
@@ -406,6 +435,22 @@ class Db2vtopApp(App):
             deliver_marker(self.store_path, marker)
         self.request_reload()
 
+    # --- messages -------------------------------------------------------------------------------
+
+    def notify(self, message: str, *, title: str = "", severity: str = "information",  # type: ignore[override]
+               timeout: float | None = None, markup: bool = True) -> None:
+        """One message at a time, on the key bar's line (k9s's flash) instead of a pile of toasts
+        over the tables; the newest replaces the last."""
+        text = f"{title}: {message}" if title else message  # as written: `[[stack]]` is not markup
+        self.flash = Flash(text, severity, time.monotonic() + (timeout or FLASH_S))
+        self._show_flash()
+        self.set_timer((timeout or FLASH_S) + 0.05, self._show_flash)
+
+    def _show_flash(self) -> None:
+        for screen in self.screen_stack:
+            for bar in screen.query(KeyBar):
+                bar.show_flash()
+
     # --- commands -------------------------------------------------------------------------------
 
     def action_command(self) -> None:
@@ -418,7 +463,9 @@ class Db2vtopApp(App):
         except StoreError:
             names = []
         return commands.suggestions([f"zoom {format_duration(w)}" for w in WINDOWS]
-                                    + [f"stack {s.name}" for s in self.known_stacks] + [f"run {n}" for n in names])
+                                    + [f"stack {s.name}" for s in self.known_stacks] + [f"run {n}" for n in names]
+                                    + [f"{kind} {n}" for kind in NAMED_BY for n in self.names(kind)]
+                                    + [f"speed {v:g}x" for v in SPEEDS])
 
     def _run_command(self, text: str | None) -> None:
         if not text:
@@ -449,7 +496,7 @@ class Db2vtopApp(App):
 
     def _cmd_local(self, arg: str) -> None:
         if arg:
-            self.open_target(Target.of_guest(arg))
+            self.open_target(Target.of_guest(self._known("guest", arg)))
         else:
             self.action_screen("local")
 
@@ -457,21 +504,61 @@ class Db2vtopApp(App):
         self._open_named_stack(arg)
 
     def _cmd_vm(self, arg: str) -> None:
-        self.open_target(Target.of_vm(arg))
+        self.open_target(Target.of_vm(self._known("vm", arg)))
 
     def _cmd_host(self, arg: str) -> None:
-        self.open_target(Target.of_host(arg))
+        self.open_target(Target.of_host(self._known("host", arg)))
 
     def _cmd_guest(self, arg: str) -> None:
-        self.open_target(Target.of_guest(arg))
+        self.open_target(Target.of_guest(self._known("guest", arg)))
+
+    def names(self, kind: str) -> list[str]:
+        """The VMs, hosts or guests the store has samples of (what `:vm`, `:host`, `:guest` accept)."""
+        try:
+            with self._open() as store:
+                found = {sr.tags.get(kind) for m in NAMED_BY[kind] for sr in store.series(m)}
+        except StoreError:
+            return []
+        found.discard(None)
+        return sorted(found)  # type: ignore[arg-type]
+
+    def _known(self, kind: str, name: str) -> str:
+        """`name` itself, else the one name it starts, else a ValueError naming the closest ones:
+        a typo is said at once, not shown as a screen that waits for samples that never come."""
+        names = self.names(kind)
+        if name in names:
+            return name
+        starting = [n for n in names if n.lower().startswith(name.lower())]
+        if len(starting) == 1:
+            return starting[0]
+        close = starting or difflib.get_close_matches(name, names, n=5, cutoff=0.5) or \
+            difflib.get_close_matches(name.lower(), [n.lower() for n in names], n=5, cutoff=0.3)
+        word = {"vm": "VM", "host": "host", "guest": "guest"}[kind]
+        if close:
+            hint = f"did you mean {', '.join(close[:5])}?"
+        elif names:
+            hint = f"{word}s: {', '.join(names[:8])}{', …' if len(names) > 8 else ''}"
+        else:
+            hint = f"the {self._source_name} has no {word} yet"
+        raise ValueError(f"no {word} {name!r}; {hint}")
 
     def _cmd_zoom(self, arg: str) -> None:
         self.cursor.set_window(parse_duration(arg))
         self.reload()
 
     def _cmd_goto(self, arg: str) -> None:
+        self._learn_start()  # a time before the recording lands on its start
         self.cursor.goto(self._parse_time(arg), self.clock())
         self.reload()
+
+    def _cmd_speed(self, arg: str) -> None:
+        if not self.cursor.recording:
+            raise ValueError("replay speed: only a replay plays (db2vtop replay)")
+        wanted = arg.lower().rstrip("x×")
+        if wanted not in {f"{v:g}" for v in SPEEDS}:
+            raise ValueError(f"speed is one of {', '.join(f'{v:g}x' for v in SPEEDS)}")
+        self.cursor.speed = float(wanted)
+        self._title()
 
     def _cmd_live(self, _arg: str) -> None:
         self.action_live()

@@ -8,7 +8,7 @@ stands for the interval before it (rates are averages over that interval), so it
 the columns back to the previous sample; a gap longer than 1.5 sampling intervals is
 left empty, and an empty column means "no data", never zero (zero draws a baseline).
 The y axis starts at 0 (never at the data's minimum) and ends at a round number.
-Markers are vertical magenta lines through every chart; other annotations (resets,
+Markers are vertical violet lines through every chart; other annotations (resets,
 gaps) are yellow lines on the charts of their own layer.
 """
 
@@ -30,8 +30,10 @@ from db2vtop.checks.scales import NO_LEVEL, Level
 
 Points = Sequence[tuple[int, float]]
 
-MARKER_STYLE = "bold magenta"
-RUN_STYLE = "magenta"
+# A violet of its own: the theme's "magenta" comes out as the critical colour's pink-red in 256 colours,
+# so a marker on a red chart vanished and one on a cyan chart looked like a spike.
+MARKER_STYLE = "bold #af87ff"
+RUN_STYLE = "#af87ff"
 EVENT_STYLE = "yellow"
 GAP_FACTOR = 1.5
 

@@ -24,16 +24,20 @@ class KeyGroup:
 
 
 KEYS: tuple[KeyGroup, ...] = (
-    KeyGroup("q", "quit", (Binding("q", "quit", "Quit"),)),
+    KeyGroup("q ctrl+c", "quit", (Binding("q", "quit", "Quit"),
+                                  Binding("ctrl+c", "quit", "Quit", show=False, priority=True))),
     KeyGroup("?", "this help", (Binding("question_mark", "help", "Help", key_display="?"),)),
     KeyGroup("space", "pause / resume live; play / pause a replay", (Binding("space", "toggle", "Pause/play"),)),
     KeyGroup("← →", "scrub back / forward a tenth of the window",
              (Binding("left", "scrub(-1)", "Earlier", key_display="←"),
               Binding("right", "scrub(1)", "Later", key_display="→"))),
+    KeyGroup("< >", "replay speed: 1×, 10×, 60×",
+             (Binding("less_than_sign", "speed(-1)", "Slower", key_display="<", show=False),
+              Binding("greater_than_sign", "speed(1)", "Faster", key_display=">", show=False))),
     KeyGroup("+ -", "zoom the window: 1m 5m 15m 1h 4h 24h",
              (Binding("plus,equals_sign", "zoom(-1)", "Zoom in", key_display="+"),
               Binding("minus", "zoom(1)", "Zoom out", key_display="-"))),
-    KeyGroup("home end", "start of the recording / back to live",
+    KeyGroup("home end", "the store's first sample / back to live (the end of a replay)",
              (Binding("home", "start", "Start", show=False), Binding("end", "live", "Live", show=False))),
     KeyGroup("M", "add a benchmark marker at the cursor's time (not when read-only)",
              (Binding("M", "mark", "Marker"),)),
@@ -42,9 +46,10 @@ KEYS: tuple[KeyGroup, ...] = (
               Binding("2", "screen('stack')", "Stack", show=False),
               Binding("3", "screen('findings')", "Findings", show=False),
               Binding("4", "screen('local')", "Local", show=False))),
-    KeyGroup(":", "command: {commands}", (Binding("colon", "command", "Command", key_display=":"),)),
+    KeyGroup(":", "command (tab completes): {commands}",
+             (Binding("colon", "command", "Command", key_display=":"),)),
     KeyGroup("ctrl+p", "command palette (the same commands, searchable)"),
-    KeyGroup("esc", "back one screen"),
+    KeyGroup("esc", "clear the filter, else back one screen"),
 )
 
 
@@ -80,6 +85,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("goto", "move the cursor to a time, or back from it", "TIME",
             example="goto 14:05 | -10m | 2024-05-01 14:05"),
     Command("live", "back to live (the end of a replay)"),
+    Command("speed", "replay speed", "1x|10x|60x", example="speed 10x"),
     Command("start", "the start of the recording"),
     Command("mark", "a benchmark marker at the cursor's time", "[NAME]", example="mark NAME"),
     Command("run", "the window around a benchmark run (its begin and end markers)", "NAME"),

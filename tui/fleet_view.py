@@ -33,15 +33,18 @@ from db2vtop.tui.stacks import Target
 from db2vtop.tui.table import Cell, Column, TableModel, TableRow
 
 SEVERITY_CELL = {"critical": ("CRIT", "bold red"), "warning": ("WARN", "bold yellow"), "info": ("info", "cyan")}
-COLUMNS = [  # fixed widths but for the names: measuring 2,000 rows every second is not free
-    Column("kind", width=5), Column("name", max_width=30), Column("where", max_width=24),
-    Column("worst open finding", width=36), Column("TPS", width=7, right=True, descending=True),
+# Numbers first, as esxtop and htop keep them: at 80 columns the figures show and the finding's
+# text shrinks (then what is past the edge is cut: trends, `where`). Fixed widths but for the
+# names: measuring 2,000 rows every second is not free.
+COLUMNS = [
+    Column("kind", width=5), Column("name", max_width=30),
     Column("cpu%", width=5, right=True, descending=True), Column("rdy%", width=5, right=True, descending=True),
-    Column("balloon", width=8, right=True, descending=True), Column("log ms", width=6, right=True, descending=True),
-    Column("I/O ms", width=6, right=True, descending=True), Column("rdy% trend", width=16, sortable=False),
-    Column("I/O ms trend", width=16, sortable=False),
+    Column("balloon", width=8, right=True, descending=True), Column("I/O ms", width=6, right=True, descending=True),
+    Column("log ms", width=6, right=True, descending=True), Column("TPS", width=7, right=True, descending=True),
+    Column("worst open finding", width=36, min_width=16), Column("rdy% trend", width=16, sortable=False),
+    Column("I/O ms trend", width=16, sortable=False), Column("where", max_width=24),
 ]
-FINDING_COL, READY_TREND, IO_TREND = 3, 10, 11
+FINDING_COL, READY_TREND, IO_TREND = 8, 9, 10
 KIND_ORDER = {"stack": 0, "vm": 1, "host": 2, "guest": 3, "agent": 4}
 
 
@@ -116,10 +119,20 @@ class _FindingIndex:
 
 
 def _finding_cell(f: Finding | None) -> tuple[Cell, tuple | None]:
+    """The value first (the row already names the subject), the rule after it: `CRIT CPU ready 12.9% · cpu-ready`."""
     if f is None:
         return ("ok", "green"), None
     word, st = SEVERITY_CELL.get(f.severity, (f.severity, ""))
-    return [(word + " ", st), (f"{f.rule}: {f.summary}", None)], (severity_rank(f.severity), f.rule)
+    return [(word + " ", st), (f"{without_subject(f)} · {f.rule}", None)], (severity_rank(f.severity), f.rule)
+
+
+def without_subject(f: Finding) -> str:
+    """A finding's summary less the subject names it starts with (`db2prod01: `, `esx01 naa.…: `)."""
+    head, sep, rest = f.summary.partition(": ")
+    names = {v for k, v in f.subject.items() if k != "layer"}
+    if sep and rest and all(w in names or "=" in w for w in head.split()):
+        return rest
+    return f.summary
 
 
 def _cell(v: float | None, level: Level | None = None, digits: int = 1) -> Cell:
@@ -202,10 +215,11 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
         if status is not None:  # an agent's delivery error stands where a finding would
             cell, rank = status, (0, "")
         tps_v, cpu, ready, balloon, log, io = figures
-        cells = [kind, name, where, cell, _cell(tps_v), _cell(cpu, busy), _cell(ready, ready_level),
+        cells = [kind, name, _cell(cpu, busy), _cell(ready, ready_level),
                  (size(balloon), "bold red" if balloon else "") if balloon is not None else "—",
-                 _cell(log, log_level, 2), _cell(io, io_level), "", ""]
-        rows.append(TableRow(key, cells, (KIND_ORDER[kind], name.lower(), where, rank, *figures, None, None),
+                 _cell(io, io_level), _cell(log, log_level, 2), _cell(tps_v), cell, "", "", where]
+        rows.append(TableRow(key, cells, (KIND_ORDER[kind], name.lower(), cpu, ready, balloon, io, log, tps_v, rank,
+                                          None, None, where),
                          f"{kind} {name} {where} {finding.rule if finding else ''}", "dim" if stale else None))
         targets[key] = target
         stale_rows += stale

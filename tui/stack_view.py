@@ -16,7 +16,7 @@ from rich.segment import Segment
 from textual.strip import Strip
 
 from db2vtop.agent.core.model import Annotation, Finding
-from db2vtop.checks.figures import LATENCY_FLOOR_MS, LAYERS
+from db2vtop.checks.figures import LATENCY_FLOOR_MS
 from db2vtop.checks.scales import Levels
 from db2vtop.checks.topology import StackEntities
 from db2vtop.checks.verdict import earlier_text, since_text, stack_verdict
@@ -41,7 +41,7 @@ from db2vtop.tui.table import Run, TableModel
 GUTTER = 6
 
 
-FIGURES = 46  # the figures column left of the charts
+FIGURES = 46  # the figures column left of the charts (narrower on a narrow terminal: `Geometry.figures`)
 
 
 @dataclass(frozen=True)
@@ -49,20 +49,26 @@ class Geometry:
     """The layer block's size on screen, read by the loader (kept by the main thread on resize)."""
 
     width: int = 166
-    height: int = 21  # five layers of (1 label + chart) lines, and the time axis
+    height: int = 21  # the layers' lines and the time axis: as tall as the screen leaves the block
     spark_cols: int = 16
 
     @property
+    def figures(self) -> int:
+        """The figures column: 46 cells, down to a third of the width so the charts keep two thirds."""
+        return max(24, min(FIGURES, self.width // 3))
+
+    @property
     def a_cols(self) -> int:
-        return max((self.width - FIGURES) // 2, GUTTER + 4)
+        return max((self.width - self.figures) // 2, GUTTER + 4)
 
     @property
     def b_cols(self) -> int:
-        return max(self.width - FIGURES - self.a_cols, GUTTER + 4)
+        return max(self.width - self.figures - self.a_cols, GUTTER + 4)
 
-    @property
-    def chart_rows(self) -> int:
-        return max(1, (self.height - 1) // len(LAYERS) - 1)
+    def chart_rows(self, shown: int, folded: bool) -> int:
+        """Chart lines per layer: the block's height shared by the `shown` layers (each a label line
+        and its chart), less the time axis and, when some layers have no data, their one line."""
+        return max(1, (self.height - 1 - folded) // max(shown, 1) - 1)
 
 
 @dataclass
@@ -77,6 +83,7 @@ class LayerView:
     age_s: float | None = None
     stale: bool = False
     present: bool = True
+    data: bool = True  # samples in the window: without, the layer folds into the block's one "no data" line
 
 
 @dataclass
@@ -126,6 +133,10 @@ def _verdict(rd: Reader, target: Target, since: int, until: int, levels: Levels,
 # --- the whole screen ------------------------------------------------------------------------
 
 
+def _has_data(*series: list[float | None] | None) -> bool:
+    return any(v is not None for vals in series if vals for v in vals)
+
+
 def _draw_layers(rd: Reader, layers: list[Layer], since: int, until: int, geo: Geometry,
                  marks_a: Callable[[str], Marks], marks_b: Callable[[str], Marks]) -> list[LayerView]:
     a_n, b_n = 2 * max(geo.a_cols - GUTTER, 1), 2 * max(geo.b_cols - GUTTER, 1)
@@ -133,15 +144,17 @@ def _draw_layers(rd: Reader, layers: list[Layer], since: int, until: int, geo: G
     b_vals = [trend_values(rd, x.b, since, until, b_n) if x.b else None for x in layers]
     shared = nice_top(max((v for vals in b_vals if vals for v in vals if v is not None), default=0.0),
                       LATENCY_FLOOR_MS)
+    data = [_has_data(av, bv) for av, bv in zip(a_vals, b_vals, strict=True)]
+    rows = geo.chart_rows(sum(data), not all(data))
     out = []
-    for x, av, bv in zip(layers, a_vals, b_vals, strict=True):
-        view = LayerView(x.key, x.title, x.figures, x.a_label, x.b_label, present=x.present)
-        if x.a and av is not None:
-            view.a = [_label(x.a_label, av), *braille(av, geo.chart_rows, top_of(x.a, av), marks_a(x.key),
+    for x, av, bv, has in zip(layers, a_vals, b_vals, data, strict=True):
+        view = LayerView(x.key, x.title, x.figures, x.a_label, x.b_label, present=x.present, data=has)
+        if x.a and av is not None and has:
+            view.a = [_label(x.a_label, av), *braille(av, rows, top_of(x.a, av), marks_a(x.key),
                                                       level=x.a.level, gutter=GUTTER)]
-        if x.b and bv is not None:
+        if x.b and bv is not None and has:
             view.b = [_label(x.b_label + " (one scale for all layers)", bv), *braille(
-                bv, geo.chart_rows, shared, marks_b(x.key), color="cyan", level=x.b.level,
+                bv, rows, shared, marks_b(x.key), color="cyan", level=x.b.level,
                 gutter=GUTTER)]
         ages = [(s, row) for s, row in x.newest if s is not None]
         if ages:
@@ -160,7 +173,7 @@ def _line(runs: list[Run]) -> Strip:
     return Strip([Segment(text, style(st)) for text, st in runs if text])
 
 
-def _figure_lines(layer: LayerView, rows: int) -> list[Strip]:
+def _figure_lines(layer: LayerView, rows: int, width: int) -> list[Strip]:
     """The title, then the figures packed into the column: a figure never breaks across lines."""
     title: list[Run] = [(layer.title, "bold" if layer.present else "dim")]
     if layer.stale and layer.age_s is not None:
@@ -170,12 +183,12 @@ def _figure_lines(layer: LayerView, rows: int) -> list[Strip]:
         chunk.append(run)
         if run != SEPARATOR:
             continue
-        width = sum(len(t) for t, _ in chunk[:-1])
-        if line and used + width > FIGURES - 2:
+        size = sum(len(t) for t, _ in chunk[:-1])
+        if line and used + size > width - 2:
             lines.append(line)
             line, used = [], 0
         line += chunk
-        used += width + 2
+        used += size + 2
         chunk = []
     if line:
         lines.append(line)
@@ -183,18 +196,24 @@ def _figure_lines(layer: LayerView, rows: int) -> list[Strip]:
 
 
 def _block(layers: list[LayerView], axis_a: Strip, axis_b: Strip, geo: Geometry) -> list[Strip]:
-    rows = geo.chart_rows + 1
+    shown = [x for x in layers if x.data]
+    rows = geo.chart_rows(len(shown), len(shown) < len(layers)) + 1
 
     def cell(strips: list[Strip], i: int, width: int) -> Strip:
         return (strips[i] if i < len(strips) else Strip.blank(width)).crop_extend(0, width, None)
 
     out = []
-    for layer in layers:
-        figures = _figure_lines(layer, rows)
-        out += [Strip.join([cell(figures, i, FIGURES), cell(layer.a, i, geo.a_cols), cell(layer.b, i, geo.b_cols)])
+    for layer in shown:
+        figures = _figure_lines(layer, rows, geo.figures)
+        out += [Strip.join([cell(figures, i, geo.figures), cell(layer.a, i, geo.a_cols),
+                            cell(layer.b, i, geo.b_cols)])
                 for i in range(rows)]
+    empty = [x.title for x in layers if not x.data]
+    if empty:  # layers without a sample in the window take one line between them, not a chart each
+        out.append(_line([(" ", None), (" · ".join(empty), "dim bold"), ("  no data in the window", "dim")]))
     legend = _line([(" ", None), *_LEGEND])
-    out.append(Strip.join([cell([legend], 0, FIGURES), cell([axis_a], 0, geo.a_cols), cell([axis_b], 0, geo.b_cols)]))
+    out.append(Strip.join([cell([legend], 0, geo.figures), cell([axis_a], 0, geo.a_cols),
+                           cell([axis_b], 0, geo.b_cols)]))
     return out
 
 

@@ -35,6 +35,7 @@ class Column:
     max_width: int = 40
     descending: bool = False  # the natural first sort order (numbers: highest first)
     sortable: bool = True
+    min_width: int = 0  # a text column that gives way (down to this) before columns are cut at the edge
 
 
 @dataclass
@@ -102,10 +103,28 @@ def arrange(rows: list[TableRow], filter_text: str, sort_col: int | None, revers
     return rows
 
 
+def fit(widths: Sequence[int], columns: Sequence[Column], hidden: frozenset[str], room: int) -> list[int]:
+    """The widths a table of `room` cells draws: hidden columns 0 (not drawn), and when the rest
+    is wider than the room, the columns with a `min_width` give way first, down to it (a cell
+    then ends in …); whatever still does not fit is cut at the right edge, as in esxtop."""
+    out = [0 if c.name.split(" ≤")[0] in hidden else w for c, w in zip(columns, widths, strict=False)]
+    over = sum(w + 1 for w in out if w) - room
+    for i, c in enumerate(columns):
+        if over <= 0:
+            break
+        if out[i] and c.min_width and out[i] > c.min_width:
+            give = min(over, out[i] - c.min_width)
+            out[i] -= give
+            over -= give
+    return out
+
+
 def row_strip(row: TableRow, widths: Sequence[int], columns: Sequence[Column]) -> Strip:
     segments: list[Segment] = []
     base = row.style
     for i, w in enumerate(widths):
+        if not w:
+            continue  # a hidden column
         cell = row.cells[i] if i < len(row.cells) else ""
         runs = [(cell, base)] if isinstance(cell, str) else [cell] if isinstance(cell, tuple) else cell
         length, parts = 0, []
@@ -158,6 +177,8 @@ class GridTable(ScrollView, can_focus=True, inherit_bindings=False):
         self.cursor = 0
         self.show_cursor = cursor
         self.empty_text = ""
+        self.hidden: frozenset[str] = frozenset()  # column names the field chooser took off
+        self._fitted: tuple[tuple, list[int]] | None = None
         self._strips: dict[tuple, Strip] = {}
         self._base: Style | None = None
         self._header: Strip | None = None
@@ -174,6 +195,20 @@ class GridTable(ScrollView, can_focus=True, inherit_bindings=False):
         self.filter_text = text
         self._rearrange(self.cursor_key)
 
+    def set_hidden(self, names: frozenset[str]) -> None:
+        self.hidden = frozenset(names)
+        self._header = None
+        self._rearrange(self.cursor_key)
+
+    def widths(self) -> list[int]:
+        """The drawn widths at the table's current size (see `fit`)."""
+        key = (self.size.width, self.hidden, tuple(self.model.widths), id(self.model))
+        if self._fitted is None or self._fitted[0] != key:
+            self._fitted = (key, fit(self.model.widths, self.model.columns, self.hidden, self.size.width))
+            self._strips.clear()
+            self._header = None
+        return self._fitted[1]
+
     def set_sort(self, col: int | None, reverse: bool) -> None:
         self.sort_col, self.sort_reverse = col, reverse
         self._header = None
@@ -185,8 +220,7 @@ class GridTable(ScrollView, can_focus=True, inherit_bindings=False):
         if key is not None:
             self.cursor = next((i for i, r in enumerate(self.shown) if r.key == key), self.cursor)
         self.cursor = max(0, min(self.cursor, len(self.shown) - 1))
-        width = sum(self.model.widths) + len(self.model.widths)
-        self.virtual_size = Size(width, len(self.shown) + 1)
+        self.virtual_size = Size(self.size.width, len(self.shown) + 1)
         self.refresh()
 
     @property
@@ -208,6 +242,7 @@ class GridTable(ScrollView, can_focus=True, inherit_bindings=False):
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         base = self._base or self.rich_style
+        widths = self.widths()
         if y == 0:
             if self._header is None:
                 self._header = self._header_strip()
@@ -220,7 +255,7 @@ class GridTable(ScrollView, can_focus=True, inherit_bindings=False):
         key = (index, width, self.show_cursor and index == self.cursor, self.has_focus)
         strip = self._strips.get(key)
         if strip is None:
-            strip = row_strip(self.shown[index], self.model.widths, self.model.columns)
+            strip = row_strip(self.shown[index], widths, self.model.columns)
             if key[2]:
                 strip = strip.apply_style(_CURSOR_FOCUSED if self.has_focus else _CURSOR)
             strip = self._strips[key] = strip.crop_extend(0, width, base).apply_style(base)
@@ -228,11 +263,15 @@ class GridTable(ScrollView, can_focus=True, inherit_bindings=False):
 
     def _header_strip(self) -> Strip:
         segments = []
-        for i, (c, w) in enumerate(zip(self.model.columns, self.model.widths, strict=False)):
+        for i, (c, w) in enumerate(zip(self.model.columns, self.widths(), strict=False)):
+            if not w:
+                continue
             name = c.name
             if i == self.sort_col:
                 name = name + ("▼" if self.sort_reverse else "▲")
-            name = name[:w].rjust(w) if c.right else name[:w].ljust(w)
+            if len(name) > w:
+                name = name[: w - 1] + "…"
+            name = name.rjust(w) if c.right else name.ljust(w)
             segments += [Segment(name, _HEADER), Segment(" ", _HEADER)]
         return Strip(segments)
 
@@ -272,7 +311,9 @@ class GridTable(ScrollView, can_focus=True, inherit_bindings=False):
     def on_click(self, event) -> None:  # a header click sorts by that column, a row click moves the cursor
         if event.y == 0:
             x = event.x
-            for i, w in enumerate(self.model.widths):
+            for i, w in enumerate(self.widths()):
+                if not w:
+                    continue
                 if x < w + 1:
                     self.set_sort(i, not self.sort_reverse if self.sort_col == i else True)
                     return

@@ -2,7 +2,8 @@
 
 Every pane reads the same window [end - window, end], so all layers stay aligned.
 Live follows the clock; any scrub leaves live mode; replay starts at the recording's
-beginning and plays forward on demand.
+beginning and plays forward on demand, at 1x, 10x or 60x, and stops at its end: a recording
+has no "live".
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 
 WINDOWS = (60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 24 * 3600.0)
 SCRUB_FRACTION = 0.1  # one ←/→ press moves a tenth of the window
+SPEEDS = (1.0, 10.0, 60.0)  # replay: real time, an hour in six minutes, an hour in one
 
 
 @dataclass
@@ -19,8 +21,9 @@ class TimeCursor:
     live: bool = True
     playing: bool = False
     end_ns: int = 0
-    first_ns: int | None = None  # the recording's bounds, when known (replay, scrub limits)
-    last_ns: int | None = None
+    first_ns: int | None = None  # the recording's start, when known (replay; `home` in watch)
+    last_ns: int | None = None  # a replay's end: set, the cursor never goes live
+    speed: float = 1.0
 
     @classmethod
     def replay(cls, first_ns: int, last_ns: int, window_s: float = 300.0) -> TimeCursor:
@@ -33,14 +36,27 @@ class TimeCursor:
     def since(self, now_ns: int) -> int:
         return self.end(now_ns) - int(self.window_s * 1e9)
 
+    @property
+    def recording(self) -> bool:
+        """A replay: its end is fixed, and play stops there."""
+        return self.last_ns is not None
+
     def toggle(self, now_ns: int) -> None:
-        """Space: pause/resume when live; play/pause when looking at the past."""
+        """Space: pause/resume when live; play/pause a replay (from its start again once at its end)."""
         if self.live:
             self.live, self.end_ns = False, now_ns
-        elif self.first_ns is not None and self.last_ns is not None and self.end_ns < self.last_ns:
+        elif self.recording:
+            if not self.playing and self.last_ns is not None and self.end_ns >= self.last_ns:
+                self.jump_start(now_ns)
             self.playing = not self.playing
         else:
             self.go_live()
+
+    def set_speed(self, step: int) -> float:
+        """`<` `>`: the next replay speed down or up (1x, 10x, 60x)."""
+        i = SPEEDS.index(self.speed) if self.speed in SPEEDS else 0
+        self.speed = SPEEDS[max(0, min(len(SPEEDS) - 1, i + step))]
+        return self.speed
 
     def go_live(self) -> None:
         self.live, self.playing = True, False
@@ -51,6 +67,7 @@ class TimeCursor:
         self.end_ns = self._clamp(end, now_ns)
 
     def jump_start(self, now_ns: int) -> None:
+        """Home: the first window of the recording (the store's first sample, paused)."""
         if self.first_ns is not None:
             self.live, self.playing = False, False
             self.end_ns = self._clamp(self.first_ns + int(self.window_s * 1e9), now_ns)
@@ -76,7 +93,7 @@ class TimeCursor:
     def advance(self, dt_s: float, now_ns: int) -> None:
         """Playing: move forward in step with the wall clock; stop at the end of the recording."""
         if self.playing and not self.live:
-            self.end_ns = self._clamp(self.end_ns + int(dt_s * 1e9), now_ns)
+            self.end_ns = self._clamp(self.end_ns + int(dt_s * self.speed * 1e9), now_ns)
             if self.last_ns is not None and self.end_ns >= self.last_ns:
                 self.playing = False
 
@@ -88,4 +105,6 @@ class TimeCursor:
     def describe(self) -> str:
         if self.live:
             return "live"
-        return "playing" if self.playing else "paused"
+        if not self.playing:
+            return "paused"
+        return "playing" if self.speed == 1 else f"playing {self.speed:g}×"

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from datetime import datetime
 
+from rich.console import Group
 from rich.style import Style
 from rich.text import Text
 from textual.events import Resize
@@ -19,6 +22,7 @@ from db2vtop.tui.format import ago
 from db2vtop.tui.table import Run
 
 STATUS_STYLE = {"ok": "green", "error": "bold red", "timeout": "bold red", "skipped": "yellow"}
+FAILED = ("error", "timeout")
 MAX_LISTED = 6
 
 
@@ -89,36 +93,76 @@ class TitleBar(Static):
         self.update(Text(f"{self.app.title} — {text}", no_wrap=True, overflow="ellipsis"), layout=False)
 
 
+@dataclass(frozen=True)
+class Flash:
+    """A message for the key bar's line (k9s's flash): the newest replaces the last, until `until`."""
+
+    text: str
+    severity: str
+    until: float
+
+    @property
+    def live(self) -> bool:
+        return time.monotonic() < self.until
+
+
+FIRST_KEYS = ("?", "q", ":", "1-4", "/", "space")
+FLASH_STYLE = {"error": "bold white on red", "warning": "bold black on yellow", "information": "bold"}
+
+
 class KeyBar(Static):
-    """The shown keys of the screen and the app on one line.
+    """The shown keys of the screen and the app on one line, or the app's latest message.
 
     Textual's Footer is a widget per key, restyled and recomposed on every screen switch;
-    one line of text keeps a switch cheap. `?` lists every key.
+    one line of text keeps a switch cheap. `?` lists every key. Messages take this line
+    instead of toasts: one at a time, never over a table.
     """
 
     DEFAULT_CSS = "KeyBar { dock: bottom; height: 1; background: $panel; padding: 0 1; }"
 
     def on_mount(self) -> None:
-        t = Text(no_wrap=True, overflow="ellipsis")
+        entries: list[tuple[str, str]] = []
         seen = set()
         for active in self.screen.active_bindings.values():
             b = active.binding
             if not b.show or b.action in seen:
                 continue
             seen.add(b.action)
-            t.append(f" {self.app.get_key_display(b)} ", style="bold reverse")
-            t.append(f" {b.description}  ")
-        t.append(" ^p ", style="bold reverse")
-        t.append(" palette")
-        self.update(t, layout=False)
+            entries.append((self.app.get_key_display(b), b.description))
+        entries += [("1-4", "Screens"), ("^p", "palette")]
+        # what a newcomer needs first, so that 80 columns still show it: help, quit, commands, screens
+        entries.sort(key=lambda e: FIRST_KEYS.index(e[0]) if e[0] in FIRST_KEYS else len(FIRST_KEYS))
+        t = Text(no_wrap=True, overflow="ellipsis")
+        for key, what in entries:
+            t.append(f" {key} ", style="bold reverse")
+            t.append(f" {what}  ")
+        self.keys = t
+        self.show_flash()
+
+    def show_flash(self) -> None:
+        flash: Flash | None = getattr(self.app, "flash", None)
+        if flash is not None and flash.live:
+            t = Text(no_wrap=True, overflow="ellipsis")
+            t.append(f" {flash.text} ", style=FLASH_STYLE.get(flash.severity, "bold"))
+            self.update(t, layout=False)
+        else:
+            self.update(self.keys, layout=False)
+
+
+def failing(collectors: list[Status]) -> list[Status]:
+    """The sources whose last cycle failed (error, timeout): what a screen must not hide."""
+    return sorted((s for s in collectors if s.status in FAILED), key=lambda s: s.collector)
 
 
 class StatusLine(Static):
-    """Collectors (all of them when few, else a count and the ones in trouble), then markers.
+    """Collectors (all of them when few, else a count and the ones in trouble), then markers; under
+    that, one line per failing source with its reason in full (wrapped, never cut off).
 
     A collector whose last cycle is older than three of its intervals is STALE: its
     data is not current, whatever its last status said.
     """
+
+    _shown_lines = 1
 
     def show(self, collectors: list[Status], markers: list[Annotation], note: str = "") -> None:
         t = Text(no_wrap=True, overflow="ellipsis")
@@ -140,8 +184,6 @@ class StatusLine(Static):
                 t.append("● ", style=STATUS_STYLE.get(s.status, "yellow"))
                 t.append(f"{s.collector} {s.status} ", style="bold")
                 t.append(f"{s.duration_ms:.0f}ms {ago(s.age_s)}")
-            if s.status != "ok" and s.last_error:
-                t.append(f" ({s.last_error[:80]})", style="red")
             if s.skipped:
                 t.append(f" skipped {s.skipped}", style="yellow")
             t.append("   ")
@@ -150,7 +192,14 @@ class StatusLine(Static):
         for m in markers[-3:]:
             when = datetime.fromtimestamp(m.ts / 1e9).strftime("%H:%M:%S")
             t.append(f"▼ {m.name} {when}  ", style=MARKER_STYLE)
-        self.update(t, layout=False)
+        lines: list[Text] = [t]
+        for s in failing(collectors):
+            line = Text(overflow="fold")
+            line.append(f"✖ {s.collector} {s.status}", style="bold red")
+            line.append(f" {ago(s.age_s)}: {s.last_error or 'no reason given'}", style="red")
+            lines.append(line)
+        self.update(Group(*lines) if len(lines) > 1 else t, layout=len(lines) != self._shown_lines)
+        self._shown_lines = len(lines)
 
 
 class Breadcrumbs(Static):

@@ -8,7 +8,9 @@ same pair by hand. A run can also be bounded by any two markers: `FIRST..SECOND`
 
 `find_run` resolves a run spec against the store's annotations: the latest run of that name
 (the latest begin marker, up to the first end marker after it; without one the run is still
-open and ends now).
+open and ends now), `NAME~N` the Nth before it (git's `HEAD~N`: `bench~1` is the previous `bench`).
+`baseline_for` says what a report compares with: a baseline spec equal to the run's own name
+means that name's run before it, as `db2vtop run` compares with the previous run by default.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from db2vtop.agent.core.model import Annotation
 
 BEGIN, END = "begin", "end"
 SEPARATOR = ".."
+BACK = "~"
 
 
 class RunNotFoundError(ValueError):
@@ -92,13 +95,42 @@ def find_run(annotations: list[Annotation], spec: str) -> Run:
         why = f"no marker named {', '.join(map(repr, missing))}" if missing else \
             f"no marker {second!r} after a marker {first!r}"
         raise RunNotFoundError(f"{why}; markers: {_listing(sorted(names))}")
+    name, back = spec, 0
+    head, tilde, tail = spec.rpartition(BACK)
+    if tilde and head and tail.isdigit():
+        name, back = head, int(tail)
     for i in range(len(annotations) - 1, -1, -1):
         a = annotations[i]
-        if _edge(a, spec, BEGIN):
-            end = next((b for b in annotations[i + 1:] if _edge(b, spec, END)), None)
-            return Run(spec, a.ts, end.ts if end else None, a, end)
+        if _edge(a, name, BEGIN):
+            if back:
+                back -= 1
+                continue
+            end = next((b for b in annotations[i + 1:] if _edge(b, name, END)), None)
+            return Run(name, a.ts, end.ts if end else None, a, end)
     known = sorted({r.name for r in runs(annotations)})
+    if name != spec and name in known:
+        count = sum(r.name == name for r in runs(annotations))
+        raise RunNotFoundError(f"run {name!r} has {count} run{'s' if count != 1 else ''} recorded: {spec!r} goes "
+                               f"back further (db2vtop report --list shows them)")
     raise RunNotFoundError(f"no run named {spec!r}; runs: {_listing(known)}")
+
+
+def baseline_for(annotations: list[Annotation], run: Run, spec: str | None, previous: bool) -> Run | None:
+    """The run a report compares `run` with: `spec` (the run's own name: its run before `run`), else with
+    `previous` the run of the same name before it. Never `run` itself: comparing a run with itself says
+    +0 % everywhere, which reads as "nothing changed"."""
+    if spec is None:
+        return previous_run(annotations, run) if previous else None
+    if spec == run.name:
+        base = previous_run(annotations, run)
+        if base is None:
+            raise RunNotFoundError(f"run {run.name!r} has no earlier run to compare with (db2vtop report --list)")
+        return base
+    base = find_run(annotations, spec)
+    if base.begin_ns == run.begin_ns and base.end_ns == run.end_ns:
+        raise RunNotFoundError(f"{spec!r} is the run being reported itself; name another, or {run.name}~1 "
+                               "for the one before it")
+    return base
 
 
 def previous_run(annotations: list[Annotation], run: Run) -> Run | None:

@@ -1,4 +1,4 @@
-"""DB2 rules (seed practices §1.6) on db2_* samples and facts, and the appendix drift check (§1.11)."""
+"""DB2 rules (the white papers' practices §1.6) on db2_* samples and facts, and the appendix drift check (§1.11)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ class MonitoringOn(StaticRule):
     id, layer = "db2-monitoring-on", "db2"
     needs = {"db2_database": "db2"}
     fix = ("UPDATE DB CFG FOR <db> USING MON_REQ_METRICS BASE MON_ACT_METRICS BASE MON_OBJ_METRICS BASE "
-           "(the seed's OLTP runs set NONE to save overhead; with NONE db2vtop's DB2 figures read zero).")
+           "(WP-7109's OLTP runs set NONE to save overhead; with NONE db2vtop's DB2 figures read zero).")
 
     def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
         out = []
@@ -69,7 +69,7 @@ def _param(f: Fact, name: str) -> str:
 class IoCleaners(PerFactRule):
     id, layer, fact_kind = "db2-iocleaners-nonzero", "db2", "db2_dbcfg"
     needs = {"db2_dbcfg": "db2"}
-    fix = "UPDATE DB CFG USING NUM_IOCLEANERS AUTOMATIC (seed 000 DSS) or a fixed count such as 20 (OLTP)."
+    fix = "UPDATE DB CFG USING NUM_IOCLEANERS AUTOMATIC (WP-7109 DSS profile) or a fixed count such as 20 (OLTP)."
 
     def problem(self, f: Fact, t: Thresholds) -> str | bool | None:
         value = _param(f, "num_iocleaners")
@@ -106,7 +106,7 @@ class LogBufferFull(ThresholdRule):
     field, label, unit = "log_buffer_full_per_s", "log buffer full events", "/s"
     warn_key, crit_key = "warn_buffer_full_per_s", "crit_buffer_full_per_s"
     defaults = {"warn_buffer_full_per_s": 0.01, "crit_buffer_full_per_s": 5.0}
-    fix = "Raise LOGBUFSZ (seed 000: 2048 pages for DSS, 8192 for OLTP) so commits do not wait for a full buffer."
+    fix = "Raise LOGBUFSZ (WP-7109: 2048 pages for DSS, 8192 for OLTP) so commits do not wait for a full buffer."
 
     def subject(self, row: Row) -> dict[str, str]:
         return {**super().subject(row), "aspect": "log buffer"}
@@ -114,7 +114,7 @@ class LogBufferFull(ThresholdRule):
 
 class LogWriteLatency(ThresholdRule):
     """The practice watches LOG_WRITE_TIME: every commit waits for its log write. The levels are a tool
-    default (db2top's and the TUI's), not a seed figure."""
+    default (db2top's and the TUI's), not a white paper's figure."""
 
     id, layer, measurement, subject_tags = "db2-log-space", "db2", "db2_log", ("db2", "database", "member")
     needs = {"db2_log": "db2"}
@@ -140,8 +140,8 @@ class BufferPoolWarm(ThresholdRule):
     warn_key, crit_key = "warn_pct", "crit_pct"
     gate = ("data_logical_reads_per_s", "min_logical_reads_per_s")
     defaults = {"warn_pct": 95.0, "crit_pct": 80.0, "min_logical_reads_per_s": 100.0}
-    fix = ("Warm the buffer pool before scoring a run (seed 001 ramps to a 100 % hit ratio), or size it up; a "
-           "cold pool turns the run into a storage test.")
+    fix = ("Warm the buffer pool before scoring a run (VMware's solidDB/DB2 study ramps to a 100 % hit ratio), "
+           "or size it up; a cold pool turns the run into a storage test.")
 
 
 class SelfTuningMemory(PerFactRule):
@@ -164,7 +164,8 @@ class ContainerBalance(LiveRule):
     needs = {"db2_container": "db2"}
     defaults = {"max_ratio": 3.0, "min_pages_per_s": 50.0}
     fix = ("Give every container of the table space the same storage (same LUN type, same number of disks "
-           "behind it, same path through the hypervisor); seed 004 found container count matters less than disks.")
+           "behind it, same path through the hypervisor); the Symmetrix DMX white paper found container count "
+           "matters less than disks.")
 
     def __init__(self) -> None:
         self._latest: dict[tuple, dict[str, tuple[float, float]]] = {}
@@ -199,7 +200,7 @@ def _normalise(value: object) -> str:
 
 
 class ConfigDrift(StaticRule):
-    """Every DB/DBM parameter and registry variable against one appendix profile of seed 000.
+    """Every DB/DBM parameter and registry variable against one appendix profile of WP-7109.
 
     Off by default: the appendix values are a benchmark baseline, not recommendations
     (practices.md §5). Turn it on with [checks.db2-cfg-drift] enabled = true, profile = "oltp".

@@ -1,4 +1,4 @@
-"""Guest OS rules (seed practices §1.2, §1.3, §1.5) on guest_* samples and facts."""
+"""Guest OS rules (the white papers' practices §1.2, §1.3, §1.5) on guest_* samples and facts."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ class GuestSystemShare(LiveRule):
     id, layer, measurement, subject_tags = "guest-cpu-sys-share", "guest", "guest_cpu", ("guest",)
     needs = {"guest_cpu": "guest"}
     defaults = {"min_busy_pct": 20.0, "info_share_pct": 40.0}
-    fix = "Check which protocol carries the database I/O (seed 003 §9: FCP costs the least CPU per transaction)."
+    fix = "Check which protocol carries the database I/O (TR-3581 §9: FCP costs the least CPU per transaction)."
 
     def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
         if row.tags.get("cpu") != "total" or "system_pct" not in row.fields:

@@ -1,4 +1,4 @@
-"""Storage and hypervisor-queue rules (seed practices §1.4, §1.7, §1.9) on storage_* and esxtop_* data."""
+"""Storage and hypervisor-queue rules (the white papers' practices §1.4, §1.7, §1.9) on storage_* and esxtop_* data."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ class NumaLocality(ThresholdRule):
     warn_key, crit_key = "warn_pct", "crit_pct"
     defaults = {"warn_pct": 80.0, "crit_pct": 50.0}
     fix = ("Size the VM to fit one NUMA node (vCPUs <= cores per node, memory <= node memory) or expose vNUMA; "
-           "seed 000 §4.3 traces most of its overallocation loss to remote memory.")
+           "WP-7109 §4.3 traces most of its overallocation loss to remote memory.")
 
 
 class NumaColumnsFound(StaticRule):
@@ -100,7 +100,7 @@ class XtremioLatency(ThresholdRule):
     where = {"kind": "xtremio"}
     gate = ("total_iops", "min_iops")
     defaults = {"warn_ms": 1.0, "crit_ms": 5.0, "min_iops": 100.0}
-    fix = "Check the array's load and the front-end paths (round robin on all paths, seed 002 App. C)."
+    fix = "Check the array's load and the front-end paths (round robin on all paths, the XtremIO white paper, App. C)."
 
 
 class XtremioVolumeLatency(XtremioLatency):
@@ -143,7 +143,7 @@ class SnapReserve(PerFactRule):
 
     def problem(self, f: Fact, t: Thresholds) -> str | None:
         reserve = f.data.get("snapshot_reserve_pct")
-        return f"snapshot reserve {reserve}% (seed: 0)" if isinstance(reserve, int | float) and reserve > 0 else None
+        return f"snapshot reserve {reserve}% (WP-7109: 0)" if isinstance(reserve, int | float) and reserve > 0 else None
 
 
 class NoSnapSchedule(PerFactRule):
@@ -203,7 +203,7 @@ class ThinLunVolume(PerFactRule):
     def problem(self, f: Fact, t: Thresholds) -> str | None:
         ratio = f.data.get("volume_to_luns_ratio")
         if f.data.get("space_reserve") is False and isinstance(ratio, int | float) and ratio < as_float(t["min_ratio"]):
-            return f"thin LUN in a volume only {ratio:.2f}x its LUNs (seed: 2x)"
+            return f"thin LUN in a volume only {ratio:.2f}x its LUNs (WP-7109: 2x)"
         return None
 
 
@@ -236,12 +236,12 @@ class IscsiMaxIos(PerFactRule):
     id, layer, fact_kind, severity = "na-iscsi-max-ios", "storage", "storage_iscsi", "info"
     needs, evidence = {"storage_iscsi": "storage"}, ("cmd_window_size_min",)
     defaults = {"min_commands": 256}
-    fix = "Raise the iSCSI command window (seed 000: from 128 to 256 outstanding commands per session)."
+    fix = "Raise the iSCSI command window (WP-7109: from 128 to 256 outstanding commands per session)."
 
     def problem(self, f: Fact, t: Thresholds) -> str | None:
         window = f.data.get("cmd_window_size_min")
         if isinstance(window, int) and window < as_float(t["min_commands"]):
-            return f"sessions allow {window} outstanding commands, seed uses {t['min_commands']}"
+            return f"sessions allow {window} outstanding commands, WP-7109 uses {t['min_commands']}"
         return None
 
 

@@ -1,4 +1,4 @@
-"""vSphere rules (seed practices §1.1-1.4) on vsphere_* samples and facts, and esxtop's memory figures.
+"""vSphere rules (the white papers' practices §1.1-1.4) on vsphere_* samples and facts, and esxtop's memory figures.
 
 VM configuration rules judge the VMs of the configured stacks (all VMs when no stack is
 configured): the practices are for database VMs, and a 2,000-VM vCenter's other VMs are
@@ -24,7 +24,7 @@ def _vm_memory(facts: FactIndex, vm: str | None) -> float:
 
 
 class BalloonZero(LiveRule):
-    """Any balloon is a finding; growing, or >= 5 % of the VM's memory, is critical (seed 000 §5.4)."""
+    """Any balloon is a finding; growing, or >= 5 % of the VM's memory, is critical (WP-7109 §5.4)."""
 
     id, layer, subject_tags = "balloon-zero", "vm", VM_TAGS
     measurement, field = "vsphere_vm", "mem_balloon_bytes"
@@ -160,7 +160,7 @@ class HostCpuCeiling(ThresholdRule):
     field, label, unit = "cpu_usage_pct", "host CPU", "%"
     warn_key, crit_key = "warn_pct", "crit_pct"
     defaults = {"warn_pct": 80.0, "crit_pct": 90.0}
-    fix = "Move VMs off the host or add hosts; seed 000 treats 80 % as the production ceiling and 90 % as the alert."
+    fix = "Move VMs off the host or add hosts; WP-7109 treats 80 % as the production ceiling and 90 % as the alert."
 
 
 class HostMemState(ThresholdRule):
@@ -179,7 +179,7 @@ class HostLunKernelLatency(ThresholdRule):
     field, label, unit = "kernel_latency_ms", "KAVG", " ms"
     warn_key, crit_key = "warn_kavg_ms", "crit_kavg_ms"
     defaults = {"warn_kavg_ms": 2.0, "crit_kavg_ms": 10.0}
-    fix = ("I/O waits in the VMkernel: raise the HBA LUN queue depth (QLogic 32 -> 64, seed 000 §5.2), keep "
+    fix = ("I/O waits in the VMkernel: raise the HBA LUN queue depth (QLogic 32 -> 64, WP-7109 §5.2), keep "
            "Disk.SchedNumReqOutstanding consistent, and spread busy VMDKs over more LUNs.")
 
 
@@ -234,7 +234,7 @@ class VcpuLeThreads(StaticRule):
     needs = {"vsphere_host": "vcenter"}
     defaults = {"max_ratio": 1.0}
     fix = ("Keep the powered-on vCPUs of the host at or below its hardware threads; if you must go above, give "
-           "the DB VMs higher CPU shares (seed 000 §5.3).")
+           "the DB VMs higher CPU shares (WP-7109 §5.3).")
 
     def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
         out = []
@@ -244,10 +244,10 @@ class VcpuLeThreads(StaticRule):
                 continue
             ratio = vcpus / threads
             over = ratio > as_float(t["max_ratio"])
-            # seed 000 §4.3: 1.3 % lower peak per 10 % of vCPU overallocation, measured up to 1.5:1 only
+            # WP-7109 §4.3: 1.3 % lower peak per 10 % of vCPU overallocation, measured up to 1.5:1 only
             loss = max(0.0, (ratio - 1.0) * 13.0) if ratio <= 1.5 else None
-            expect = (f"seed 000 §4.3 measured ~{loss:.1f}% lower peak at that ratio" if loss is not None else
-                      "beyond the 1.5:1 (6.5% lower peak) seed 000 §4.3 measured")
+            expect = (f"WP-7109 §4.3 measured ~{loss:.1f}% lower peak at that ratio" if loss is not None else
+                      "beyond the 1.5:1 (6.5% lower peak) WP-7109 §4.3 measured")
             out.append(Verdict({"layer": "host", **h.tags}, "warning" if over else None,
                                f"{h.tags.get('host')}: {vcpus} powered-on vCPUs on {threads} threads "
                                f"({ratio:.2f}:1; {expect})",
@@ -283,7 +283,7 @@ class MemReservation(LiveRule):
     id, layer, measurement = "mem-reservation-db2-shm", "vm", "db2_memory"
     needs = {"db2_memory": "db2", "vsphere_vm": "vcenter"}
     fix = ("Set the VM's memory reservation to at least DB2's shared memory (MON_GET_MEMORY_SET committed for the "
-           "DATABASE and DBMS sets; seed 000 §5.3), so the host never balloons or swaps it.")
+           "DATABASE and DBMS sets; WP-7109 §5.3), so the host never balloons or swaps it.")
 
     def __init__(self) -> None:
         self._committed: dict[tuple[str, str], dict[str, float]] = {}
@@ -311,7 +311,7 @@ class HostMemHeadroom(PerFactRule):
     id, layer, fact_kind = "host-mem-headroom-10pct", "host", "vsphere_host"
     needs, evidence = {"vsphere_host": "vcenter"}, ("memory_bytes", "vm_memory_mb_powered_on")
     defaults = {"headroom_pct": 10.0}
-    fix = "Leave about 10 % of the host's memory unallocated to VMs for overhead and the hypervisor (seed 000 §5.4)."
+    fix = "Leave about 10 % of the host's memory unallocated to VMs for overhead and the hypervisor (WP-7109 §5.4)."
 
     def problem(self, f: Fact, t: Thresholds) -> str | bool | None:
         memory = as_float(f.data.get("memory_bytes"))
@@ -366,7 +366,7 @@ class ToolsRunning(StaticRule):
 
 class EagerZeroed(_StackVmRule):
     id, severity = "vmdk-eager-zeroed", "info"
-    fix = "Use thick provisioned, eager-zeroed VMDKs for DB2 data and logs (seed 002 App. C)."
+    fix = "Use thick provisioned, eager-zeroed VMDKs for DB2 data and logs (the XtremIO white paper, App. C)."
 
     def problem(self, f: Fact, t: Thresholds) -> str | bool | None:
         disks = f.data.get("disks") or []
@@ -420,12 +420,12 @@ class HbaQueueDepth(_HostLunRule):
     id = "hba-queue-depth"
     defaults = {"min_queue_depth": 64}
     fix = ("Raise the HBA driver's LUN queue depth (QLogic: esxcli system module parameters set -m qlnativefc -p "
-           "ql2xmaxqdepth=64; seed 000 §5.2 raised it from 32 to 64) and reboot the host.")
+           "ql2xmaxqdepth=64; WP-7109 §5.2 raised it from 32 to 64) and reboot the host.")
 
     def problem(self, lun: dict, t: Thresholds) -> str | None:
         depth = lun.get("queue_depth")
         if isinstance(depth, int) and 0 < depth < as_float(t["min_queue_depth"]):
-            return f"LUN queue depth {depth} (seed: 32 -> 64)"
+            return f"LUN queue depth {depth} (WP-7109: 32 -> 64)"
         return None
 
 
@@ -438,7 +438,7 @@ class HostSettings(PerFactRule):
 
 class HyperThreading(HostSettings):
     id = "ht-enabled"
-    fix = "Enable hyper-threading in the BIOS and in ESXi (seed 000 §5.1, seed 001)."
+    fix = "Enable hyper-threading in the BIOS and in ESXi (WP-7109 §5.1, VMware's solidDB/DB2 study)."
 
     def problem(self, f: Fact, t: Thresholds) -> str | bool | None:
         d = f.data
@@ -451,7 +451,7 @@ class HyperThreading(HostSettings):
 
 class NumaEnabled(HostSettings):
     id = "numa-enabled"
-    fix = "Turn off node interleaving in the BIOS so ESXi sees the NUMA nodes (seed 000 §5.1)."
+    fix = "Turn off node interleaving in the BIOS so ESXi sees the NUMA nodes (WP-7109 §5.1)."
 
     def problem(self, f: Fact, t: Thresholds) -> str | bool | None:
         d = f.data
@@ -463,7 +463,8 @@ class NumaEnabled(HostSettings):
 
 class PowerPolicy(HostSettings):
     id, severity = "host-power-policy", "info"
-    fix = "Use the High Performance power policy (static) on database hosts (published guidance, not in seeds)."
+    fix = ("Use the High Performance power policy (static) on database hosts "
+           "(VMware, Performance Best Practices for VMware vSphere).")
 
     def problem(self, f: Fact, t: Thresholds) -> str | bool | None:
         d = f.data

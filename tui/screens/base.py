@@ -11,7 +11,7 @@ from textual.widgets import Input
 from db2vtop.checks.scales import Levels
 from db2vtop.tui.data import Reader
 from db2vtop.tui.table import GridTable
-from db2vtop.tui.widgets import Breadcrumbs, FilterBar
+from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar
 
 
 class ViewScreen(Screen):
@@ -27,8 +27,12 @@ class ViewScreen(Screen):
         # Textual restyles a screen from scratch (a full CSS reparse, ~20 ms of main thread) each
         # time it is shown while its CSS generation is behind the app's, and a mode's screen only
         # catches up if it happens to be mounted during such a restyle. Ours are styled as their
-        # widgets mount, with the stylesheet as it is now: behind only after a theme change.
-        self._css_update_count = self.app._css_update_count
+        # widgets mount, with the stylesheet as it is now: behind only after a theme change. Not the
+        # screens built while the app starts (the first one, a stack opened from the command line):
+        # the theme's variables are applied after them, and skipping that restyle left their
+        # "auto" text colours resolved against defaults, i.e. equal to their background.
+        if self.app._mounted_event.is_set():
+            self._css_update_count = self.app._css_update_count
         self.levels: Levels = self.app.levels  # the app's, handed down: the loader thread reads them here
 
     def load_view(self, reader: Reader, since_ns: int, until_ns: int) -> Any:
@@ -45,6 +49,9 @@ class ViewScreen(Screen):
         (started before, the loader thread would compete with that frame for the GIL)."""
         if self.is_current:  # not when the app composes it ahead of its first visit
             self.app.call_after_refresh(self.app.request_reload, True)
+            for bar in self.query(KeyBar):  # the app's message, if it is still up, follows to this screen
+                if hasattr(bar, "keys"):
+                    bar.show_flash()
 
     def show_crumbs(self) -> None:
         extra = []
@@ -95,9 +102,16 @@ class ViewScreen(Screen):
         return True
 
     def action_back(self) -> None:
-        """Esc: close an open filter first, then go back one screen (k9s)."""
-        if not self.close_filter(keep=False):
-            self.app.back()
+        """Esc: close an open filter first, then clear a kept one, then go back one screen (k9s)."""
+        if self.close_filter(keep=False):
+            return
+        table = self.filter_table()
+        if table is not None and table.filter_text:
+            table.set_filter("")
+            self.show_crumbs()
+            self.app.request_reload()
+            return
+        self.app.back()
 
     def on_grid_table_scrolled(self, _event: GridTable.Scrolled) -> None:
         self.app.request_reload()

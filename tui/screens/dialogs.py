@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import textwrap
 from typing import ClassVar
 
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
-from textual.widgets import Input, Static
+from textual.widgets import Input, SelectionList, Static
 
 
 class HelpScreen(ModalScreen[None]):
@@ -22,16 +22,21 @@ class HelpScreen(ModalScreen[None]):
         self.sections = sections
 
     def compose(self) -> ComposeResult:
-        t = Text("db2vtop keys\n", style="bold")
-        for title, keys in self.sections:
-            if keys:
-                t.append(f"\n{title}\n", style="bold")
-                for key, what in keys:
-                    t.append(f"  {key:<14} ", style="bold")
-                    t.append(textwrap.fill(what, 74, subsequent_indent=" " * 17) + "\n")
-        t.append("\nPress ? or Esc to close.", style="dim")
         with VerticalScroll(id="help", classes="dialog"):
-            yield Static(t)
+            yield Static(Text("db2vtop keys", style="bold"))
+            for title, keys in self.sections:
+                if not keys:
+                    continue
+                # a grid, not pre-wrapped text: the help column wraps at word boundaries to whatever
+                # width the terminal leaves the dialog, under its own start, never cut mid-word
+                grid = Table.grid(padding=(0, 1))
+                grid.add_column(style="bold", no_wrap=True, width=15)
+                grid.add_column()
+                for key, what in keys:
+                    grid.add_row(f"  {key}", what)
+                yield Static(Text(f"\n{title}", style="bold"))
+                yield Static(grid)
+            yield Static(Text("\nPress ? or Esc to close.", style="dim"))
 
 
 class MarkerPrompt(ModalScreen[str | None]):
@@ -56,12 +61,15 @@ class MarkerPrompt(ModalScreen[str | None]):
 
 
 class CommandBar(ModalScreen[str | None]):
-    """`:` then a command (`:stack prod`, `:zoom 1h`, `:goto 14:05`); Tab completes, Esc cancels."""
+    """`:` then a command (`:stack prod`, `:zoom 1h`, `:goto 14:05`); Tab (or →) completes, Esc cancels."""
 
-    BINDINGS: ClassVar = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS: ClassVar = [Binding("escape", "cancel", "Cancel"),
+                          Binding("tab", "complete", "Complete", show=False, priority=True)]
     DEFAULT_CSS = """
     CommandBar { align: left bottom; background: transparent; }
-    CommandBar Input { dock: bottom; width: 100%; border: tall $accent; }
+    CommandBar #command-line { dock: bottom; height: 3; width: 100%; border: tall $accent; background: $surface; }
+    CommandBar #prompt { width: 2; padding: 0 0 0 1; text-style: bold; }
+    CommandBar Input, CommandBar Input:focus { width: 1fr; border: none; height: 1; padding: 0; }
     """
 
     def __init__(self, suggestions: list[str]):
@@ -69,11 +77,40 @@ class CommandBar(ModalScreen[str | None]):
         self.suggestions = suggestions
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder=":fleet  :stack NAME  :vm NAME  :findings  :zoom 1h  :goto 14:05  :help",
-                    suggester=SuggestFromList(self.suggestions, case_sensitive=False), id="command")
+        with Horizontal(id="command-line"):
+            yield Static(":", id="prompt")
+            yield Input(placeholder="fleet  stack NAME  vm NAME  findings  zoom 1h  goto 14:05  help"
+                                    "  (tab completes, ? lists them all)",
+                        suggester=SuggestFromList(self.suggestions, case_sensitive=False), id="command")
+
+    def action_complete(self) -> None:
+        """Tab, as in k9s and a shell: take the grey completion (what → does at the end of the line)."""
+        line = self.query_one(Input)
+        line.cursor_position = len(line.value)
+        line.action_cursor_right()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.dismiss(event.value.strip().lstrip(":") or None)
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class FieldChooser(ModalScreen[frozenset[str] | None]):
+    """esxtop's `f`: tick the columns to show; Esc or `f` applies (the Fleet remembers the choice)."""
+
+    BINDINGS: ClassVar = [Binding("escape,f,enter", "done", "Done")]
+
+    def __init__(self, columns: list[str], hidden: frozenset[str], keep: set[str]):
+        super().__init__()
+        self.columns = [c for c in columns if c not in keep]
+        self.hidden = hidden
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="fields", classes="dialog"):
+            yield Static("Columns shown (space ticks, esc applies):")
+            yield SelectionList[str](*((c, c, c not in self.hidden) for c in self.columns), id="field-list")
+
+    def action_done(self) -> None:
+        shown = set(self.query_one(SelectionList).selected)
+        self.dismiss(frozenset(c for c in self.columns if c not in shown))

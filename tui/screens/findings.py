@@ -1,4 +1,4 @@
-"""The Findings screen: by severity, each with its evidence, why, fix and seed reference.
+"""The Findings screen: by severity, each with its evidence, why, fix and the document it cites.
 
 A popeye-style score line counts open findings per layer; Enter opens the finding's
 subject (its stack, VM, host or guest).
@@ -16,15 +16,18 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from db2vtop.agent.core.model import Finding, Severity, severity_rank
+from db2vtop.checks.catalog import references_of
+from db2vtop.checks.evidence import describe
 from db2vtop.tui.data import FindingsView, Reader, load_findings
-from db2vtop.tui.fleet_view import SEVERITY_CELL
+from db2vtop.tui.fleet_view import SEVERITY_CELL, without_subject
 from db2vtop.tui.format import ago
 from db2vtop.tui.screens.base import ViewScreen
 from db2vtop.tui.table import Column, GridTable, TableModel, TableRow
 from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, TitleBar
 
-COLUMNS = [Column("severity"), Column("rule", max_width=28), Column("layer"), Column("subject", max_width=40),
-           Column("summary", max_width=60), Column("since", right=True)]
+COLUMNS = [Column("severity"), Column("rule", max_width=28), Column("layer"),
+           Column("subject", max_width=40, min_width=12), Column("summary", max_width=60, min_width=20),
+           Column("since", right=True)]  # a narrow terminal shortens the subject, then the summary, not `since`
 
 
 def _when(ns: int) -> str:
@@ -45,13 +48,13 @@ def _model(view: FindingsView) -> TableModel:
         word, st = SEVERITY_CELL.get(f.severity, (f.severity, ""))
         age = (view.now_ns - f.first_seen) / 1e9
         rows.append(TableRow(finding_key(f), [(word, st), f.rule, f.subject.get("layer", ""), subject_text(f),
-                                              f.summary, ago(age)],
+                                              without_subject(f), ago(age)],
                              (severity_rank(f.severity), f.rule, f.subject.get("layer", ""), subject_text(f),
                               f.summary, age)))
     for f in view.resolved:
         age = (view.now_ns - (f.resolved_at or 0)) / 1e9
         rows.append(TableRow(finding_key(f), ["resolved", f.rule, f.subject.get("layer", ""), subject_text(f),
-                                              f.summary, ago(age)],
+                                              without_subject(f), ago(age)],
                              (9, f.rule, f.subject.get("layer", ""), subject_text(f), f.summary, age), style="dim"))
     return TableModel(COLUMNS, rows)
 
@@ -134,19 +137,16 @@ class FindingsScreen(ViewScreen):
         t.append(f"{f.rule}  {f.subject.get('layer', '')}: {subject_text(f)}\n", style="bold")
         t.append(f"{f.summary}\n\n")
         ev = f.evidence
-        values = ", ".join(f"{k}={v}" for k, v in (ev.get("values") or {}).items())
         window = ev.get("window") or {}
         t.append("evidence  ", style="bold")
-        t.append(f"{values}\n          {ev.get('samples', 1)} samples, {_when(window.get('from_ns', f.first_seen))}"
-                 f" .. {_when(window.get('to_ns', f.last_seen))}\n")
-        if ev.get("thresholds"):
-            t.append("          thresholds " + ", ".join(f"{k}={v}" for k, v in ev["thresholds"].items()) + "\n")
+        t.append(f"{describe(ev)}\n          {ev.get('samples', 1)} samples, "
+                 f"{_when(window.get('from_ns', f.first_seen))} .. {_when(window.get('to_ns', f.last_seen))}\n")
         t.append("why       ", style="bold")
         t.append(f"{f.why}\n")
         t.append("fix       ", style="bold")
         t.append(f"{f.fix}\n")
         t.append("reference ", style="bold")
-        t.append("; ".join(f.references) + "\n")
+        t.append("; ".join(references_of(f.rule, f.references)) + "\n")  # an older recording's too
         t.append(f"first seen {_when(f.first_seen)}, last seen {_when(f.last_seen)}\n", style="dim")
         if f.resolved_at:
             t.append(f"resolved  {_when(f.resolved_at)}\n", style="dim")

@@ -9,22 +9,32 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
+from db2vtop.tui import prefs
 from db2vtop.tui.data import Reader, TableState
-from db2vtop.tui.fleet_view import COLUMNS, FINDING_COL, FleetView, load_fleet
+from db2vtop.tui.fleet_view import COLUMNS, FINDING_COL, READY_TREND, FleetView, load_fleet
 from db2vtop.tui.screens.base import ViewScreen
+from db2vtop.tui.screens.dialogs import FieldChooser
 from db2vtop.tui.table import GridTable
-from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, TitleBar
+from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, TitleBar, failing
 
-SPARK_COLS = COLUMNS[-1].width
+SPARK_COLS = COLUMNS[READY_TREND].width
+# esxtop's sort letters: R %RDY, U %USED, B the memory panel's MCTL (balloon); L latency, N name
+EMPTY = "nothing in the store yet: waiting for the first samples…"
+SORT_KEYS = {"R": "rdy%", "U": "cpu%", "B": "balloon", "L": "I/O ms", "N": "name"}
 
 
 class FleetScreen(ViewScreen):
     HELP: ClassVar = [("↑ ↓ pgup pgdn", "move"), ("enter", "open the row: a stack, VM, host or guest"),
-                      ("/", "filter rows (regex, !inverts)"), ("s S", "sort by the next column / reverse the order"),
-                      ("click a header", "sort by that column")]
+                      ("/", "filter rows (regex, !inverts); esc clears a kept filter"),
+                      ("R U B L N", "sort by rdy%, cpu%, balloon, I/O ms latency, name (esxtop's letters; "
+                                    "again reverses)"),
+                      ("s S", "sort by the next column / reverse the order"), ("click a header", "sort by that column"),
+                      ("f", "choose the columns shown (remembered)")]
     BINDINGS: ClassVar = [
         Binding("s", "sort(1)", "Sort"),
         Binding("S", "reverse", "Reverse", show=False),
+        *(Binding(k, f"sort_by('{col}')", f"Sort by {col}", show=False) for k, col in SORT_KEYS.items()),
+        Binding("f", "fields", "Fields"),
     ]
 
     def __init__(self) -> None:
@@ -32,7 +42,8 @@ class FleetScreen(ViewScreen):
         self.view: FleetView | None = None
         self.table = GridTable(COLUMNS, id="fleet-table")
         self.table.set_sort(FINDING_COL, False)
-        self.table.empty_text = "nothing in the store yet: waiting for the first samples…"
+        self.table.empty_text = EMPTY
+        self.table.set_hidden(prefs.hidden_columns("fleet"))
 
     def compose(self) -> ComposeResult:
         yield TitleBar()
@@ -57,12 +68,17 @@ class FleetScreen(ViewScreen):
     def show_view(self, view: FleetView) -> None:
         self.view = view
         self.query_one(StatusLine).show(view.collectors, view.markers)
+        bad = failing(view.collectors)
+        self.table.empty_text = (f"nothing to show yet: {', '.join(s.collector for s in bad)} cannot be read "
+                                 "(the reason is above)") if bad else EMPTY
         self.table.set_model(view.model)
         t = Text()
         order = ("stack", "vm", "host", "guest")
         parts = [f"{view.counts[k]} {k}{'s' if view.counts[k] != 1 else ''}" for k in order if view.counts.get(k)]
         t.append(" · ".join(parts) or "no stacks, VMs, hosts or guests yet", style="bold")
         t.append(f"   {view.findings} open findings", style="bold red" if view.findings else "green")
+        if bad:  # "0 open findings" says nothing while a source cannot be read
+            t.append(f"   {len(bad)} source{'s' if len(bad) != 1 else ''} failing", style="bold red")
         if view.stale:
             t.append(f"   {view.stale} stale rows (dimmed)", style="yellow")
         self.query_one("#fleet-summary", Static).update(t, layout=False)
@@ -87,6 +103,22 @@ class FleetScreen(ViewScreen):
                 self.app.request_reload()
                 return True
         return False
+
+    def action_sort_by(self, name: str) -> None:
+        """A sort letter: that column, its natural order first; the same letter again reverses it."""
+        i = next(i for i, c in enumerate(COLUMNS) if c.name == name)
+        again = self.table.sort_col == i
+        self.table.set_sort(i, not self.table.sort_reverse if again else COLUMNS[i].descending)
+        self.app.request_reload()
+
+    def action_fields(self) -> None:
+        def chosen(hidden: frozenset[str] | None) -> None:
+            if hidden is not None:
+                self.table.set_hidden(hidden)
+                prefs.save_hidden_columns("fleet", hidden)
+                self.app.request_reload()
+
+        self.app.push_screen(FieldChooser([c.name for c in COLUMNS], self.table.hidden, keep={"name"}), chosen)
 
     def on_grid_table_selected(self, event: GridTable.Selected) -> None:
         if self.view is not None and event.key in self.view.targets:

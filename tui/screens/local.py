@@ -22,11 +22,12 @@ from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, Stri
 
 SPARK = 20
 GUTTER = 5
-DISK_COLUMNS = [Column("device", max_width=24), Column("type"), Column("r/s", right=True), Column("w/s", right=True),
+DISK_COLUMNS = [Column("device", max_width=24, min_width=8), Column("type"), Column("r/s", right=True),
+                Column("w/s", right=True),
                 Column("read", right=True), Column("write", right=True), Column("r_await ms", right=True),
                 Column("w_await ms", right=True), Column("aqu-sz", right=True), Column("%util", right=True),
                 Column("%util trend", width=SPARK, sortable=False)]
-NET_COLUMNS = [Column("interface", max_width=24), Column("rx", right=True), Column("tx", right=True),
+NET_COLUMNS = [Column("interface", max_width=24, min_width=8), Column("rx", right=True), Column("tx", right=True),
                Column("rx pkt/s", right=True), Column("tx pkt/s", right=True), Column("drops/s", right=True),
                Column("errors/s", right=True), Column("rx+tx trend", width=SPARK, sortable=False)]
 
@@ -175,10 +176,12 @@ class LocalScreen(ViewScreen):
         summary.append(f"load {c.get('load1', 0):.2f} {c.get('load5', 0):.2f} {c.get('load15', 0):.2f}"
                        f"   runnable {c.get('procs_running', 0)}  blocked {c.get('procs_blocked', 0)}")
         self.query_one("#cpu-summary", Static).update(summary)
-        per_line = 4 if len(view.cpus) > 4 else max(1, len(view.cpus))
         cells = [f"{name:>3} {bar(busy, 8)} {busy:5.1f}%" for name, busy in view.cpus]
+        bars = self.query_one("#cpu-bars", Static)
+        fits = (bars.size.width + 2) // (max(map(len, cells)) + 2) if cells and bars.size.width else 4
+        per_line = max(1, min(4, fits, len(cells)))  # a CPU's bar is never split over two lines
         lines = ["  ".join(cells[i:i + per_line]) for i in range(0, len(cells), per_line)]
-        self.query_one("#cpu-bars", Static).update("\n".join(lines))
+        bars.update("\n".join(lines))
 
     def _show_mem(self, view: LocalView) -> None:
         m = view.mem

@@ -96,12 +96,13 @@ class StackScreen(ViewScreen):
         if view.findings:
             worst = sorted(view.findings, key=lambda f: severity_rank(f.severity))
             t.append("\n")
-            t.append(f"{len(view.findings)} open findings: ", style="bold")
+            t.append(f"{len(view.findings)} open finding{'s' if len(view.findings) != 1 else ''}: ", style="bold")
             for f in worst[:3]:
                 word, st = SEVERITY_CELL.get(f.severity, (f.severity, ""))
                 t.append(f"{word} ", style=st)
                 t.append(f"{f.rule}  ")
-            t.append("(3 Findings)", style="dim")
+            more = f"{len(worst) - 3} more; " if len(worst) > 3 else ""
+            t.append(f"({more}key 3 lists them all)", style="dim")
         return t
 
     def _tabs(self) -> None:
