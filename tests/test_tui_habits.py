@@ -221,7 +221,9 @@ async def test_stack_charts_take_the_terminals_height_and_layers_without_data_fo
         app.run_command("stack prod01")
         await wait_for(pilot, lambda: isinstance(app.screen, StackScreen) and app.screen.view is not None)
         stack = app.screen
-        await wait_for(pilot, lambda: stack.geometry().height > 21)  # the block grew to what the screen has
+        # the block grew to what the screen has, and was drawn again at that height (the verdict's lines, known
+        # once the first view is shown, take their share of the screen first)
+        await wait_for(pilot, lambda: stack.geometry().height > 21 and len(stack.view.block) == stack.geometry().height)
         lines = ["".join(s.text for s in strip) for strip in stack.view.block]
         assert stack.geometry().chart_rows(5, False) >= 4 and len(lines) == stack.geometry().height
         assert not any("no data in the window" in line for line in lines)
