@@ -221,11 +221,12 @@ async def test_stack_charts_take_the_terminals_height_and_layers_without_data_fo
         app.run_command("stack prod01")
         await wait_for(pilot, lambda: isinstance(app.screen, StackScreen) and app.screen.view is not None)
         stack = app.screen
-        # the block grew to what the screen has, and was drawn again at that height (the verdict's lines, known
-        # once the first view is shown, take their share of the screen first)
-        await wait_for(pilot, lambda: stack.geometry().height > 21 and len(stack.view.block) == stack.geometry().height)
+        # the block grew to what the screen has, and the view drawn for that size is shown (a resize
+        # asks for a fresh load, so a view of an earlier layout can be up for a moment)
+        await wait_for(pilot, lambda: stack.geometry().height > 21
+                       and len(stack.view.block) == stack.geometry().height)
         lines = ["".join(s.text for s in strip) for strip in stack.view.block]
-        assert stack.geometry().chart_rows(5, False) >= 4 and len(lines) == stack.geometry().height
+        assert stack.geometry().chart_rows(5, False) >= 4
         assert not any("no data in the window" in line for line in lines)
         app.run_command("vm app0003")  # a VM without DB2, guest or array data
         await wait_for(pilot, lambda: app.screen is not stack and getattr(app.screen, "view", None) is not None)

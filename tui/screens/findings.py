@@ -77,13 +77,13 @@ class FindingsScreen(ViewScreen):
         yield StatusLine(id="status")
         yield Static(id="score")
         yield self.table
-        with VerticalScroll(id="finding-detail", classes="pane"):
+        with VerticalScroll(id="finding-detail", classes="pane") as detail:
+            detail.border_title = "Detail"
             yield Static("no finding selected", id="detail")
         yield FilterBar(id="filter")
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.query_one("#finding-detail").border_title = "Detail"
         self.table.focus()
         self.show_crumbs()
 

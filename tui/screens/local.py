@@ -86,6 +86,14 @@ def _nets(view: LocalView, marks: Marks) -> TableModel:
     return TableModel(NET_COLUMNS, rows)
 
 
+def _pane(name: str, title: str) -> Vertical:
+    """A titled pane, its title set as it is composed (a screen composed ahead of its first visit
+    can be taken down before its mount handler could look its panes up)."""
+    pane = Vertical(id=name, classes="pane")
+    pane.border_title = title
+    return pane
+
+
 class LocalScreen(ViewScreen):
     HELP: ClassVar = [("/", "filter the disk rows"), ("esc", "back (when opened from the Fleet)")]
 
@@ -101,26 +109,23 @@ class LocalScreen(ViewScreen):
         yield Breadcrumbs(id="crumbs")
         yield StatusLine(id="status")
         with Horizontal(id="top"):
-            with Vertical(id="cpu", classes="pane"):
+            with _pane("cpu", "CPU busy %"):
                 yield Static("waiting for the first samples…", id="cpu-summary")
                 yield self.cpu_chart
                 yield StripView(id="cpu-axis", classes="axis")
                 yield Static(id="cpu-bars")
-            with Vertical(id="mem", classes="pane"):
+            with _pane("mem", "Memory used %"):
                 yield Static(id="mem-summary")
                 yield self.mem_chart
                 yield StripView(id="mem-axis", classes="axis")
-        with Vertical(id="disk", classes="pane"):
+        with _pane("disk", "Disks"):
             yield GridTable(DISK_COLUMNS, id="disk-table", cursor=False)
-        with Vertical(id="net", classes="pane"):
+        with _pane("net", "Network"):
             yield GridTable(NET_COLUMNS, id="net-table", cursor=False)
         yield FilterBar(id="filter")
         yield KeyBar()
 
     def on_mount(self) -> None:
-        for pane, title in (("#cpu", "CPU busy %"), ("#mem", "Memory used %"), ("#disk", "Disks"),
-                            ("#net", "Network")):
-            self.query_one(pane).border_title = title
         self.show_crumbs()
 
     def crumbs(self) -> list[str]:
