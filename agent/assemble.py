@@ -7,12 +7,16 @@ and every collector that reads a host shares that [[ssh]] target's connection.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from db2vtop.agent.core.config import Config
+from db2vtop.agent.core.config import Config, spool_of
+from db2vtop.agent.core.paths import state_dir
 from db2vtop.agent.core.schema import FactCheck, Measurement, Schema
+from db2vtop.agent.core.supervise import Supervisor
 from db2vtop.collectors.base import BaseCollector
 from db2vtop.collectors.markers import MarkerInbox
 from db2vtop.collectors.registry import INPUTS
@@ -22,6 +26,7 @@ from db2vtop.collectors.ssh import Targets
 if TYPE_CHECKING:
     from db2vtop.agent.sinks.influx import InfluxSink
 
+log = logging.getLogger(__name__)
 
 class _Wiring:
     """What each Input's build gets: the config and its shared [[ssh]] targets."""
@@ -47,13 +52,22 @@ def build_collectors(cfg: Config, store_path: Path | None = None,
     return collectors
 
 
-def build_sink(cfg: Config) -> InfluxSink | None:
-    """The InfluxDB sink when [influxdb] is configured; it resumes its spool from disk."""
+def build_sink(cfg: Config, store_path: Path, supervisor: Supervisor | None = None) -> InfluxSink | None:
+    """The InfluxDB sink when [influxdb] is configured; it resumes its spool from disk (spool_dir, or
+    beside the store)."""
     if cfg.influxdb is None:
         return None
     from db2vtop.agent.sinks.influx import InfluxSink
 
-    return InfluxSink(cfg.influxdb)
+    influx = cfg.influxdb
+    if influx.spool_dir is None:
+        influx = replace(influx, spool_dir=spool_of(store_path))
+        old = state_dir() / "spool"  # where db2vtop spooled before the spool followed the store
+        if any(old.glob("seg-*.spool")):
+            log.warning("influxdb: %s holds points an older db2vtop spooled; this agent spools to %s. To send "
+                        "them, set [influxdb] spool_dir = \"%s\", or move its seg-*.spool and cursor files there "
+                        "while no agent runs", old, influx.spool_dir, old)
+    return InfluxSink(influx, supervisor)
 
 
 def catalog() -> dict[str, Schema]:

@@ -25,7 +25,7 @@ from db2vtop.agent.core.config import Config, StackConfig
 from db2vtop.agent.core.markers import record_marker, wait_recorded
 from db2vtop.agent.core.runs import BEGIN, END, RunNotFoundError, baseline_for, edge_marker, find_run
 from db2vtop.agent.core.source import CachedSource, tag_values
-from db2vtop.agent.core.store import Store
+from db2vtop.agent.core.store import Store, StoreError
 from db2vtop.checks.report import Report, build_report
 from db2vtop.checks.topology import DB2_MEASUREMENTS, Inferred, infer_stacks
 
@@ -44,30 +44,33 @@ class RunOutcome:
 
 def run_command(store_path: Path, name: str, argv: list[str], text: str = "",
                 err: TextIO = sys.stderr) -> RunOutcome:
+    """Mark the begin, run the command, mark the end. A begin that cannot be marked (a store that
+    cannot be written, an inbox refused) raises StoreError before the command starts: a run nobody
+    can find afterwards is not a run."""
     command = shlex.join(argv)
     begin = edge_marker(name, BEGIN, text or command, {"by": "run", "command": command})
     try:
-        child = subprocess.Popen(argv)  # the user's own command, as given
-    except FileNotFoundError:
-        print(f"db2vtop: run {name}: command not found: {argv[0]}", file=err)
-        return RunOutcome(127, begin.ts, begin.ts, False, False)
-    except PermissionError:
-        print(f"db2vtop: run {name}: permission denied: {argv[0]}", file=err)
-        return RunOutcome(126, begin.ts, begin.ts, False, False)
+        holder = record_marker(store_path, begin)
+    except Exception as e:
+        why = f"run {name}: cannot mark the begin, so the command is not started: {e}"
+        raise (type(e)(why) if isinstance(e, StoreError) else StoreError(why)) from None
+    if holder is None:
+        print(f"db2vtop: run {name}: no agent or watch is recording {store_path}; the run is marked "
+              "but nothing is collected (start `db2vtop agent` first)", file=err)
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal sends it to the command too
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, lambda signum, _frame: child.send_signal(signum))
-    holder: str | None = None
     try:
         try:
-            holder = record_marker(store_path, begin)
-            if holder is None:
-                print(f"db2vtop: run {name}: no agent or watch is recording {store_path}; the run is marked "
-                      "but nothing is collected (start `db2vtop agent` first)", file=err)
-        except Exception as e:  # the command runs anyway: a benchmark is not stopped for a marker
-            print(f"db2vtop: run {name}: could not mark the begin: {e}", file=err)
-        rc = child.wait()
+            child = subprocess.Popen(argv)  # the user's own command, as given
+        except (FileNotFoundError, PermissionError) as e:  # the end marker says so, as a shell would
+            missing = isinstance(e, FileNotFoundError)
+            print(f"db2vtop: run {name}: {'command not found' if missing else 'permission denied'}: {argv[0]}",
+                  file=err)
+            rc = 127 if missing else 126
+        else:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal sends it to the command too
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                signal.signal(sig, lambda signum, _frame: child.send_signal(signum))
+            rc = child.wait()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

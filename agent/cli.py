@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING
 
 from db2vtop.agent import __version__
 from db2vtop.agent.config import Config, load_config, resolve_config, template
-from db2vtop.agent.core.config import ConfigError, Secret, sections_of
+from db2vtop.agent.core.config import ConfigError, Secret, plaintext_warnings, sections_of
+from db2vtop.agent.core.files import append_private, make_private_dir, open_private
 from db2vtop.agent.core.paths import default_config_path, state_dir
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.agent.core.store import Store, StoreError, StoreLockedError
+from db2vtop.agent.core.text import printable
 from db2vtop.agent.core.units import format_duration, parse_duration
 from db2vtop.agent.exits import EXIT_FAILED, EXIT_OK, EXIT_TRIAGE_UNKNOWN, EXIT_USAGE
 from db2vtop.agent.logs import LOG_FORMATS, setup_logging
@@ -233,13 +235,13 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_config_check(args)
         return cmd_config_init(args)
     except ConfigError as e:
-        print(f"db2vtop: config error: {e}", file=sys.stderr)
+        print(f"db2vtop: config error: {printable(str(e))}", file=sys.stderr)
         return EXIT_TRIAGE_UNKNOWN if args.command == "triage" else EXIT_USAGE
     except StoreLockedError as e:
-        print(f"db2vtop: {e}", file=sys.stderr)
+        print(f"db2vtop: {printable(str(e))}", file=sys.stderr)
         return EXIT_USAGE
-    except (CommandError, StoreError, SpoolError) as e:
-        print(f"db2vtop: {e}", file=sys.stderr)
+    except (CommandError, StoreError, SpoolError) as e:  # one line, whatever a remote side put in it
+        print(f"db2vtop: {printable(str(e))}", file=sys.stderr)
         return getattr(e, "status", EXIT_FAILED)
     except KeyboardInterrupt:
         return 130
@@ -283,8 +285,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
     cfg = resolve_config(args.config)
     log_file = state_dir() / "watch.log"
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    setup_logging("info", stream=log_file.open("a", encoding="utf-8"))
+    make_private_dir(log_file.parent)
+    setup_logging("info", stream=append_private(log_file))  # 0600, never through a link
     path = _store_path(args, cfg)
     fleet = _source(args, cfg) == "influxdb"
     pipeline: Pipeline | None = None
@@ -303,6 +305,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
     finally:
         if pipeline is not None:
             pipeline.close()
+    if pipeline is not None and pipeline.supervisor.failed:  # the TUI showed it; the exit status says it too
+        print("db2vtop: a part of the collection failed: " + "; ".join(pipeline.supervisor.failures), file=sys.stderr)
+        return EXIT_FAILED
     return EXIT_OK
 
 
@@ -357,7 +362,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if outcome.recorded:
         try:
             report = make_report(cfg, path, args.name, args.baseline, previous=True)
-            sys.stderr.write(summary(report))
+            sys.stderr.write(printable(summary(report), lines=True))
         except (RunNotFoundError, StoreError) as e:
             print(f"db2vtop: run {args.name}: no summary: {e}", file=sys.stderr)
     return outcome.status
@@ -407,13 +412,15 @@ def cmd_report(args: argparse.Namespace) -> int:
         text = report_render.to_json(report) + "\n"
     elif args.format == "html":
         text = report_render.to_html(report)
-    else:
-        text = report_render.to_text(report, markdown=args.format == "markdown")
+    else:  # names in it come from the sources: nothing in them acts on the terminal
+        text = printable(report_render.to_text(report, markdown=args.format == "markdown"), lines=True)
     if args.output is None:
         sys.stdout.write(text)
         return EXIT_OK
-    try:
-        args.output.write_text(text, encoding="utf-8")
+    try:  # the user's own file: the umask's mode, but never written through a link
+        fd = os.open(args.output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
     except OSError as e:
         raise CommandError(f"cannot write {args.output}: {e.strerror}") from None
     print(f"wrote {args.output}", file=sys.stderr)
@@ -459,7 +466,7 @@ def cmd_triage(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(to_json(result), indent=2, ensure_ascii=False))
     else:
-        sys.stdout.write(to_text(result, markdown=args.format == "markdown"))
+        sys.stdout.write(printable(to_text(result, markdown=args.format == "markdown"), lines=True))
     return EXIT_TRIAGE_UNKNOWN if reason else result.exit_status
 
 
@@ -483,19 +490,19 @@ def cmd_stacks(args: argparse.Namespace) -> int:
         stacks, where = infer_stacks(cfg, MemorySource(facts=facts)), "the sources, read now"
         for name, status in sources.items():
             if not status.startswith("ok"):
-                print(f"db2vtop: {name}: {status}", file=sys.stderr)
+                print(printable(f"db2vtop: {name}: {status}"), file=sys.stderr)
     if args.format == "json":
         print(json.dumps([i.to_json() for i in stacks], indent=2, ensure_ascii=False))
         return EXIT_OK
-    for i in stacks:
+    for i in stacks:  # VM and host names come from vCenter: printed escaped
         s = i.stack
         vcenter = f", vCenter {s.vcenter}" if s.vcenter else ""
-        print(f"{s.name} ({'configured' if i.configured else 'inferred'}): vm {s.vm or '—'}, guest "
-              f"{s.guest or '—'}, db2 {s.db2 or '—'}, storage {', '.join(s.storage) or '—'}{vcenter}")
+        print(printable(f"{s.name} ({'configured' if i.configured else 'inferred'}): vm {s.vm or '—'}, guest "
+                        f"{s.guest or '—'}, db2 {s.db2 or '—'}, storage {', '.join(s.storage) or '—'}{vcenter}"))
         for layer, why in i.matched.items():
-            print(f"    {layer}: {why}")
+            print(printable(f"    {layer}: {why}"))
         for layer, why in i.unmatched.items():
-            print(f"    {layer}: not matched: {why}")
+            print(printable(f"    {layer}: not matched: {why}"))
     if not stacks:
         print("no stacks: no [[stack]] section, and no vCenter VM, DB2 or guest in the store or the sources")
     else:
@@ -528,6 +535,8 @@ def cmd_config_check(args: argparse.Namespace) -> int:
             ref.resolve(user)
         except SecretError as e:
             raise ConfigError(str(args.config), where, f"secret not readable: {e}") from None
+    for warning in plaintext_warnings(cfg):
+        print(f"db2vtop: warning: {warning}", file=sys.stderr)
     counts = ", ".join(f"{len(getattr(cfg, s))} {s}" for s in ("vcenter", "ssh", "db2", "storage", "esxtop", "stack"))
     print(f"{args.config}: OK ({counts}; influxdb {'on' if cfg.influxdb else 'off'}; "
           f"guest {'every ' + format_duration(cfg.guest.interval) if cfg.guest.enabled else 'off'}; "
@@ -541,8 +550,8 @@ def cmd_config_init(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         return EXIT_OK
     flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if args.force else os.O_EXCL)
-    try:
-        fd = os.open(args.output, flags, 0o600)
+    try:  # 0600 (an existing file of ours too) and never through a link
+        fd = open_private(args.output, flags)
     except FileExistsError:
         raise CommandError(f"{args.output} exists; use --force to overwrite it", EXIT_USAGE) from None
     except OSError as e:

@@ -17,7 +17,7 @@ from typing import Any
 from db2vtop.agent.assemble import build_collectors
 from db2vtop.agent.core.config import Config
 from db2vtop.agent.core.influx_source import InfluxSource
-from db2vtop.agent.core.model import Fact, Finding, Sample
+from db2vtop.agent.core.model import Fact, Finding, Sample, clean_fields, record_problem
 from db2vtop.agent.core.source import CachedSource, MemorySource
 from db2vtop.agent.core.store import Store, StoreError
 from db2vtop.checks.topology import infer_stacks, pick
@@ -40,8 +40,14 @@ async def _fresh(c: BaseCollector, lookback_s: float, vms: set[str] | None,
         # a source that keeps its own history gives "now" with it: for named VMs, that hour is all we need
         records = [] if vms and keeps_history else await asyncio.wait_for(c.collect(), c.timeout)
         records += await asyncio.wait_for(c.lookback(lookback_s, vms), max(c.timeout, 60.0))
-        samples = [r for r in records if isinstance(r, Sample)]
-        status = f"ok: {len(samples)} samples, {len(facts)} facts"
+        now, skew = time.time_ns(), int(c.clock_skew_s * 1e9)
+        earliest = now - int(lookback_s * 1e9) - skew
+        samples = [r for r in records if isinstance(r, Sample) and record_problem(r, earliest, now + skew) is None]
+        for r in samples:
+            r.fields = clean_fields(r.fields)
+        bad = sum(isinstance(r, Sample) for r in records) - len(samples)
+        status = f"ok: {len(samples)} samples, {len(facts)} facts" + (
+            f", {bad} samples left out (time outside the lookback and clock skew)" if bad else "")
     except TimeoutError:
         status = f"error: timed out after {c.timeout:g}s"
     except Exception as e:  # every failure is reported in the result, never raised
@@ -70,6 +76,8 @@ def look_now(cfg: Config, lookback_s: float = 0.0, vms: set[str] | None = None,
     collectors = [c for c in build_collectors(cfg) if c.name != "self"]  # no store: no marker inbox
     if not collectors:
         return samples, facts, sources
+    for c in collectors:
+        c.clock_skew_s = cfg.store.max_clock_skew
     progress(("describing " if facts_only else "collecting now from ") + ", ".join(c.name for c in collectors))
 
     async def gather() -> list[tuple[list[Sample], list[Fact], str]]:

@@ -3,7 +3,9 @@
 JSON lines carry `ts` (RFC 3339, UTC), `level`, `logger`, `msg` and, for errors with a
 traceback, `exc`; one object per line, so journald, Loki or Elastic ingest them as-is.
 A message that repeats is written once per minute with a count of the others, so no collector,
-config or outage can make the log grow faster than a bounded rate.
+config or outage can make the log grow faster than a bounded rate. Control characters in a
+message (a remote host's stderr, a VM's name) are escaped: one record is one line, and nothing
+in it acts on the terminal or the log viewer.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import IO
+
+from db2vtop.agent.core.text import printable
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LOG_FORMATS = ("text", "json")
@@ -60,10 +64,22 @@ class RepeatFilter(logging.Filter):
         return True
 
 
+class EscapeFilter(logging.Filter):
+    """The message with every control character escaped (newlines too: one record, one line)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        safe = printable(text)
+        if safe != text:
+            record.msg, record.args = safe, None
+        return True
+
+
 def setup_logging(level: str = "info", fmt: str = "text", stream: IO[str] | None = None) -> None:
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
     handler.addFilter(RepeatFilter())
+    handler.addFilter(EscapeFilter())
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)

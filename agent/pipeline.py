@@ -23,6 +23,7 @@ from db2vtop.agent.assemble import build_collectors, build_sink, fact_check
 from db2vtop.agent.core.config import Config
 from db2vtop.agent.core.source import Row
 from db2vtop.agent.core.store import Store, StoreWriter
+from db2vtop.agent.core.supervise import Supervisor
 from db2vtop.agent.runtime import Runtime
 from db2vtop.agent.sinks.spool import SpoolError
 from db2vtop.checks.engine import Engine
@@ -40,17 +41,21 @@ HISTORY_MAX_S = 3600.0
 
 class Pipeline:
     """One store writer for the process's life; the check runner, sink and runtime are rebuilt
-    on a reload. Opening raises StoreLockedError when another process writes the store."""
+    on a reload. Opening raises StoreLockedError when another process writes the store.
+
+    Every thread of it runs under one supervisor (agent/core/supervise.py): whoever runs the
+    pipeline (the agent's service) stops it when one of them cannot go on."""
 
     def __init__(self, cfg: Config, store_path: Path):
         self.cfg = cfg
-        self.writer = StoreWriter(store_path, cfg.store.retention)
+        self.supervisor = Supervisor()
+        self.writer = StoreWriter(store_path, cfg.store.retention, supervisor=self.supervisor)
         self.sink: InfluxSink | None = None
         self.checks: CheckRunner | None = None
         self._closing = threading.Lock()  # the agent's watchdog may close it from its own thread
         self._closed = False
         try:
-            self.sink = build_sink(cfg)
+            self.sink = build_sink(cfg, store_path, self.supervisor)
             self._start(build_engine(cfg))
         except BaseException:
             self.close()
@@ -63,13 +68,14 @@ class Pipeline:
     def _start(self, engine: Engine) -> None:
         """The check runner and the collectors that can, resumed from the store on the writer's thread
         (after queued batches)."""
-        self.checks = CheckRunner(engine, [self.writer, *self.sinks])
+        self.checks = CheckRunner(engine, [self.writer, *self.sinks], self.supervisor)
         collectors = build_collectors(self.cfg, self.writer.path, self.sinks)
         needed = engine.history_samples()
         for c in collectors:
             c.history_samples = needed
         self.writer.call(lambda store: self._resume(store, collectors, engine))
-        self.runtime = Runtime(collectors, [self.writer, self.checks, *self.sinks], fact_check(self.cfg))
+        self.runtime = Runtime(collectors, [self.writer, self.checks, *self.sinks], fact_check(self.cfg),
+                               self.supervisor, self.cfg.store.max_clock_skew)
 
     def _resume(self, store: Store, collectors: list[BaseCollector], engine: Engine) -> None:
         """One read of the stored facts serves the check runner and the collectors that resume from them; the
@@ -112,11 +118,11 @@ class Pipeline:
             log.warning("reload: spool_dir changed; points spooled in %s are sent after a restart with the old "
                         "spool_dir", old.spool_dir)
         try:
-            self.sink = build_sink(new)
+            self.sink = build_sink(new, self.writer.path, self.supervisor)
             return new
         except (SpoolError, OSError) as e:
             log.error("reload: InfluxDB sink: %s; keeping the previous [influxdb]", e)
-            self.sink = build_sink(self.cfg)
+            self.sink = build_sink(self.cfg, self.writer.path, self.supervisor)
             return replace(new, influxdb=old)
 
     def close(self) -> None:

@@ -6,6 +6,13 @@ jitter, no drift), a timeout per cycle, and never two cycles of one collector at
 One failing or hanging collector never delays another. After every cycle the runtime
 emits a `db2vtop_collector` self-metric sample beside the collector's own samples.
 
+The runtime is the boundary where records from outside come in: a record whose time is not
+within the allowed clock skew of now (a source's clock years off, a date past 2262) is set
+aside and counted in the collector's health, never handed to the store or a sink; values no
+store can hold are dropped one by one (clean_fields). Each collector's loop runs under the
+supervisor: a loop that ends by an error fails it, and the agent stops rather than lose a source
+silently.
+
 Facts are checked against their declarations (each source's schema.toml) on their way out: one
 that departs (an undeclared kind or key, a key of another type) is still handed on whole, so
 nothing is lost, and the departure is logged once and counted in the collector's self-metric.
@@ -22,8 +29,20 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from db2vtop.agent.core.model import SELF_MEASUREMENT, Fact, Output, Record, Sample, clean_fields
+from db2vtop.agent.core.model import (
+    CLOCK_SKEW_S,
+    SELF_MEASUREMENT,
+    Fact,
+    Output,
+    Record,
+    Sample,
+    clean_fields,
+    describe_record,
+    record_problem,
+)
 from db2vtop.agent.core.schema import FactCheck, Measurement, fields
+from db2vtop.agent.core.supervise import Supervisor
+from db2vtop.agent.core.text import printable
 from db2vtop.collectors.base import BaseCollector, CollectorError
 
 log = logging.getLogger(__name__)
@@ -60,9 +79,15 @@ class CollectorStats:
 
 class Runtime:
     def __init__(self, collectors: Sequence[BaseCollector], outputs: Sequence[Output],
-                 declared: FactCheck | None = None):
+                 declared: FactCheck | None = None, supervisor: Supervisor | None = None,
+                 clock_skew_s: float = CLOCK_SKEW_S):
+        self.supervisor = supervisor or Supervisor()
+        self.skew_ns = int(clock_skew_s * 1e9)
         for c in collectors:
             _sane_schedule(c)
+            c.supervisor = self.supervisor
+            c.clock_skew_s = clock_skew_s
+            self.supervisor.register(c.thread)
         self.collectors = list(collectors)
         self.outputs = list(outputs)
         self.stats = {c.name: CollectorStats() for c in self.collectors}
@@ -78,7 +103,7 @@ class Runtime:
     async def run(self, duration: float | None = None) -> None:
         """Collect until stop() or for `duration` seconds."""
         self._stop = asyncio.Event()
-        loops = [asyncio.create_task(self._loop(c), name=f"loop-{c.name}") for c in self.collectors]
+        loops = [asyncio.create_task(self._supervised(c), name=f"loop-{c.name}") for c in self.collectors]
         try:
             if duration is None:
                 await self._stop.wait()
@@ -97,7 +122,7 @@ class Runtime:
         async def once(c: BaseCollector) -> None:
             await self._start(c)
             await asyncio.sleep(c.first_delay)
-            await self._cycle(c)
+            await self._guarded_cycle(c)
 
         await asyncio.gather(*(once(c) for c in self.collectors))
         await self._finish()
@@ -116,6 +141,12 @@ class Runtime:
         except Exception as e:  # the cycles retry; record and go on
             self._record(c, "error", _describe_error(e, c.timeout, "start"), 0.0, 0, time.time_ns())
 
+    async def _supervised(self, c: BaseCollector) -> None:
+        try:
+            await self._loop(c)
+        except Exception as e:  # the loop itself broke: this source would go quiet for good
+            self.supervisor.fail(c.thread, e)
+
     async def _loop(self, c: BaseCollector) -> None:
         assert self._stop is not None
         await self._start(c)
@@ -133,7 +164,7 @@ class Runtime:
             if (task is not None and not task.done()) or c.busy:
                 self._skip(c, 1)
             else:
-                task = asyncio.create_task(self._cycle(c), name=f"cycle-{c.name}")
+                task = asyncio.create_task(self._guarded_cycle(c), name=f"cycle-{c.name}")
                 self._cycles.add(task)
                 task.add_done_callback(self._cycles.discard)
             due += c.interval
@@ -142,6 +173,14 @@ class Runtime:
                 missed = int(behind // c.interval)
                 due += missed * c.interval
                 self._skip(c, missed)
+
+    async def _guarded_cycle(self, c: BaseCollector) -> None:
+        """A cycle whose results could not be handed on (a bug past the collector) is set aside and
+        counted; the next cycle runs as usual."""
+        try:
+            await self._cycle(c)
+        except Exception as e:
+            self.supervisor.set_aside(c.thread, f"the results of a {c.name} cycle", e)
 
     async def _cycle(self, c: BaseCollector) -> None:
         t0 = time.perf_counter()
@@ -167,18 +206,23 @@ class Runtime:
             errors.append(_describe_error(e, c.timeout, "collect"))
             if not isinstance(e, CollectorError | TimeoutError):
                 log.debug("collector %s failed", c.name, exc_info=True)
-        errors[:0] = c.take_problems()  # partial faults first: a timeout stays the last word
+        errors[:0] = map(printable, c.take_problems())  # partial faults first: a timeout stays the last word
         ts = time.time_ns()
-        samples, annotations = [], []
-        for r in records:
+        lo, hi = ts - self.skew_ns, ts + self.skew_ns
+        samples, annotations, kept = [], [], []
+        for r in [*facts, *records]:
+            if not (type(r.ts) is int and lo <= r.ts <= hi):
+                self.supervisor.set_aside(c.thread, describe_record(r), record_problem(r, lo, hi) or "bad time")
+                continue
             if isinstance(r, Sample):
                 r.fields = clean_fields(r.fields)
                 if r.fields:
                     samples.append(r)
             elif isinstance(r, Fact):  # a collector that follows changes hands facts in with its samples
-                facts.append(r)
+                kept.append(r)
             else:
                 annotations.append(r)
+        facts = kept
         if self.declared is not None:
             self._check_facts(c, facts, self.declared)
         status = "ok" if not errors else ("timeout" if "timed out" in errors[-1] else "error")
@@ -236,8 +280,9 @@ def _sane_schedule(c: BaseCollector) -> None:
 
 
 def _describe_error(e: BaseException, timeout: float, phase: str) -> str:
+    """One line, safe to print: an error text often quotes the remote side (its stderr, a name)."""
     if isinstance(e, TimeoutError):
         return f"{phase} timed out after {timeout:g}s"
     if isinstance(e, CollectorError):
-        return str(e)
-    return f"{phase}: {type(e).__name__}: {e}"
+        return printable(str(e))
+    return printable(f"{phase}: {type(e).__name__}: {e}")

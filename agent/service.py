@@ -3,7 +3,9 @@
 `db2vtop agent` parses its arguments (agent/cli.py) and hands them to `AgentService`, which owns
 everything from there: glibc's malloc tuned before any worker thread, logging, the pipeline, the
 signals (SIGTERM/SIGINT stop it gracefully, SIGHUP re-reads the config file), the watchdog that
-ends a stop which does not finish in time, and the exit status.
+ends a stop which does not finish in time, and the exit status. A thread of the pipeline that
+cannot go on (agent/core/supervise.py) stops the agent as SIGTERM would, and the exit status is
+then 1: a service manager restarts it rather than leave it running blind.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from db2vtop.agent import __version__
 from db2vtop.agent.config import resolve_config
-from db2vtop.agent.core.config import Config, ConfigError
+from db2vtop.agent.core.config import Config, ConfigError, plaintext_warnings
 from db2vtop.agent.exits import EXIT_FAILED, EXIT_OK
 from db2vtop.agent.logs import setup_logging
 
@@ -53,12 +55,15 @@ class AgentService:
         pipeline = Pipeline(cfg, self.store or cfg.store.path)
         deadline = None if self.duration is None else time.monotonic() + self.duration
         signals = Signals(pipeline, deadline)
+        pipeline.supervisor.on_failure(signals.failed)
         try:
             while True:
                 runtime = pipeline.runtime
                 log.info("db2vtop %s agent (pid %d): store %s, influxdb %s, collectors %s", __version__, os.getpid(),
                          pipeline.writer.path, pipeline.cfg.influxdb.url if pipeline.cfg.influxdb else "off",
                          ", ".join(c.name for c in runtime.collectors))
+                for warning in plaintext_warnings(pipeline.cfg):
+                    log.warning(warning)
                 if not signals.run(runtime, self.once, deadline):
                     break
                 signals.reload = False
@@ -69,6 +74,10 @@ class AgentService:
                 log.info("reload: configuration read again from %s", pipeline.cfg.source or "defaults")
         finally:
             pipeline.close()
+        if pipeline.supervisor.failed:  # also what could not be written at exit
+            print("db2vtop: stopped because a part of the agent failed: " + "; ".join(pipeline.supervisor.failures),
+                  file=sys.stderr)
+            return EXIT_FAILED
         failed = [f"{name}: {st.last_error}" for name, st in runtime.stats.items() if st.errors]
         if self.once and failed:
             print("db2vtop: collectors failed: " + "; ".join(failed), file=sys.stderr)
@@ -128,6 +137,11 @@ class Signals:
         flush = self.pipeline.cfg.influxdb.flush_timeout if self.pipeline.cfg.influxdb else 0.0
         return max(timeouts) + flush + 5.0
 
+    def failed(self, thread: str, why: str) -> None:
+        """A thread cannot go on (the supervisor says so, from that thread): stop as SIGTERM would;
+        run() then exits non-zero."""
+        self._note(signal.SIGTERM)
+
     def _note(self, signum: int) -> None:
         if signum == signal.SIGHUP:
             self.reload = True
@@ -155,7 +169,7 @@ class Signals:
             self.pipeline.close()
         finally:
             logging.shutdown()
-            os._exit(EXIT_OK)
+            os._exit(EXIT_FAILED if self.pipeline.supervisor.failed else EXIT_OK)
 
     def run(self, runtime: Runtime, once: bool, deadline: float | None) -> bool:
         """Run until stopped; True when a reload was asked for."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import queue
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 
@@ -12,6 +11,7 @@ from db2vtop.agent.core.config import Config
 from db2vtop.agent.core.model import Annotation, Fact, Finding, Output, Sample
 from db2vtop.agent.core.source import Row
 from db2vtop.agent.core.store import Store
+from db2vtop.agent.core.supervise import Supervisor
 from db2vtop.checks.engine import Engine, validate_overrides
 from db2vtop.checks.rules import all_rules
 from db2vtop.checks.topology import db2_vm_selector
@@ -30,14 +30,17 @@ def build_engine(cfg: Config) -> Engine:
 
 
 class CheckRunner:
-    """An Output: judges every batch the runtime emits and passes finding changes on."""
+    """An Output: judges every batch the runtime emits and passes finding changes on, on a thread run
+    by the supervisor: a batch the engine fails on is set aside (logged with its traceback, counted)."""
 
-    def __init__(self, engine: Engine, outputs: Sequence[Output]):
+    THREAD = "checks"
+
+    def __init__(self, engine: Engine, outputs: Sequence[Output], supervisor: Supervisor | None = None):
         self.engine = engine
         self.outputs = list(outputs)
+        self.supervisor = supervisor or Supervisor()
         self._q: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="checks", daemon=True)
-        self._thread.start()
+        self._thread = self.supervisor.start(self.THREAD, self._run)
 
     def resume(self, store: Store, facts: list[Fact] | None = None,
                history: Callable[[], Iterable[Sample | Row]] | None = None) -> None:
@@ -53,6 +56,7 @@ class CheckRunner:
     def close(self, timeout: float = 10.0) -> None:
         self._q.put(None)
         self._thread.join(timeout)
+        self.supervisor.release(self.THREAD)
 
     def _run(self) -> None:
         while (item := self._q.get()) is not None:
@@ -64,8 +68,10 @@ class CheckRunner:
                     self.engine.start_from(history())
                 self.engine.mark_stale(time.time_ns())
                 changes = self.engine.changes()
-            except Exception:  # a rule bug must not stop collection; it is logged with its traceback
+            except Exception as e:  # a rule bug must not stop collection; it is logged with its traceback
                 log.exception("check engine failed on a batch")
+                what = f"a batch of {len(samples)} samples and {len(facts)} facts"
+                self.supervisor.set_aside(self.THREAD, what + (" with the store's history" if history else ""), e)
                 continue
             if changes:
                 for out in self.outputs:

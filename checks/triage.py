@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from db2vtop.agent.core.config import Config, StackConfig
-from db2vtop.agent.core.model import Fact, Finding, Severity, severity_rank
+from db2vtop.agent.core.model import THREAD_MEASUREMENT, Fact, Finding, Severity, severity_rank
 from db2vtop.agent.core.source import CachedSource, MemorySource
 from db2vtop.agent.core.units import format_duration
 from db2vtop.checks.catalog import references_of
@@ -41,6 +41,7 @@ class TriageResult:
     samples: int = 0
     healthy: int = 0  # stacks judged whose verdict blames no layer (left out of `verdicts` unless targeted)
     blind: str | None = None  # why nothing could be judged (no layer's data in the lookback)
+    threads: list[dict[str, Any]] = field(default_factory=list)  # the recording agents' threads in trouble
 
     @property
     def failed_sources(self) -> dict[str, str]:
@@ -111,7 +112,24 @@ def judge(cfg: Config, samples: list[Any], facts: list[Fact], sources: dict[str,
     shown = [v for v in verdicts if targeted or v.layer is not None or v.stack in configured]
     shown.sort(key=lambda v: (v.layer is None, {"high": 0, "medium": 1, "low": 2}.get(v.confidence, 3), v.stack))
     return TriageResult(now, lookback_s, findings, [v.to_json() for v in shown], sources=sources, samples=seen,
-                        healthy=len([v for v in verdicts if v.layer is None]), blind=blind)
+                        healthy=len([v for v in verdicts if v.layer is None]), blind=blind,
+                        threads=threads_in_trouble(samples))
+
+
+def threads_in_trouble(samples: list[Any]) -> list[dict[str, Any]]:
+    """The newest `db2vtop_thread` state of each agent's thread that is not clean (retrying, failed, or
+    records set aside): what the history the store or InfluxDB holds may be missing, and why."""
+    newest: dict[tuple[str, str], Any] = {}
+    for s in samples:
+        if s.measurement == THREAD_MEASUREMENT:
+            newest[(s.tags.get("agent", ""), s.tags.get("thread", ""))] = s  # samples are in time order
+    out = []
+    for (agent, thread), s in sorted(newest.items()):
+        f = s.fields
+        if f.get("state", "ok") != "ok" or f.get("set_aside", 0):
+            out.append({"agent": agent, "thread": thread, "state": f.get("state"), "set_aside": f.get("set_aside", 0),
+                        "retries": f.get("retries", 0), "last_error": f.get("last_error", ""), "at": iso(s.ts)})
+    return out
 
 
 def could_not_run(result: TriageResult) -> str | None:
@@ -132,7 +150,7 @@ def finding_json(f: Finding) -> dict[str, Any]:
 def to_json(r: TriageResult) -> dict[str, Any]:
     return {"generated_at": iso(r.generated_at), "lookback_s": r.lookback_s, "status": STATUS[r.exit_status],
             "unknown": r.blind, "failed_sources": r.failed_sources, "findings": [finding_json(f) for f in r.findings],
-            "verdicts": r.verdicts, "healthy_stacks": r.healthy, "sources": r.sources}
+            "verdicts": r.verdicts, "healthy_stacks": r.healthy, "sources": r.sources, "agent_threads": r.threads}
 
 
 def _subject(f: Finding) -> str:
@@ -219,4 +237,8 @@ def to_text(r: TriageResult, markdown: bool = False) -> str:
         lines += ["No deviation from the documented practices in the lookback window.", ""]
     lines += [("## " if markdown else "") + "Sources", ""]
     lines += [f"- {k}: {v}" for k, v in r.sources.items()] or ["- none"]
+    if r.threads:  # the agent that recorded the history had trouble keeping it
+        lines += ["", ("## " if markdown else "") + "Agent threads in trouble", ""]
+        lines += [f"- {t['agent']} {t['thread']}: {t['state']}, {t['set_aside']} set aside, {t['retries']} retries"
+                  + (f"; last: {t['last_error']}" if t["last_error"] else "") + f" (at {t['at']})" for t in r.threads]
     return "\n".join(lines) + "\n"

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from db2vtop.agent.core.model import Fact, Record, canonical_tags, now_ns
+from db2vtop.agent.core.model import CLOCK_SKEW_S, Fact, Record, canonical_tags, now_ns
+from db2vtop.agent.core.supervise import Supervisor
 
 T = TypeVar("T")
 
@@ -50,6 +51,15 @@ class BaseCollector:
         #: kind -> the entities (canonical tags -> tags) the last whole read of that kind reported
         self._reported: dict[str, dict[str, dict[str, str]]] = {}
         self._problems: list[str] = []
+        #: where records it cannot take are counted (the runtime hands in the agent's)
+        self.supervisor = Supervisor()
+        #: how far from now a time read from its source may be (the runtime hands in the configured one)
+        self.clock_skew_s = CLOCK_SKEW_S
+
+    @property
+    def thread(self) -> str:
+        """Its name in the supervisor's health (the `db2vtop_thread` self-metric)."""
+        return f"collector:{self.name}"
 
     @property
     def busy(self) -> bool:

@@ -1,20 +1,42 @@
 """Markers queued by `db2vtop mark` or the TUI while this process writes the store.
 
-Each JSON file of the inbox (agent/markers.py) becomes an Annotation, so markers reach
+Each JSON file of the inbox (agent/core/markers.py) becomes an Annotation, so markers reach
 the store and every sink in order with the samples around them.
+
+The agent makes its inbox when it starts (0700), so no other user can make it first. The
+inbox is input from outside, so it is read defensively: only a directory of this user's,
+not a link and not writable by others, is read at all (else the cycle fails, saying why);
+each file is opened relative to it without following links and without blocking (a FIFO),
+and only a regular file of this user's of at most 64 KiB holding one JSON object with a name
+and a time within the allowed clock skew is a marker. Every file is tried once: a marker is
+removed, anything else is renamed `*.bad` (kept for a look, never read again) and counted as
+set aside, so no file can block the ones queued after it.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
+import os
+import stat
+import time
 from pathlib import Path
+from typing import Any
 
-from db2vtop.agent.core.markers import inbox_of
-from db2vtop.agent.core.model import Annotation, Record
-from db2vtop.collectors.base import BaseCollector
+from db2vtop.agent.core.files import make_private_dir
+from db2vtop.agent.core.markers import MAX_MARKER_BYTES, inbox_of, inbox_problem
+from db2vtop.agent.core.model import Annotation, Record, record_problem
+from db2vtop.collectors.base import BaseCollector, CollectorError
 
 log = logging.getLogger(__name__)
+
+_OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class BadMarkerError(ValueError):
+    """Why a file of the inbox is not a marker."""
 
 
 class MarkerInbox(BaseCollector):
@@ -22,20 +44,101 @@ class MarkerInbox(BaseCollector):
         super().__init__(name, interval)
         self.inbox = inbox_of(store_path)
 
-    def _drain(self) -> list[Record]:
-        out: list[Record] = []
-        for path in sorted(self.inbox.glob("*.json")):
-            try:
-                doc = json.loads(path.read_text(encoding="utf-8"))
-                out.append(Annotation(str(doc.get("kind", "marker")), str(doc["name"]),
-                                      {str(k): str(v) for k, v in dict(doc.get("tags") or {}).items()},
-                                      str(doc.get("text", "")), int(doc["ts"])))
-            except (OSError, ValueError, KeyError, TypeError) as e:
-                log.warning("marker inbox: ignoring %s: %s", path.name, e)
-            path.unlink(missing_ok=True)
-        return out
+    async def start(self) -> None:
+        """Make the inbox now, private, so that no other user can make it first."""
+        try:
+            await self.run_blocking(make_private_dir, self.inbox)
+        except OSError as e:
+            raise CollectorError(f"cannot create the marker inbox {self.inbox}: {e.strerror or e}") from None
 
     async def collect(self) -> list[Record]:
-        if not self.inbox.is_dir():
-            return []
         return await self.run_blocking(self._drain)
+
+    def _drain(self) -> list[Record]:
+        dfd = self._open_inbox()
+        if dfd is None:
+            return []
+        out: list[Record] = []
+        try:
+            for name in sorted(n for n in os.listdir(dfd) if n.endswith(".json")):
+                try:
+                    out.append(self._read(dfd, name))
+                except Exception as e:  # whatever the file holds, it is tried once
+                    self._set_aside(dfd, name, e)
+                    continue
+                try:
+                    os.unlink(name, dir_fd=dfd)
+                except OSError as e:
+                    log.warning("marker inbox: cannot remove %s after reading it: %s", name, e.strerror or e)
+        finally:
+            os.close(dfd)
+        return out
+
+    def _open_inbox(self) -> int | None:
+        """The inbox opened as a directory (None if there is none); one that must not be read raises
+        CollectorError, which the cycle reports."""
+        try:
+            st = os.lstat(self.inbox)
+        except FileNotFoundError:
+            return None
+        why = inbox_problem(self.inbox, st)
+        if why:
+            raise CollectorError(f"marker inbox {self.inbox} {why}; its markers are not read")
+        dfd = os.open(self.inbox, _OPEN_DIR)
+        opened = os.fstat(dfd)
+        if (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino):  # swapped between the look and the open
+            os.close(dfd)
+            raise CollectorError(f"marker inbox {self.inbox} changed while being opened; its markers are not read")
+        if opened.st_mode & 0o077:  # older db2vtop made it with the umask's mode
+            log.warning("marker inbox %s: mode %o tightened to 700", self.inbox, stat.S_IMODE(opened.st_mode))
+            os.fchmod(dfd, 0o700)
+        return dfd
+
+    def _read(self, dfd: int, name: str) -> Annotation:
+        try:
+            fd = os.open(name, _OPEN_FILE, dir_fd=dfd)
+        except OSError as e:
+            raise BadMarkerError("a symbolic link" if e.errno == errno.ELOOP else e.strerror or str(e)) from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise BadMarkerError("not a regular file")
+            if st.st_uid != os.geteuid():
+                raise BadMarkerError(f"owned by uid {st.st_uid}, not by this agent's user")
+            data = os.read(fd, MAX_MARKER_BYTES + 1)
+        finally:
+            os.close(fd)
+        if len(data) > MAX_MARKER_BYTES:
+            raise BadMarkerError(f"larger than {MAX_MARKER_BYTES // 1024} KiB")
+        return self._marker(json.loads(data.decode("utf-8")))
+
+    def _marker(self, doc: Any) -> Annotation:
+        if not isinstance(doc, dict):
+            raise BadMarkerError(f"a JSON {type(doc).__name__}, not an object")
+        name, kind, text, tags = doc.get("name"), doc.get("kind", "marker"), doc.get("text", ""), doc.get("tags") or {}
+        if not isinstance(name, str) or not name:
+            raise BadMarkerError("no name")
+        if not isinstance(kind, str) or not isinstance(text, str):
+            raise BadMarkerError("kind and text must be strings")
+        if not isinstance(tags, dict) or not all(isinstance(v, str | int | float | bool) for v in tags.values()):
+            raise BadMarkerError("tags must be an object of plain values")
+        marker = Annotation(kind, name, {str(k): str(v) for k, v in tags.items()}, text, doc.get("ts"))
+        now, skew = time.time_ns(), int(self.clock_skew_s * 1e9)
+        why = record_problem(marker, now - skew, now + skew)
+        if why:
+            raise BadMarkerError(why)
+        return marker
+
+    def _set_aside(self, dfd: int, name: str, error: Exception) -> None:
+        """Rename it `<name>.bad` (another suffix if that is taken by something it cannot replace)."""
+        why = error if isinstance(error, BadMarkerError) else f"{type(error).__name__}: {error}"
+        for n in range(10):
+            target = f"{name}.bad" if n == 0 else f"{name}.{n}.bad"
+            try:
+                os.rename(name, target, src_dir_fd=dfd, dst_dir_fd=dfd)
+                break
+            except OSError:
+                continue
+        else:
+            log.error("marker inbox: cannot rename %s aside; it will be tried again", name)
+        self.supervisor.set_aside(self.thread, f"marker file {self.inbox / name}", str(why))

@@ -122,3 +122,31 @@ def test_replay_needs_recorded_samples(store_path):
         pass
     r = run_cli("replay", "--store", str(store_path))
     assert r.returncode == 1 and "holds no samples" in r.stderr
+
+
+def test_text_from_outside_never_reaches_the_terminal_raw(store_path):
+    """A marker name (from the inbox, so from anyone who could write it) with escape sequences that
+    would retitle the terminal and clear it: `report` prints them escaped."""
+    name = "r1\x1b]0;PWNED-TITLE\x07\x1b[2J"
+    for edge in ("--begin", "--end"):
+        assert run_cli("mark", name, edge, "--store", str(store_path)).returncode == 0
+    r = run_cli("report", name, "--store", str(store_path))
+    assert r.returncode == 0, r.stderr
+    assert "\x1b" not in r.stdout and "\x07" not in r.stdout
+    assert "r1\\x1b]0;PWNED-TITLE\\x07\\x1b[2J" in r.stdout
+
+
+def test_the_watch_log_is_private_and_never_written_through_a_link(isolated_home, tmp_path):
+    """watch logs to a file (the TUI has the terminal); it was 0644 whatever the umask."""
+    log = isolated_home / "state" / "db2vtop" / "watch.log"
+    blocked = tmp_path / "file"
+    blocked.write_text("")  # a store under a file cannot be made: watch stops before its UI, after its log
+    r = run_cli("watch", "--store", str(blocked / "m.db"))
+    assert r.returncode == 2 and "Not a directory" in r.stderr
+    assert (log.stat().st_mode & 0o777) == 0o600
+    log.unlink()
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    log.symlink_to(victim)
+    r = run_cli("watch", "--store", str(blocked / "m.db"))
+    assert r.returncode != 0 and victim.read_text() == "keep\n"

@@ -443,3 +443,71 @@ def test_a_secret_file_that_is_not_a_small_regular_file_is_refused(tmp_path, mak
     path = write(tmp_path, f'[[vcenter]]\nname = "v"\nurl = "https://x/sdk"\nuser = "u"\npassword_file = "{secret}"\n')
     code, err = _check(path)
     assert code == 2 and "vcenter[0]" in err and words in err and err.count("\n") == 1, err
+
+
+# --- issue 29: where secrets may go -----------------------------------------------------
+
+
+def test_credentials_in_a_url_are_refused_and_never_quoted_back(tmp_path):
+    e = error_of(tmp_path, '[[vcenter]]\nname = "v"\nurl = "https://administrator:VCurlSecretXYZZY@vc/sdk"\n'
+                           'user = "u"\npassword_env = "VCPW"\n')
+    assert e.key == "vcenter[0].url" and "no user:password@" in str(e)
+    assert "XYZZY" not in str(e) and "<hidden>@vc" in str(e)
+    e = error_of(tmp_path, '[influxdb]\nurl = "http://admin:TOKurlSecretXYZZY@127.0.0.1:9"\nbucket = "b"\n')
+    assert e.key == "influxdb.url" and "XYZZY" not in str(e)
+
+
+@pytest.mark.parametrize("text, key", [
+    ('[[vcenter]]\nname = "v"\nurl = "http://vc/sdk"\nuser = "u"\npassword_env = "VCPW"\n', "vcenter[0].url"),
+    ('[influxdb]\nurl = "http://influx:8086"\nbucket = "b"\ntoken_env = "T"\n', "influxdb.url"),
+    ('[[storage]]\nname = "x"\nkind = "xtremio"\nurl = "http://xms"\nuser = "u"\npassword_env = "P"\n',
+     "storage[0].url"),
+])
+def test_plain_http_with_credentials_needs_allow_plaintext_and_is_warned_about(tmp_path, text, key):
+    e = error_of(tmp_path, text)
+    assert e.key == key and "unencrypted" in e.problem and "allow_plaintext = true" in e.problem
+    cfg = write(tmp_path, text + "allow_plaintext = true\n")
+    r = run_cli("config", "check", "-c", str(cfg), env={"VCPW": "x", "T": "x", "P": "x"})
+    assert r.returncode == 0, r.stderr
+    assert "warning:" in r.stderr and "sent unencrypted" in r.stderr
+
+
+def test_plain_http_without_credentials_is_fine(tmp_path):
+    load_config(write(tmp_path, '[influxdb]\nurl = "http://127.0.0.1:8086"\nbucket = "b"\n'))
+
+
+def test_a_config_others_can_write_is_refused_when_it_names_a_secret(tmp_path, caplog):
+    path = write(tmp_path, VC)
+    path.chmod(0o666)  # whoever can edit it can point url at their own server and receive the password
+    with pytest.raises(ConfigError, match=r"writable by group or others \(mode 666\), and it names secrets"):
+        load_config(path)
+    path.write_text('[guest]\ninterval = "2s"\n')
+    path.chmod(0o664)
+    assert load_config(path).guest.interval == 2.0
+    assert "writable by group or others (mode 664)" in caplog.text and "chmod go-w" in caplog.text
+
+
+def test_the_spool_follows_the_store_unless_it_is_set(tmp_path):
+    from db2vtop.agent.assemble import build_sink
+
+    cfg = load_config(write(tmp_path, INFLUX))
+    assert cfg.influxdb.spool_dir is None
+    sink = build_sink(cfg, tmp_path / "a" / "m.db")
+    try:
+        assert sink.cfg.spool_dir == tmp_path / "a" / "m.db.spool" and sink.cfg.spool_dir.is_dir()
+    finally:
+        sink.close(timeout=0)
+
+
+def test_config_init_force_never_writes_through_a_link_and_makes_the_file_private(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    link = tmp_path / "config.toml"
+    link.symlink_to(victim)
+    r = run_cli("config", "init", "-o", str(link), "--force")
+    assert r.returncode == 1 and "symbolic link" in r.stderr and victim.read_text() == "keep me\n"
+    old = tmp_path / "old.toml"
+    old.write_text("")
+    old.chmod(0o644)
+    assert run_cli("config", "init", "-o", str(old), "--force").returncode == 0
+    assert (old.stat().st_mode & 0o777) == 0o600

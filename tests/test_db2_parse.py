@@ -243,6 +243,50 @@ def test_only_the_collectors_error_type_is_raised():
         c.digest(Session(results={"bp": Outcome(rows=[["0", "BP", "1"]])}))  # too few fields
 
 
+def _escaped(value: str) -> str:
+    """A value as the queries' SQL escapes it (queries.py: backslash, bar and newline)."""
+    return value.replace("\\", "\\\\").replace("|", "\\|").replace("\n", "\\n")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from(list("ab|\\\n-\ue000\ue001 ")), min_size=1, max_size=12)
+                .filter(lambda v: v != "-"), min_size=1, max_size=6))
+def test_escaped_rows_split_back_into_their_values(values):
+    assert split_row("".join(_escaped(v) + "|" for v in values), "w") == values
+
+
+def test_a_row_of_backslashes_costs_memory_linear_in_its_size():
+    """A hostile DB2 host's row of 2 MB of escaped backslashes took ~66x its size in the regex's
+    backtracking; the str.replace split stays within a few copies of it."""
+    import tracemalloc
+
+    body = "\\\\" * 2**20 + "|"
+    tracemalloc.start()
+    try:
+        (value,) = split_row(body, "w")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert value == "\\" * 2**20
+    assert peak < 8 * len(body), peak
+
+
+@pytest.mark.parametrize(("password", "pwd"), [("plain", "PWD=plain;"), ("a;b", "PWD={a;b};"),
+                                              ("a}b", "PWD=a}b;"), (" lead", "PWD={ lead};")])
+def test_connection_string_values_are_quoted_as_ibms_cli_reads_them(password, pwd):
+    cfg = DB2Config(name="p", database="PROD", transport="ibm_db", host="db2.example", user="mon",
+                    password_env="X")
+    assert pwd in DriverTransport(cfg, "db2.example")._dsn(password, 10)
+
+
+def test_a_value_the_cli_cannot_carry_is_refused_not_turned_into_keywords():
+    cfg = DB2Config(name="p", database="PROD", transport="ibm_db", host="db2.example", user="mon",
+                    password_env="X")
+    with pytest.raises(Db2Error, match="PWD value") as e:
+        DriverTransport(cfg, "db2.example")._dsn("pw};HOSTNAME=evil.example;PORT=1;", 10)
+    assert "evil" not in str(e.value)
+
+
 _delta = st.integers(0, 10**6)
 
 

@@ -146,3 +146,106 @@ def test_the_spool_behaves_like_a_fifo_queue_with_batches_in_flight(tmp_path_fac
     s.rewind()
     assert drain(s) == model
     s.close()
+
+
+def three_segments(d, records: int = 60) -> list[bytes]:
+    s = Spool(d, 1 << 20, segment_bytes=2000)
+    recs = [record(i, 5) for i in range(records)]
+    for r in recs:
+        s.append(r, 5)
+    s.close()
+    assert len(segments(d)) >= 3
+    return recs
+
+
+def flip(path, offset: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_a_flipped_byte_costs_its_record_alone_and_is_counted(tmp_path, caplog):
+    """It used to cut the rest of its segment, logged as a crash-torn tail and not counted."""
+    recs = three_segments(tmp_path)
+    second = tmp_path / segments(tmp_path)[1]
+    flip(second, len(MAGIC) + 12 + 30)  # inside the payload of the segment's first record
+    s = Spool(tmp_path, 1 << 20, segment_bytes=2000)
+    got = drain(s)
+    lost = [r for r in recs if r not in got]
+    assert len(lost) == 1 and got == [r for r in recs if r != lost[0]]
+    assert s.corrupt == 5 and s.dropped == 0 and "corrupt" in caplog.text
+    s.close()
+
+
+def test_a_corrupt_header_mid_segment_is_stepped_over(tmp_path):
+    recs = three_segments(tmp_path)
+    first = tmp_path / segments(tmp_path)[0]
+    data = bytearray(first.read_bytes())
+    data[len(MAGIC):len(MAGIC) + 4] = b"\xf0\xff\xff\xff"  # a length past the end of the file
+    first.write_bytes(bytes(data))
+    s = Spool(tmp_path, 1 << 20, segment_bytes=2000)
+    got = drain(s)
+    assert got == recs[1:] and s.corrupt == 5
+    s.close()
+
+
+def test_corruption_found_while_reading_is_skipped_too(tmp_path):
+    recs = three_segments(tmp_path)
+    s = Spool(tmp_path, 1 << 20, segment_bytes=2000)
+    flip(tmp_path / segments(tmp_path)[0], len(MAGIC) + 12 + 10)  # after the spool was opened and checked
+    got = drain(s)
+    assert got == recs[1:] and s.corrupt == 5
+    s.close()
+
+
+@pytest.mark.parametrize("cursor", [b"\xff" * 16, (3).to_bytes(8, "little") + (8).to_bytes(8, "little"),
+                                    (1).to_bytes(8, "little") + (7777).to_bytes(8, "little")])
+def test_a_garbage_cursor_never_deletes_data(tmp_path, caplog, cursor):
+    recs = three_segments(tmp_path)
+    (tmp_path / "cursor").write_bytes(cursor)
+    s = Spool(tmp_path, 1 << 20, segment_bytes=2000)
+    assert drain(s) == recs  # everything, again: InfluxDB absorbs a point sent twice
+    assert "cursor" in caplog.text
+    s.append(record(99), 1)  # and the cursor it writes from now on is sound
+    assert drain(s) == [record(99)]
+    s.close()
+
+
+def test_an_entry_that_is_not_a_file_is_set_aside_and_the_rest_delivered(tmp_path):
+    recs = three_segments(tmp_path)
+    names = segments(tmp_path)
+    (tmp_path / names[1]).unlink()
+    (tmp_path / names[1]).mkdir()  # a directory where a segment should be
+    (tmp_path / "seg-0000000000000099.spool").symlink_to(tmp_path / names[0])
+    (tmp_path / "lock").unlink(missing_ok=True)
+    (tmp_path / "lock").symlink_to(tmp_path / "elsewhere")  # a planted link: never truncated through
+    s = Spool(tmp_path, 1 << 20, segment_bytes=2000)
+    got = drain(s)
+    assert got and set(got) <= set(recs) and len(got) < len(recs)
+    assert (tmp_path / (names[1][:-6] + ".bad")).is_dir()
+    assert (tmp_path / "seg-0000000000000099.bad").is_symlink() and not (tmp_path / "elsewhere").exists()
+    s.close()
+
+
+def test_a_failed_append_leaves_no_partial_record_and_the_spool_goes_on(tmp_path):
+    """A write cut short (disk full) must not leave half a record for the next append to follow."""
+    s = Spool(tmp_path, 1 << 20)
+    s.append(record(0), 1)
+    real = os.write
+
+    def short(fd, data):
+        real(fd, data[:7])
+        raise OSError(28, "No space left on device")
+
+    os.write = short
+    try:
+        with pytest.raises(OSError):
+            s.append(record(1), 1)
+    finally:
+        os.write = real
+    s.append(record(2), 1)
+    assert drain(s) == [record(0), record(2)]
+    s.close()
+    s = Spool(tmp_path, 1 << 20)
+    assert s.dropped == s.corrupt == 0
+    s.close()

@@ -3,9 +3,11 @@ with concurrent readers in other processes, and a kill -9 that loses only the op
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
 import time
@@ -13,7 +15,8 @@ import time
 import pytest
 
 from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample
-from db2vtop.agent.core.store import Store, StoreError, StoreLockedError, StoreWriter
+from db2vtop.agent.core.store import Store, StoreAccessError, StoreError, StoreLockedError, StoreWriter
+from db2vtop.agent.core.supervise import Supervisor
 from tests.conftest import ROOT
 
 T0 = 1_700_000_000_000_000_000
@@ -242,3 +245,53 @@ def test_writer_thread_commits_in_order_and_flushes(store_path):
         assert [row.fields["i"] for row in r.rows("m")] == list(range(50))
         assert len(r.annotations()) == 50
     assert w.stats.samples == 50 and w.stats.last_error == ""
+
+
+def test_a_record_the_store_cannot_hold_is_set_aside_and_the_writer_goes_on(store_path):
+    """A time past 2262 (a marker file, a source's clock) raised OverflowError in the writer thread and
+    ended it for good: every later sample was lost. Now the record is set aside alone and counted."""
+    sup = Supervisor()
+    w = StoreWriter(store_path, retention_s=86400, supervisor=sup)
+    good = [Sample("m", {"i": str(i)}, {"v": i}, T0 + i) for i in range(10)]
+    w.submit([*good[:5], Sample("m", {"i": "bad"}, {"v": 1}, 10**30), *good[5:]],
+             annotations=[Annotation("marker", "evil", ts=10**30), Annotation("marker", "fine", ts=T0)])
+    w.submit([Sample("m", {"i": "after"}, {"v": 1}, T0 + 100)])
+    w.flush()
+    assert w._thread.is_alive()
+    health = {h.name: h for h in sup.snapshot()}["store-writer"]
+    assert health.set_aside == 2 and health.state == "ok" and "OverflowError" in health.last_error
+    w.close()
+    with Store(store_path) as r:
+        assert sorted(row.tags["i"] for row in r.rows("m")) == sorted([str(i) for i in range(10)] + ["after"])
+        assert [a.name for a in r.annotations()] == ["fine"]
+    assert not sup.failed
+
+
+def test_a_store_that_cannot_be_written_at_exit_fails_the_writer(store_path):
+    sup = Supervisor()
+    w = StoreWriter(store_path, retention_s=86400, supervisor=sup)
+    w.exit_tries = 1
+    w.flush()
+    w.store.db.execute("PRAGMA query_only=1")  # every write now fails as a full disk would, for good
+    w.submit([Sample("m", {}, {"v": 1}, T0)])
+    w.close()
+    assert sup.failed and "1 samples could not be written at exit" in sup.failures[0]
+
+
+def test_store_files_are_private_and_never_written_through_a_link(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("root:x:0:0:IMPORTANT\n")
+    (tmp_path / "m.db-writer.lock").symlink_to(victim)  # planted by another user of a shared directory
+    with pytest.raises(StoreAccessError, match="symbolic link"):
+        Store(tmp_path / "m.db", writer=True)
+    assert victim.read_text() == "root:x:0:0:IMPORTANT\n"
+    (tmp_path / "m.db-writer.lock").unlink()
+    old = os.umask(0)
+    try:
+        with Store(tmp_path / "deep" / "m.db", writer=True) as s:
+            s.write([Sample("m", {}, {"v": 1}, T0)])
+            modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "deep").iterdir()}
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "deep").stat().st_mode) == 0o700
+    assert modes == {"m.db": 0o600, "m.db-wal": 0o600, "m.db-shm": 0o600, "m.db-writer.lock": 0o600}

@@ -243,3 +243,22 @@ def test_an_older_recordings_references_are_shown_by_title():
     assert references_of("a-retired-rule", ["000_e991ec30bbd9209f.txt §5.4"]) == [
         "NetApp WP-7109, Best Practices for Virtualizing IBM DB2 with Technologies from VMware, Intel, and NetApp "
         "(2010), §5.4"]
+
+
+def test_triage_lists_the_recording_agents_threads_in_trouble(store_path, tmp_path):
+    """The history may have holes the agent knew of: its threads' health (db2vtop_thread) says so."""
+    write_guest_history(store_path, 0.0)
+    now = time.time_ns()
+    with Store(store_path, writer=True) as w:
+        w.write([Sample("db2vtop_thread", {"agent": "db2prod01", "thread": t},
+                        {"state": state, "set_aside": n, "retries": r, "last_error": why}, now - k * 10**9)
+                 for k, (t, state, n, r, why) in enumerate([
+                     ("store-writer", "ok", 0, 0, ""),
+                     ("influx-spool", "retrying", 0, 4, "cannot write the spool: No space left on device"),
+                     ("collector:markers", "ok", 3, 0, "set aside marker file x.json: not a regular file")])])
+    r = run_cli("triage", "-c", str(no_guest(tmp_path)), "--store", str(store_path), "--format", "json")
+    doc = json.loads(r.stdout)
+    assert [(t["thread"], t["state"], t["set_aside"]) for t in doc["agent_threads"]] == [
+        ("collector:markers", "ok", 3), ("influx-spool", "retrying", 0)], r.stderr
+    text = run_cli("triage", "-c", str(no_guest(tmp_path)), "--store", str(store_path)).stdout
+    assert "Agent threads in trouble" in text and "influx-spool: retrying" in text and "No space left" in text

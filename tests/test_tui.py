@@ -17,9 +17,11 @@ from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample
 from db2vtop.agent.core.runs import BEGIN, END, edge_marker
 from db2vtop.agent.core.store import Store, StoreWriter
+from db2vtop.agent.core.supervise import Supervisor
 from db2vtop.agent.runtime import Runtime
 from db2vtop.checks.topology import infer_stacks, resolve
 from db2vtop.checks.verdict import StackVerdict
+from db2vtop.collectors.base import BaseCollector
 from db2vtop.collectors.guest.config import GuestConfig
 from db2vtop.collectors.guest.local import LocalGuestCollector
 from db2vtop.collectors.markers import MarkerInbox
@@ -97,6 +99,36 @@ def replay(path: Path, stacks=None, at: int = INCIDENT, **kw) -> Db2vtopApp:
 
 
 # --- Local: this machine, live -------------------------------------------------------------
+
+
+class _FarFuture(BaseCollector):
+    """A source whose clock is off by centuries: every sample it gives is set aside at the boundary."""
+
+    async def collect(self) -> list:
+        return [Sample("guest_cpu", {"guest": "clocky", "cpu": "total"}, {"busy_pct": 1.0}, 10**30)]
+
+
+async def test_the_agents_threads_in_trouble_show_in_the_status_line(store_path):
+    """Set-aside records and a thread retrying (db2vtop_thread, written by the self collector) are in the
+    status line, next to the collectors' cycles."""
+    sup = Supervisor()
+    writer = StoreWriter(store_path, 86400, supervisor=sup)
+    rt = Runtime([SelfCollector(0.5), _FarFuture("clocky", 0.5)], [writer], supervisor=sup)
+    sup.retrying("influx-spool", "cannot write the spool /var/lib/db2vtop/spool: No space left on device")
+    app = Db2vtopApp(store_path, rt, refresh_s=0.2)
+    def status() -> str:  # the line, and under it a line for each thread in trouble
+        shown = app.screen.query_one("#status", Static).content
+        return "\n".join(str(r) for r in getattr(shown, "renderables", [shown]))
+
+    async with app.run_test(size=(200, 45)) as pilot:
+        await wait_for(pilot, lambda: "set aside" in status() and "influx-spool" in status())
+        status = status()
+        assert "clocky ok" in status and "set aside" in status.split("clocky", 1)[1]
+        assert "influx-spool retrying: cannot write the spool" in status  # its reason on a line of its own
+        await pilot.press("q")
+    writer.close()
+    with Store(store_path) as s:
+        assert not [r for r in s.rows("guest_cpu", 0) if r.tags.get("guest") == "clocky"]
 
 
 async def test_collects_in_process_and_every_key_works(store_path):

@@ -15,6 +15,7 @@ import json
 import signal
 import ssl
 import time
+import zlib
 from pathlib import Path
 
 import pytest
@@ -528,16 +529,75 @@ def test_fuzzed_responses_raise_only_collector_errors(text):
 
 
 class _Answer:
-    """What _parse_stream reads of an HTTP response: its body, in chunks, and no Content-Encoding."""
+    """What _parse_stream reads of an HTTP response: its body, in chunks, and its Content-Encoding."""
 
-    def __init__(self, body: bytes):
+    def __init__(self, body: bytes, encoding: str = ""):
         self.body = io.BytesIO(body)
+        self.encoding = encoding
 
     def read(self, n: int) -> bytes:
         return self.body.read(n)
 
     def getheader(self, name: str, default: str = "") -> str:
-        return default
+        return self.encoding if name == "Content-Encoding" and self.encoding else default
+
+
+def gzip_bomb(mib: int, inside: bytes = b"A") -> bytes:
+    """A gzip'd SOAP answer that inflates to `mib` MiB (its text in one element), made in small steps."""
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)
+    parts = [z.compress(_ENVELOPE.split("{}")[0].encode() + b"<returnval><x>")]
+    block = inside * (2**20 // len(inside))
+    parts += [z.compress(block) for _ in range(mib)]
+    parts.append(z.compress(b"</x></returnval>" + _ENVELOPE.split("{}")[1].encode()) + z.flush())
+    return b"".join(parts)
+
+
+def test_a_gzip_bomb_stops_at_the_answer_bound_not_in_memory():
+    """0.5 MB on the wire inflated to 512 MiB in post() (1.5 GB RSS): now the inflating stops one byte past
+    max_response_bytes (64 MiB here), whatever the parser would have held."""
+    import tracemalloc
+
+    bomb = gzip_bomb(512)
+    assert len(bomb) < 2**20
+    tracemalloc.start()
+    try:
+        with pytest.raises(CollectorError, match="InvalidResponse: answer larger than 67108864 bytes"):
+            _parse_stream(_Answer(bomb, "gzip"), RETURNVAL, entity_result)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * 64 * 2**20, peak
+    many = _ENVELOPE.format("<a/>" * (2**21 + 1)).encode()  # empty elements cost far more than their text
+    with pytest.raises(CollectorError, match="elements"):
+        _parse_stream(_Answer(many), None, None)
+
+
+ENTITIES = ('<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;&lol;&lol;">]>'
+            '<s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/"><s:Body><R>&lol2;</R></s:Body>'
+            '</s:Envelope>')
+
+
+def test_a_doctype_is_refused_in_every_answer_we_parse():
+    with pytest.raises(CollectorError, match="InvalidResponse: refused XML: DTDForbidden"):
+        soap_body(ENTITIES.encode())
+    with pytest.raises(CollectorError, match="DTDForbidden"):
+        _parse_stream(_Answer(ENTITIES.encode()), RETURNVAL, entity_result)
+    from defusedxml import DTDForbidden
+    from pyVmomi import SoapAdapter
+
+    with pytest.raises(DTDForbidden):  # pyvmomi's own answers (login, service content) too
+        SoapAdapter.Deserialize(ENTITIES.encode())
+
+
+def test_samples_dated_outside_the_clock_skew_are_left_out_not_taken():
+    """A QueryPerf answer dated 9999 became the entity's high-water mark: no later sample was ever taken."""
+    now = time.time()
+    ok = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - 20))
+    answer = _ENVELOPE.format(f'<returnval><entity type="VirtualMachine">vm-1</entity><sampleInfoCSV>20,{ok},'
+                              f'20,9999-12-31T23:59:40Z</sampleInfoCSV><value><id><counterId>2</counterId>'
+                              f'<instance></instance></id><value>5,7</value></value></returnval>')
+    (r,) = [entity_result(rv, (now - 86400, now + 86400)) for rv in soap_body(answer.encode()).iter(RETURNVAL)]
+    assert r.rejected == 1 and len(r.stamps) == 1 and r.series == [(2, "", [5])]
 
 
 def test_facts_of_named_vms_are_those_of_the_full_read(sim, collected):

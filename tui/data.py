@@ -16,7 +16,14 @@ from statistics import median
 from typing import Any
 
 from db2vtop.agent.core.cadence import interval_of, is_stale
-from db2vtop.agent.core.model import SELF_MEASUREMENT, Annotation, FieldValue, Finding, severity_rank
+from db2vtop.agent.core.model import (
+    SELF_MEASUREMENT,
+    THREAD_MEASUREMENT,
+    Annotation,
+    FieldValue,
+    Finding,
+    severity_rank,
+)
 from db2vtop.agent.core.runs import runs
 from db2vtop.agent.core.source import CachedSource, Row, Series, Source
 from db2vtop.checks.scales import NO_LEVEL, Level
@@ -233,6 +240,8 @@ class Status:
     errors: int
     skipped: int
     interval_s: float | None = None
+    set_aside: int = 0  # records the agent's thread for it set aside (db2vtop_thread)
+    thread: bool = False  # an agent thread (store writer, spool, checks), not a collector's cycle
 
     @property
     def stale(self) -> bool:
@@ -256,6 +265,25 @@ def load_status(reader: Reader, until_ns: int, names: set[str] | None = None) ->
         out.append(Status(name, str(f.get("status", "?")), str(f.get("last_error", "")),
                           float(f.get("duration_ms", 0.0)), (until_ns - row.ts) / 1e9, int(f.get("errors", 0)),
                           int(f.get("skipped", 0)), interval))
+    return _with_threads(reader, until_ns, out)
+
+
+def _with_threads(reader: Reader, until_ns: int, out: list[Status]) -> list[Status]:
+    """The agent's threads (db2vtop_thread) joined in: a collector's count of records set aside, and each
+    other thread that is not clean (retrying, failed, records set aside) as an entry of its own."""
+    by_name = {s.collector: s for s in out}
+    series = reader.series(THREAD_MEASUREMENT)
+    for row in reader.latest_of(series, 0, until_ns) if series else []:
+        f, thread = row.fields, row.tags.get("thread", "?")
+        state, set_aside = str(f.get("state", "ok")), int(f.get("set_aside", 0))
+        mine = by_name.get(thread.removeprefix("collector:"))
+        if thread.startswith("collector:") and mine is not None:
+            mine.set_aside = set_aside
+            if state == "failed":  # its loop ended: whatever its last cycle said
+                mine.status, mine.last_error = state, str(f.get("last_error", ""))
+        elif state != "ok" or set_aside:
+            out.append(Status(thread, state, str(f.get("last_error", "")), 0.0, (until_ns - row.ts) / 1e9, 0, 0,
+                              set_aside=set_aside, thread=True))
     return out
 
 

@@ -21,8 +21,9 @@ from db2vtop.tui.data import Status
 from db2vtop.tui.format import ago
 from db2vtop.tui.table import Run
 
-STATUS_STYLE = {"ok": "green", "error": "bold red", "timeout": "bold red", "skipped": "yellow"}
-FAILED = ("error", "timeout")
+STATUS_STYLE = {"ok": "green", "error": "bold red", "timeout": "bold red", "skipped": "yellow", "failed": "bold red",
+                "retrying": "bold yellow"}
+FAILED = ("error", "timeout", "failed")
 MAX_LISTED = 6
 
 
@@ -150,8 +151,8 @@ class KeyBar(Static):
 
 
 def failing(collectors: list[Status]) -> list[Status]:
-    """The sources whose last cycle failed (error, timeout): what a screen must not hide."""
-    return sorted((s for s in collectors if s.status in FAILED), key=lambda s: s.collector)
+    """The sources whose last cycle failed (error, timeout, its loop ended): what a screen must not hide."""
+    return sorted((s for s in collectors if s.status in FAILED and not s.thread), key=lambda s: s.collector)
 
 
 class StatusLine(Static):
@@ -159,7 +160,8 @@ class StatusLine(Static):
     that, one line per failing source with its reason in full (wrapped, never cut off).
 
     A collector whose last cycle is older than three of its intervals is STALE: its
-    data is not current, whatever its last status said.
+    data is not current, whatever its last status said. The agent's own threads (store writer,
+    spool, checks) show only when they are retrying, have failed or have set records aside.
     """
 
     _shown_lines = 1
@@ -182,10 +184,13 @@ class StatusLine(Static):
                 t.append(f"last cycle {ago(s.age_s)}")
             else:
                 t.append("● ", style=STATUS_STYLE.get(s.status, "yellow"))
-                t.append(f"{s.collector} {s.status} ", style="bold")
-                t.append(f"{s.duration_ms:.0f}ms {ago(s.age_s)}")
+                t.append(f"{s.collector} {s.status}" + ("" if s.thread else " "), style="bold")
+                if not s.thread:
+                    t.append(f"{s.duration_ms:.0f}ms {ago(s.age_s)}")
             if s.skipped:
                 t.append(f" skipped {s.skipped}", style="yellow")
+            if s.set_aside:
+                t.append(f" {s.set_aside} set aside", style="yellow")
             t.append("   ")
         if not collectors:
             t.append("no collector has reported yet", style="yellow")
@@ -197,6 +202,12 @@ class StatusLine(Static):
             line = Text(overflow="fold")
             line.append(f"✖ {s.collector} {s.status}", style="bold red")
             line.append(f" {ago(s.age_s)}: {s.last_error or 'no reason given'}", style="red")
+            lines.append(line)
+        for s in sorted((s for s in collectors if s.thread and s.status != "ok"), key=lambda s: s.collector):
+            line = Text(overflow="fold")  # the agent's own thread: what the stored history may be missing
+            style = "red" if s.status == "failed" else "yellow"
+            line.append(f"✖ {s.collector} {s.status}", style="bold " + style)
+            line.append(f": {s.last_error or 'no reason given'}", style=style)
             lines.append(line)
         self.update(Group(*lines) if len(lines) > 1 else t, layout=len(lines) != self._shown_lines)
         self._shown_lines = len(lines)

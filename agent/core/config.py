@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import operator
 import os
 import re
+import stat
 import tomllib
 import types
 import typing
@@ -28,11 +30,12 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlparse
 
-from db2vtop.agent.core.paths import default_store_path, state_dir
+from db2vtop.agent.core.paths import default_store_path
 from db2vtop.agent.core.secrets import SecretRef
 from db2vtop.agent.core.units import format_bytes, format_duration, parse_duration, parse_size
 
 SECRET_KEYS = frozenset({"password", "token", "secret", "passwd", "api_key"})
+log = logging.getLogger(__name__)
 
 
 class ConfigError(Exception):
@@ -57,7 +60,10 @@ class Invalid(Exception):  # noqa: N818 - raised by a section's check(), read as
 def _show(key: str, value: Any) -> str:
     if key.rsplit(".", 1)[-1] in SECRET_KEYS:
         return "<hidden>"
-    return shown(value)
+    return _USERINFO.sub(r"\1<hidden>@", shown(value))
+
+
+_USERINFO = re.compile(r"(://)[^/@\s]*@")  # the credentials of a URL, never quoted back
 
 
 def shown(value: Any) -> str:
@@ -150,7 +156,8 @@ class _Url(Marker):
         if not isinstance(value, str):
             raise ValueError
         u = urlparse(value)
-        if u.scheme not in ("http", "https") or not u.hostname:
+        # user:password@ would be written wherever the URL is (the start line, error texts, the store)
+        if u.scheme not in ("http", "https") or not u.hostname or u.username is not None or u.password is not None:
             raise ValueError
         return value
 
@@ -178,7 +185,8 @@ class _EnvName(Marker):
 
 _NAME = _Name("a name of letters, digits, '-', '_', '.', ':' or '@' (at most 64)")
 Name = Annotated[str, _NAME]
-Url = Annotated[str, _Url('an http:// or https:// URL with a host name')]
+Url = Annotated[str, _Url("an http:// or https:// URL with a host name and no user:password@ (secrets go in "
+                          "*_env or *_file)")]
 EnvName = Annotated[str, _EnvName("an environment variable name such as VC1_PASSWORD")]
 
 
@@ -259,6 +267,8 @@ CheckValue = float | int | str | bool
 class StoreConfig:
     path: Path = field(default_factory=default_store_path)
     retention: Duration(HOUR, 3650 * DAY) = 7 * 86400.0
+    #: a time from outside (a source's clock, a marker) further than this from now is not stored
+    max_clock_skew: Duration(MINUTE, 3650 * DAY) = DAY
 
 
 @dataclass(frozen=True)
@@ -296,8 +306,9 @@ class InfluxConfig:
     token_file: Path | None = None
     verify_tls: bool = True
     ca_file: Path | None = None
+    allow_plaintext: bool = False
     spool_max_bytes: Size(64 * 1024, 2**44) = 2**30
-    spool_dir: Path = field(default_factory=lambda: state_dir() / "spool")
+    spool_dir: Path | None = None  # None: beside the store, `<store>.spool` (spool_of)
     spool_fsync: Choice("interval", "always", "never") = "interval"
     spool_fsync_interval: Duration(0.01, HOUR) = 1.0
     tags: dict[str, str] = field(default_factory=dict)
@@ -543,6 +554,35 @@ def _check(cfg: Config, err: _Loader) -> None:
                 item.check()
         except Invalid as e:
             raise err.error(f"{where}.{e.key}" if e.key else where, e.problem) from None
+        if sends_in_clear(item) and not getattr(item, "allow_plaintext", False):
+            raise err.error(f"{where}.url", "http:// would send the password or token unencrypted; use https://, "
+                                            "or set allow_plaintext = true in this section to accept that")
+
+
+def sends_in_clear(section: Any) -> bool:
+    """Whether a section sends a password or token to a plain http:// URL."""
+    url = getattr(section, "url", None)
+    if not isinstance(url, str) or urlparse(url).scheme != "http":
+        return False
+    refs = [getattr(section, m)() for m in ("password", "token") if callable(getattr(section, m, None))]
+    return any(r is not None for r in refs)
+
+
+def plaintext_warnings(cfg: Config) -> list[str]:
+    """What to say at every start about the sections that send credentials in clear (allow_plaintext)."""
+    return [f"{where}: the password or token is sent unencrypted to {item.url} (allow_plaintext = true); "
+            "anyone on the path can read it" for _, where, item in sections_of(cfg) if sends_in_clear(item)]
+
+
+def names_a_secret(cfg: Config) -> bool:
+    return any(callable(getattr(item, m, None)) and getattr(item, m)() is not None
+               for _, _, item in sections_of(cfg) for m in ("password", "token"))
+
+
+def spool_of(store_path: Path) -> Path:
+    """The InfluxDB spool's directory when [influxdb] spool_dir is not set: beside the store, as its
+    marker inbox is, so two agents with different stores never share one."""
+    return store_path.with_name(store_path.name + ".spool")
 
 
 def load(path: Path, root: type[Config]) -> Config:
@@ -563,7 +603,25 @@ def load(path: Path, root: type[Config]) -> Config:
     except RecursionError:  # a value nested deeper than any key accepts
         raise ConfigError(file, "", "values nested too deeply") from None
     _check(cfg, err)
+    _check_mode(path, cfg)
     return replace(cfg, source=path)
+
+
+def _check_mode(path: Path, cfg: Config) -> None:
+    """A config that group or others can write decides, for whoever can edit it, where the secrets it
+    names are sent (a url of theirs, verify_tls = false): refused then, as OpenSSH refuses such a
+    ~/.ssh/config; without a secret, a warning."""
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return
+    if not mode & 0o022:
+        return
+    problem = f"writable by group or others (mode {mode:o})"
+    if names_a_secret(cfg):
+        raise ConfigError(str(path), "", f"{problem}, and it names secrets: whoever can edit it can have them "
+                                         f"sent elsewhere; run: chmod go-w {path}")
+    log.warning("config %s is %s; run: chmod go-w %s", path, problem, path)
 
 
 _LONG_NUMBER = re.compile(r"[0-9][0-9_]{999,}")

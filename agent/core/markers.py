@@ -9,28 +9,60 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 import time
 from pathlib import Path
 
+from db2vtop.agent.core.files import make_private_dir
 from db2vtop.agent.core.model import Annotation
-from db2vtop.agent.core.store import Store, StoreError, StoreLockedError
+from db2vtop.agent.core.store import Store, StoreAccessError, StoreError, StoreLockedError
+
+#: a marker file is a few hundred bytes; anything larger is not one
+MAX_MARKER_BYTES = 64 * 1024
+
+
+class MarkerError(StoreAccessError):
+    """A marker could not be queued in the inbox (not ours, not writable)."""
 
 
 def inbox_of(store_path: Path) -> Path:
     return store_path.with_name(store_path.name + ".markers")
 
 
+def inbox_problem(inbox: Path, st: os.stat_result) -> str | None:
+    """Why an existing inbox must not be used (its lstat `st`), else None. Only the agent's user may
+    put markers in it: one that another user can write to, owns or points to could feed the agent
+    anything, and one reached through a link could make it remove another directory's files."""
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link"
+    if not stat.S_ISDIR(st.st_mode):
+        return "is not a directory"
+    if st.st_uid != os.geteuid():
+        return f"belongs to uid {st.st_uid}, not to this user (uid {os.geteuid()})"
+    if st.st_mode & 0o022:
+        return (f"can be written by group or others (mode {stat.S_IMODE(st.st_mode):o}); "
+                f"if that is not meant, run: chmod 700 {inbox}")
+    return None
+
+
 def drop_marker(store_path: Path, marker: Annotation) -> Path:
-    """Queue a marker for the store's writer; the file appears atomically, complete."""
+    """Queue a marker for the store's writer; the file appears atomically, complete, in an inbox
+    private to this user (0700)."""
     inbox = inbox_of(store_path)
-    inbox.mkdir(parents=True, exist_ok=True)
-    doc = {"kind": marker.event, "name": marker.name, "tags": marker.tags, "text": marker.text, "ts": marker.ts}
-    fd, tmp = tempfile.mkstemp(dir=inbox, prefix=".", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(doc, f)
-    final = inbox / f"{marker.ts:020d}-{os.getpid()}.json"
-    os.rename(tmp, final)
+    try:
+        make_private_dir(inbox)
+        why = inbox_problem(inbox, os.lstat(inbox))
+        if why:
+            raise MarkerError(f"marker inbox {inbox} {why}; the marker is not queued")
+        doc = {"kind": marker.event, "name": marker.name, "tags": marker.tags, "text": marker.text, "ts": marker.ts}
+        fd, tmp = tempfile.mkstemp(dir=inbox, prefix=".", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(doc, f)
+        final = inbox / f"{marker.ts:020d}-{os.getpid()}.json"
+        os.rename(tmp, final)
+    except OSError as e:
+        raise MarkerError(f"cannot queue the marker in {inbox}: {e.strerror or e}") from None
     return final
 
 

@@ -12,6 +12,7 @@ import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -19,6 +20,7 @@ FieldValue = int | float | str | bool
 SELF_MEASUREMENT = "db2vtop_collector"  # the runtime's sample of each collector cycle
 SINK_MEASUREMENT = "db2vtop_sink"  # each agent's InfluxDB sink: delivery, backlog, errors
 AGENT_MEASUREMENT = "db2vtop_agent"  # each agent's own process: its cost
+THREAD_MEASUREMENT = "db2vtop_thread"  # each agent thread's health (agent/core/supervise.py)
 
 
 def now_ns() -> int:
@@ -147,11 +149,56 @@ class Output(Protocol):
                annotations: Iterable[Annotation] = (), findings: Iterable[Finding] = ()) -> None: ...
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+#: how far from now a time read from outside (a source's clock, a marker file) may be, by default
+CLOCK_SKEW_S = 86400.0
+
+
 def clean_fields(fields: dict[str, FieldValue]) -> dict[str, FieldValue]:
-    """Drop values no time-series store can hold (NaN, infinities, None)."""
+    """Drop values no time-series store can hold: NaN, infinities, None, integers outside 64 bits,
+    anything but a number, a bool or a string."""
     out = {}
     for k, v in fields.items():
-        if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        if isinstance(v, float):
+            if not math.isfinite(v):
+                continue
+        elif isinstance(v, int) and not isinstance(v, bool):
+            if not INT64_MIN <= v <= INT64_MAX:
+                continue
+        elif not isinstance(v, str | bool):
             continue
         out[k] = v
     return out
+
+
+def record_problem(r: Sample | Annotation | Fact, earliest_ns: int, latest_ns: int) -> str | None:
+    """Why a record from outside cannot be taken as it is, else None: its time must be an integer of
+    nanoseconds within [earliest_ns, latest_ns] (now give or take the clock skew allowed) and its name a
+    string. Values are cleaned separately (clean_fields): one bad value costs only itself."""
+    ts = r.ts
+    if type(ts) is not int:
+        return f"time {ts!r} is not an integer of nanoseconds"
+    if not earliest_ns <= ts <= latest_ns:
+        return f"time {_iso_or_raw(ts)} is outside {_iso_or_raw(earliest_ns)} .. {_iso_or_raw(latest_ns)}"
+    name = r.measurement if type(r) is Sample else r.event if type(r) is Annotation else r.kind
+    if type(name) is not str or not name:
+        return f"name {name!r} is not a string"
+    return None
+
+
+def describe_record(r: Sample | Annotation | Fact) -> str:
+    """One line naming a record, for the log line that says it was set aside."""
+    if isinstance(r, Sample):
+        return f"sample {r.measurement} {r.tags} at {r.ts!r}"
+    if isinstance(r, Annotation):
+        return f"annotation {r.event} {r.name!r} at {r.ts!r}"
+    if isinstance(r, Fact):
+        return f"fact {r.kind} {r.tags} at {r.ts!r}"
+    return f"{type(r).__name__} {r!r}"
+
+
+def _iso_or_raw(ns: int) -> str:
+    try:
+        return datetime.fromtimestamp(ns / 1e9, UTC).isoformat(timespec="seconds")
+    except (OverflowError, ValueError, OSError):
+        return str(ns)

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from db2vtop.agent.core import chunks
+from db2vtop.agent.core.files import make_private_dir, open_private
 from db2vtop.agent.core.model import (
     REMOVED,
     Annotation,
@@ -44,8 +45,10 @@ from db2vtop.agent.core.model import (
     Sample,
     canonical_tags,
     clean_fields,
+    describe_record,
 )
 from db2vtop.agent.core.source import Row, Series
+from db2vtop.agent.core.supervise import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +97,13 @@ class StoreLockedError(StoreError):
     """Another process holds the writer lock of this store."""
 
 
+class StoreAccessError(StoreError):
+    """The store's file or directory cannot be made or written (read-only, missing, not ours): a
+    problem of the command's setup, said in one line; the CLI exits 2 for it, as for bad usage."""
+
+    status = 2
+
+
 _VALUES_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
@@ -128,12 +138,9 @@ class Store:
         self.path = Path(path)
         self.writer = writer
         self._lock_fd: int | None = None
-        if writer:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._take_writer_lock()
-        elif not self.path.exists():
+        new_file = self._prepare_files() if writer else False
+        if not writer and not self.path.exists():
             raise StoreError(f"no store at {self.path}")
-        new_file = writer and (not self.path.exists() or self.path.stat().st_size == 0)
         try:
             self.db = sqlite3.connect(self.path, timeout=10, isolation_level=None, check_same_thread=False)
             self.db.execute("PRAGMA busy_timeout=10000")
@@ -150,18 +157,23 @@ class Store:
                 self.db.execute("PRAGMA cache_size=-4096")
                 if not new_file:
                     self._check_schema()  # a newer schema is refused before anything is touched
-                self.db.executescript(_SCHEMA)
-                self.db.execute("INSERT OR IGNORE INTO meta VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
-                # schema 2 is a head without chunks: it gains the table and its rows are sealed as they age
-                self.db.execute("UPDATE meta SET value=? WHERE key='schema_version' AND value='2'",
-                                (str(SCHEMA_VERSION),))
+                # one transaction: a reader sees no store, or a whole one, never tables half made; schema 2 is a
+                # head without chunks: it gains the table and its rows are sealed as they age
+                self.db.executescript(
+                    f"BEGIN IMMEDIATE;{_SCHEMA}INSERT OR IGNORE INTO meta VALUES('schema_version', '{SCHEMA_VERSION}');"
+                    f"UPDATE meta SET value='{SCHEMA_VERSION}' WHERE key='schema_version' AND value='2';COMMIT;")
             else:
                 self.db.execute("PRAGMA query_only=1")
                 self.db.execute("PRAGMA cache_size=-16384")
             self._check_schema()
         except sqlite3.DatabaseError as e:
             self.close()
-            raise StoreError(f"{self.path}: {e}") from None
+            if writer and isinstance(e, sqlite3.OperationalError):  # read-only, I/O error, cannot open
+                raise StoreAccessError(f"cannot write the store {self.path}: {e}") from None
+            if not writer and isinstance(e, sqlite3.OperationalError) and not os.access(self.path.parent, os.W_OK):
+                self._open_immutable()  # a recording on read-only media: nobody can be writing it
+            else:
+                raise StoreError(f"{self.path}: {e}") from None
         self._series: dict[str, int] = {}
         self._fieldset_ids: dict[tuple[str, ...], int] = {}
         self._fieldset_names: dict[int, tuple[str, ...]] = {}
@@ -171,9 +183,66 @@ class Store:
         self._chunk_cache: OrderedDict[int, tuple[list[int], tuple[str, ...], list[list[Any]]]] = OrderedDict()
         self._chunked = self._has_chunks()
 
+    def _open_immutable(self) -> None:
+        """Read a store whose directory cannot be written: SQLite cannot make the WAL's shared-memory
+        file there, so the file is opened as immutable (no locks, no WAL), which is what it is."""
+        try:
+            self.db = sqlite3.connect(f"{self.path.resolve().as_uri()}?immutable=1", uri=True, timeout=10,
+                                      isolation_level=None, check_same_thread=False)
+            self.db.execute("PRAGMA query_only=1")
+            self._check_schema()
+        except sqlite3.DatabaseError as e:
+            self.close()
+            raise StoreError(f"{self.path}: {e}") from None
+
+    def _prepare_files(self) -> bool:
+        """The writer's directory, lock and database file, made private (0700, 0600: SQLite gives the
+        WAL and shared-memory files the database's mode) and never through a symbolic link; True for a
+        new (empty) store. A directory that cannot be written is one StoreAccessError."""
+        step = f"cannot create the directory {self.path.parent}"
+        try:
+            make_private_dir(self.path.parent)
+            step = f"cannot create the writer lock {self.path}-writer.lock"
+            self._take_writer_lock()
+            step = f"cannot open the store {self.path}"
+            if not os.path.lexists(self.path):
+                self._create()
+            fd = open_private(self.path, os.O_RDWR | os.O_CREAT)
+            try:
+                size = os.fstat(fd).st_size
+            finally:
+                os.close(fd)
+            for suffix in ("-wal", "-shm"):  # left by an older db2vtop with the umask's mode
+                side = Path(f"{self.path}{suffix}")
+                if side.is_file() and not side.is_symlink() and side.stat().st_uid == os.geteuid():
+                    side.chmod(0o600)
+        except OSError as e:
+            self.close()
+            raise StoreAccessError(f"{step}: {e.strerror or e}") from None
+        return size == 0
+
+    def _create(self) -> None:
+        """A new store is made whole under another name and renamed into place: a reader that finds the
+        file finds its tables (an agent's first seconds, `watch` attaching, `mark --wait`)."""
+        tmp = self.path.with_name(f".{self.path.name}.new-{os.getpid()}")
+        os.close(open_private(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC))
+        try:
+            db = sqlite3.connect(tmp, isolation_level=None)
+            try:  # page size and vacuum mode only take effect before the first table is written
+                db.execute(f"PRAGMA page_size={_PAGE_SIZE}")
+                db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+                db.executescript(f"BEGIN;{_SCHEMA}INSERT INTO meta VALUES('schema_version', '{SCHEMA_VERSION}');"
+                                 "COMMIT;")
+            finally:
+                db.close()
+            os.rename(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
     def _take_writer_lock(self) -> None:
         lock_path = f"{self.path}-writer.lock"
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_private(lock_path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -191,6 +260,8 @@ class Store:
             if self.writer:
                 return  # an empty file: the writer creates the store
             raise StoreError(f"{self.path} is not a db2vtop store (or is still being created)") from None
+        if row is None and not self.writer:  # made by an older db2vtop, its tables one by one: not yet whole
+            raise StoreError(f"{self.path} is not a db2vtop store (or is still being created)")
         if row and int(row[0]) > SCHEMA_VERSION:
             raise StoreError(f"{self.path} has store schema {row[0]}, written by a newer db2vtop; "
                              f"this one reads schemas 2 to {SCHEMA_VERSION}")
@@ -763,25 +834,51 @@ class _Batch:
     def empty(self) -> bool:
         return not (self.samples or self.facts or self.annotations or self.findings)
 
+    def items(self) -> list[Sample | Fact | Annotation | Finding]:
+        """Every record in write order (samples, facts, annotations, findings)."""
+        return [*self.samples, *self.facts, *self.annotations, *self.findings]
+
+    @classmethod
+    def of(cls, items: Sequence[Sample | Fact | Annotation | Finding]) -> _Batch:
+        b = cls()
+        for r in items:
+            (b.samples if isinstance(r, Sample) else b.facts if isinstance(r, Fact)
+             else b.annotations if isinstance(r, Annotation) else b.findings).append(r)
+        return b
+
+
+#: a failed commit waits this long before the next try, doubling up to the most
+_RETRY_S, _MAX_RETRY_S = 0.5, 8.0
+
 
 class StoreWriter:
-    """The store's single writer: a thread that commits queued batches in order.
+    """The store's single writer: a thread that commits queued batches in order, under the supervisor.
 
-    Callers never wait on SQLite. A failed commit (disk full, I/O error) keeps the batch
-    and retries, so nothing handed to the writer is dropped while the process lives.
+    Callers never wait on SQLite. A commit that fails for a reason of the moment (disk full, I/O
+    error, a read-only remount) keeps the batch and retries with backoff, so nothing handed to the
+    writer is dropped while the process lives. A batch the store refuses for what it holds (an
+    integer past 64 bits, a value of no storable type) is split until the refused records are alone;
+    those are set aside (logged, counted in the thread's health) and the rest is written. A store
+    that can no longer be written at all (a corrupt file) fails the thread, which stops the agent.
     """
 
-    def __init__(self, path: Path, retention_s: float, retention_every_s: float = 10.0):
+    THREAD = "store-writer"
+    #: tries, a second apart, to write what is still pending at exit
+    exit_tries = 5
+
+    def __init__(self, path: Path, retention_s: float, retention_every_s: float = 10.0,
+                 supervisor: Supervisor | None = None):
         self.store = Store(path, writer=True)
         self.retention_s = retention_s
         self.retention_every_s = retention_every_s
         self.stats = WriterStats()
+        self.supervisor = supervisor or Supervisor()
         self._newest_ns = 0  # newest sample time committed: spans before its own are closed
         self._sealed_before = 0  # every head row before this is sealed (but each series' newest)
         self._pass_before: int | None = None  # the bound of the sealing pass under way
+        self._retry_s = _RETRY_S
         self._q: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="store-writer", daemon=True)
-        self._thread.start()
+        self._thread = self.supervisor.start(self.THREAD, self._run)
 
     @property
     def path(self) -> Path:
@@ -795,6 +892,8 @@ class StoreWriter:
 
     def call(self, fn: Any, timeout: float = 30.0) -> Any:
         """Run fn(store) on the writer thread, in order with queued batches; return its result."""
+        if not self._thread.is_alive():
+            raise StoreError(f"the store writer of {self.path} has stopped")
         done = threading.Event()
         box: dict[str, Any] = {}
 
@@ -839,9 +938,9 @@ class StoreWriter:
                 self._commit_at_exit(pending)
                 return
             if time.monotonic() >= next_retention:
-                self._retention_step()
+                self._maintain("retention", self._retention_step)
                 next_retention = time.monotonic() + self.retention_every_s
-            self._seal_step()
+            self._maintain("sealing", self._seal_step)
 
     def _drain(self) -> list[Any]:
         try:  # while a sealing pass is under way, come back to it soon
@@ -856,39 +955,88 @@ class StoreWriter:
         return items
 
     def _commit_at_exit(self, pending: _Batch) -> None:
-        for _ in range(5):
+        self._retry_s = 0.0  # a few more tries, a second apart, then the loss is said
+        for _ in range(self.exit_tries):
             if pending.empty():
                 return
             time.sleep(1.0)
             pending = self._commit(pending)
-        if not pending.empty():
-            log.error("store: %d samples could not be written at exit: %s",
-                      len(pending.samples), self.stats.last_error)
+        if not pending.empty():  # lost: the exit status must say so
+            self.supervisor.fail(self.THREAD, f"{len(pending.samples)} samples could not be written at exit: "
+                                              f"{self.stats.last_error}")
 
     def _commit(self, b: _Batch) -> _Batch:
+        """Write b; what is left to retry (all of it after a failure of the moment), else an empty batch."""
         if b.empty():
             return b
         t0 = time.perf_counter()
         try:
             self.store.write(b.samples, b.facts, b.annotations, b.findings)
-        except sqlite3.Error as e:
-            self.stats.last_error = f"store write failed: {e}"
-            log.error("%s (%d samples kept for retry)", self.stats.last_error, len(b.samples))
-            time.sleep(0.5)
-            return b
+        except sqlite3.OperationalError as e:  # disk full, I/O error, read-only: keep and retry
+            return self._keep(b, e)
+        except sqlite3.DatabaseError as e:
+            if isinstance(e, sqlite3.IntegrityError | sqlite3.DataError):
+                return self._isolate(b.items())
+            raise StoreError(f"{self.path} cannot be written: {e}") from None  # corrupt: the thread ends
+        except Exception:  # something in the batch the store cannot hold
+            return self._isolate(b.items())
         self.stats.write_ms = (time.perf_counter() - t0) * 1000
-        self._newest_ns = max([self._newest_ns, *(s.ts for s in b.samples)])
+        self._written(b)
+        return _Batch()
+
+    def _keep(self, b: _Batch, e: Exception) -> _Batch:
+        self.stats.last_error = f"store write failed: {e}"
+        self.supervisor.retrying(self.THREAD, f"{self.stats.last_error} ({len(b.samples)} samples kept for retry)")
+        time.sleep(self._retry_s)
+        self._retry_s = min(self._retry_s * 2, _MAX_RETRY_S)
+        return b
+
+    def _written(self, b: _Batch) -> None:
+        now = time.time_ns()  # a source's clock ahead of ours must not close spans still filling
+        self._newest_ns = max([self._newest_ns, *(min(s.ts, now) for s in b.samples)])
         self.stats.batches += 1
         self.stats.samples += len(b.samples)
-        self.stats.last_error = ""
+        if self.stats.last_error:
+            self.stats.last_error = ""
+            self._retry_s = _RETRY_S
+            self.supervisor.recovered(self.THREAD)
+
+    def _isolate(self, items: list[Sample | Fact | Annotation | Finding]) -> _Batch:
+        """Write `items` in order in ever smaller parts until each record the store refuses is alone;
+        set those aside. Stops at a failure of the moment and returns what is left for the retry."""
+        parts = [items]
+        while parts:
+            part = parts.pop(0)
+            b = _Batch.of(part)
+            try:
+                self.store.write(b.samples, b.facts, b.annotations, b.findings)
+            except sqlite3.OperationalError as e:
+                return self._keep(_Batch.of([r for p in (part, *parts) for r in p]), e)
+            except Exception as e:
+                if isinstance(e, sqlite3.DatabaseError) and not isinstance(e, sqlite3.IntegrityError
+                                                                            | sqlite3.DataError):
+                    raise StoreError(f"{self.path} cannot be written: {e}") from None
+                if len(part) == 1:
+                    self.supervisor.set_aside(self.THREAD, _describe(part[0]), e)
+                else:
+                    half = len(part) // 2
+                    parts[:0] = [part[:half], part[half:]]
+                continue
+            self._written(b)
         return _Batch()
+
+    def _maintain(self, what: str, step: Any) -> None:
+        """Retention and sealing: a step that fails is retried on the next turn; storing goes on."""
+        try:
+            step()
+        except sqlite3.Error as e:
+            log.warning("store %s step failed: %s", what, e)
+        except Exception:  # a bug in upkeep must not stop the writing
+            log.exception("store %s step failed", what)
 
     def _retention_step(self) -> None:
         cutoff = time.time_ns() - int(self.retention_s * 1e9)
-        try:
-            self.stats.retention_deleted += self.store.enforce_retention(cutoff)
-        except sqlite3.Error as e:
-            log.warning("store retention step failed: %s", e)
+        self.stats.retention_deleted += self.store.enforce_retention(cutoff)
 
     def _seal_step(self) -> None:
         """Seal a little of the spans that have closed since the last pass; one short transaction."""
@@ -897,11 +1045,14 @@ class StoreWriter:
             if before <= self._sealed_before:
                 return
             self._pass_before = before
-        try:
-            moved, done = self.store.seal_step(self._pass_before)
-            self.stats.sealed += moved
-            if done:
-                self._sealed_before, self._pass_before = self._pass_before, None
-                self.store.release_free_pages()
-        except sqlite3.Error as e:
-            log.warning("store sealing step failed: %s", e)
+        moved, done = self.store.seal_step(self._pass_before)
+        self.stats.sealed += moved
+        if done:
+            self._sealed_before, self._pass_before = self._pass_before, None
+            self.store.release_free_pages()
+
+
+def _describe(r: Sample | Fact | Annotation | Finding) -> str:
+    if isinstance(r, Finding):
+        return f"finding {r.key}"
+    return describe_record(r)

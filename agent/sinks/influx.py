@@ -15,6 +15,12 @@ marks a batch delivered only after a 2xx. Failures are sorted by what can fix th
 
 State changes and the start of dropping (spool full) are logged and queued as
 annotations for `SinkMonitor`, which also emits the `db2vtop_sink` self-metric.
+
+Both threads run under the agent's supervisor. A spool write that fails (disk full, I/O
+error) keeps the encoded records in memory (up to MAX_BACKLOG_BYTES, the oldest dropped and
+counted beyond it) and retries with backoff until the disk takes them again; a batch that
+cannot be encoded is set aside and counted; records still unspooled at exit fail the thread,
+so the exit status says points were lost.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import sys
 import threading
 import time
 import zlib
+from collections import deque
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -35,10 +42,12 @@ from pathlib import Path
 from typing import Any
 
 from db2vtop.agent.core.config import InfluxConfig
+from db2vtop.agent.core.files import append_private
 from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample
 from db2vtop.agent.core.secrets import SecretError
+from db2vtop.agent.core.supervise import Supervisor
 from db2vtop.agent.sinks.lineproto import FieldTypes, LineEncoder
-from db2vtop.agent.sinks.spool import Batch, Spool, SpoolError
+from db2vtop.agent.sinks.spool import Batch, Spool
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +59,10 @@ MAX_BATCH_BYTES = 8 * 2**20
 # which cost ~25% of throughput in bench/influx.py. The sink lowers it for the process.
 SWITCH_INTERVAL_S = 0.0005
 DEAD_LETTER_MAX_BYTES = 64 * 2**20
+#: encoded records held in memory while the spool cannot be written (disk full)
+MAX_BACKLOG_BYTES = 64 * 2**20
+_RETRY_S, _MAX_RETRY_S = 0.5, 8.0
+SPOOL_THREAD, SEND_THREAD = "influx-spool", "influx-send"
 
 
 class _RetryError(Exception):
@@ -99,7 +112,7 @@ class DeadLetters:
             with self._lock:
                 if self.path.exists() and self.path.stat().st_size > self.max_bytes:
                     self.path.replace(self.path.with_suffix(".jsonl.1"))
-                with open(self.path, "a", encoding="utf-8") as f:
+                with append_private(self.path) as f:
                     f.write(text)
         except OSError as e:
             log.error("influxdb: cannot write dead letters to %s: %s", self.path, e)
@@ -110,8 +123,11 @@ class InfluxSink:
 
     name = "influxdb"
 
-    def __init__(self, cfg: InfluxConfig):
+    def __init__(self, cfg: InfluxConfig, supervisor: Supervisor | None = None):
+        if cfg.spool_dir is None:
+            raise ValueError("the sink needs its spool_dir resolved (agent/assemble.py build_sink)")
         self.cfg = cfg
+        self.supervisor = supervisor or Supervisor()
         self.stats = SinkStats()
         sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
         self.spool = Spool(cfg.spool_dir, cfg.spool_max_bytes, fsync=cfg.spool_fsync,
@@ -130,12 +146,14 @@ class InfluxSink:
         self._write_service: Any = None  # influxdb-client objects, made on first send
         self._service_lock = threading.Lock()
         self._client: Any = None
+        self._backlog: deque[tuple[bytes, int]] = deque()  # encoded, not yet in the spool (disk full)
+        self._backlog_bytes = 0
+        self._retry_s = _RETRY_S
+        self._last_send = 0.0
         if not cfg.verify_tls:
             log.warning("influxdb: TLS certificate verification is off (verify_tls = false)")
-        self._writer = threading.Thread(target=self._write_loop, name="influx-spool", daemon=True)
-        self._sender = threading.Thread(target=self._send_loop, name="influx-send", daemon=True)
-        self._writer.start()
-        self._sender.start()
+        self._writer = self.supervisor.start(SPOOL_THREAD, self._write_loop)
+        self._sender = self.supervisor.start(SEND_THREAD, self._send_loop)
 
     # --- the Output protocol ------------------------------------------------------
 
@@ -155,7 +173,8 @@ class InfluxSink:
     def snapshot(self) -> dict[str, Any]:
         st = self.stats
         return {"state": st.state, "last_error": st.last_error, "spooled": st.spooled, "sent": st.sent,
-                "dropped": self.spool.dropped, "dead_lettered": st.dead_lettered, "retries": st.retries,
+                "dropped": self.spool.dropped, "corrupt": self.spool.corrupt, "dead_lettered": st.dead_lettered,
+                "retries": st.retries,
                 "batches": st.batches, "pending": self.spool.pending_points, "spool_bytes": self.spool.total_bytes,
                 "last_success_ns": st.last_success_ns}
 
@@ -167,7 +186,7 @@ class InfluxSink:
         if not marker.wait(timeout):
             return False
         while time.monotonic() < deadline:
-            if self.spool.pending_points == 0:
+            if self.spool.pending_points == 0 and not self._backlog:
                 return True
             time.sleep(0.05)
         return False
@@ -195,6 +214,8 @@ class InfluxSink:
         self.spool.close()
         if self._client is not None:
             self._client.close()
+        for name in (SPOOL_THREAD, SEND_THREAD):
+            self.supervisor.release(name)
         if left:
             log.warning("influxdb: %d points left in the spool %s for the next start", left, self.cfg.spool_dir)
         else:
@@ -205,11 +226,10 @@ class InfluxSink:
     def _write_loop(self) -> None:
         while True:
             try:
-                items = [self._q.get(timeout=self.cfg.spool_fsync_interval)]
+                items = [self._q.get(timeout=self._retry_s if self._backlog else self.cfg.spool_fsync_interval)]
             except queue.Empty:
-                self.spool.maybe_sync()
-                continue
-            while len(items) < 1000:
+                items = []
+            while items and len(items) < 1000:
                 try:
                     items.append(self._q.get_nowait())
                 except queue.Empty:
@@ -223,28 +243,57 @@ class InfluxSink:
                 elif isinstance(item, threading.Event):
                     markers.append(item)
                 else:
-                    samples, annotations, findings, facts = item
-                    try:
-                        lines += self.encoder.samples(samples)
-                        lines += self.encoder.annotations(annotations)
-                        lines += self.encoder.findings(findings)
-                        lines += self.encoder.facts(facts)
-                    except Exception:  # a bug in a collector's values must not stop the sink
-                        log.exception("influxdb: could not encode a batch; it is not sent")
+                    lines += self._encode(*item)
             self.append_lines(lines)
             for m in markers:
                 m.set()
             if stop:
+                self._spool_at_exit()
                 return
 
+    def _encode(self, samples: list[Sample], annotations: list[Annotation], findings: list[Finding],
+                facts: list[Fact]) -> list[str]:
+        """Line protocol for one submitted batch; a record that cannot be encoded is set aside alone."""
+        try:
+            return (self.encoder.samples(samples) + self.encoder.annotations(annotations)
+                    + self.encoder.findings(findings) + self.encoder.facts(facts))
+        except Exception:  # find the records at fault; the others are sent
+            pass
+        lines: list[str] = []
+        for encode, records in ((self.encoder.samples, samples), (self.encoder.annotations, annotations),
+                                (self.encoder.findings, findings), (self.encoder.facts, facts)):
+            for r in records:
+                try:
+                    lines += encode([r])
+                except Exception as e:
+                    self.supervisor.set_aside(SPOOL_THREAD, f"{type(r).__name__} {str(r)[:200]}", e)
+        return lines
+
     def append_lines(self, lines: list[str]) -> None:
-        """Append encoded lines to the spool in records of at most one batch."""
+        """Append encoded lines to the spool in records of at most one batch (kept in memory while the
+        spool cannot be written, tried again on every turn)."""
         n = self.cfg.batch_size
         for i in range(0, len(lines), n):
-            chunk = lines[i:i + n]
-            self.spool.append("".join(chunk).encode(), len(chunk))
-        self.stats.spooled += len(lines)
-        self.spool.maybe_sync()
+            chunk = "".join(lines[i:i + n]).encode()
+            self._backlog.append((chunk, len(lines[i:i + n])))
+            self._backlog_bytes += len(chunk)
+        if not self._backlog:
+            self._sync()
+            return
+        while self._backlog:
+            payload, points = self._backlog[0]
+            try:
+                self.spool.append(payload, points)
+            except OSError as e:
+                self._spool_failed(e)
+                break
+            self._backlog.popleft()
+            self._backlog_bytes -= len(payload)
+            self.stats.spooled += points
+        else:
+            self._retry_s = _RETRY_S
+            self.supervisor.recovered(SPOOL_THREAD)
+        self._sync()
         try:
             self.encoder.types.save()
         except OSError as e:
@@ -252,6 +301,34 @@ class InfluxSink:
         self._note_drops()
         if self.spool.pending_points >= self.cfg.batch_size:
             self._wake.set()
+
+    def _sync(self) -> None:
+        try:
+            self.spool.maybe_sync()
+        except OSError as e:
+            self.supervisor.retrying(SPOOL_THREAD, f"cannot sync the spool {self.cfg.spool_dir}: {e.strerror or e}")
+
+    def _spool_failed(self, e: OSError) -> None:
+        """Disk full (or an I/O error): keep the records, drop the oldest beyond the memory bound, retry."""
+        while self._backlog_bytes > MAX_BACKLOG_BYTES and len(self._backlog) > 1:
+            payload, points = self._backlog.popleft()
+            self._backlog_bytes -= len(payload)
+            self.spool.dropped += points
+        held = sum(p for _, p in self._backlog)
+        self.supervisor.retrying(SPOOL_THREAD, f"cannot write the spool {self.cfg.spool_dir}: {e.strerror or e} "
+                                               f"({held} points held in memory)")
+        self._retry_s = min(self._retry_s * 2, _MAX_RETRY_S)
+
+    def _spool_at_exit(self) -> None:
+        for _ in range(3):
+            if not self._backlog:
+                return
+            time.sleep(1.0)
+            self.append_lines([])
+        if self._backlog:  # lost: the exit status must say so
+            held = sum(p for _, p in self._backlog)
+            self.supervisor.fail(SPOOL_THREAD, f"{held} points could not be written to the spool "
+                                               f"{self.cfg.spool_dir} at exit")
 
     def _note_drops(self) -> None:
         dropped = self.spool.dropped
@@ -276,51 +353,69 @@ class InfluxSink:
         One connection is bound by the server's per-request latency; two in flight keep a
         local influxd busy. A batch that fails is retried (after backoff, with the others
         still waiting behind it), so delivery order within the spool only ever slips by
-        the batches in flight, and a restart re-sends at most those.
+        the batches in flight, and a restart re-sends at most those. An unexpected error (the
+        spool's disk failing under a read or a commit) is retried the same way from the cursor.
         """
         pool = ThreadPoolExecutor(self.cfg.max_in_flight, thread_name_prefix="influx-post")
         window: list[_InFlight] = []
         failures = 0
-        last_send = 0.0
         try:
             while not self._abort.is_set():
-                if not window:
-                    unread = self.spool.unread_points
-                    wait = self.cfg.flush_interval - (time.monotonic() - last_send)
-                    if unread == 0 or (unread < self.cfg.batch_size and not self._closing and wait > 0):
-                        if self._closing and unread == 0:
-                            return
-                        self._wait(wait if unread else self.cfg.flush_interval)
-                        continue
-                    try:
-                        while len(window) < self.cfg.max_in_flight:
-                            batch = self.spool.read(self.cfg.batch_size, MAX_BATCH_BYTES)
-                            if batch is None:
-                                break
-                            window.append(_InFlight(batch))
-                    except SpoolError as e:
-                        log.error("influxdb: %s; %d points skipped", e, self.spool.skip_corrupt())
-                    if not window:
-                        continue
-                last_send = time.monotonic()
-                errors = [e for e in pool.map(self._attempt, [f for f in window if not f.done]) if e]
-                while window and window[0].done:
-                    self._delivered(window.pop(0))
-                if not errors:
+                try:
+                    delay = self._send_turn(pool, window, failures)
+                except Exception as e:
+                    delay = None
+                    failures += 1
+                    self.supervisor.retrying(SEND_THREAD, e)
+                    window.clear()
+                    self.spool.rewind()
+                    base = min(self.cfg.max_retry_delay, self.cfg.retry_interval * 2 ** min(failures - 1, 20))
+                    self._interrupt.wait(base)
+                    continue
+                if delay is None:
+                    return
+                if delay == 0:
+                    if failures:
+                        self.supervisor.recovered(SEND_THREAD)
                     failures = 0
-                    self._set_state("ok", "")
                     continue
                 failures += 1
-                self.stats.retries += 1
-                e = errors[0]
-                self._set_state(e.state, str(e))
-                if self._closing:
-                    return  # stopping: leave the backlog for the next start
-                base = min(self.cfg.max_retry_delay, self.cfg.retry_interval * 2 ** min(failures - 1, 20))
-                self._interrupt.wait(max(e.retry_after, base / 2 + random.uniform(0, base / 2)))
+                self._interrupt.wait(delay)
         finally:
             pool.shutdown(wait=True)
             self.spool.rewind()
+
+    def _send_turn(self, pool: ThreadPoolExecutor, window: list[_InFlight], failures: int) -> float | None:
+        """One turn of the sender: 0 to go on at once, a delay after a failed send, None to stop."""
+        if not window:
+            unread = self.spool.unread_points
+            wait = self.cfg.flush_interval - (time.monotonic() - self._last_send)
+            if unread == 0 or (unread < self.cfg.batch_size and not self._closing and wait > 0):
+                if self._closing and unread == 0:
+                    return None
+                self._wait(wait if unread else self.cfg.flush_interval)
+                return 0
+            while len(window) < self.cfg.max_in_flight:
+                batch = self.spool.read(self.cfg.batch_size, MAX_BATCH_BYTES)
+                if batch is None:
+                    break
+                window.append(_InFlight(batch))
+            if not window:
+                return 0
+        self._last_send = time.monotonic()
+        errors = [e for e in pool.map(self._attempt, [f for f in window if not f.done]) if e]
+        while window and window[0].done:
+            self._delivered(window.pop(0))
+        if not errors:
+            self._set_state("ok", "")
+            return 0
+        self.stats.retries += 1
+        e = errors[0]
+        self._set_state(e.state, str(e))
+        if self._closing:
+            return None  # stopping: leave the backlog for the next start
+        base = min(self.cfg.max_retry_delay, self.cfg.retry_interval * 2 ** min(failures, 20))
+        return max(e.retry_after, base / 2 + random.uniform(0, base / 2))
 
     def _wait(self, seconds: float) -> None:
         self._wake.wait(seconds)

@@ -24,11 +24,11 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from db2vtop.agent.core.files import write_private
 from db2vtop.agent.core.influx_source import ANNOTATION_MEASUREMENT, FACT_MEASUREMENT, FINDING_MEASUREMENT
 from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample
 
@@ -55,8 +55,12 @@ class FieldTypes:
         self._dirty = False
         if path is not None and path.exists():
             try:
-                self.known = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as e:
+                doc = json.loads(path.read_text(encoding="utf-8"))
+                if not (isinstance(doc, dict) and all(isinstance(m, dict) and all(
+                        isinstance(k, str) for k in m.values()) for m in doc.values())):
+                    raise ValueError("not a table of measurements and field types")
+                self.known = doc
+            except Exception as e:  # garbage of any shape: the types are learned again
                 log.warning("ignoring unreadable %s: %s", path, e)
 
     def of(self, measurement: str, name: str, tp: type) -> str:
@@ -70,9 +74,7 @@ class FieldTypes:
     def save(self) -> None:
         if not self._dirty or self.path is None:
             return
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.known, sort_keys=True, indent=1), encoding="utf-8")
-        os.replace(tmp, self.path)
+        write_private(self.path, json.dumps(self.known, sort_keys=True, indent=1).encode())
         self._dirty = False
 
 

@@ -22,6 +22,7 @@ MEASUREMENTS = (
                state="`starting`, `ok`, `retrying`, `auth_error` or `error`", last_error="the last delivery error",
                last_success_ns="when a batch was last delivered (ns since the epoch)",
                dropped="points dropped because the spool was full",
+               corrupt="points lost in spool records whose checksum failed (skipped, the rest delivered)",
                dead_lettered="points the server refused for good (kept aside, not retried)",
                text=("state", "last_error")),
     ),

@@ -8,14 +8,23 @@ Layout of the spool directory:
   each delivery. A crash between a delivery and this write re-sends one batch, which
   InfluxDB absorbs: a point with the same series and timestamp overwrites itself.
 
-A kill -9 can leave a torn record at the end of a segment; opening the spool verifies
-every record's checksum and cuts the segment at the first bad one. When the spool would grow past `max_bytes`,
-whole oldest segments are deleted and their undelivered points counted as dropped,
-so the bound holds at segment granularity (segments are 1/16 of the bound).
+Every record carries a CRC32 of its payload. A kill -9 can leave a torn record at the end of
+a segment: opening the spool cuts it. A bad record anywhere else (a flipped bit, a hole) is
+skipped: the reader finds the next record whose checksum holds (records start right after a
+line's newline) and delivers the rest; the points lost are counted as dropped and logged.
+The cursor is a hint, never a reason to delete: one that does not point at a record of the
+oldest segment is replaced by that segment's start (points may be sent twice; InfluxDB
+absorbs that). An entry that is not a regular file is moved aside as `*.bad`.
+
+When the spool would grow past `max_bytes`, whole oldest segments are deleted and their
+undelivered points counted as dropped, so the bound holds at segment granularity (segments
+are 1/16 of the bound). A write that fails (disk full) leaves no partial record behind: the
+segment is cut back and the caller keeps the record to try again.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import logging
 import os
@@ -26,16 +35,26 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from db2vtop.agent.core.files import NOFOLLOW, make_private_dir, open_private
+
 log = logging.getLogger(__name__)
 
 MAGIC = b"D2VSPL1\n"
 _HEADER = struct.Struct("<III")
 _CURSOR = struct.Struct("<QQ")
+_MAX_SEQ = 10**16 - 1  # segment names have 16 digits
+_WINDOW = 1 << 20  # bytes read at a time when looking for the next good record
 FSYNC_POLICIES = ("always", "interval", "never")
 
 
 class SpoolError(Exception):
     pass
+
+
+class SpoolAccessError(SpoolError):
+    """The spool directory cannot be made or is not ours: the CLI exits 2 for it, as for bad usage."""
+
+    status = 2
 
 
 @dataclass
@@ -44,6 +63,7 @@ class _Segment:
     path: Path
     size: int = len(MAGIC)
     points: int = 0  # points in records not yet delivered
+    bad: dict[int, int] = field(default_factory=dict)  # start of a bad stretch -> the next good record
 
 
 @dataclass
@@ -72,6 +92,7 @@ class Spool:
         self.fsync = fsync
         self.fsync_interval = fsync_interval
         self.dropped = 0  # points deleted undelivered because the spool was full
+        self.corrupt = 0  # points lost in records whose checksum failed (a flipped bit, a torn tail)
         self.appended = 0
         self._lock = threading.Lock()
         self._segments: list[_Segment] = []
@@ -79,84 +100,156 @@ class Spool:
         self._last_sync = time.monotonic()
         self._dirty = False
         self._closed = False
-        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._top = 0  # the highest segment number found on disk, usable or not
+        self._open_dir()
         self._lock_fd = _lock_dir(self.dir)
-        self._cursor_fd = os.open(self.dir / "cursor", os.O_RDWR | os.O_CREAT, 0o600)
+        self._cursor_fd = _open_own(self.dir / "cursor")
         self._recover()
         self._active = self._new_segment()
 
     # --- opening ------------------------------------------------------------------
 
+    def _open_dir(self) -> None:
+        try:
+            make_private_dir(self.dir)
+            st = self.dir.stat()
+        except OSError as e:
+            raise SpoolAccessError(f"cannot create the spool directory {self.dir}: {e.strerror or e}") from None
+        if st.st_uid != os.geteuid():
+            raise SpoolAccessError(f"spool directory {self.dir} belongs to uid {st.st_uid}, not to this user "
+                             f"({os.geteuid()}); give the agent a spool_dir of its own")
+        if st.st_mode & 0o077:
+            log.warning("spool %s: mode %o tightened to 700", self.dir, st.st_mode & 0o777)
+            os.chmod(self.dir, 0o700)
+
     def _recover(self) -> None:
-        paths = sorted(self.dir.glob("seg-*.spool"))
-        raw = os.pread(self._cursor_fd, _CURSOR.size, 0)
-        seq, offset = _CURSOR.unpack(raw) if len(raw) == _CURSOR.size else (0, 0)
-        for path in paths:
+        found: list[_Segment] = []
+        for path in sorted(self.dir.glob("seg-*.spool")):
             try:
-                s = int(path.stem[4:])
+                seq = int(path.stem[4:])
             except ValueError:
                 continue
-            if s < seq:  # fully delivered before the last stop
-                path.unlink(missing_ok=True)
+            self._top = max(self._top, seq)
+            if not path.is_file() or path.is_symlink():
+                _set_aside(path, "is not a regular file")
                 continue
-            seg = self._scan(_Segment(s, path), offset if s == seq else len(MAGIC))
-            if seg is not None:
-                self._segments.append(seg)
-        if self._segments and self._segments[0].seq != seq:
-            self._cursor = (self._segments[0].seq, len(MAGIC))
-        else:
-            self._cursor = (seq, max(offset, len(MAGIC)))
+            found.append(_Segment(seq, path))
+        raw = os.pread(self._cursor_fd, _CURSOR.size, 0)
+        seq, offset = _CURSOR.unpack(raw) if len(raw) == _CURSOR.size else (0, 0)
+        if not found:
+            if seq > _MAX_SEQ:
+                log.error("spool %s: cursor file holds garbage (segment %d); starting afresh", self.dir, seq)
+                seq = 0
+            self._cursor = self._read = (seq, len(MAGIC))
+            return
+        oldest = found[0].seq
+        start = len(MAGIC)
+        if seq == oldest:
+            start = offset
+        elif seq > oldest:  # never delete on the cursor's word: what it says was delivered is sent again
+            log.error("spool %s: the cursor (segment %d offset %d) does not match the segments on disk "
+                      "(oldest %d); delivering everything from the oldest (points may be sent twice)",
+                      self.dir, seq, offset, oldest)
+        for seg in found:
+            corrupt = self.corrupt
+            checked = self._scan(seg, start if seg.seq == oldest else len(MAGIC), seg is found[-1])
+            if checked is None:
+                continue
+            if seg.seq == oldest and checked is False:
+                log.error("spool %s: the cursor (offset %d of segment %d) does not point at a record; "
+                          "delivering that segment from its start (points may be sent twice)", self.dir, start, oldest)
+                start = len(MAGIC)
+                self.corrupt, seg.points, seg.bad = corrupt, 0, {}
+                self._scan(seg, start, seg is found[-1])
+            self._segments.append(seg)
+        first = self._segments[0].seq if self._segments else oldest
+        self._cursor = (first, start if self._segments and first == oldest else len(MAGIC))
         self._read = self._cursor
         if self._segments:
             log.info("spool %s: %d points from before the last stop will be sent", self.dir, self.pending_points)
 
-    def _scan(self, seg: _Segment, cursor: int) -> _Segment | None:
-        """Count undelivered points; cut a torn or corrupt tail. None if the file is unusable."""
-        with open(seg.path, "r+b") as f:
-            if f.read(len(MAGIC)) != MAGIC:
-                log.error("spool: %s is not a spool segment; moved aside", seg.path)
-                os.replace(seg.path, seg.path.with_suffix(".bad"))
+    def _scan(self, seg: _Segment, cursor: int, newest: bool) -> bool | None:
+        """Count the points from `cursor` on, skip (and count) bad records, cut a bad tail (torn by a
+        crash, in the newest segment). None if the file is unusable (moved aside), else whether `cursor`
+        is where a record starts (or the end)."""
+        try:
+            fd = open_private(seg.path, os.O_RDWR)
+        except OSError as e:
+            _set_aside(seg.path, e.strerror or str(e))
+            return None
+        try:
+            if os.pread(fd, len(MAGIC), 0) != MAGIC:
+                _set_aside(seg.path, "is not a spool segment")
                 return None
             pos = len(MAGIC)
-            end = os.fstat(f.fileno()).st_size
-            while pos + _HEADER.size <= end:
-                n, points, crc = _HEADER.unpack(os.pread(f.fileno(), _HEADER.size, pos))
-                if pos + _HEADER.size + n > end or zlib.crc32(os.pread(f.fileno(), n, pos + _HEADER.size)) != crc:
-                    break
-                if pos >= cursor:
-                    seg.points += points
-                pos += _HEADER.size + n
-            if pos != end:
-                log.warning("spool: %s: cut %d bytes of a record torn by a crash", seg.path, end - pos)
-                f.truncate(pos)
-            seg.size = pos
-        return seg
+            end = os.fstat(fd).st_size
+            at_cursor = cursor == pos
+            while pos < end:
+                rec = _record_at(fd, pos, end)
+                if rec is not None:
+                    if pos >= cursor:
+                        seg.points += rec[1]
+                    pos = rec[0]
+                else:
+                    nxt, lines = _next_good(fd, pos, end)
+                    if nxt >= end:  # nothing good after it: the newest segment's tail a crash tore, or worse
+                        log.log(logging.WARNING if newest else logging.ERROR,
+                                "spool: %s: cut %d bytes at its end, %s (about %d points)", seg.path, end - pos,
+                                "a record torn by a crash" if newest else "corrupt", lines)
+                        if pos >= cursor:
+                            self.corrupt += lines
+                        os.ftruncate(fd, pos)
+                        end = pos
+                        break
+                    log.error("spool: %s: %d bytes at offset %d are corrupt (about %d points lost); skipped, "
+                              "the records after them are delivered", seg.path, nxt - pos, pos, lines)
+                    if pos >= cursor:
+                        self.corrupt += lines
+                    seg.bad[pos] = nxt
+                    pos = nxt
+                at_cursor = at_cursor or pos == cursor
+            seg.size = end
+        finally:
+            os.close(fd)
+        return at_cursor
 
     def _new_segment(self) -> _Segment:
-        seq = self._segments[-1].seq + 1 if self._segments else max(self._cursor[0], 1)
+        seq = self._segments[-1].seq + 1 if self._segments else max(self._cursor[0], self._top + 1, 1)
         path = self.dir / f"seg-{seq:016d}.spool"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
-        os.write(fd, MAGIC)
+        fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND)
+        try:
+            if os.write(fd, MAGIC) != len(MAGIC):
+                raise OSError(errno.ENOSPC, "short write", str(path))
+            if self.fsync != "never":
+                _fsync_dir(self.dir)
+        except OSError:
+            os.close(fd)
+            path.unlink(missing_ok=True)
+            raise
         self._fd = fd
         seg = _Segment(seq, path)
         self._segments.append(seg)
         if not self._segments[:-1]:
             self._set_cursor(seq, len(MAGIC))
             self._read = self._cursor
-        if self.fsync != "never":
-            _fsync_dir(self.dir)
         return seg
 
     # --- writing ------------------------------------------------------------------
 
     def append(self, payload: bytes, points: int) -> None:
-        """Add one record (whole lines). Makes room by dropping the oldest if full."""
+        """Add one record (whole lines, each ending in a newline). Makes room by dropping the oldest
+        if full. An OSError (disk full) leaves the spool as it was: the caller keeps the record."""
         record = _HEADER.pack(len(payload), points, zlib.crc32(payload)) + payload
         with self._lock:
             if self._active.size + len(record) > self.segment_bytes and self._active.size > len(MAGIC):
                 self._rotate()
             self._make_room(len(record))
-            os.write(self._fd, record)
+            try:
+                if os.write(self._fd, record) != len(record):
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            except OSError:
+                os.ftruncate(self._fd, self._active.size)  # no partial record left behind
+                raise
             self._active.size += len(record)
             self._active.points += points
             self.appended += points
@@ -177,10 +270,12 @@ class Spool:
         self._last_sync = time.monotonic()
 
     def _rotate(self) -> None:
+        """A new active segment; if it cannot be made, the current one stays active."""
         if self.fsync != "never":
             self._sync()
-        os.close(self._fd)
+        old = self._fd
         self._active = self._new_segment()
+        os.close(old)
 
     def _make_room(self, need: int) -> None:
         while self.total_bytes + need > self.max_bytes and len(self._segments) > 1:
@@ -220,27 +315,66 @@ class Spool:
             if pos >= seg.size:
                 return None
             batch = Batch(seq=seg.seq, start=pos, end=pos, points=0)
-            with open(seg.path, "rb") as f:
-                data = os.pread(f.fileno(), min(seg.size - pos, max(max_bytes, _HEADER.size)), pos)
-                off = 0
-                while off + _HEADER.size <= len(data):
-                    n, points, crc = _HEADER.unpack_from(data, off)
-                    if off + _HEADER.size + n > len(data):
-                        if batch.payloads:
-                            break
-                        data = os.pread(f.fileno(), _HEADER.size + n, pos)  # one record over max_bytes
-                    payload = data[off + _HEADER.size: off + _HEADER.size + n]
-                    if len(payload) != n or zlib.crc32(payload) != crc:
-                        raise SpoolError(f"{seg.path}: corrupt record at offset {pos + off}")
-                    batch.payloads.append(payload)
-                    batch.points += points
-                    off += _HEADER.size + n
-                    if batch.points >= max_points:
-                        break
-            batch.end = pos + off
-            self._read = (seg.seq, batch.end)
+            try:
+                fd = os.open(seg.path, os.O_RDONLY | NOFOLLOW)
+            except OSError as e:  # gone or replaced behind our back: its points are lost, the rest is not
+                log.error("spool: cannot read %s: %s; its %d points are lost", seg.path, e.strerror or e, seg.points)
+                self.corrupt += seg.points
+                seg.points, pos = 0, seg.size
+                self._read = (seg.seq, pos)
+                return None
+            try:
+                pos = self._read_records(fd, seg, batch, max_points, max_bytes)
+            finally:
+                os.close(fd)
+            batch.end = pos
+            self._read = (seg.seq, pos)
+            if not batch.payloads:  # only bad records up to the end of what is written
+                return None
             self._inflight.append(batch)
             return batch
+
+    def _read_records(self, fd: int, seg: _Segment, batch: Batch, max_points: int, max_bytes: int) -> int:
+        """Fill `batch` from batch.start: at least one record if any, else within the limits, stepping
+        over bad ones before the first; returns where the next read starts."""
+        pos = batch.start
+        while pos < seg.size:
+            data = os.pread(fd, min(seg.size - pos, max(max_bytes, _HEADER.size)), pos)
+            off = 0
+            while off + _HEADER.size <= len(data):
+                n, points, crc = _HEADER.unpack_from(data, off)
+                end = off + _HEADER.size + n
+                payload: bytes | None = None
+                if end <= len(data):
+                    payload = data[off + _HEADER.size:end]
+                elif batch.payloads:
+                    return pos + off  # the next read starts with it
+                elif pos + end <= seg.size:  # one record larger than max_bytes
+                    payload = os.pread(fd, n, pos + off + _HEADER.size)
+                if payload is None or len(payload) != n or zlib.crc32(payload) != crc:
+                    if batch.payloads:
+                        return pos + off  # what came before it is delivered first
+                    break
+                batch.payloads.append(payload)
+                batch.points += points
+                off = end
+                if batch.points >= max_points or off >= max_bytes:
+                    return pos + off
+            if batch.payloads:
+                return pos + off
+            pos = batch.start = self._skip_bad(fd, seg, pos + off)
+        return pos
+
+    def _skip_bad(self, fd: int, seg: _Segment, pos: int) -> int:
+        """Step over the bad stretch at `pos` (counted once, when first met); where the next good record starts."""
+        nxt = seg.bad.get(pos)
+        if nxt is None:
+            nxt, lines = _next_good(fd, pos, seg.size)
+            seg.bad[pos] = nxt
+            self.corrupt += lines
+            log.error("spool: %s: %d bytes at offset %d are corrupt (about %d points lost); skipped",
+                      seg.path, nxt - pos, pos, lines)
+        return nxt
 
     def rewind(self) -> None:
         """Forget the batches in flight: the next read() starts again at the oldest undelivered."""
@@ -249,20 +383,6 @@ class Spool:
             self.dropped += sum(b.points for b in self._inflight if b.seq not in live)  # only held in memory
             self._inflight.clear()
             self._read = self._cursor
-
-    def skip_corrupt(self) -> int:
-        """Give up on the rest of the segment being read (after a SpoolError); returns points lost."""
-        with self._lock:
-            seg = next((s for s in self._segments if s.seq == self._read[0]), None)
-            if seg is None:
-                return 0
-            lost = seg.points - sum(b.points for b in self._inflight if b.seq == seg.seq)
-            self.dropped += lost
-            seg.points -= lost
-            if seg is self._active:
-                self._rotate()
-            self._read = (seg.seq, seg.size)
-            return lost
 
     def commit(self, batch: Batch) -> None:
         """The oldest batch in flight was delivered (or dead-lettered): never read it again."""
@@ -279,7 +399,11 @@ class Spool:
             self._set_cursor(batch.seq, batch.end)
             if batch.end >= seg.size and (seg is not self._active or seg.size >= self.segment_bytes // 4):
                 if seg is self._active:  # keep the disk small in steady state
-                    self._rotate()
+                    try:
+                        self._rotate()
+                    except OSError as e:  # disk full: the delivered segment stays until a later commit
+                        log.debug("spool: cannot start a new segment: %s", e)
+                        return
                 self._segments.pop(0)
                 seg.path.unlink(missing_ok=True)
                 self._set_cursor(self._segments[0].seq, len(MAGIC))
@@ -322,9 +446,72 @@ class Spool:
             os.close(self._lock_fd)
 
 
+def _record_at(fd: int, pos: int, end: int) -> tuple[int, int] | None:
+    """(where the next record starts, points) if a whole record with a good checksum starts at pos."""
+    head = os.pread(fd, _HEADER.size, pos)
+    if len(head) < _HEADER.size:
+        return None
+    n, points, crc = _HEADER.unpack(head)
+    nxt = pos + _HEADER.size + n
+    if n == 0 or nxt > end:
+        return None
+    payload = os.pread(fd, n, pos + _HEADER.size)
+    if len(payload) != n or zlib.crc32(payload) != crc:
+        return None
+    return nxt, points
+
+
+def _next_good(fd: int, pos: int, end: int) -> tuple[int, int]:
+    """After a bad record at `pos`: where the next good record starts (`end` if none) and the lines
+    (points) in between. A record starts right after the newline that ends the one before it, so only
+    those places are tried, and a try only reads a payload whose last byte is a newline."""
+    lines = 0
+    base = pos + 1
+    while base < end:
+        window = os.pread(fd, min(_WINDOW, end - base), base)
+        if not window:
+            break
+        i = window.find(b"\n")
+        while i != -1:
+            cand = base + i + 1
+            if cand + _HEADER.size <= end:
+                n = _HEADER.unpack(os.pread(fd, _HEADER.size, cand))[0]
+                last = cand + _HEADER.size + n
+                if n > 0 and last <= end and os.pread(fd, 1, last - 1) == b"\n" \
+                        and _record_at(fd, cand, end) is not None:
+                    return cand, lines + 1
+            lines += 1
+            i = window.find(b"\n", i + 1)
+        base += len(window)
+    return end, lines
+
+
+def _set_aside(path: Path, why: str) -> None:
+    """Move a spool entry that cannot be used out of the way (kept for a look), never delete it."""
+    log.error("spool: %s %s; moved aside", path, why)
+    try:
+        os.replace(path, path.with_suffix(".bad"))
+    except OSError as e:
+        log.error("spool: cannot move %s aside: %s; it is ignored", path, e.strerror or e)
+
+
+def _open_own(path: Path) -> int:
+    """A spool's own small file (lock, cursor); a link or a non-file in its place is moved aside."""
+    try:
+        return open_private(path, os.O_RDWR | os.O_CREAT)
+    except OSError as e:
+        if e.errno not in (errno.ELOOP, errno.EINVAL, errno.EISDIR):
+            raise SpoolAccessError(f"cannot open {path}: {e.strerror or e}") from None
+        _set_aside(path, e.strerror or str(e))
+    try:
+        return open_private(path, os.O_RDWR | os.O_CREAT)
+    except OSError as e:
+        raise SpoolAccessError(f"cannot open {path}: {e.strerror or e}") from None
+
+
 def _lock_dir(path: Path) -> int:
     """One process per spool: two senders would deliver the same points twice and race on the cursor."""
-    fd = os.open(path / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fd = _open_own(path / "lock")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -99,9 +99,18 @@ def _message(error: BaseException, secret: str | None) -> Message:
     return Message(m.group(1), text[m.start():])
 
 
-def _dsn_value(v: object) -> str:
+def _dsn_value(key: str, v: object) -> str:
+    """A connection-string value as IBM's CLI reads it: plain up to the next `;`, or in braces when it
+    holds a `;`, starts with `{` or has spaces at its ends. A braced value ends at its first `}` (the
+    CLI has no escape for it, unlike ODBC's `}}`), so such a value holding a `}` cannot be passed at all
+    and is refused rather than let its rest become keywords of its own."""
     text = str(v)
-    return "{" + text + "}" if any(c in text for c in ";{}= ") else text
+    if not (";" in text or text.startswith("{") or text != text.strip()):
+        return text
+    if "}" in text:
+        raise Db2Error(f"the {key} value holds a '}}' and a ';' (or a leading '{{', or spaces at its ends): "
+                       "IBM's CLI connection string cannot carry that")
+    return "{" + text + "}"
 
 
 class DriverTransport:
@@ -126,7 +135,7 @@ class DriverTransport:
             parts.append(("SECURITY", "SSL"))
             if self.cfg.ca_file:
                 parts.append(("SSLServerCertificate", Path(self.cfg.ca_file)))
-        return "".join(f"{k}={_dsn_value(v)};" for k, v in parts)
+        return "".join(f"{k}={_dsn_value(k, v)};" for k, v in parts)
 
     def run(self, statements: list[tuple[str, str]], timeout: float) -> Session:
         dbapi = self._driver or load_driver()

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import paramiko
 
+from db2vtop.agent.core.files import append_private, make_private_dir
 from db2vtop.agent.core.paths import state_dir
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.collectors.base import CollectorError
@@ -78,11 +79,10 @@ class _AcceptNew(paramiko.MissingHostKeyPolicy):
         self.known_hosts = known_hosts
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
-        self.known_hosts.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dir(self.known_hosts.parent)
         entry = paramiko.hostkeys.HostKeyEntry([hostname], key)
-        with open(self.known_hosts, "a", encoding="utf-8") as f:
+        with append_private(self.known_hosts) as f:  # 0600 from the start, never through a link
             f.write(entry.to_line())
-        self.known_hosts.chmod(0o600)
         client.get_host_keys().add(hostname, key.get_name(), key)
         log.warning("ssh: recorded new host key %s %s for %s in %s", key.get_name(), fingerprint(key), hostname,
                     self.known_hosts)

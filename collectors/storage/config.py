@@ -49,6 +49,7 @@ class ArraySection(Secret, StorageSection):
     password_keyring: str | None = None
     verify_tls: bool = True
     ca_file: Path | None = None
+    allow_plaintext: bool = False  # an http:// url: the password travels unencrypted (warned at every start)
     min_ops_for_latency: Count("a number of operations", 0, 10**9) = 10
 
     transports: ClassVar[tuple[str, ...]] = ("ssh", "rest")

@@ -464,8 +464,15 @@ class VSphereCollector(BaseCollector):
         """One QueryPerf call. An entity that vanished since the inventory was read (a VM
         deleted, a host disconnected) fails the whole call in vCenter: halve the batch and
         retry, so it costs only its own samples. Any other fault fails the cycle."""
+        now = time.time()
+        window = (now - self.clock_skew_s, now + self.clock_skew_s)
         try:
-            return await self.run_blocking(perf_query, s, s.perf_manager, batch)
+            results = await self.run_blocking(perf_query, s, s.perf_manager, batch, window)
+            rejected = sum(r.rejected for r in results)
+            if rejected:
+                self.supervisor.set_aside(self.thread, f"{rejected} QueryPerf samples of vcenter {self.cfg.name}",
+                                          f"their times are more than {self.clock_skew_s:g}s from now")
+            return results
         except SoapFaultError as e:
             if e.name not in ENTITY_FAULTS:
                 raise

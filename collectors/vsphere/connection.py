@@ -4,6 +4,14 @@ TLS is verified unless the config explicitly says otherwise. The password is res
 only here, when connecting, and never appears in a message. QueryPerf responses are the
 bulk of the traffic; they are posted through the session's own connection pool and
 parsed with ElementTree instead of pyvmomi's pure-Python deserializer (see perf.py).
+
+An answer is input from outside and bounded as it arrives: at most `max_response_bytes`
+of XML once inflated (a gzip bomb stops there, not in memory) and a thirty-second of that in
+elements, and never a DOCTYPE (defusedxml reads the prolog; vSphere never sends one, and entity
+expansion would otherwise depend on the expat the interpreter links). Past either bound the call fails
+with SoapFaultError InvalidResponse. pyvmomi parses the answers to its own few calls (login,
+the service content, the clock) itself; importing this module gives its parser the same
+guards (`_guard_pyvmomi`).
 """
 
 from __future__ import annotations
@@ -15,14 +23,17 @@ import ssl
 import threading
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 from xml.etree import ElementTree as ET
 
+import pyVim.connect
+from defusedxml import DefusedXmlException, DTDForbidden
+from defusedxml.ElementTree import DefusedXMLParser
 from pyVim.connect import Disconnect, SmartConnect
-from pyVmomi import vim, vmodl
+from pyVmomi import SoapAdapter, vim, vmodl
 
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.collectors.base import CollectorError
@@ -31,6 +42,14 @@ from db2vtop.collectors.vsphere.config import VCenterConfig
 log = logging.getLogger(__name__)
 
 _SOAP_NS = "{http://schemas.xmlsoap.org/soap/envelope/}"
+#: the most one answer may hold once inflated, unless [[vcenter]] max_response_bytes says otherwise
+MAX_RESPONSE_BYTES = 64 * 2**20
+#: pyvmomi's own calls (login, service content, clock, options, the container view) answer a few KB.
+#: Its deserializer's time grows with the square of a text's length, holding the GIL every other
+#: collector's thread needs (8 MiB: 2.8 s of CPU, long enough to time out a 1 s guest cycle; 1 MiB: 0.05 s)
+PYVMOMI_MAX_BYTES = 2**20
+#: elements an answer may hold: a thirty-second of its byte bound (empty elements cost far more memory than text)
+BYTES_PER_ELEMENT = 32
 _XSI_TYPE = "{http://www.w3.org/2001/XMLSchema-instance}type"
 
 
@@ -69,6 +88,7 @@ class Session:
     server_offset_s: float        # server clock minus ours
     max_query_metrics: int        # vCenter's config.vpxd.stats.maxQueryMetrics, 0 if unset/unlimited
     perf_manager: str             # moref value
+    max_bytes: int = MAX_RESPONSE_BYTES  # one answer, inflated
 
     def server_now(self) -> float:
         return time.time() + self.server_offset_s
@@ -85,6 +105,13 @@ class Session:
         """POST one SOAP request and parse the answer as it arrives: each `tag` element is handed to
         `handle` as soon as it is complete, then emptied, so a bulk answer is never held whole as a
         tree. Returns the Body's first child (what is left of it); a Fault raises SoapFaultError."""
+        return self._post(body, tag, handle)
+
+    def post(self, body: bytes) -> ET.Element:
+        """POST one SOAP request on the session; returns the Body's first child."""
+        return self._post(body, None, None)
+
+    def _post(self, body: bytes, tag: str | None, handle: Callable[[ET.Element], None] | None) -> ET.Element:
         stub = self.si._stub
         conn = stub.GetConnection()
         try:
@@ -92,7 +119,7 @@ class Session:
             resp = conn.getresponse()
             if resp.status not in (200, 500):
                 raise http.client.HTTPException(f"HTTP {resp.status} {resp.reason}")
-            root = _parse_stream(resp, tag, handle)
+            root = _parse_stream(resp, tag, handle, self.max_bytes)
         except (OSError, http.client.HTTPException):
             conn.close()
             stub.DropConnections()
@@ -108,59 +135,99 @@ class Session:
         return {"Cookie": stub.cookie, "SOAPAction": stub.versionId,
                 "Content-Type": "text/xml; charset=UTF-8", "Accept-Encoding": "gzip"}
 
-    def post(self, body: bytes) -> ET.Element:
-        """POST one SOAP request on the session; returns the Body's first child."""
-        stub = self.si._stub
-        headers = self._headers()
-        conn = stub.GetConnection()
-        try:
-            conn.request("POST", stub.path, body, headers)
-            resp = conn.getresponse()
-            data = resp.read()
-        except (OSError, http.client.HTTPException):
-            conn.close()
-            stub.DropConnections()
-            raise
-        stub.ReturnConnection(conn)
-        if resp.getheader("Content-Encoding", "").lower() == "gzip":
-            try:
-                data = zlib.decompress(data, 16 + zlib.MAX_WBITS)
-            except zlib.error as e:
-                raise SoapFaultError("InvalidResponse", f"corrupt gzip body: {e}") from None
-        if resp.status not in (200, 500):
-            raise http.client.HTTPException(f"HTTP {resp.status} {resp.reason}")
-        return soap_body(data)
-
 
 _CHUNK = 1 << 16
 
 
-def _parse_stream(resp: http.client.HTTPResponse, tag: str, handle: Callable[[ET.Element], None]) -> ET.Element:
+def too_large(limit: int) -> SoapFaultError:
+    return SoapFaultError("InvalidResponse", f"answer larger than {limit} bytes of XML")
+
+
+def _body(resp: http.client.HTTPResponse, limit: int) -> Iterator[bytes]:
+    """The answer's body in chunks, inflated as it arrives when gzip'd; past `limit` bytes inflated
+    (or on the wire) it raises InvalidResponse without reading, or inflating, any further."""
     inflate = zlib.decompressobj(16 + zlib.MAX_WBITS) if resp.getheader("Content-Encoding", "").lower() == "gzip" \
         else None
+    total = 0
+    try:
+        while chunk := resp.read(_CHUNK):
+            if inflate is not None:
+                chunk = inflate.decompress(chunk, limit + 1 - total)  # never more than one byte past the bound
+            total += len(chunk)
+            if total > limit:
+                raise too_large(limit)
+            yield chunk
+        if inflate is not None:
+            tail = inflate.flush()
+            if total + len(tail) > limit:
+                raise too_large(limit)
+            yield tail
+    except zlib.error as e:
+        raise SoapFaultError("InvalidResponse", f"corrupt gzip body: {e}") from None
+
+
+class _Prolog:
+    """defusedxml's parser over the start of an answer, until its root element begins (a DOCTYPE can
+    only come before it): DTDForbidden at a DOCTYPE. The answer itself is parsed by ElementTree's C
+    parser, twice as fast on QueryPerf answers as defusedxml's, which drives expat from Python."""
+
+    _SLICE = 4096
+
+    def __init__(self) -> None:
+        self.rooted = False
+        self._parser = DefusedXMLParser(target=self, forbid_dtd=True)
+
+    def feed(self, chunk: bytes) -> None:
+        for i in range(0, len(chunk), self._SLICE):
+            if self.rooted:
+                return
+            self._parser.feed(chunk[i:i + self._SLICE])
+
+    # the parser's target: only the first start tag matters
+    def start(self, tag: str, attrs: dict) -> None:
+        self.rooted = True
+
+    def end(self, tag: str) -> None:
+        pass
+
+    def data(self, text: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _parse_stream(resp: http.client.HTTPResponse, tag: str | None, handle: Callable[[ET.Element], None] | None,
+                  limit: int = MAX_RESPONSE_BYTES) -> ET.Element:
+    """The answer's Envelope; with `tag`, each such element is handed to `handle` when complete, then emptied."""
+    prolog = _Prolog()
     parser = ET.XMLPullParser(events=("end",))
     root: ET.Element | None = None
+    elements, max_elements = 0, max(limit // BYTES_PER_ELEMENT, 1)
 
     def drain() -> None:
-        nonlocal root
+        nonlocal root, elements
         for _, el in parser.read_events():
+            elements += 1
             if el.tag == tag:
-                handle(el)
+                handle(el)  # type: ignore[misc]
                 el.clear()
             elif el.tag == _SOAP_NS + "Envelope":
                 root = el
+        if elements > max_elements:
+            raise SoapFaultError("InvalidResponse", f"answer of more than {max_elements} elements "
+                                                    f"(max_response_bytes / {BYTES_PER_ELEMENT})")
     try:
-        while chunk := resp.read(_CHUNK):
-            parser.feed(inflate.decompress(chunk) if inflate else chunk)
+        for chunk in _body(resp, limit):
+            prolog.feed(chunk)
+            parser.feed(chunk)
             drain()
-        if inflate:
-            parser.feed(inflate.flush())
         parser.close()
         drain()
-    except zlib.error as e:
-        raise SoapFaultError("InvalidResponse", f"corrupt gzip body: {e}") from None
     except ET.ParseError as e:
         raise SoapFaultError("InvalidResponse", f"unparsable SOAP response: {e}") from None
+    except DefusedXmlException as e:
+        raise SoapFaultError("InvalidResponse", f"refused XML: {type(e).__name__} (a DOCTYPE)") from None
     if root is None:
         raise SoapFaultError("InvalidResponse", "SOAP response without an envelope")
     return root
@@ -168,11 +235,22 @@ def _parse_stream(resp: http.client.HTTPResponse, tag: str, handle: Callable[[ET
 
 def soap_body(data: bytes) -> ET.Element:
     """The first element of a SOAP response's Body; a Fault or malformed XML raises SoapFaultError."""
-    try:
-        root = ET.fromstring(data)
-    except ET.ParseError as e:
-        raise SoapFaultError("InvalidResponse", f"unparsable SOAP response: {e}") from None
-    return _first(root)
+    return _first(_parse_stream(_Bytes(data), None, None, max(len(data), 1)))
+
+
+class _Bytes:
+    """A whole answer read as the streaming parser reads an HTTP response."""
+
+    def __init__(self, data: bytes):
+        self._data, self._pos = data, 0
+
+    def read(self, n: int) -> bytes:
+        chunk = self._data[self._pos:self._pos + n]
+        self._pos += len(chunk)
+        return chunk
+
+    def getheader(self, name: str, default: str = "") -> str:
+        return default
 
 
 def _first(root: ET.Element) -> ET.Element:
@@ -256,12 +334,19 @@ class Connector:
             raise CollectorError(f"vcenter {name}: cannot reach {self.cfg.url}: {_reason(e)}") from None
         except vmodl.MethodFault as e:
             raise CollectorError(f"vcenter {name}: login failed: {e.msg or type(e).__name__}") from None
+        except (ET.ParseError, DefusedXmlException, SoapFaultError) as e:  # not a vSphere SOAP endpoint
+            raise CollectorError(f"vcenter {name}: {self.cfg.url} answered the login with invalid XML: "
+                                 f"{type(e).__name__}: {e}") from None
         try:
             content = si.RetrieveContent()
             offset = si.CurrentTime().timestamp() - time.time()
-            return Session(si, content, offset, _max_query_metrics(content), content.perfManager._moId)
+            return Session(si, content, offset, _max_query_metrics(content), content.perfManager._moId,
+                           self.cfg.max_response_bytes)
         except (OSError, http.client.HTTPException) as e:
             raise CollectorError(f"vcenter {name}: connection lost while logging in: {_reason(e)}") from None
+        except (ET.ParseError, DefusedXmlException) as e:
+            raise CollectorError(f"vcenter {name}: invalid answer while logging in: {type(e).__name__}: {e}") \
+                from None
 
 
 def _reason(e: BaseException) -> str:
@@ -283,3 +368,73 @@ def _max_query_metrics(content: Any) -> int:
             return 0
         return value if value > 0 else 0
     return 0
+
+
+# --- the same guards for pyvmomi's own parsing ----------------------------------------
+
+
+def _refuse_doctype(name: str, *_: Any) -> None:
+    raise DTDForbidden(name, None, None)
+
+
+class _Capped:
+    """A file-like answer that raises InvalidResponse once more than `limit` bytes were read from it."""
+
+    def __init__(self, f: Any, limit: int):
+        self.f, self.limit, self.total = f, limit, 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.f.read(n)
+        self.total += len(data)
+        if self.total > self.limit:
+            raise too_large(self.limit)
+        return data
+
+
+class _GuardedExpat:
+    """The expat parser pyvmomi makes for each answer, refusing a DOCTYPE and reading at most
+    PYVMOMI_MAX_BYTES; pyvmomi sets its handlers through it as on the parser itself."""
+
+    __slots__ = ("_p",)
+
+    def __init__(self, parser: Any):
+        object.__setattr__(self, "_p", parser)
+        parser.StartDoctypeDeclHandler = _refuse_doctype
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._p, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._p, name, value)
+
+    def Parse(self, data: bytes | str, final: bool = True) -> int:  # noqa: N802 (expat's name)
+        if len(data) > PYVMOMI_MAX_BYTES:
+            raise too_large(PYVMOMI_MAX_BYTES)
+        return self._p.Parse(data, final)
+
+    def ParseFile(self, f: Any) -> int:  # noqa: N802 (expat's name)
+        return self._p.ParseFile(_Capped(f, PYVMOMI_MAX_BYTES))
+
+
+class _GuardedTree(ET.ElementTree):
+    """pyVim reads the server's vimServiceVersions.xml into an ElementTree before logging in."""
+
+    def parse(self, source: Any, parser: Any = None) -> ET.Element:
+        return super().parse(_Capped(source, PYVMOMI_MAX_BYTES),
+                             DefusedXMLParser(target=ET.TreeBuilder(), forbid_dtd=True))
+
+
+def _guard_pyvmomi() -> None:
+    create = SoapAdapter.ParserCreate
+    if getattr(create, "guarded", False):
+        return
+
+    def guarded(*args: Any, **kwargs: Any) -> _GuardedExpat:
+        return _GuardedExpat(create(*args, **kwargs))
+
+    guarded.guarded = True  # type: ignore[attr-defined]
+    SoapAdapter.ParserCreate = guarded
+    pyVim.connect.ElementTree = _GuardedTree
+
+
+_guard_pyvmomi()

@@ -128,6 +128,7 @@ class EntityResult:
     stamps: list[int]                          # unix seconds, in the order of the values
     intervals: list[int]
     series: list[tuple[int, str, list[int | None]]]
+    rejected: int = 0                          # samples left out: their time was outside the window
 
 
 _ts_cache: dict[str, int] = {}
@@ -146,22 +147,24 @@ def _parse_ts(text: str) -> int:
 RETURNVAL = _NS + "returnval"
 
 
-def query(session: Any, perf_manager: str, specs: list[Spec]) -> list[EntityResult]:
-    """One QueryPerf call, its answer parsed entity by entity as it arrives (never a whole tree)."""
+def query(session: Any, perf_manager: str, specs: list[Spec],
+          window: tuple[float, float] | None = None) -> list[EntityResult]:
+    """One QueryPerf call, its answer parsed entity by entity as it arrives (never a whole tree); only
+    samples stamped within `window` (epoch seconds) are kept."""
     out: list[EntityResult] = []
-    session.post_each(request_xml(perf_manager, specs), RETURNVAL, lambda rv: out.append(entity_result(rv)))
+    session.post_each(request_xml(perf_manager, specs), RETURNVAL, lambda rv: out.append(entity_result(rv, window)))
     return out
 
 
-def entity_result(rv: ET.Element) -> EntityResult:
+def entity_result(rv: ET.Element, window: tuple[float, float] | None = None) -> EntityResult:
     """One entity's `returnval` of a QueryPerf answer in CSV form; malformed content is a CollectorError."""
     try:
-        return _entity(rv)
+        return _entity(rv, window)
     except (ValueError, TypeError, OverflowError) as e:
         raise CollectorError(f"malformed QueryPerf response: {e}") from None
 
 
-def _entity(rv: ET.Element) -> EntityResult:
+def _entity(rv: ET.Element, window: tuple[float, float] | None) -> EntityResult:
     entity = rv.findtext(_NS + "entity") or ""
     info = (rv.findtext(_NS + "sampleInfoCSV") or "").split(",")
     intervals = [int(x) for x in info[0::2] if x]
@@ -175,7 +178,20 @@ def _entity(rv: ET.Element) -> EntityResult:
         inst = ident.findtext(_NS + "instance") or ""
         raw = (v.findtext(_NS + "value") or "").split(",")
         series.append((key, inst, [int(x) if x else None for x in raw]))
-    return EntityResult(entity, stamps, intervals, series)
+    result = EntityResult(entity, stamps, intervals, series)
+    if window is not None and not all(window[0] <= t <= window[1] for t in stamps):
+        _keep_within(result, window)
+    return result
+
+
+def _keep_within(r: EntityResult, window: tuple[float, float]) -> None:
+    """Leave out the samples whose time is outside the window (a clock years off, a date past 2262):
+    taken as they are they would stop the high-water mark, and with it the entity's samples, for good."""
+    keep = [i for i, t in enumerate(r.stamps) if window[0] <= t <= window[1]]
+    r.rejected = len(r.stamps) - len(keep)
+    r.stamps = [r.stamps[i] for i in keep]
+    r.intervals = [r.intervals[i] for i in keep if i < len(r.intervals)]
+    r.series = [(key, inst, [values[i] for i in keep if i < len(values)]) for key, inst, values in r.series]
 
 
 def window_start(server_now: float) -> float:

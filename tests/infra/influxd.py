@@ -221,7 +221,8 @@ def wait_for(cond, timeout: float = 30.0, what: str = "condition"):
 
 def write_agent_config(path: Path, srv: InfluxServer, bucket: str, store: Path, token_file: Path | None = None) -> Path:
     """An agent config feeding this server quickly (short intervals), the spool beside the file."""
-    token = f'token_file = "{token_file}"\n' if token_file else ""
+    # influxd on 127.0.0.1 speaks plain http: a token then needs allow_plaintext (warned at every start)
+    token = f'token_file = "{token_file}"\nallow_plaintext = true\n' if token_file else ""
     path.write_text(f"""
 [store]
 path = "{store}"

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from db2vtop.agent.core.supervise import Supervisor
 from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.ssh import SSHTarget
@@ -133,6 +134,33 @@ async def test_unisphere_storage_group_response_times(tmp_path, monkeypatch):
     body = sent[1][2]
     assert (body["symmetrixId"], body["storageGroupId"], body["dataFormat"]) == (SID, "DB2_PROD_SG", "Average")
     assert "ReadResponseTime" in body["metrics"] and body["endDate"] > body["startDate"]
+
+
+async def test_an_interval_dated_past_2262_is_set_aside_and_the_next_one_still_taken(tmp_path, monkeypatch):
+    """It became the group's mark (no later interval was ever newer) and, as a sample time, ended the store
+    writer's thread; now it is set aside at the source and counted."""
+    monkeypatch.setenv("U4P_PW", "pw")
+    now = int(time.time() * 1000)
+    with FakeREST("monitor", "pw", tls_dir=tmp_path) as server:
+        cfg = PowermaxConfig(name="vmax1", transport="rest", url=server.url, user="monitor",
+                            password_env="U4P_PW", ca_file=server.ca_file, sid=SID)
+        c = PowermaxCollector(cfg)
+        c.supervisor = sup = Supervisor()
+        unisphere_routes(server, [{"timestamp": 10**13, "HostIOs": 1.0}])  # the year 2286
+        assert await c.collect() == []
+        unisphere_routes(server, [{"timestamp": now - 300_000, "HostIOs": 5.0}])
+        (sample,) = await c.collect()
+        await c.close()
+    assert sample.ts == (now - 300_000) * 1_000_000
+    (health,) = sup.snapshot()
+    assert health.set_aside == 1 and "Unisphere interval of DB2_PROD_SG" in health.last_error
+
+
+def test_symstat_xml_with_a_doctype_is_refused():
+    bomb = ('<?xml version="1.0"?><!DOCTYPE l [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;">]>'
+            "<SymCLI_ML><Request><dev_name>&b;</dev_name></Request></SymCLI_ML>")
+    with pytest.raises(StorageFormatError, match="refused XML \\(DTDForbidden\\)"):
+        symstat.parse(bomb)
 
 
 def test_unisphere_refusal_in_a_200_body_is_an_error():

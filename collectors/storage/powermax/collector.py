@@ -51,6 +51,10 @@ class PowermaxCollector(StorageCollector):
             found = unisphere.latest(body, group, self.cfg.min_ops_for_latency)
             if found is None or found[0] <= self._last_ts.get(group, 0):
                 continue  # no newer diagnostic interval than the one already stored
+            if abs(found[0] / 1000 - time.time()) > self.clock_skew_s:  # it would stop the group's mark for good
+                self.supervisor.set_aside(self.thread, f"Unisphere interval of {group} at {found[0]} ms",
+                                          f"its time is more than {self.clock_skew_s:g}s from now")
+                continue
             self._last_ts[group] = found[0]
             out.append(("storage_group", {"storage_group": group}, found[1], found[0] * 1_000_000))
         return out

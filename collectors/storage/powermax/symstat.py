@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from defusedxml import DefusedXmlException
+from defusedxml.ElementTree import fromstring
+
 from db2vtop.agent.core.model import FieldValue
 from db2vtop.collectors.storage.common import StorageFormatError, optional_number
 
@@ -28,10 +31,12 @@ def argv(sid: str, seconds: int) -> list[str]:
 
 def parse(text: str) -> dict[str, tuple[dict[str, str], dict[str, FieldValue]]]:
     """device -> (tags, fields); the last report wins if there are several."""
-    try:
-        root = ET.fromstring(text.strip())
+    try:  # a DOCTYPE (entity expansion) is refused: SYMCLI never prints one
+        root = fromstring(text.strip(), forbid_dtd=True)
     except ET.ParseError as e:
         raise StorageFormatError(f"symstat: output is not XML ({e}): {text.strip()[:80]!r}") from None
+    except DefusedXmlException as e:
+        raise StorageFormatError(f"symstat: refused XML ({type(e).__name__})") from None
     out: dict[str, tuple[dict[str, str], dict[str, FieldValue]]] = {}
     for req in root.iter("Request"):
         values = {child.tag: child.text for child in req}

@@ -1,0 +1,95 @@
+"""A real `db2vtop agent` process under a fault, and what the tests read back afterwards.
+
+"Nothing lost" is checked the strict way the shutdown tests use: the runtime submits each guest
+cycle's samples together with the `db2vtop_collector` sample that says the cycle went well, so
+every ok cycle recorded must have its CPU sample in the store, and the seconds covered must have
+no hole wider than a few intervals across the fault.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from db2vtop.agent.core.model import SELF_MEASUREMENT
+from db2vtop.agent.core.store import Store, StoreError
+from tests.conftest import ROOT
+
+AGENT = [sys.executable, "-m", "db2vtop.agent"]
+
+
+@dataclass
+class Agent:
+    proc: subprocess.Popen
+    log: Path
+    store: Path
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait(self, timeout: float = 60) -> int:
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"the agent did not end within {timeout:g}s:\n{self.text()[-3000:]}") from None
+
+    def stop(self, timeout: float = 60) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.wait(timeout)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+
+
+def write_config(path: Path, store: Path, guest: str = "1s", extra: str = "") -> Path:
+    path.write_text(f'[store]\npath = "{store}"\n[guest]\ninterval = "{guest}"\n{extra}')
+    return path
+
+
+def start(cfg: Path, store: Path, log: Path, *args: str, command: str = "agent",
+          env: dict[str, str] | None = None, preexec=None) -> Agent:
+    with open(log, "ab") as f:
+        proc = subprocess.Popen([*AGENT, command, "-c", str(cfg), *args], cwd=ROOT, stdout=f, stderr=f,
+                                env={**os.environ, **(env or {})}, preexec_fn=preexec)
+    return Agent(proc, log, store)
+
+
+def guest_seconds(store: Path) -> list[int]:
+    """The seconds with a total-CPU sample of the local guest, in order."""
+    try:
+        with Store(store) as s:
+            return sorted({r.ts // 10**9 for r in s.rows("guest_cpu", 0) if r.tags.get("cpu") == "total"})
+    except StoreError:  # not there yet
+        return []
+
+
+def wait_seconds(store: Path, n: int, timeout: float = 60) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        seen = guest_seconds(store)
+        if len(seen) >= n:
+            return seen
+        time.sleep(0.2)
+    raise AssertionError(f"fewer than {n} guest samples in {store} after {timeout:g}s")
+
+
+def nothing_lost(store: Path, max_gap_s: float = 3.5) -> list[int]:
+    """Every ok guest cycle has its samples, and the samples have no hole: returns their seconds."""
+    with Store(store) as s:
+        ok = [r for r in s.rows(SELF_MEASUREMENT, 0) if r.tags["collector"] == "guest" and r.fields["status"] == "ok"]
+        cpu = [r for r in s.rows("guest_cpu", 0) if r.tags.get("cpu") == "total"]
+    assert ok and len(cpu) == len(ok), (len(cpu), len(ok))
+    seconds = sorted(r.ts / 1e9 for r in cpu)
+    holes = [(a, b) for a, b in itertools.pairwise(seconds) if b - a > max_gap_s]
+    assert not holes, f"samples missing between {holes}"
+    return [int(x) for x in seconds]

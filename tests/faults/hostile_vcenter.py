@@ -1,0 +1,101 @@
+"""A hostile vCenter: a small HTTP server in front of the vSphere simulator that passes every SOAP
+call through, except those the test turns bad. It stands where a compromised vCenter, or anyone on
+the path of a plain-HTTP or unverified session, stands.
+
+`faults` maps a SOAP method (as it appears in the request body, e.g. "QueryPerf") to one of:
+- "bomb": a gzip'd answer that inflates to 512 MiB (0.5 MB on the wire);
+- "doctype": the real answer with a DOCTYPE declaring entities put before its root;
+- "year9999": the real answer with every timestamp in it moved to 9999-12-31.
+"""
+
+from __future__ import annotations
+
+import http.client
+import re
+import ssl
+import threading
+import zlib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlparse
+
+_STAMP = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z")
+_DECL = re.compile(rb"^(\s*<\?xml[^>]*\?>)?")
+DOCTYPE = b'<!DOCTYPE e [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>'
+_SKIP = {"host", "accept-encoding", "connection", "content-length", "transfer-encoding"}
+
+
+def gzip_bomb(mib: int = 512) -> bytes:
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = b"A" * 2**20
+    head = (b'<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenv='
+            b'"http://schemas.xmlsoap.org/soap/envelope/"><soapenv:Body><x>')
+    parts = [z.compress(head), *(z.compress(block) for _ in range(mib))]
+    parts.append(z.compress(b"</x></soapenv:Body></soapenv:Envelope>") + z.flush())
+    return b"".join(parts)
+
+
+class HostileVCenter:
+    def __init__(self, upstream: str):
+        u = urlparse(upstream)
+        self.upstream = (u.hostname or "127.0.0.1", u.port or 443)
+        self.faults: dict[str, str] = {}
+        self.hits: dict[str, int] = {}
+        self._bomb = gzip_bomb()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                proxy._serve(self, "GET", b"")
+
+            def do_POST(self) -> None:
+                proxy._serve(self, "POST", self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/sdk"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> HostileVCenter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def _serve(self, h: BaseHTTPRequestHandler, method: str, body: bytes) -> None:
+        fault = next(((name, how) for name, how in self.faults.items() if f"<{name}".encode() in body), None)
+        if fault is not None:
+            self.hits[fault[0]] = self.hits.get(fault[0], 0) + 1
+        if fault and fault[1] == "bomb":
+            status, headers, data = 200, [("Content-Encoding", "gzip")], self._bomb
+        else:
+            status, headers, data = self._forward(h, method, body)
+            if fault and fault[1] == "doctype":
+                data = _DECL.sub(lambda m: (m.group(1) or b"") + DOCTYPE, data, count=1)
+            elif fault and fault[1] == "year9999":
+                data = _STAMP.sub(b"9999-12-31T23:59:40Z", data)
+        h.send_response(status)
+        for k, v in headers:
+            h.send_header(k, v)
+        h.send_header("Content-Type", "text/xml; charset=utf-8")
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        h.wfile.write(data)
+
+    def _forward(self, h: BaseHTTPRequestHandler, method: str, body: bytes) -> tuple[int, list, bytes]:
+        conn = http.client.HTTPSConnection(*self.upstream, context=ssl._create_unverified_context(), timeout=60)
+        try:
+            conn.request(method, h.path, body or None,
+                         {k: v for k, v in h.headers.items() if k.lower() not in _SKIP})
+            resp = conn.getresponse()
+            data = resp.read()
+            cookies = [("Set-Cookie", v) for k, v in resp.getheaders() if k.lower() == "set-cookie"]
+            return resp.status, cookies, data
+        finally:
+            conn.close()
