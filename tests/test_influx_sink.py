@@ -22,7 +22,7 @@ from db2vtop.agent.core.config import InfluxConfig
 from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample
 from db2vtop.agent.sinks.influx import InfluxSink
 from db2vtop.agent.sinks.monitor import MEASUREMENT, SinkMonitor
-from tests.infra.influxd import InfluxServer, free_port, wait_for
+from tests.infra.influxd import InfluxServer, refused_url, wait_for
 
 T0 = 1_700_000_000_123_456_789
 
@@ -137,9 +137,14 @@ def test_a_point_influxdb_refuses_goes_to_the_dead_letter_file_and_the_rest_is_d
     assert snap["state"] == "ok"
 
 
-def test_a_full_spool_drops_the_oldest_counts_them_and_says_so(influxd, db, tmp_path, make_sink):
+@pytest.fixture
+def down():
+    with refused_url() as url:
+        yield url
+
+
+def test_a_full_spool_drops_the_oldest_counts_them_and_says_so(influxd, db, tmp_path, make_sink, down):
     spool = tmp_path / "spool"
-    down = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     sink = make_sink(config(down, f"{db}/autogen", spool, spool_max_bytes=64 * 1024, batch_size=50))
     n = 0
     for _ in range(100):

@@ -25,8 +25,9 @@ def collect(inbox: MarkerInbox) -> list:
     return asyncio.run(inbox.collect())
 
 
-def hostile_files(box, outside) -> None:
-    """The review's poison files, each of which blocked every later marker or read outside the inbox."""
+def hostile_files(box, outside) -> int:
+    """The review's poison files, each of which blocked every later marker or read outside the inbox;
+    returns how many were made."""
     now = time.time_ns()
     (box / "0001-dir.json").mkdir()
     (box / "0002-deep.json").write_text("[" * 200_000 + "]" * 200_000)
@@ -40,6 +41,7 @@ def hostile_files(box, outside) -> None:
     (box / "0010-big.json").write_text(json.dumps({"name": "big", "ts": now, "text": "x" * 70_000}))
     (box / "0011-notname.json").write_text(json.dumps({"name": 5, "ts": now}))
     (box / "0012-future.json").write_text(json.dumps({"name": "far", "ts": now + 3 * 86400 * 10**9}))
+    return 12
 
 
 def test_hostile_files_are_set_aside_once_and_the_good_marker_after_them_is_read(tmp_path):

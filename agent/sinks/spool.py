@@ -464,9 +464,11 @@ def _record_at(fd: int, pos: int, end: int) -> tuple[int, int] | None:
 def _next_good(fd: int, pos: int, end: int) -> tuple[int, int]:
     """After a bad record at `pos`: where the next good record starts (`end` if none) and the lines
     (points) in between. A record starts right after the newline that ends the one before it, so only
-    those places are tried, and a try only reads a payload whose last byte is a newline."""
+    those places are tried, and a try only reads a payload whose last byte is a newline. The bad
+    record's own header is not searched: a length or checksum byte that happens to be a newline is
+    not a point."""
     lines = 0
-    base = pos + 1
+    base = pos + _HEADER.size
     while base < end:
         window = os.pread(fd, min(_WINDOW, end - base), base)
         if not window:

@@ -83,6 +83,13 @@ def wait_seconds(store: Path, n: int, timeout: float = 60) -> list[int]:
     raise AssertionError(f"fewer than {n} guest samples in {store} after {timeout:g}s")
 
 
+def wait_past(store: Path, t: float, timeout: float = 30) -> None:
+    """Until the store holds a guest sample later than `t` (a time.time()), or the timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and (guest_seconds(store) or [0])[-1] < t:
+        time.sleep(0.2)
+
+
 def nothing_lost(store: Path, max_gap_s: float = 3.5) -> list[int]:
     """Every ok guest cycle has its samples, and the samples have no hole: returns their seconds."""
     with Store(store) as s:

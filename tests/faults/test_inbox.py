@@ -10,13 +10,13 @@ leaves none of their `*.json` in the inbox.
 from __future__ import annotations
 
 import json
-import os
 import time
 
 from db2vtop.agent.core.markers import inbox_of
 from db2vtop.agent.core.store import Store
 from tests.conftest import run_cli
-from tests.faults.agent import guest_seconds, nothing_lost, start, wait_seconds, write_config
+from tests.faults.agent import nothing_lost, start, wait_past, wait_seconds, write_config
+from tests.test_markers import hostile_files
 
 
 def test_an_agent_fed_hostile_markers_keeps_storing_and_records_the_good_one(tmp_path):
@@ -29,18 +29,10 @@ def test_an_agent_fed_hostile_markers_keeps_storing_and_records_the_good_one(tmp
         box = inbox_of(store)
         assert box.is_dir()  # made by the agent, private
         poisoned = time.time()
-        (box / "0001-dir.json").mkdir()
-        (box / "0002-deep.json").write_text("[" * 200_000 + "]" * 200_000)
-        (box / "0003-inf.json").write_text('{"name": "x", "ts": 1e400}')
-        (box / "0004-list.json").write_text("[1, 2]")
-        os.mkfifo(box / "0005-fifo.json")
-        (box / "0006-link.json").symlink_to(outside)
-        (box / "0007-bigts.json").write_text(json.dumps({"name": "evil", "ts": 10**30}))
+        hostile = hostile_files(box, outside)
         r = run_cli("mark", "--store", str(store), "after the poison", "--text", "queued last")
         assert r.returncode == 0 and "queued for the process writing the store" in r.stdout, r.stderr
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and (guest_seconds(store) or [0])[-1] < poisoned + 4:
-            time.sleep(0.2)
+        wait_past(store, poisoned + 4)
     finally:
         status = agent.stop()
     log = agent.text()
@@ -52,6 +44,6 @@ def test_an_agent_fed_hostile_markers_keeps_storing_and_records_the_good_one(tmp
                                                                                        "queued last")]
     left = sorted(p.name for p in box.iterdir())
     assert not [n for n in left if n.endswith(".json")], left
-    assert len([n for n in left if n.endswith(".json.bad")]) == 7, left
+    assert len([n for n in left if n.endswith(".json.bad")]) == hostile, left
     assert outside.exists()
     assert log.count("collector:markers: set aside marker file") == 1  # one line a minute; all counted

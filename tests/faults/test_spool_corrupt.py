@@ -16,7 +16,7 @@ from pathlib import Path
 
 from db2vtop.agent.core.store import Store
 from tests.conftest import run_cli
-from tests.infra.influxd import InfluxServer, free_port, influx_keys
+from tests.infra.influxd import InfluxServer, influx_keys, refused_url
 
 _HEADER = struct.Struct("<III")
 _MAGIC = 8
@@ -65,8 +65,9 @@ def test_a_corrupt_spool_delivers_every_record_but_the_bad_one(tmp_path):
     try:
         bucket = srv.create_db("c")
         store, spool = tmp_path / "m.db", tmp_path / "spool"
-        away = config(tmp_path / "away.toml", f"http://127.0.0.1:{free_port()}", bucket, store, spool)
-        r = run_cli("agent", "-c", str(away), "--duration", "5", timeout=120)
+        with refused_url() as url:
+            away = config(tmp_path / "away.toml", url, bucket, store, spool)
+            r = run_cli("agent", "-c", str(away), "--duration", "5", timeout=120)
         assert r.returncode == 0, r.stderr
         spooled = records(spool)
         segments = sorted({seg for seg, _, _ in spooled})

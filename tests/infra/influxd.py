@@ -9,6 +9,7 @@ so a test can take the server away for a while and bring it back on the same por
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import socket
@@ -17,6 +18,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -42,6 +44,16 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def refused_url() -> Iterator[str]:
+    """An InfluxDB URL that refuses every connection for as long as it is held: its port is bound and
+    never listened on, so no other test's server can start there meanwhile (one did, and accepted a
+    spool's first points as delivered)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{s.getsockname()[1]}"
 
 
 class InfluxServer:
