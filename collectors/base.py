@@ -35,6 +35,9 @@ class BaseCollector:
     facts_interval: float = 900.0
     #: threads for blocking calls; more only where a collector fans out (vSphere chunks)
     workers: int = 1
+    #: samples of its own history its first cycle reaches back for, where its source keeps one (vCenter's
+    #: realtime hour): what the check engine needs to judge from the start (the pipeline sets it)
+    history_samples: int = 0
 
     def __init__(self, name: str, interval: float, timeout: float | None = None):
         self.name = name
