@@ -157,8 +157,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("triage", help="one-shot diagnosis: findings and the verdict, exit 0/1/2/3",
                        description="Judge recent history (the store, vCenter's realtime hour) and one fresh look at "
-                                   "every configured source against the documented practices. Exit status: 0 OK, "
-                                   "1 warning, 2 critical, 3 could not run (config, connection).")
+                                   "every configured source against the documented practices; each stack's verdict "
+                                   "names the layer to blame now and since when, every cause and the earlier episodes "
+                                   "of the lookback. Exit status, from current findings only (a resolved or stale one "
+                                   "does not count): 0 OK, 1 warning, 2 critical, 3 could not run (config, connection, "
+                                   "a --store that does not exist, nothing judgeable in the lookback).")
     common(t)
     source(t)
     t.add_argument("--lookback", type=_duration, default=3600.0, metavar="DURATION",
@@ -450,7 +453,7 @@ def cmd_triage(args: argparse.Namespace) -> int:
     progress = (lambda m: print(f"… {m}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else (lambda m: None)
     try:
         result = run_triage(cfg, _store_path(args, cfg), args.lookback, progress, vms=args.vm, stacks=args.stack,
-                            source=_source(args, cfg))
+                            source=_source(args, cfg), store_named=bool(args.store))
     except NoSuchTargetError as e:
         print(f"db2vtop: {e}", file=sys.stderr)
         return EXIT_TRIAGE_UNKNOWN
@@ -459,12 +462,12 @@ def cmd_triage(args: argparse.Namespace) -> int:
     reason = could_not_run(result) or (fleet.removeprefix("error: ") if fleet.startswith("error") else None)
     if reason:
         print(f"db2vtop: triage could not run: {reason}", file=sys.stderr)
-        return EXIT_TRIAGE_UNKNOWN
+        result.blind = reason
     if args.format == "json":
         print(json.dumps(to_json(result), indent=2, ensure_ascii=False))
     else:
         sys.stdout.write(printable(to_text(result, markdown=args.format == "markdown"), lines=True))
-    return result.exit_status
+    return EXIT_TRIAGE_UNKNOWN if reason else result.exit_status
 
 
 def cmd_stacks(args: argparse.Namespace) -> int:

@@ -97,9 +97,12 @@ def look_now(cfg: Config, lookback_s: float = 0.0, vms: set[str] | None = None,
 
 def run_triage(cfg: Config, store_path: Path, lookback_s: float,
                progress: Callable[[str], None] = lambda _m: None, now_ns: int | None = None,
-               vms: Sequence[str] = (), stacks: Sequence[str] = (), source: str = "store") -> TriageResult:
+               vms: Sequence[str] = (), stacks: Sequence[str] = (), source: str = "store",
+               store_named: bool = False) -> TriageResult:
     """With source "influxdb" the history is every agent's, read from [influxdb], and the findings
-    those agents recorded in the lookback count too."""
+    those agents recorded in the lookback count too. A store named on the command line (`store_named`)
+    that does not exist is a source that could not be read: its history is what was asked for. The
+    config's store missing is only history nobody recorded (triage with nothing but a vCenter)."""
     now = now_ns if now_ns is not None else time.time_ns()
     since = now - int(lookback_s * 1e9)
     sources: dict[str, str] = {}
@@ -120,6 +123,10 @@ def run_triage(cfg: Config, store_path: Path, lookback_s: float,
             sources[name] = f"ok: {len(samples)} samples"
         except StoreError as e:
             sources[name] = f"error: {e}"
+    elif store_named:
+        sources["store"] = f"error: no store at {store_path}"
+    else:
+        sources["store"] = f"ok: none at {store_path} (nothing recorded there)"
     s, f, looked = look_now(cfg, lookback_s, {bare_vm(cfg, v) for v in vms} or None, progress)
     samples += s
     facts += f

@@ -3,18 +3,25 @@
 `agent` and `watch` both run it (watch inside the TUI), so a change to how results flow
 (the check runner's resume, a sink, the marker inbox) reaches both. Closing order matters:
 the check runner first, so its last finding changes still reach the store and the sink.
+
+The check engine starts from history, as triage does: the store's recent samples are judged
+before the first cycle's, and each collector whose source keeps history (vCenter's realtime hour)
+reaches back in its first cycle for as many samples as the live rules need to open or clear a
+finding, so the first Fleet frame and `db2vtop triage` agree.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from db2vtop.agent.assemble import build_collectors, build_sink, fact_check
 from db2vtop.agent.core.config import Config
+from db2vtop.agent.core.source import Row
 from db2vtop.agent.core.store import Store, StoreWriter
 from db2vtop.agent.core.supervise import Supervisor
 from db2vtop.agent.runtime import Runtime
@@ -27,6 +34,9 @@ if TYPE_CHECKING:  # the sink's modules (line protocol, the InfluxDB reader) onl
     from db2vtop.agent.sinks.influx import InfluxSink
 
 log = logging.getLogger(__name__)
+
+#: the most of the store's history the check engine starts from
+HISTORY_MAX_S = 3600.0
 
 
 class Pipeline:
@@ -60,15 +70,29 @@ class Pipeline:
         (after queued batches)."""
         self.checks = CheckRunner(engine, [self.writer, *self.sinks], self.supervisor)
         collectors = build_collectors(self.cfg, self.writer.path, self.sinks)
-        self.writer.call(lambda store: self._resume(store, collectors))
+        needed = engine.history_samples()
+        for c in collectors:
+            c.history_samples = needed
+        self.writer.call(lambda store: self._resume(store, collectors, engine))
         self.runtime = Runtime(collectors, [self.writer, self.checks, *self.sinks], fact_check(self.cfg),
                                self.supervisor, self.cfg.store.max_clock_skew)
 
-    def _resume(self, store: Store, collectors: list[BaseCollector]) -> None:
-        """One read of the stored facts serves the check runner and the collectors that resume from them."""
+    def _resume(self, store: Store, collectors: list[BaseCollector], engine: Engine) -> None:
+        """One read of the stored facts serves the check runner and the collectors that resume from them; the
+        store's samples of the last few cycles of the slowest collector are the check engine's history, read
+        on its own thread and connection."""
         assert self.checks is not None
         facts = store.facts()
-        self.checks.resume(store, facts)
+        span_s = min(engine.history_samples() * max((c.interval for c in collectors), default=0.0), HISTORY_MAX_S)
+        measurements = sorted(engine.live_measurements() & set(store.measurements()))
+        path = store.path
+
+        def history() -> list[Row]:
+            now = time.time_ns()
+            with Store(path) as reader:
+                return [r for m in measurements for r in reader.rows(m, now - int(span_s * 1e9), now)]
+
+        self.checks.resume(store, facts, history)
         for c in collectors:
             if c.resumes:
                 c.resume([f for f in facts if f.kind in c.resumes])

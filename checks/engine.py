@@ -5,6 +5,13 @@ breach (default 3 of 5), and clears only after `clear_samples` clean samples in 
 (default 5): a value flapping around its threshold opens one finding, not many.
 Static rules open and clear with the facts they judge. Findings never duplicate while
 open; `changes()` hands new, updated and resolved findings to the store and sinks.
+
+A live finding whose subject stops reporting (a guest unreachable, a collector removed from the
+config) is marked stale once its source has missed its cycles (agent/core/cadence.py), rather than
+staying open as if current; its next sample makes it current again. An engine that starts where
+history is kept (the store's recent samples, vCenter's realtime hour) judges that history first
+(`start_from`, `history_samples`), so its first judgement is the one a long-running engine, and
+triage, would make.
 """
 
 from __future__ import annotations
@@ -13,7 +20,9 @@ import json
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from statistics import median
 
+from db2vtop.agent.core.cadence import is_stale
 from db2vtop.agent.core.config import ConfigError, StackConfig, shown
 from db2vtop.agent.core.model import Fact, Finding, Sample, canonical_tags, worse
 from db2vtop.agent.core.source import MemorySource, Row
@@ -32,6 +41,9 @@ from db2vtop.checks.rule import (
 )
 from db2vtop.checks.topology import StackEntities, resolve
 
+#: the longest history a source keeps that it may hand on again after `start_from` (vCenter's realtime hour)
+HISTORY_NS = 3600 * 10**9
+
 
 @dataclass
 class _Track:
@@ -42,6 +54,9 @@ class _Track:
     first_bad_ts: int | None = None
     samples: int = 0
     finding: Finding | None = None
+    last_ts: int = 0  # the newest sample judged
+    measurement: str = ""  # of the newest sample
+    gaps: deque = field(default_factory=lambda: deque(maxlen=5))  # between the newest samples: its period
 
 
 class Engine:
@@ -59,6 +74,10 @@ class Engine:
         self._tracks: dict[tuple[str, str], _Track] = {}
         self._static: dict[str, Finding] = {}
         self._changed: dict[str, Finding] = {}
+        self._judged: dict[tuple[str, str], int] = {}  # (measurement, tags) -> the newest ts of history judged
+        self._judged_until = -1
+        self._newest: dict[str, int] = {}  # live measurement -> its newest sample's ts
+        self._lag: dict[str, tuple[int, int]] = {}  # measurement -> (newest ts, how long after it it was judged)
 
     # --- thresholds -------------------------------------------------------------------
 
@@ -80,6 +99,38 @@ class Engine:
 
     # --- feeding ----------------------------------------------------------------------
 
+    def live_measurements(self) -> set[str]:
+        """The measurements the live rules judge."""
+        return set(self._live)
+
+    def history_samples(self) -> int:
+        """How many of a subject's latest samples the live rules need to judge it as an engine that had
+        run all along: enough to open a finding (`window`) and to clear it (`clear_samples`)."""
+        n = 0
+        for rules in self._live.values():
+            for rule in rules:
+                for own in [{}, *(s.checks.get(rule.id, {}) for s in self.stacks)]:
+                    t = {**thresholds_of(rule), **self.overrides.get(rule.id, {}), **own}
+                    n = max(n, int(t["window"]) + int(t["clear_samples"]))
+        return n
+
+    def start_from(self, history: Iterable[Sample | Row]) -> None:
+        """Judge the history a source keeps before anything new, in time order. A sample judged here is not
+        judged again when a source hands it on later (vCenter's first cycle reaching back over what the store
+        holds already)."""
+        rows = sorted(history, key=lambda r: r.ts)
+        self.feed(rows)
+        for r in rows:
+            self._judged[(r.measurement, canonical_tags(r.tags))] = r.ts  # in time order: the newest stays
+            self._judged_until = max(self._judged_until, r.ts)
+
+    def _new(self, s: Sample | Row) -> bool:
+        """Not a sample of the history judged already."""
+        if s.ts > self._judged_until:
+            return True
+        done = self._judged.get((s.measurement, canonical_tags(s.tags)))
+        return done is None or s.ts > done
+
     def feed(self, samples: Iterable[Sample | Row] = (), facts: Iterable[Fact] = ()) -> None:
         facts = list(facts)
         changed_kinds = self.facts.add(facts)
@@ -90,9 +141,15 @@ class Engine:
                 self._forget(f)
         if changed_kinds:
             self._judge_static(changed_kinds, facts)
+        judged = bool(self._judged)
+        newest = self._newest
         for s in samples:
-            for rule in self._live.get(s.measurement, ()):
-                self._judge_live(rule, s)
+            rules = self._live.get(s.measurement)
+            if rules and (not judged or self._new(s)):
+                if s.ts > newest.get(s.measurement, 0):
+                    newest[s.measurement] = s.ts
+                for rule in rules:
+                    self._judge_live(rule, s)
 
     def _forget(self, gone: Fact) -> None:
         """An entity is gone (a VM deleted or renamed): no sample will clear its live findings, so they
@@ -120,6 +177,13 @@ class Engine:
             track = self._tracks[key] = _Track(recent=deque(maxlen=int(t["window"])))
         track.recent.append(verdict.severity)
         track.samples += 1
+        if row.ts > track.last_ts:
+            if track.last_ts:
+                track.gaps.append(row.ts - track.last_ts)
+            track.last_ts, track.measurement = row.ts, row.measurement
+            if track.finding is not None and track.finding.stale_since is not None:  # reporting again
+                track.finding.evidence = {k: x for k, x in track.finding.evidence.items() if k != "stale_since_ns"}
+                self._changed[track.finding.key] = track.finding
         if verdict.severity is None:
             track.clean_run += 1
             if track.finding is None:
@@ -223,6 +287,29 @@ class Engine:
         self._changed.clear()
         return out
 
+    def mark_stale(self, now_ns: int) -> None:
+        """Live findings whose subject has missed its source's cycles since its last sample (the period its
+        own samples kept) are stale since that sample; no sample of it will clear them while it is silent.
+
+        Time is the source's own: a measurement's samples arrive some time after their stamp (vCenter's
+        20-60 s, a clock apart from ours), measured when its newest sample is judged (the caller says when:
+        right after each feed), and a subject's silence is counted from there. A source that stops reporting
+        altogether keeps that delay, so its subjects go stale on our clock."""
+        if self._judged and now_ns - self._judged_until > HISTORY_NS:  # no source hands on samples that old
+            self._judged.clear()
+        for m, ts in self._newest.items():
+            if self._lag.get(m, (None, 0))[0] != ts:
+                self._lag[m] = (ts, max(0, now_ns - ts))
+        for track in self._tracks.values():
+            f = track.finding
+            if f is None or f.stale_since is not None or not track.last_ts:
+                continue
+            period = median(track.gaps) / 1e9 if track.gaps else _period(f)
+            lag = self._lag.get(track.measurement, (0, 0))[1]
+            if is_stale((now_ns - lag - track.last_ts) / 1e9, period):
+                f.evidence = {**f.evidence, "stale_since_ns": track.last_ts}
+                self._changed[f.key] = f
+
     def open_findings(self) -> list[Finding]:
         live = [t.finding for t in self._tracks.values() if t.finding is not None]
         return live + list(self._static.values())
@@ -237,13 +324,22 @@ class Engine:
             elif isinstance(rule, LiveRule):
                 t = self.thresholds(rule, f.subject)
                 track = _Track(recent=deque([f.severity] * int(t["window"]), maxlen=int(t["window"])),
-                               first_bad_ts=f.first_seen, samples=f.evidence.get("samples", 1), finding=f)
+                               first_bad_ts=f.first_seen, samples=f.evidence.get("samples", 1), finding=f,
+                               last_ts=f.last_seen)
                 self._tracks[(f.rule, canonical_tags(f.subject))] = track
 
 
 def _entity_of(subject: dict[str, str]) -> tuple:
     """The tags of the entity a finding's subject names (its layer aside), as FactIndex keys them."""
     return tuple(sorted((k, v) for k, v in subject.items() if k != "layer"))
+
+
+def _period(f: Finding) -> float | None:
+    """The period of a finding's samples from its evidence (an adopted finding has no samples of this run):
+    its window over the samples in it."""
+    window, n = f.evidence.get("window") or {}, f.evidence.get("samples", 1)
+    span = (window.get("to_ns") or 0) - (window.get("from_ns") or 0)
+    return span / (n - 1) / 1e9 if isinstance(n, int) and n > 1 and span > 0 else None
 
 
 def validate_overrides(rules: Sequence[Rule], file: str, overrides: dict[str, dict], where: str = "checks",

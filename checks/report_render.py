@@ -12,6 +12,7 @@ from typing import Any
 
 from db2vtop.checks.figures import LAYER_TITLES, LAYERS
 from db2vtop.checks.report import FIGURE_BY_ID, MOVE_FLOOR, Report, RunFigures, Stat, change_pct
+from db2vtop.checks.verdict import earlier_text, since_text
 
 #: how a unit is shown: (divide by, label)
 DISPLAY = {"bytes/s": (1e6, "MB/s"), "bytes": (1e6, "MB"), "per second": (1.0, "/s"), "I/O per second": (1.0, "IOPS"),
@@ -99,9 +100,14 @@ def _rows(report: Report, stack: str, layer: str) -> list[tuple[str, str, Stat |
 
 
 def _verdict_line(v: dict[str, Any]) -> str:
-    blame = f"blame: {v['layer']}" if v["layer"] else "no layer to blame"
+    """The verdict at the run's end (its episode going on then, with its start), then the run's earlier ones."""
+    blame = f"blame: {v['layer']} {since_text(v['since'], v['until'])}".rstrip() if v["layer"] else \
+        "no layer to blame at its end"
     where = f"; VM {v['vm']} of vCenter {v['vcenter']}" if v.get("vm") and v.get("vcenter") else ""
-    return f"{v['summary']} ({blame}, confidence {v['confidence']}, {v['buckets']} buckets of 20 s{where})"
+    also = "".join(f"; also {c['layer']}: {c['summary']}" for c in v.get("causes", [])[1:])
+    earlier = earlier_text(v.get("episodes", []), v.get("until")) if v["layer"] else ""
+    return (f"{v['summary']}{also} ({blame}, confidence {v['confidence']}, {v['buckets']} buckets of 20 s{where})"
+            + (f"; earlier in the run: {earlier}" if earlier else ""))
 
 
 def to_text(report: Report, markdown: bool = False) -> str:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 import queue
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 
 from db2vtop.agent.core.config import Config
 from db2vtop.agent.core.model import Annotation, Fact, Finding, Output, Sample
+from db2vtop.agent.core.source import Row
 from db2vtop.agent.core.store import Store
 from db2vtop.agent.core.supervise import Supervisor
 from db2vtop.checks.engine import Engine, validate_overrides
@@ -40,14 +42,16 @@ class CheckRunner:
         self._q: queue.SimpleQueue = queue.SimpleQueue()
         self._thread = self.supervisor.start(self.THREAD, self._run)
 
-    def resume(self, store: Store, facts: list[Fact] | None = None) -> None:
-        """Continue where the last run stopped: its open findings and the current facts (`facts` when the
-        caller has read them already)."""
-        self._q.put((store.findings(open_only=True), [], store.facts() if facts is None else facts))
+    def resume(self, store: Store, facts: list[Fact] | None = None,
+               history: Callable[[], Iterable[Sample | Row]] | None = None) -> None:
+        """Continue where the last run stopped: its open findings, the current facts (`facts` when the caller
+        has read them already) and the recent samples the store holds (`history`, read on the checks' thread:
+        the store writer goes on meanwhile), judged before anything new."""
+        self._q.put((store.findings(open_only=True), [], store.facts() if facts is None else facts, history))
 
     def submit(self, samples: Iterable[Sample] = (), facts: Iterable[Fact] = (),
                annotations: Iterable[Annotation] = (), findings: Iterable[Finding] = ()) -> None:
-        self._q.put(([], list(samples), list(facts)))
+        self._q.put(([], list(samples), list(facts), None))
 
     def close(self, timeout: float = 10.0) -> None:
         self._q.put(None)
@@ -55,27 +59,39 @@ class CheckRunner:
         self.supervisor.release(self.THREAD)
 
     def _run(self) -> None:
-        while (item := self._q.get()) is not None:
-            adopt, samples, facts = item
+        pending = None  # an item taken from the queue that must wait for its own turn
+        while True:
+            item, pending = (pending if pending is not None else self._q.get()), None
+            if item is None:
+                return
+            adopt, samples, facts, history = item
             stop = False
             # what queued meanwhile is judged in one go: a cycle handed on in parts, or batches that came while
-            # the engine was busy, makes one static judgement of the facts, not one per part
-            while not stop:
+            # the engine was busy, makes one static judgement of the facts, not one per part. The store's
+            # history is judged before anything that came after it, so it is never folded into other batches.
+            while history is None:
                 try:
                     more = self._q.get_nowait()
                 except queue.Empty:
                     break
                 if more is None:
                     stop = True
-                else:
-                    adopt, samples, facts = adopt + more[0], samples + more[1], facts + more[2]
+                    break
+                if more[3] is not None:
+                    pending = more
+                    break
+                adopt, samples, facts = adopt + more[0], samples + more[1], facts + more[2]
             try:
                 self.engine.adopt(adopt)
                 self.engine.feed(samples, facts)
+                if history is not None:
+                    self.engine.start_from(history())
+                self.engine.mark_stale(time.time_ns())
                 changes = self.engine.changes()
             except Exception as e:  # a rule bug must not stop collection; it is logged with its traceback
                 log.exception("check engine failed on a batch")
-                self.supervisor.set_aside(self.THREAD, f"a batch of {len(samples)} samples and {len(facts)} facts", e)
+                what = f"a batch of {len(samples)} samples and {len(facts)} facts"
+                self.supervisor.set_aside(self.THREAD, what + (" with the store's history" if history else ""), e)
                 changes = []  # not `continue`: a stop taken from the queue above must still end the thread
             if changes:
                 for out in self.outputs:

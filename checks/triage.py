@@ -1,23 +1,34 @@
 """Triage's judgement and report: what agent/gather.py gathered, judged in time order by
-the same engine the agent runs, so a triage verdict and a live finding never disagree."""
+the same engine the agent runs, so a triage verdict and a live finding never disagree.
+
+Each finding says when it opened within the lookback and, if its condition ended, when it
+resolved (a resolved one does not raise the exit status); one whose entity stopped reporting is
+stale since its last sample. Each verdict is the stack's episodes over the lookback
+(checks/verdict.py): the one going on now, with its start, and the earlier ones. With nothing to
+judge (no sample of any layer and no configuration read), triage is UNKNOWN and says so first.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from db2vtop.agent.core.config import Config, StackConfig
 from db2vtop.agent.core.model import THREAD_MEASUREMENT, Fact, Finding, Severity, severity_rank
 from db2vtop.agent.core.source import CachedSource, MemorySource
+from db2vtop.agent.core.units import format_duration
 from db2vtop.checks.catalog import references_of
 from db2vtop.checks.evidence import describe
+from db2vtop.checks.figures import TABLE
 from db2vtop.checks.runner import build_engine
 from db2vtop.checks.topology import resolve
-from db2vtop.checks.verdict import stack_verdict
+from db2vtop.checks.verdict import earlier_text, iso, since_text, stack_verdict
 
 EXIT_OK, EXIT_WARNING, EXIT_CRITICAL, EXIT_UNKNOWN = 0, 1, 2, 3
+STATUS = ("OK", "WARNING", "CRITICAL", "UNKNOWN")
+#: what the layers are judged from: the verdict's figures (the live rules' measurements are the engine's)
+_FIGURES = {f.measurement for f in TABLE}
 
 
 @dataclass
@@ -29,6 +40,7 @@ class TriageResult:
     sources: dict[str, str] = field(default_factory=dict)  # source -> "ok: ..." or the error
     samples: int = 0
     healthy: int = 0  # stacks judged whose verdict blames no layer (left out of `verdicts` unless targeted)
+    blind: str | None = None  # why nothing could be judged (no layer's data in the lookback)
     threads: list[dict[str, Any]] = field(default_factory=list)  # the recording agents' threads in trouble
 
     @property
@@ -37,18 +49,26 @@ class TriageResult:
         return {k: v for k, v in self.sources.items() if not v.startswith("ok")}
 
     @property
+    def current(self) -> list[Finding]:
+        """Open and current: not resolved, its entity still reporting."""
+        return [f for f in self.findings if f.resolved_at is None and f.stale_since is None]
+
+    @property
     def exit_status(self) -> int:
         """Monitoring-plugin order: a known critical outranks a blind spot, which outranks warning/OK.
 
         An unreadable store hides every subject's history and a failed collector its own subjects, which
         no other source judges (sources do not overlap), so "no deviation" cannot be claimed: UNKNOWN.
+        Only current findings count: a resolved condition has ended, a stale one is no longer seen.
         """
-        open_ = [f.severity for f in self.findings if f.resolved_at is None]
-        if Severity.CRITICAL in open_:
+        if self.blind is not None:
+            return EXIT_UNKNOWN
+        now = [f.severity for f in self.current]
+        if Severity.CRITICAL in now:
             return EXIT_CRITICAL
         if self.failed_sources:
             return EXIT_UNKNOWN
-        if Severity.WARNING in open_:
+        if Severity.WARNING in now:
             return EXIT_WARNING
         return EXIT_OK
 
@@ -66,25 +86,34 @@ def judge(cfg: Config, samples: list[Any], facts: list[Fact], sources: dict[str,
     engine.feed(facts=facts)
     samples.sort(key=lambda s: s.ts)
     engine.feed(samples)
+    engine.mark_stale(now)
     changed = {f.key: f for f in engine.changes()}
     for f in engine.open_findings():
         changed[f.key] = f
     for f in recorded:
         changed.setdefault(f.key, f)
-    findings = sorted(changed.values(), key=lambda f: (f.resolved_at is not None, severity_rank(f.severity),
-                                                       f.rule, sorted(f.subject.items())))
+    findings = sorted(changed.values(), key=lambda f: (f.resolved_at is not None, f.stale_since is not None,
+                                                       severity_rank(f.severity), f.rule, sorted(f.subject.items())))
+    judged = _FIGURES | engine.live_measurements()
+    seen = sum(1 for s in samples if s.measurement in judged)
+    blind = None if seen or facts else (f"nothing to judge in the last {format_duration(lookback_s)}: no guest, "
+                                        "VM, host, DB2 or storage data")
     stacks = cfg.stack if stacks is None else stacks
     source = CachedSource(MemorySource(samples, facts))
     entities = [resolve(source, s, since, now) for s in stacks]
-    judged = [stack_verdict(source, e.stack, since, now, cfg.checks, e) for e in entities]
+    verdicts = []
+    for e in entities:
+        v = stack_verdict(source, e.stack, since, now, cfg.checks, e)
+        v.note_findings(f for f in findings if e.owns(f.subject))
+        verdicts.append(v)
     if targeted:
         findings = [f for f in findings if any(e.owns(f.subject) for e in entities)]
     configured = {s.name for s in cfg.stack}  # asked for by name in the config: always shown
-    shown = [v for v in judged if targeted or v.layer is not None or v.stack in configured]
-    shown.sort(key=lambda v: ({"high": 0, "medium": 1, "low": 2}.get(v.confidence, 3), v.stack))
-    verdicts = [v.to_json() for v in shown]
-    return TriageResult(now, lookback_s, findings, verdicts, sources=sources, samples=len(samples),
-                        healthy=len([v for v in judged if v.layer is None]), threads=threads_in_trouble(samples))
+    shown = [v for v in verdicts if targeted or v.layer is not None or v.stack in configured]
+    shown.sort(key=lambda v: (v.layer is None, {"high": 0, "medium": 1, "low": 2}.get(v.confidence, 3), v.stack))
+    return TriageResult(now, lookback_s, findings, [v.to_json() for v in shown], sources=sources, samples=seen,
+                        healthy=len([v for v in verdicts if v.layer is None]), blind=blind,
+                        threads=threads_in_trouble(samples))
 
 
 def threads_in_trouble(samples: list[Any]) -> list[dict[str, Any]]:
@@ -99,7 +128,7 @@ def threads_in_trouble(samples: list[Any]) -> list[dict[str, Any]]:
         f = s.fields
         if f.get("state", "ok") != "ok" or f.get("set_aside", 0):
             out.append({"agent": agent, "thread": thread, "state": f.get("state"), "set_aside": f.get("set_aside", 0),
-                        "retries": f.get("retries", 0), "last_error": f.get("last_error", ""), "at": _iso(s.ts)})
+                        "retries": f.get("retries", 0), "last_error": f.get("last_error", ""), "at": iso(s.ts)})
     return out
 
 
@@ -108,23 +137,19 @@ def could_not_run(result: TriageResult) -> str | None:
     if result.samples == 0 and not any(s.startswith("ok") for s in result.sources.values()):
         errors = "; ".join(f"{k}: {v}" for k, v in result.sources.items()) or "no store and no source configured"
         return f"no data to judge ({errors})"
-    return None
-
-
-def _iso(ns: int | None) -> str | None:
-    return None if ns is None else datetime.fromtimestamp(ns / 1e9, UTC).isoformat(timespec="seconds")
+    return result.blind
 
 
 def finding_json(f: Finding) -> dict[str, Any]:
     return {"rule": f.rule, "severity": f.severity, "subject": f.subject, "summary": f.summary,
             "evidence": f.evidence, "why": f.why, "fix": f.fix, "references": f.references,
-            "first_seen": _iso(f.first_seen), "last_seen": _iso(f.last_seen), "resolved_at": _iso(f.resolved_at)}
+            "first_seen": iso(f.first_seen), "last_seen": iso(f.last_seen), "resolved_at": iso(f.resolved_at),
+            "stale_since": iso(f.stale_since)}
 
 
 def to_json(r: TriageResult) -> dict[str, Any]:
-    return {"generated_at": _iso(r.generated_at), "lookback_s": r.lookback_s,
-            "status": ("OK", "WARNING", "CRITICAL", "UNKNOWN")[r.exit_status],
-            "failed_sources": r.failed_sources, "findings": [finding_json(f) for f in r.findings],
+    return {"generated_at": iso(r.generated_at), "lookback_s": r.lookback_s, "status": STATUS[r.exit_status],
+            "unknown": r.blind, "failed_sources": r.failed_sources, "findings": [finding_json(f) for f in r.findings],
             "verdicts": r.verdicts, "healthy_stacks": r.healthy, "sources": r.sources, "agent_threads": r.threads}
 
 
@@ -132,42 +157,83 @@ def _subject(f: Finding) -> str:
     return " ".join(f"{k}={v}" for k, v in f.subject.items() if k != "layer")
 
 
+def headline(r: TriageResult) -> str:
+    """The first line: the status and why, for the one line read at 3 a.m."""
+    status = STATUS[r.exit_status]
+    if r.blind is not None:
+        return f"{status}: {r.blind}"
+    counts = {s: sum(1 for f in r.current if f.severity == s) for s in Severity}
+    why = f"{counts['critical']} critical, {counts['warning']} warning open"
+    if status == "UNKNOWN":
+        k, v = next(iter(r.failed_sources.items()))
+        why = f"source {k} could not be read ({v}); what it would show is not judged; {why}"
+    blamed = [v for v in r.verdicts if v["layer"]]
+    if blamed:
+        v = blamed[0]
+        why += f"; stack {v['stack']}: {v['layer']} {since_text(v['since'], r.generated_at)}".rstrip()
+    return f"{status}: {why}"
+
+
+def verdict_lines(v: dict[str, Any], now: int, markdown: bool = False) -> list[str]:
+    """A verdict as text: its headline, the causes beside it, the earlier episodes and what is not known."""
+    blame = f"blame: {v['layer']} {since_text(v['since'], now)}".rstrip() if v["layer"] else "no layer to blame now"
+    where = f"; VM {v['vm']} of vCenter {v['vcenter']}" if v.get("vm") and v.get("vcenter") else ""
+    lines = [("## " if markdown else "") + f"Verdict for stack {v['stack']} ({blame}, confidence "
+             f"{v['confidence']}, {v['buckets']} buckets of 20 s{where})", "", v["summary"]]
+    lines += [f"  also: {c['layer']}: {c['summary']}" for c in v["causes"][1:]]
+    earlier = earlier_text(v["episodes"], now)
+    if earlier and v["layer"]:  # with nothing blamed now, the summary lists them already
+        lines.append(f"  earlier: {earlier}")
+    if v.get("not_known"):
+        lines.append("  not known: " + "; ".join(v["not_known"]))
+    return [*lines, ""]
+
+
+def _finding_lines(f: Finding, markdown: bool) -> list[str]:
+    sev = f.severity.upper()
+    pad = "  " if markdown else "    "
+    head = (f"- **{sev}** `{f.rule}` ({f.subject.get('layer')}: {_subject(f)}): {f.summary}" if markdown
+            else f"[{sev}] {f.rule} ({f.subject.get('layer')}: {_subject(f)}): {f.summary}")
+    samples = f"{f.evidence.get('samples', 1)} samples"
+    if f.resolved_at is not None:
+        when = f"opened {iso(f.first_seen)}, resolved {iso(f.resolved_at)}, {samples}"
+    elif f.stale_since is not None:
+        when = f"opened {iso(f.first_seen)}, stale since {iso(f.stale_since)}: its entity stopped reporting"
+    else:
+        when = f"open since {iso(f.first_seen)}, last seen {iso(f.last_seen)}, {samples}"
+    lines = [head, f"{pad}{when}"]
+    if evidence := describe(f.evidence):
+        lines.append(f"{pad}evidence: {evidence}")
+    lines.append(f"{pad}why: {f.why}")
+    if f.fix:
+        lines.append(f"{pad}fix: {f.fix}")
+    return [*lines, f"{pad}ref: {'; '.join(references_of(f.rule, f.references))}"]
+
+
 def to_text(r: TriageResult, markdown: bool = False) -> str:
-    open_ = [f for f in r.findings if f.resolved_at is None]
+    current = r.current
+    stale = [f for f in r.findings if f.resolved_at is None and f.stale_since is not None]
     past = [f for f in r.findings if f.resolved_at is not None]
-    counts = {s: sum(1 for f in open_ if f.severity == s) for s in Severity}
-    head = "# db2vtop triage" if markdown else "db2vtop triage"
-    lines = [head, "", f"generated {_iso(r.generated_at)}, lookback {r.lookback_s:g}s, {r.samples} samples judged; "
+    counts = {s: sum(1 for f in current if f.severity == s) for s in Severity}
+    lines = [("# " if markdown else "") + f"db2vtop triage: {headline(r)}", "",
+             f"generated {iso(r.generated_at)}, lookback {r.lookback_s:g}s, {r.samples} samples judged; "
              f"open: {counts['critical']} critical, {counts['warning']} warning, {counts['info']} info", ""]
     for k, v in r.failed_sources.items():
         lines += [("**UNKNOWN**" if markdown else "UNKNOWN") + f": source {k} could not be read ({v}); "
                   "what it would show is not judged", ""]
     if r.healthy:
-        lines += [f"{r.healthy} stack(s) judged healthy: no layer to blame", ""]
+        lines += [f"{r.healthy} stack(s) with no layer to blame now", ""]
     for v in r.verdicts:
-        blame = f"blame: {v['layer']}" if v["layer"] else "no layer to blame"
-        where = f"; VM {v['vm']} of vCenter {v['vcenter']}" if v.get("vm") and v.get("vcenter") else ""
-        lines += [("## " if markdown else "") + f"Verdict for stack {v['stack']} ({blame}, confidence "
-                  f"{v['confidence']}, {v['buckets']} buckets of 20 s{where})", "", v["summary"], ""]
-    for title, group in (("Findings", open_), ("Resolved within the window", past)):
+        lines += verdict_lines(v, r.generated_at, markdown)
+    for title, group in (("Findings", current), ("Stale: open when their entity stopped reporting", stale),
+                         ("Resolved within the window", past)):
         if not group:
             continue
         lines += [("## " if markdown else "") + title, ""]
         for f in group:
-            sev = f.severity.upper()
-            lines.append(f"- **{sev}** `{f.rule}` ({f.subject.get('layer')}: {_subject(f)}): {f.summary}" if markdown
-                         else f"[{sev}] {f.rule} ({f.subject.get('layer')}: {_subject(f)}): {f.summary}")
-            pad = "  " if markdown else "    "
-            lines.append(f"{pad}seen {_iso(f.first_seen)} .. {_iso(f.last_seen)}, "
-                         f"{f.evidence.get('samples', 1)} samples")
-            if evidence := describe(f.evidence):
-                lines.append(f"{pad}evidence: {evidence}")
-            lines.append(f"{pad}why: {f.why}")
-            if f.fix:
-                lines.append(f"{pad}fix: {f.fix}")
-            lines.append(f"{pad}ref: {'; '.join(references_of(f.rule, f.references))}")
+            lines += _finding_lines(f, markdown)
         lines.append("")
-    if not r.findings and not r.failed_sources:
+    if not r.findings and not r.failed_sources and r.blind is None:
         lines += ["No deviation from the documented practices in the lookback window.", ""]
     lines += [("## " if markdown else "") + "Sources", ""]
     lines += [f"- {k}: {v}" for k, v in r.sources.items()] or ["- none"]
@@ -176,4 +242,3 @@ def to_text(r: TriageResult, markdown: bool = False) -> str:
         lines += [f"- {t['agent']} {t['thread']}: {t['state']}, {t['set_aside']} set aside, {t['retries']} retries"
                   + (f"; last: {t['last_error']}" if t["last_error"] else "") + f" (at {t['at']})" for t in r.threads]
     return "\n".join(lines) + "\n"
-

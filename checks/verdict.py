@@ -1,57 +1,241 @@
-"""The cross-layer verdict: for one stack, which layer is to blame right now.
+"""The cross-layer verdict: for one stack, which layer is to blame now, since when, for what else,
+and what happened earlier in the window.
 
-Every layer is read on the same 20 s buckets of the window. The buckets where DB2 shows
-the symptom (time going to waits, slow log writes) are the ones judged; without DB2 data,
-all of them. Then three chains are walked, each from the database down:
+Every layer is read on the same 20 s buckets of the window, and each bucket is judged on its own
+against the levels of three chains, from the database down:
 
-- I/O: DB2 log/read waits ← guest await ← VMDK latency ← host KAVG/QAVG and DAVG ← array
-  LUN latency. The first layer that adds most of the latency is to blame: the guest's own
-  queue, the hypervisor's queue (KAVG/QAVG), the fabric (DAVG far above the array's own
-  latency) or the array.
-- memory: host swapping, ballooning, guest swapping.
-- CPU: ready time per vCPU, co-stop, guest steal.
+- memory: host swapping (the VM's or the host's swap-in, or the VM's swapped memory growing),
+  ballooning that pushes the guest into swap;
+- I/O: DB2 log/read waits ← guest await ← VMDK latency ← host KAVG/QAVG and DAVG ← array LUN
+  latency, walked where DB2 waits on I/O (where it does not report, from the layers below): the
+  hypervisor's queue (KAVG/QAVG/QUED), the path between host and array (DAVG far above the array's
+  own latency), the array, or the guest's own queue;
+- CPU: ready time per vCPU, co-stop, guest steal;
 
-Lock waits that dominate DB2's time with a healthy infrastructure are the application's.
-With too few buckets, or no layer below DB2, the verdict says so instead of guessing.
+and lock waits that take DB2's time while no layer below shows anything are the application's.
+Every cause a bucket shows counts; the bucket blames the first by rank: by how much of DB2's time
+(or of the VM's) each explains when that is known for all of them, else by how far past its level
+each is (memory first: there any amount is a deviation).
+
+Consecutive buckets that blame the same layer make an episode (`gap_buckets` buckets between two
+runs of one layer, empty or blaming another, are tolerated; an episode lasts at least
+`episode_buckets`). Each episode's chains are walked again on its own figures, the mean and peak
+over the episode rather than the window; its causes are every one its buckets show (in at least
+`episode_buckets` of them), ranked. The headline is the episode still going at the window's end,
+with its start (`since`); the others are earlier episodes. When none is going on, the verdict says
+what is known and what is not, never "healthy" by default: a stack without DB2 data says so.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+import math
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from statistics import fmean
 from typing import Any
 
+from db2vtop.agent.core.cadence import is_stale
 from db2vtop.agent.core.config import StackConfig
+from db2vtop.agent.core.model import Finding, Severity
 from db2vtop.agent.core.source import Source, cached
-from db2vtop.checks.figures import COMBINE, ROLES, Figure
+from db2vtop.agent.core.units import format_duration
+from db2vtop.checks.figures import COMBINE, LAYER_TITLES, ROLES, Figure
+from db2vtop.checks.rule import LiveRule
+from db2vtop.checks.rules import all_rules
 from db2vtop.checks.scales import levels, rule_thresholds
 from db2vtop.checks.topology import StackEntities, resolve
 
 BUCKET_NS = 20 * 10**9
+BUCKET_S = BUCKET_NS / 1e9
 #: entities whose series count only while the VM ran on their host (vMotion)
 PLACED = ("host", "lun", "datastore")
 Overrides = Mapping[str, Mapping[str, Any]]
+Values = dict[str, float | None]  # role -> its value in a bucket, or its mean over buckets
+
+#: the layer each cause blames, how an earlier episode of it is named, and its conclusion
+KINDS: dict[str, tuple[str, str, str]] = {
+    "host-swap": ("host", "host swapping", "the host is swapping VM memory: host memory is overcommitted"),
+    "balloon": ("vm", "ballooning into guest swap",
+                "ballooning pushes DB2 memory into guest swap: reserve the VM's memory"),
+    "hypervisor-queue": ("host", "queueing in the hypervisor", "queueing in the hypervisor"),
+    "fabric": ("storage-network", "a slow path between host and array",
+               "the path between host and array (fabric, HBA, multipathing): the array answers fast, "
+               "the host sees it slow"),
+    "array": ("storage", "a slow array", "the array is slow"),
+    "guest-queue": ("guest", "queueing in the guest", "queueing inside the guest (device queue depth, I/O scheduler)"),
+    "db2-io": ("db2", "DB2 waiting on I/O", "DB2 waits on I/O; no layer below it is monitored"),
+    "ready": ("host", "host CPU contention", "CPU contention on the host: the VM waits for physical CPUs"),
+    "costop": ("vm", "co-stop (too many vCPUs)", "too many vCPUs for the VM's work (co-scheduling stops)"),
+    "steal": ("host", "host CPU contention (guest steal)", "CPU contention on the host (the guest sees steal)"),
+    "lock": ("db2", "lock contention", "lock contention in the application, the infrastructure is not the cause"),
+}
+_ORDER = {k: i for i, k in enumerate(KINDS)}  # ties between equal ranks: memory, I/O, CPU, locks
+#: each monitored layer of the chains and the roles that show it is monitored (confidence)
+_SEEN = (("log_write_ms", "log_disk_wait_pct"), ("guest_write_await_ms",), ("vmdk_write_ms", "ready_pct"),
+         ("kavg_ms", "esx_kavg_ms"), ("array_ms",))
+_DB2_ROLES = ("log_write_ms", "log_disk_wait_pct", "read_wait_pct", "direct_read_wait_pct", "lock_wait_pct")
+
+
+@dataclass
+class Cause:
+    """One chain a layer's figures complete: what it blames, and how much it weighs against the others."""
+
+    kind: str
+    chain: list[str]
+    share: float | None  # % of DB2's time (I/O, locks) or of the VM's (CPU) it explains, where known
+    excess: float  # how many times its level it is (infinite for memory: any amount is a deviation)
+    conclusion: str = ""
+
+    @property
+    def layer(self) -> str:
+        return KINDS[self.kind][0]
+
+    @property
+    def label(self) -> str:
+        return KINDS[self.kind][1]
+
+    @property
+    def summary(self) -> str:
+        conclusion = self.conclusion or KINDS[self.kind][2]
+        return " ← ".join(self.chain) + f" ⇒ {conclusion}" if self.chain else conclusion
+
+    def to_json(self) -> dict[str, Any]:
+        return {"layer": self.layer, "summary": self.summary, "kind": self.kind,
+                "share_pct": None if self.share is None else round(self.share, 2),
+                "times_level": None if math.isinf(self.excess) else round(self.excess, 2)}
+
+
+@dataclass
+class Episode:
+    """Consecutive buckets that blame one layer: from `start` to `end` (None while it goes on)."""
+
+    layer: str
+    start: int
+    last: int  # the end of its last bucket (known while it goes on too)
+    end: int | None
+    causes: list[Cause]  # its layer's cause first, then the others its buckets show, ranked
+    figures: dict[str, tuple[float, float]]  # role -> (mean, peak) over the episode
+    buckets: int
+    confidence: str
+
+    @property
+    def summary(self) -> str:
+        return self.causes[0].summary
+
+    @property
+    def chain(self) -> list[str]:
+        return self.causes[0].chain
+
+    def to_json(self) -> dict[str, Any]:
+        return {"layer": self.layer, "summary": self.summary, "start": iso(self.start), "end": iso(self.end),
+                "figures": {k: {"mean": round(m, 3), "peak": round(float(p), 3)} for k, (m, p) in self.figures.items()},
+                "chain": self.chain, "causes": [c.to_json() for c in self.causes], "buckets": self.buckets,
+                "confidence": self.confidence}
 
 
 @dataclass
 class StackVerdict:
     stack: str
-    layer: str | None  # the layer to blame; None when nothing is wrong or too little is known
+    layer: str | None  # the layer to blame now; None when nothing is blamed now or too little is known
     summary: str
     confidence: str  # high | medium | low | none
     chain: list[str] = field(default_factory=list)
     samples: int = 0
     buckets: int = 0
-    figures: dict[str, float] = field(default_factory=dict)
+    figures: dict[str, float] = field(default_factory=dict)  # the ongoing episode's means, else the window's
     vm: str | None = None
     vcenter: str | None = None  # the VM's: a stack's identity (VM names repeat across vCenters)
+    since: int | None = None  # the ongoing episode's start
+    episodes: list[Episode] = field(default_factory=list)  # oldest first
+    causes: list[Cause] = field(default_factory=list)  # the ongoing episode's, ranked
+    not_known: list[str] = field(default_factory=list)  # what the verdict could not see
+    until: int = 0  # the moment judged (the window's end)
 
     def to_json(self) -> dict:
         return {"stack": self.stack, "vm": self.vm, "vcenter": self.vcenter, "layer": self.layer,
                 "summary": self.summary, "confidence": self.confidence, "chain": self.chain, "samples": self.samples,
-                "buckets": self.buckets, "figures": self.figures}
+                "buckets": self.buckets, "figures": self.figures, "since": iso(self.since),
+                "episodes": [e.to_json() for e in self.episodes], "causes": [c.to_json() for c in self.causes],
+                "not_known": self.not_known, "until": iso(self.until)}
+
+    def note_findings(self, findings: Iterable[Finding]) -> None:
+        """With nothing blamed now, the stack's open critical findings are named with why the verdict does
+        not blame them: never "healthy" beside one."""
+        if self.layer is not None or self.confidence == "none":
+            return
+        critical = [f for f in findings if f.severity == Severity.CRITICAL and f.resolved_at is None
+                    and f.stale_since is None]
+        if not critical:
+            return
+        first = sorted(critical, key=lambda f: (f.rule, f.first_seen))[0]
+        more = f" (and {len(critical) - 1} more critical)" if len(critical) > 1 else ""
+        head = self.summary.split("; earlier:", 1)
+        earlier = f"; earlier:{head[1]}" if len(head) > 1 else ""
+        self.summary = (f"no layer blamed now, yet {first.rule} is critical: {first.summary}{more}; not blamed "
+                        f"because {_not_blamed(first)}{earlier}")
+
+
+def iso(ns: int | None) -> str | None:
+    """ISO-8601 UTC, to the second."""
+    return None if ns is None else datetime.fromtimestamp(ns / 1e9, UTC).isoformat(timespec="seconds")
+
+
+def clock(ns: int, utc: bool) -> str:
+    """HH:MM of a moment, in UTC (with its name) or local time."""
+    when = datetime.fromtimestamp(ns / 1e9, UTC if utc else None)
+    return when.strftime("%H:%M") + (" UTC" if utc else "")
+
+
+def since_text(since: int | str | None, until: int | str | None, utc: bool = True) -> str:
+    """"since 05:05 UTC, 3m" for a verdict blaming a layer now (times in ns or ISO-8601), else ""."""
+    start, end = _ns(since), _ns(until)
+    if start is None:
+        return ""
+    return f"since {clock(start, utc)}, {span((end or start) - start)}"
+
+
+def span(ns: int) -> str:
+    """A duration as people say it: seconds under two minutes, else whole minutes (3m, 1h5m)."""
+    seconds = max(0.0, ns / 1e9)
+    return format_duration(round(seconds / 60) * 60 if seconds >= 120 else round(seconds))
+
+
+def _ns(when: int | str | None) -> int | None:
+    if when is None or isinstance(when, int):
+        return when
+    return int(datetime.fromisoformat(when).timestamp()) * 10**9
+
+
+def earlier_text(episodes: Sequence[dict[str, Any]], until: int | str | None, utc: bool = True) -> str:
+    """The ended episodes (as in the JSON), newest first: "host CPU contention 04:10–04:40 UTC, ended 20m ago"."""
+    now = _ns(until) or 0
+    out = []
+    for e in reversed(episodes):
+        start, end = _ns(e["start"]), _ns(e["end"])
+        if start is None or end is None:
+            continue
+        label = KINDS[e["causes"][0]["kind"]][1] if e.get("causes") else e["layer"]
+        out.append(f"{label} {clock(start, utc).removesuffix(' UTC')}–{clock(end, utc)}, "
+                   f"ended {span(now - end)} ago")
+    return "; ".join(out)
+
+
+def _not_blamed(f: Finding) -> str:
+    """Why a critical finding is not the verdict's: configuration, a figure the chains do not read, or a
+    level the chains do not reach where it shows."""
+    live = [r for r in all_rules() if r.id == f.rule and isinstance(r, LiveRule)]
+    if not live:
+        return "it is configuration, which no bucket of samples shows"
+    read = {fig.measurement for figs in ROLES.values() for fig in figs}
+    off = sorted({r.measurement for r in live} - read)
+    if len(off) == len({r.measurement for r in live}):
+        return f"the verdict's chains do not read {', '.join(off)}"
+    return "the chains that read it do not reach their levels in the same buckets (no symptom above it)"
+
+
+# --- the figures on buckets -------------------------------------------------------------------
 
 
 class _Buckets:
@@ -89,18 +273,26 @@ class _Buckets:
         return {b: vs[0] if len(vs) == 1 else combine(vs) for b, vs in per_bucket.items()}
 
 
-def _over(series: dict[int, float], buckets: Iterable[int]) -> float | None:
-    values = [series[b] for b in buckets if b in series]
-    return fmean(values) if values else None
-
-
 def _max(*values: float | None) -> float | None:
     known = [x for x in values if x is not None]
     return max(known) if known else None
 
 
-def _fmt(v: float | None, unit: str) -> str:
-    return "n/a" if v is None else f"{v:.1f}{unit}"
+def _sum(*values: float | None) -> float | None:
+    known = [x for x in values if x is not None]
+    return math.fsum(known) if known else None
+
+
+def _times(value: float, level: float) -> float:
+    """How many times its level a value is."""
+    return value / level if level > 0 else math.inf
+
+
+def _fmt(x: float | None, unit: str) -> str:
+    return "n/a" if x is None else f"{x:.1f}{unit}"
+
+
+# --- the chains ---------------------------------------------------------------------------
 
 
 def stack_verdicts(source: Source, stacks: list[StackConfig], since_ns: int, until_ns: int,
@@ -122,117 +314,301 @@ def limits(stack: StackConfig, overrides: Overrides | None = None) -> dict[str, 
     return {**own, **shared}
 
 
+def _io_kinds(v: Values, t: dict[str, float]) -> list[tuple[str, float | None, float]]:
+    """Where the I/O chain puts the time DB2 (or the guest) waits: each layer that adds latency past its
+    level, with the share of DB2's time it explains and how far past its level it is. Nothing without a
+    symptom in the chain."""
+    log_ms, log_wait = v["log_write_ms"], v["log_disk_wait_pct"]
+    read_wait = _sum(v["read_wait_pct"], v["direct_read_wait_pct"])
+    io_bound = ((log_ms or 0) >= t["symptom_log_write_ms"] or (log_wait or 0) >= t["symptom_log_disk_wait_pct"]
+                or (read_wait or 0) >= t["symptom_read_wait_pct"])
+    kernel, device = _max(v["kavg_ms"], v["esx_kavg_ms"]), _max(v["davg_ms"], v["esx_davg_ms"])
+    if not (io_bound or (kernel or 0) >= t["kavg_ms"] or (device or 0) >= t["device_ms"]):
+        return []
+    if not io_bound and (log_ms is not None or log_wait is not None or read_wait is not None):
+        return []  # DB2 reports and does not wait on I/O: a queue below it is not what slows it
+    queue, qued, array = v["qavg_ms"], v["esx_qued"], v["array_ms"]
+    guest = _max(v["guest_write_await_ms"], v["guest_read_await_ms"])
+    vmdk = _max(v["vmdk_write_ms"], v["vmdk_read_ms"])
+    waited = _sum(log_wait, read_wait)  # DB2's time in I/O waits, % of its time
+    top = next((x for x in (log_ms, guest, vmdk) if x), None) or (kernel or 0) + (device or 0)
+
+    def share(part: float) -> float | None:
+        return None if waited is None or not top else waited * min(max(part / top, 0.0), 1.0)
+
+    out: list[tuple[str, float | None, float]] = []
+    if (kernel or 0) >= t["kavg_ms"] or (queue or 0) >= t["qavg_ms"] or (qued or 0) >= t["esx_qued"]:
+        out.append(("hypervisor-queue", share(_max(kernel, queue) or 0), max(
+            _times(kernel or 0, t["kavg_ms"]), _times(queue or 0, t["qavg_ms"]), _times(qued or 0, t["esx_qued"]))))
+    if device is not None and device >= t["slow_ms"] and array is not None and array < device / t["fabric_ratio"]:
+        out.append(("fabric", share(device - array), _times(device, t["slow_ms"])))
+    elif (slow := _max(device, array)) is not None and slow >= t["slow_ms"]:
+        out.append(("array", share(array if array is not None else slow), _times(slow, t["slow_ms"])))
+    if guest is not None and vmdk is not None and guest > t["guest_queue_ratio"] * vmdk + t["guest_queue_ms"]:
+        level = t["guest_queue_ratio"] * vmdk + t["guest_queue_ms"]
+        out.append(("guest-queue", share(guest - vmdk), _times(guest, level)))
+    if (log_ms is not None or log_wait is not None) and guest is None and vmdk is None and kernel is None \
+            and device is None and array is None:
+        out.append(("db2-io", waited, max(_times(log_ms or 0, t["symptom_log_write_ms"]),
+                                          _times(log_wait or 0, t["symptom_log_disk_wait_pct"]))))
+    return out
+
+
+def _scores(v: Values, t: dict[str, float], growing: bool) -> list[tuple[str, float | None, float]]:
+    """Every cause these values show (kind, share of the time it explains, times its level), ranked."""
+    out: list[tuple[str, float | None, float]] = []
+    if (v["vm_swapin"] or 0) > 0 or (v["host_swapin"] or 0) > 0 or growing:
+        out.append(("host-swap", None, math.inf))
+    if (v["balloon_bytes"] or 0) > 0 and (v["guest_swap_in"] or 0) > 0:
+        out.append(("balloon", None, math.inf))
+    out += _io_kinds(v, t)
+    ready, costop, steal = v["ready_pct"], v["costop_pct"], v["guest_steal_pct"]
+    if ready is not None and ready >= t["ready_pct"]:  # vsphere_vm gives ready and co-stop per vCPU
+        out.append(("ready", ready, _times(ready, t["ready_pct"])))
+    if costop is not None and costop >= t["costop_pct"]:
+        out.append(("costop", costop, _times(costop, t["costop_pct"])))
+    if steal is not None and steal >= t["steal_pct"]:
+        out.append(("steal", steal, _times(steal, t["steal_pct"])))
+    lock = v["lock_wait_pct"]
+    if not out and lock is not None and lock >= t["symptom_lock_wait_pct"]:
+        out.append(("lock", lock, _times(lock, t["symptom_lock_wait_pct"])))
+    return ranked(out)
+
+
+def ranked(causes: list[Any]) -> list[Any]:
+    """Causes by how much of DB2's (or the VM's) time each explains when that is known for all of them, else
+    by how far past its level each is; equal ones in the chains' order (memory, I/O, CPU, locks)."""
+    def parts(c: Any) -> tuple[str, float | None, float]:
+        return (c.kind, c.share, c.excess) if isinstance(c, Cause) else c
+
+    by_share = all(parts(c)[1] is not None for c in causes)
+    return sorted(causes, key=lambda c: (-(parts(c)[1] if by_share else parts(c)[2]), _ORDER[parts(c)[0]]))
+
+
+def _chain(kind: str, v: Values, t: dict[str, float], hosts: str) -> tuple[list[str], str]:
+    """A cause's chain of figures (the values given: an episode's means) and its conclusion."""
+    mib = 2**20
+    if kind == "host-swap":
+        return [f"VM swap-in {_fmt((v['vm_swapin'] or 0) / mib, ' MiB/s')}",
+                f"swapped {_fmt((v['vm_swapped_bytes'] or 0) / mib, ' MiB')}",
+                f"host swap-in {_fmt((v['host_swapin'] or 0) / mib, ' MiB/s')}"], ""
+    if kind == "balloon":
+        return [f"guest swap-in {_fmt((v['guest_swap_in'] or 0) / mib, ' MiB/s')}",
+                f"balloon {_fmt((v['balloon_bytes'] or 0) / mib, ' MiB')}"], ""
+    if kind == "ready":
+        return [f"CPU ready {v['ready_pct'] or 0:.1f}% per vCPU", f"co-stop {_fmt(v['costop_pct'], '%')}"], ""
+    if kind == "costop":
+        return [f"co-stop {v['costop_pct'] or 0:.1f}% per vCPU"], ""
+    if kind == "steal":
+        return [f"guest steal {v['guest_steal_pct'] or 0:.1f}%"], ""
+    if kind == "lock":
+        return [f"lock wait {v['lock_wait_pct'] or 0:.0f}% of DB2 time"], ""
+    chain = []
+    if v["log_write_ms"] is not None:
+        chain.append(f"log write {_fmt(v['log_write_ms'], ' ms/IO')}")
+    elif v["log_disk_wait_pct"] is not None:
+        chain.append(f"log disk wait {_fmt(v['log_disk_wait_pct'], '%')} of DB2 time")
+    if kind == "db2-io":
+        return chain, ""
+    guest = _max(v["guest_write_await_ms"], v["guest_read_await_ms"])
+    if guest is not None:
+        chain.append(f"guest await {_fmt(guest, ' ms')}")
+    vmdk = _max(v["vmdk_write_ms"], v["vmdk_read_ms"])
+    if vmdk is not None:
+        chain.append(f"VMDK latency {_fmt(vmdk, ' ms')}")
+    kernel, device = _max(v["kavg_ms"], v["esx_kavg_ms"]), _max(v["davg_ms"], v["esx_davg_ms"])
+    if kernel is not None or device is not None:
+        host = f"host {hosts} KAVG {_fmt(kernel, ' ms')}" if hosts else f"host KAVG {_fmt(kernel, ' ms')}"
+        if v["qavg_ms"] is not None:
+            host += f", QAVG {_fmt(v['qavg_ms'], ' ms')}"
+        if v["esx_qued"] is not None:
+            host += f", QUED {v['esx_qued']:.0f}"
+        host += f", DAVG {_fmt(device, ' ms')}"
+        chain.append(host)
+    if v["array_ms"] is not None:
+        chain.append(f"array LUN {_fmt(v['array_ms'], ' ms')}")
+    depth = v["esx_dqlen"] or v["queue_depth"]
+    if kind == "hypervisor-queue" and depth:
+        return chain, f"{KINDS[kind][2]} (LUN queue depth {depth:.0f})"
+    return chain, ""
+
+
+# --- the verdict ------------------------------------------------------------------------------
+
+
 def stack_verdict(source: Source, stack: StackConfig, since_ns: int, until_ns: int,
                   overrides: Overrides | None = None, entities: StackEntities | None = None) -> StackVerdict:
     """The verdict over [since, until] (`entities`: the stack's, when the caller resolved them already)."""
     ent = entities if entities is not None else resolve(source, stack, since_ns, until_ns)
     r = _Buckets(ent)
     f = {role: r.role(figs) for role, figs in ROLES.items()}
-    out = _decide(stack.name, f, r.samples, lambda b: ent.host_at(b * BUCKET_NS + BUCKET_NS // 2),
-                  limits(stack, overrides))
+    out = _judge(stack.name, f, r.samples, lambda b: ent.host_at(b * BUCKET_NS + BUCKET_NS // 2),
+                 limits(stack, overrides), until_ns)
     out.vm, out.vcenter = ent.vm, ent.vcenter
     return out
 
 
-def _decide(name: str, f: dict[str, dict[int, float]], samples: int,
-            host_of: Callable[[int], str | None], t: dict[str, float]) -> StackVerdict:
+def _figures(f: dict[str, dict[int, float]], lo: int, hi: int) -> dict[str, tuple[float, float]]:
+    """role -> (mean, peak) over the buckets lo..hi."""
+    out = {}
+    for role, series in f.items():
+        values = [x for b, x in series.items() if lo <= b <= hi]
+        if values:
+            out[role] = (fmean(values), max(values))
+    return out
+
+
+def _means(figures: dict[str, tuple[float, float]]) -> Values:
+    return {role: figures[role][0] if role in figures else None for role in ROLES}
+
+
+def _confidence(v: Values, buckets: int, t: dict[str, float]) -> str:
+    seen = sum(1 for keys in _SEEN if any(v[k] is not None for k in keys))
+    return "high" if buckets >= t["confident_buckets"] and seen >= 3 else "medium" if seen >= 2 else "low"
+
+
+def _runs(layer_at: list[str | None], gap: int) -> list[tuple[str | None, int, int]]:
+    """(layer, first, last) runs of equal layers; a run of at most `gap` between two runs of one layer joins
+    them."""
+    runs: list[tuple[str | None, int, int]] = []
+    for i, layer in enumerate(layer_at):
+        if runs and runs[-1][0] == layer:
+            runs[-1] = (layer, runs[-1][1], i)
+        else:
+            runs.append((layer, i, i))
+    merged: list[tuple[str | None, int, int]] = []
+    for run in runs:
+        if (len(merged) >= 2 and run[0] is not None and merged[-2][0] == run[0]
+                and merged[-1][2] - merged[-1][1] + 1 <= gap):
+            merged[-2:] = [(run[0], merged[-2][1], run[2])]
+        elif merged and merged[-1][0] == run[0]:
+            merged[-1] = (run[0], merged[-1][1], run[2])
+        else:
+            merged.append(run)
+    return merged
+
+
+def _judge(name: str, f: dict[str, dict[int, float]], samples: int, host_of: Callable[[int], str | None],
+           t: dict[str, float], until: int) -> StackVerdict:
     all_buckets = sorted(set().union(*f.values()))
     if len(all_buckets) < t["min_buckets"]:
         return StackVerdict(name, None, f"not enough data to judge ({len(all_buckets)} of {t['min_buckets']:.0f} "
-                            "20 s buckets needed)", "none", samples=samples, buckets=len(all_buckets))
-    db2_buckets = sorted(set().union(*(f[k] for k in ("log_disk_wait_pct", "read_wait_pct", "lock_wait_pct",
-                                                       "log_write_ms"))))
+                            "20 s buckets needed)", "none", samples=samples, buckets=len(all_buckets), until=until)
+    first, last = all_buckets[0], all_buckets[-1]
+    growth = _growing(f["vm_swapped_bytes"])
+    scored = _per_bucket(f, t, growth)
+    layer_at: list[str | None] = [None] * (last - first + 1)
+    for b, kinds in scored.items():
+        layer_at[b - first] = KINDS[kinds[0][0]][0]
+    gap, least = int(t["gap_buckets"]), int(t["episode_buckets"])
+    stale = is_stale((until - (last + 1) * BUCKET_NS) / 1e9, BUCKET_S)
+    episodes = []
+    for layer, lo, hi in _runs(layer_at, gap):
+        if layer is None or hi - lo + 1 < least:
+            continue
+        going = not stale and hi + gap >= last - first
+        episodes.append(_episode(layer, first + lo, first + hi, going, f, scored, growth, host_of, t, least))
+    ongoing = episodes[-1] if episodes and episodes[-1].end is None else None
+    window = _figures(f, first, last)
+    v = _means(window)
+    not_known = _not_known(f, stale, last)
+    if ongoing is not None:
+        return StackVerdict(name, ongoing.layer, ongoing.summary, ongoing.confidence, ongoing.chain, samples,
+                            ongoing.buckets, {k: round(m, 3) for k, (m, _) in ongoing.figures.items()},
+                            since=ongoing.start, episodes=episodes, causes=ongoing.causes, not_known=not_known,
+                            until=until)
+    if any(v[k] is not None for k in _DB2_ROLES):
+        summary = "no layer stands out: DB2 and the infrastructure below it look healthy"
+    else:
+        summary = "no layer stands out in what is monitored; no DB2 data for this stack"
+    if stale:
+        summary = f"no sample since {clock((last + 1) * BUCKET_NS, True)}: {summary}"
+    earlier = earlier_text([e.to_json() for e in episodes], until)
+    if earlier:
+        summary += f"; earlier: {earlier}"
+    return StackVerdict(name, None, summary, _confidence(v, len(all_buckets), t), [], samples, len(all_buckets),
+                        {k: round(m, 3) for k, (m, _) in window.items()}, episodes=episodes, not_known=not_known,
+                        until=until)
 
-    def io_symptom(log_ms: float, log_wait: float, read_wait: float) -> bool:
-        return (log_ms >= t["symptom_log_write_ms"] or log_wait >= t["symptom_log_disk_wait_pct"]
-                or read_wait >= t["symptom_read_wait_pct"])
 
-    symptom = [b for b in db2_buckets
-               if io_symptom(f["log_write_ms"].get(b, 0), f["log_disk_wait_pct"].get(b, 0),
-                             f["read_wait_pct"].get(b, 0) + f["direct_read_wait_pct"].get(b, 0))
-               or f["lock_wait_pct"].get(b, 0) >= t["symptom_lock_wait_pct"]]
-    judged = symptom or all_buckets
-    v = {k: _over(series, judged) for k, series in f.items()}
-    layers_seen = sum(1 for keys in (("log_write_ms", "log_disk_wait_pct"), ("guest_write_await_ms",),
-                                     ("vmdk_write_ms", "ready_pct"), ("kavg_ms", "esx_kavg_ms"), ("array_ms",))
-                      if any(v[k] is not None for k in keys))
-    confidence = "high" if len(judged) >= t["confident_buckets"] and layers_seen >= 3 else \
-        "medium" if layers_seen >= 2 else "low"
+def _growing(swapped: dict[int, float]) -> set[int]:
+    """The buckets in which the VM's swapped memory grew since the bucket before it with a value."""
+    out, before = set(), None
+    for b in sorted(swapped):
+        if before is not None and swapped[b] > before:
+            out.add(b)
+        before = swapped[b]
+    return out
 
-    def verdict(layer: str, conclusion: str, chain: list[str]) -> StackVerdict:
-        summary = " ← ".join(chain) + f" ⇒ {conclusion}"
-        figures = {k: round(x, 3) for k, x in v.items() if x is not None}
-        return StackVerdict(name, layer, summary, confidence, chain, samples, len(judged), figures)
 
-    # memory first: host swapping hurts everything above it, and explains the rest
-    if (v["vm_swapin"] or 0) > 0 or (v["host_swapin"] or 0) > 0 or (v["vm_swapped_bytes"] or 0) > 0:
-        chain = [f"VM swap-in {_fmt((v['vm_swapin'] or 0) / 2**20, ' MiB/s')}",
-                 f"swapped {_fmt((v['vm_swapped_bytes'] or 0) / 2**20, ' MiB')}",
-                 f"host swap-in {_fmt((v['host_swapin'] or 0) / 2**20, ' MiB/s')}"]
-        return verdict("host", "the host is swapping VM memory: host memory is overcommitted", chain)
-    if (v["balloon_bytes"] or 0) > 0 and (v["guest_swap_in"] or 0) > 0:
-        chain = [f"guest swap-in {_fmt(v['guest_swap_in'] / 2**20, ' MiB/s')}",
-                 f"balloon {_fmt(v['balloon_bytes'] / 2**20, ' MiB')}"]
-        return verdict("vm", "ballooning pushes DB2 memory into guest swap: reserve the VM's memory", chain)
+def _per_bucket(f: dict[str, dict[int, float]], t: dict[str, float],
+                growth: set[int]) -> dict[int, list[tuple[str, float | None, float]]]:
+    """bucket -> the causes it shows, ranked; only the buckets where some chain reaches a level are walked."""
+    def over(role: str, level: float) -> set[int]:
+        return {b for b, x in f[role].items() if x >= level}
 
-    io_bound = io_symptom(v["log_write_ms"] or 0, v["log_disk_wait_pct"] or 0,
-                          (v["read_wait_pct"] or 0) + (v["direct_read_wait_pct"] or 0))
-    kernel = _max(v["kavg_ms"], v["esx_kavg_ms"])
-    queue = v["qavg_ms"]
-    device = _max(v["davg_ms"], v["esx_davg_ms"])
-    if io_bound or (kernel or 0) >= t["kavg_ms"] or (device or 0) >= t["device_ms"]:
-        chain = []
-        if v["log_write_ms"] is not None:
-            chain.append(f"log write {_fmt(v['log_write_ms'], ' ms/IO')}")
-        elif v["log_disk_wait_pct"] is not None:
-            chain.append(f"log disk wait {_fmt(v['log_disk_wait_pct'], '%')} of DB2 time")
-        guest_ms = _max(v["guest_write_await_ms"], v["guest_read_await_ms"])
-        if guest_ms is not None:
-            chain.append(f"guest await {_fmt(guest_ms, ' ms')}")
-        vmdk = _max(v["vmdk_write_ms"], v["vmdk_read_ms"])
-        if vmdk is not None:
-            chain.append(f"VMDK latency {_fmt(vmdk, ' ms')}")
-        if kernel is not None or device is not None:
-            names = sorted({h for b in judged if (h := host_of(b))})
-            host = f"host {'/'.join(names)} KAVG {_fmt(kernel, ' ms')}" if names else f"host KAVG {_fmt(kernel, ' ms')}"
-            if queue is not None:
-                host += f", QAVG {_fmt(queue, ' ms')}"
-            if v["esx_qued"] is not None:
-                host += f", QUED {v['esx_qued']:.0f}"
-            host += f", DAVG {_fmt(device, ' ms')}"
-            chain.append(host)
-        if v["array_ms"] is not None:
-            chain.append(f"array LUN {_fmt(v['array_ms'], ' ms')}")
-        depth = v["esx_dqlen"] or v["queue_depth"]
-        if (kernel or 0) >= t["kavg_ms"] or (queue or 0) >= t["qavg_ms"] or (v["esx_qued"] or 0) >= t["esx_qued"]:
-            why = "queueing in the hypervisor" + (f" (LUN queue depth {depth:.0f})" if depth else "")
-            return verdict("host", why, chain)
-        if device is not None and device >= t["slow_ms"]:
-            if v["array_ms"] is not None and v["array_ms"] < device / t["fabric_ratio"]:
-                return verdict("storage-network", "the path between host and array (fabric, HBA, multipathing): "
-                               "the array answers fast, the host sees it slow", chain)
-            return verdict("storage", "the array is slow", chain)
-        if v["array_ms"] is not None and v["array_ms"] >= t["slow_ms"]:
-            return verdict("storage", "the array is slow", chain)
-        if guest_ms is not None and vmdk is not None and guest_ms > t["guest_queue_ratio"] * vmdk + t["guest_queue_ms"]:
-            return verdict("guest", "queueing inside the guest (device queue depth, I/O scheduler)", chain)
-        if chain and len(chain) == 1:
-            return StackVerdict(name, "db2", chain[0] + " ⇒ DB2 waits on I/O; no layer below it is monitored",
-                                "low", chain, samples, len(judged))
+    def positive(role: str) -> set[int]:
+        return {b for b, x in f[role].items() if x > 0}
 
-    # vsphere_vm gives ready and co-stop as % of the interval per vCPU
-    if (v["ready_pct"] or 0) >= t["ready_pct"]:
-        return verdict("host", "CPU contention on the host: the VM waits for physical CPUs",
-                       [f"CPU ready {v['ready_pct']:.1f}% per vCPU", f"co-stop {_fmt(v['costop_pct'], '%')}"])
-    if (v["costop_pct"] or 0) >= t["costop_pct"]:
-        return verdict("vm", "too many vCPUs for the VM's work (co-scheduling stops)",
-                       [f"co-stop {v['costop_pct']:.1f}% per vCPU"])
-    if (v["guest_steal_pct"] or 0) >= t["steal_pct"]:
-        return verdict("host", "CPU contention on the host (the guest sees steal)",
-                       [f"guest steal {v['guest_steal_pct']:.1f}%"])
-    if (v["lock_wait_pct"] or 0) >= t["symptom_lock_wait_pct"]:
-        return verdict("db2", "lock contention in the application, the infrastructure is not the cause",
-                       [f"lock wait {v['lock_wait_pct']:.0f}% of DB2 time"])
-    return StackVerdict(name, None, "no layer stands out: DB2 and the infrastructure below it look healthy",
-                        confidence, [], samples, len(judged),
-                        {k: round(x, 3) for k, x in v.items() if x is not None})
+    reads = {b: (f["read_wait_pct"].get(b) or 0) + (f["direct_read_wait_pct"].get(b) or 0)
+             for b in f["read_wait_pct"].keys() | f["direct_read_wait_pct"].keys()}
+    candidates = (growth | positive("vm_swapin") | positive("host_swapin") | positive("balloon_bytes")
+                  | over("log_write_ms", t["symptom_log_write_ms"])
+                  | over("log_disk_wait_pct", t["symptom_log_disk_wait_pct"])
+                  | {b for b, x in reads.items() if x >= t["symptom_read_wait_pct"]}
+                  | over("kavg_ms", t["kavg_ms"]) | over("esx_kavg_ms", t["kavg_ms"])
+                  | over("davg_ms", t["device_ms"]) | over("esx_davg_ms", t["device_ms"])
+                  | over("ready_pct", t["ready_pct"]) | over("costop_pct", t["costop_pct"])
+                  | over("guest_steal_pct", t["steal_pct"]) | over("lock_wait_pct", t["symptom_lock_wait_pct"]))
+    out = {}
+    for b in candidates:
+        found = _scores({role: series.get(b) for role, series in f.items()}, t, b in growth)
+        if found:
+            out[b] = found
+    return out
+
+
+def _episode(layer: str, lo: int, hi: int, going: bool, f: dict[str, dict[int, float]],
+             scored: dict[int, list[tuple[str, float | None, float]]], growth: set[int],
+             host_of: Callable[[int], str | None], t: dict[str, float], least: int) -> Episode:
+    """An episode's causes walked again on its own figures: every cause its buckets show in at least `least`
+    of them (its layer's most frequent always), ranked, the best of its own layer first."""
+    figures = _figures(f, lo, hi)
+    v = _means(figures)
+    shown = Counter(kind for b in range(lo, hi + 1) for kind, _, _ in scored.get(b, ()))
+    mine = max((k for k in shown if KINDS[k][0] == layer), key=lambda k: (shown[k], -_ORDER[k]))
+    hosts = "/".join(sorted({h for b in range(lo, hi + 1) if b in scored and (h := host_of(b))}))
+    growing = any(b in growth for b in range(lo, hi + 1))
+    now = {kind: (share, excess) for kind, share, excess in _scores(v, t, growing)}
+    causes = []
+    for kind in [k for k, n in shown.items() if n >= least or k == mine]:
+        share, excess = now.get(kind) or _mean_score(kind, lo, hi, scored)
+        chain, conclusion = _chain(kind, v, t, hosts)
+        causes.append(Cause(kind, chain, share, excess, conclusion))
+    causes = ranked(causes)
+    first = next(c for c in causes if c.layer == layer)
+    causes.sort(key=lambda c: c is not first)  # its own layer's best cause first (the sort is stable)
+    buckets = sum(1 for b in range(lo, hi + 1) if b in scored)
+    confidence = "low" if first.kind == "db2-io" else _confidence(v, hi - lo + 1, t)
+    return Episode(layer, lo * BUCKET_NS, (hi + 1) * BUCKET_NS, None if going else (hi + 1) * BUCKET_NS, causes,
+                   figures, buckets, confidence)
+
+
+def _mean_score(kind: str, lo: int, hi: int,
+                scored: dict[int, list[tuple[str, float | None, float]]]) -> tuple[float | None, float]:
+    """A cause's weight over the buckets that showed it (its figures' means may fall under its level)."""
+    found = [(s, e) for b in range(lo, hi + 1) for k, s, e in scored.get(b, ()) if k == kind]
+    shares = [s for s, _ in found]
+    return (fmean(shares) if None not in shares else None), fmean(e for _, e in found)
+
+
+def _not_known(f: dict[str, dict[int, float]], stale: bool, last: int) -> list[str]:
+    """What the verdict could not see: the layers without data, DB2 first; data that stopped."""
+    seen = {ROLES[role][0].layer for role, series in f.items() if series}
+    out = [] if "db2" in seen else ["no DB2 data for this stack"]
+    missing = [LAYER_TITLES[x] for x in ("guest", "vm", "host", "storage") if x not in seen]
+    if missing:
+        out.append("no data from " + ", ".join(missing))
+    if stale:
+        out.append(f"no sample since {iso((last + 1) * BUCKET_NS)}")
+    return out

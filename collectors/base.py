@@ -39,6 +39,9 @@ class BaseCollector:
     #: a cycle of a large source (10,000 VMs' samples) need not hold them all until its end. Facts of an
     #: entity go before its samples (live rules read them).
     handoff: Callable[[list[Record | Fact]], None] | None = None
+    #: samples of its own history its first cycle reaches back for, where its source keeps one (vCenter's
+    #: realtime hour): what the check engine needs to judge from the start (the pipeline sets it)
+    history_samples: int = 0
 
     def __init__(self, name: str, interval: float, timeout: float | None = None):
         self.name = name

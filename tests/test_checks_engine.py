@@ -215,3 +215,76 @@ def test_per_fact_rules_judging_only_the_facts_brought_end_where_judging_all_wou
     assert {f.key for f in stepwise.open_findings()} >= {f"nic-vmxnet3 {canonical_tags({'layer': 'vm', **x.tags})}"
                                                           for x in current.values()
                                                           if x.data["nics"][0]["type"] != "vmxnet3"}
+
+
+# --- history and silence (issue 28) ---------------------------------------------------------
+
+
+def arrive(e: Engine, start: int, values: list[float], delay: int = 0, guest: str = "db2prod01") -> None:
+    """Samples every 20 s, each judged `delay` ns after its time (as the runner does, right after each feed)."""
+    for i, v in enumerate(values, start):
+        e.feed([mem(i, v, guest)])
+        e.mark_stale(T0 + i * S + delay)
+
+
+@pytest.mark.parametrize("delay", [0, 150 * 10**9])  # samples on time, or arriving 2.5 min late (a clock apart)
+def test_a_finding_whose_subject_stops_reporting_turns_stale_and_back(delay):
+    """Samples every 20 s: after three missed cycles (plus one) without a sample it is stale since its last one;
+    its next sample makes it current again. Silence counts on the source's clock: its samples' delay is not
+    silence."""
+    e = Engine([GuestSwapZero()])
+    arrive(e, 0, [4096] * 4, delay)
+    e.changes()
+    last = T0 + 3 * S
+    e.mark_stale(last + delay + 4 * S)  # four periods: not yet
+    assert e.changes() == [] and e.open_findings()[0].stale_since is None
+    e.mark_stale(last + delay + 4 * S + 10**9)
+    (f,) = e.changes()
+    assert f.stale_since == last and f.resolved_at is None
+    e.mark_stale(last + delay + 10 * S)
+    assert e.changes() == []  # stale once, not again at every check
+    arrive(e, 10, [4096], delay)
+    (f,) = e.open_findings()
+    assert f.stale_since is None and f.last_seen == T0 + 10 * S
+
+
+def test_one_subject_silent_among_others_reporting_is_stale():
+    """Triage judges a lookback in one go: a guest whose samples stopped while others of its kind go on."""
+    e = Engine([GuestSwapZero()])
+    for i in range(40):
+        e.feed([mem(i, 4096, "busy")] + ([mem(i, 4096, "quiet")] if i < 10 else []))
+    e.mark_stale(T0 + 40 * S)
+    stale = {f.subject["guest"]: f.stale_since for f in e.open_findings()}
+    assert stale == {"busy": None, "quiet": T0 + 9 * S}
+
+
+def test_an_adopted_finding_that_never_reports_again_turns_stale():
+    """A collector removed from the config: the finding the last run left open is adopted, no sample comes."""
+    first = Engine([GuestSwapZero()])
+    run(first, [4096] * 6)
+    (left,) = first.open_findings()
+    e = Engine([GuestSwapZero()])
+    e.adopt([left])
+    e.mark_stale(left.last_seen + 10 * S)
+    (f,) = e.changes()
+    assert f.key == left.key and f.stale_since == left.last_seen
+
+
+def test_history_is_judged_first_and_not_twice():
+    """The store's recent samples open the finding before any new sample; the same samples handed on again
+    (vCenter's first cycle reaching back over them) are not counted twice."""
+    e = Engine([GuestSwapZero()])
+    history = [mem(i, 4096) for i in range(3)]
+    e.start_from(reversed(history))  # in time order whatever order they come in
+    (f,) = e.changes()
+    assert f.resolved_at is None and f.first_seen == T0 and f.evidence["samples"] == 3
+    e.feed([*history, mem(3, 4096)])
+    (f,) = e.changes()
+    assert f.evidence["samples"] == 4 and f.last_seen == T0 + 3 * S
+
+
+def test_history_covers_what_the_rules_need_to_open_and_clear():
+    assert Engine(all_rules()).history_samples() == 10  # window 5 + clear_samples 5
+    longer = Engine(all_rules(), {"cpu-ready": {"window": 8}},
+                    [StackConfig(name="s", vm="v", checks={"guest-swap-zero": {"clear_samples": 9}})])
+    assert longer.history_samples() == 14 and "vsphere_vm" in longer.live_measurements()

@@ -89,7 +89,9 @@ def test_the_installed_command_runs_from_its_package_data(installed: Path, tmp_p
     check = db2vtop(installed, tmp_path, "config", "check", "-c", str(config))
     assert check.returncode == 0 and ": OK (" in check.stdout, check.stderr
 
-    store = tmp_path / "metrics.db"
+    store = tmp_path / "metrics.db"  # what an agent recorded, as triage is run on an agent's store
+    once = db2vtop(installed, tmp_path, "agent", "--once", "--store", str(store))
+    assert once.returncode == 0, once.stderr
     triage = db2vtop(installed, tmp_path, "triage", "--store", str(store), "--format", "json")
     assert triage.returncode in (0, 1, 2), triage.stderr
     assert {"generated_at", "findings", "verdicts"} <= json.loads(triage.stdout).keys()

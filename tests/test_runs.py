@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -231,12 +232,24 @@ def test_report_against_a_baseline_reads_only_the_stack_and_says_what_changed(fl
     assert [(f["rule"], f["run"], f["stacks"]) for f in doc["findings"]] == [("guest-io-latency", "run2", ["prod"])]
     verdicts = {v["run"]: v for v in doc["verdicts"]}
     assert verdicts["run2"]["layer"] == "host" and verdicts["run1"]["layer"] is None
+    # the run's verdict is its episodes (issue 28): the queue from the run's first whole bucket to its end, its
+    # figures those of the VM's host at each moment (esx01's 2 ms, then esx02's 3 ms; never the 77 or 66 ms of
+    # the host it was not on)
+    v = verdicts["run2"]
+    (episode,) = v["episodes"]
+    start = datetime.fromisoformat(v["since"]).timestamp() * S
+    assert RUN[0] <= start <= RUN[0] + 20 * S and episode["start"] == v["since"] and episode["end"] is None
+    assert episode["layer"] == "host" and episode["figures"]["kavg_ms"]["peak"] == 3.0
+    assert 2.0 < episode["figures"]["kavg_ms"]["mean"] < 3.0
+    assert [(c["layer"], c["kind"]) for c in v["causes"]] == [("host", "hypervisor-queue")]
+    assert (verdicts["run1"]["since"], verdicts["run1"]["episodes"], verdicts["run1"]["causes"]) == (None, [], [])
 
     text = run_cli("report", "run2", "--baseline", "run1", "-c", str(cfg), "--store", str(store))
     assert text.returncode == 0, text.stderr
     assert "What changed\n\n- prod / ESXi host: KAVG new" in text.stdout
     assert "    write throughput  MB/s   150   150   150   150            150  +0.0 %\n" in text.stdout
     assert "    KAVG    ms    3.00  3.00  3.00  2.55              0     new\n" in text.stdout
+    assert "⇒ queueing in the hypervisor (blame: host since 22:33 UTC, 10m, confidence high" in text.stdout
     md = run_cli("report", "run2", "-c", str(cfg), "--store", str(store), "--format", "markdown")
     assert "| commits (`db2_database.commits_per_s`) | /s | 500 | 500 | 500 | 500 |" in md.stdout
     assert "## Findings opened during the run\n\n- run2: WARNING guest-io-latency" in md.stdout

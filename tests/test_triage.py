@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime
 from pathlib import Path
 
 from db2vtop.agent.core.model import Sample
@@ -64,6 +65,8 @@ def test_triage_with_nothing_to_judge_or_a_bad_config_exits_3(tmp_path):
 
 
 def test_triage_collects_this_machine_now(store_path):
+    with Store(store_path, writer=True):  # an agent's store with nothing in it yet
+        pass
     r = run_cli("triage", "--store", str(store_path), "--format", "json")
     assert r.returncode in (0, 1, 2), r.stderr
     doc = json.loads(r.stdout)
@@ -151,6 +154,56 @@ def test_every_rule_reference_names_a_document_a_person_can_find(tmp_path):
         assert r["references"], r["id"]
         for ref in r["references"]:
             assert not re.search(r"\d{3}_[0-9a-f]{16}\.txt", ref) and "no seed figure" not in ref, (r["id"], ref)
+
+
+def test_triage_of_a_store_that_does_not_exist_is_unknown_first(tmp_path):
+    """A store named with --store that is not there: its history is what was asked for. UNKNOWN, said on the
+    first line, never "No deviation" (issue 28); the same on this machine's default config."""
+    for args in (("-c", str(no_guest(tmp_path))), ()):
+        r = run_cli("triage", *args, "--store", str(tmp_path / "nonexistent" / "m.db"))
+        assert r.returncode == 3, (args, r.stdout, r.stderr)
+        first = r.stdout.splitlines()[0]
+        assert first.startswith("db2vtop triage: UNKNOWN: ") and "No deviation" not in r.stdout, first
+    doc = json.loads(run_cli("triage", "-c", str(no_guest(tmp_path)), "--store", str(tmp_path / "nope.db"),
+                             "--format", "json").stdout)
+    assert doc["status"] == "UNKNOWN" and doc["unknown"] and doc["sources"]["store"].startswith("error: no store")
+
+
+def test_triage_of_a_store_with_only_the_agents_own_metrics_is_unknown(store_path, tmp_path):
+    now = time.time_ns()
+    with Store(store_path, writer=True) as w:
+        w.write([Sample("db2vtop_collector", {"collector": "guest"}, {"duration_ms": 3.0, "samples": 0, "errors": 0,
+                                                                      "skipped": 0, "status": "ok"},
+                        now - k * 10 * 10**9) for k in range(30)])
+    r = run_cli("triage", "-c", str(no_guest(tmp_path)), "--store", str(store_path))
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert r.stdout.startswith("db2vtop triage: UNKNOWN: nothing to judge in the last 1h: no guest, VM, host, DB2 "
+                               "or storage data"), r.stdout
+    assert "No deviation" not in r.stdout
+
+
+def test_an_ended_condition_is_resolved_and_a_silent_one_stale(store_path, tmp_path):
+    """Within the lookback: a guest that swapped until five minutes ago and is fine since has a resolved finding,
+    resolved at its fifth clean sample (exit 0); one that swapped and then stopped reporting half an hour ago has
+    a stale one, not a current one."""
+    now = time.time_ns()
+    minute = 60 * 10**9
+    with Store(store_path, writer=True) as w:
+        w.write([Sample("guest_mem", {"guest": "ended"}, {"swap_in_bytes_per_s": float(8 << 20 if k > 15 else 0)},
+                        now - k * minute // 3) for k in range(1, 90)])
+        w.write([Sample("guest_mem", {"guest": "silent"}, {"swap_in_bytes_per_s": float(8 << 20)},
+                        now - 30 * minute - k * minute // 3) for k in range(10)])
+    r = run_cli("triage", "-c", str(no_guest(tmp_path)), "--store", str(store_path), "--format", "json")
+    doc = json.loads(r.stdout)
+    by_guest = {f["subject"]["guest"]: f for f in doc["findings"] if f["rule"] == "guest-swap-zero"}
+    ended, silent = by_guest["ended"], by_guest["silent"]
+    assert ended["resolved_at"] is not None and ended["stale_since"] is None
+    assert abs(datetime.fromisoformat(ended["resolved_at"]).timestamp() - (now - 11 * minute // 3) / 1e9) < 1
+    assert silent["resolved_at"] is None and silent["stale_since"] is not None
+    assert abs(datetime.fromisoformat(silent["stale_since"]).timestamp() - (now - 30 * minute) / 1e9) < 2
+    assert r.returncode == 0, doc  # neither is a current condition
+    text = run_cli("triage", "-c", str(no_guest(tmp_path)), "--store", str(store_path)).stdout
+    assert "Stale: open when their entity stopped reporting" in text and "stale since" in text
 
 
 def test_no_text_a_user_sees_names_the_projects_inputs(tmp_path):

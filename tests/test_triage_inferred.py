@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, run_cli
-from tests.vsphere_sim import Simulator
+from tests.vsphere_sim import Simulator, one_host
 
 LUNS = {vm: f"naa.600a0980383030{i:010x}" for i, vm in enumerate(("vmqueue", "vmslow", "vmready", "vmcalm"))}
 
@@ -32,22 +32,13 @@ def _vm(name: str, ready_ms: int = 400) -> dict:
             "perf": {"mem.vmmemctl.average": 0, "cpu.ready.summation": {"": ready_ms}}}
 
 
-SCENARIO = {
-    "datacenter": "DC1",
-    "datastores": [{"name": f"ds_{vm}", "type": "VMFS", "capacity_gb": 1024, "free_gb": 512, "luns": [lun]}
-                   for vm, lun in LUNS.items()],
-    "hosts": [{
-        "name": "esx01", "cluster": "prod", "cpu_sockets": 2, "cpu_cores": 16, "cpu_threads": 32, "cpu_mhz": 2600,
-        "memory_mb": 262144, "numa_nodes": 2, "hyperthreading": True,
-        "perf": {"cpu.usage.average": 3000,
-                 "disk.kernelLatency.average": {LUNS["vmqueue"]: 9},
-                 "disk.queueLatency.average": {LUNS["vmqueue"]: 8},
-                 "disk.deviceLatency.average": {LUNS["vmqueue"]: 1, LUNS["vmslow"]: 15, LUNS["vmready"]: 1,
-                                                LUNS["vmcalm"]: 1}},
-        "vms": [_vm("vmqueue"), _vm("vmslow"), {**_vm("vmready", ready_ms=5600), "guest_hostname": "dbhost7.lab"},
-                {**_vm("vmcalm"), "ips": ["192.0.2.10", "127.0.0.1"]}],
-    }],
-}
+SCENARIO = one_host(
+    LUNS,
+    [_vm("vmqueue"), _vm("vmslow"), {**_vm("vmready", ready_ms=5600), "guest_hostname": "dbhost7.lab"},
+     {**_vm("vmcalm"), "ips": ["192.0.2.10", "127.0.0.1"]}],
+    {"cpu.usage.average": 3000,
+     "disk.kernelLatency.average": {LUNS["vmqueue"]: 9}, "disk.queueLatency.average": {LUNS["vmqueue"]: 8},
+     "disk.deviceLatency.average": {LUNS["vmqueue"]: 1, LUNS["vmslow"]: 15, LUNS["vmready"]: 1, LUNS["vmcalm"]: 1}})
 
 
 @pytest.fixture(scope="module")
@@ -60,22 +51,18 @@ def sim(tmp_path_factory):
 
 @pytest.fixture
 def vcenter_only(tmp_path, sim) -> str:
-    ca = tmp_path / "sim-ca.pem"
-    ca.write_text(ssl.get_server_certificate(("127.0.0.1", sim.port)))
-    path = tmp_path / "vc.toml"
-    path.write_text(f'[guest]\nenabled = false\n[[vcenter]]\nname = "vc1"\nurl = "{sim.url}"\nuser = "monitor"\n'
-                    f'password_env = "VC1_PASSWORD"\nca_file = "{ca}"\n')
-    return str(path)
+    return str(sim.vcenter_only(tmp_path))
 
 
 def triage(cfg: str, store, *args: str):
-    r = run_cli("triage", "-c", cfg, "--store", str(store), "--format", "json", *args,
-                env={"VC1_PASSWORD": "secret"}, timeout=120)
+    """`--store` when there is one; None: the config's, where no agent recorded anything."""
+    where = ("--store", str(store)) if store is not None else ()
+    r = run_cli("triage", "-c", cfg, *where, "--format", "json", *args, env={"VC1_PASSWORD": "secret"}, timeout=120)
     return r.returncode, json.loads(r.stdout) if r.stdout.strip() else r.stderr
 
 
 def test_every_vm_gets_its_verdict_without_any_stack(vcenter_only, tmp_path):
-    status, out = triage(vcenter_only, tmp_path / "none.db")
+    status, out = triage(vcenter_only, None)
     verdicts = {v["vm"]: v for v in out["verdicts"]}
     assert verdicts["vmqueue"]["layer"] == "host" and "KAVG 9.0 ms" in verdicts["vmqueue"]["summary"]
     assert "queueing in the hypervisor" in verdicts["vmqueue"]["summary"]
@@ -88,12 +75,12 @@ def test_every_vm_gets_its_verdict_without_any_stack(vcenter_only, tmp_path):
 
 
 def test_triage_of_one_vm_is_judged_and_exits_by_that_vm_alone(vcenter_only, tmp_path):
-    status, out = triage(vcenter_only, tmp_path / "none.db", "--vm", "vmcalm")
+    status, out = triage(vcenter_only, None, "--vm", "vmcalm")
     assert [v["vm"] for v in out["verdicts"]] == ["vmcalm"] and out["verdicts"][0]["layer"] is None
     assert status == 0, out["findings"]
-    status, out = triage(vcenter_only, tmp_path / "none.db", "--vm", "vmqueue")
+    status, out = triage(vcenter_only, None, "--vm", "vmqueue")
     assert status in (1, 2) and any(f["rule"] == "disk-queue-saturation" for f in out["findings"])
-    code, err = triage(vcenter_only, tmp_path / "none.db", "--vm", "nope")
+    code, err = triage(vcenter_only, None, "--vm", "nope")
     assert code == 3 and "no stack or VM named nope" in err
 
 

@@ -10,7 +10,6 @@ and a twin VM with none:
 from __future__ import annotations
 
 import json
-import ssl
 
 import pytest
 
@@ -49,17 +48,12 @@ def sim(tmp_path_factory):
 
 
 def config(tmp_path, sim, vms=("db2prod01", "db2test01")) -> str:
-    ca = tmp_path / "sim-ca.pem"
-    ca.write_text(ssl.get_server_certificate(("127.0.0.1", sim.port)))
     stacks = "".join(f'[[stack]]\nname = "{vm}"\nvm = "{vm}"\nvcenter = "vc1"\n' for vm in vms)
-    path = tmp_path / "triage.toml"
-    path.write_text(f'[guest]\nenabled = false\n[[vcenter]]\nname = "vc1"\nurl = "{sim.url}"\nuser = "monitor"\n'
-                    f'password_env = "VC1_PASSWORD"\nca_file = "{ca}"\n{stacks}')
-    return str(path)
+    return str(sim.vcenter_only(tmp_path, stacks))
 
 
 def test_triage_reports_exactly_the_designed_findings(sim, tmp_path):
-    r = run_cli("triage", "-c", config(tmp_path, sim), "--store", str(tmp_path / "none.db"), "--format", "json",
+    r = run_cli("triage", "-c", config(tmp_path, sim), "--format", "json",
                 "--lookback", "10m", env={"VC1_PASSWORD": "secret"}, timeout=120)
     assert r.returncode == 1, r.stdout + r.stderr  # warnings, no critical
     doc = json.loads(r.stdout)
@@ -106,8 +100,8 @@ HEALTHY = {
 def test_a_healthy_scenario_has_no_warning_or_critical_finding(tmp_path):
     (tmp_path / "healthy.json").write_text(json.dumps(HEALTHY))
     with Simulator(tmp_path / "healthy.json") as s:
-        r = run_cli("triage", "-c", config(tmp_path, s, vms=("db2ok0",)), "--store", str(tmp_path / "none.db"),
-                    "--format", "json", "--lookback", "10m", env={"VC1_PASSWORD": "secret"}, timeout=120)
+        r = run_cli("triage", "-c", config(tmp_path, s, vms=("db2ok0",)), "--format", "json", "--lookback", "10m",
+                    env={"VC1_PASSWORD": "secret"}, timeout=120)
     doc = json.loads(r.stdout)
     assert [f["rule"] for f in doc["findings"] if f["severity"] != "info"] == []
     assert r.returncode == 0 and doc["verdicts"][0]["layer"] is None

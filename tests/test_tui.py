@@ -20,6 +20,7 @@ from db2vtop.agent.core.store import Store, StoreWriter
 from db2vtop.agent.core.supervise import Supervisor
 from db2vtop.agent.runtime import Runtime
 from db2vtop.checks.topology import infer_stacks, resolve
+from db2vtop.checks.verdict import StackVerdict
 from db2vtop.collectors.base import BaseCollector
 from db2vtop.collectors.guest.config import GuestConfig
 from db2vtop.collectors.guest.local import LocalGuestCollector
@@ -379,7 +380,7 @@ async def test_stack_layers_panels_and_every_letter(fleet_store, utc):
         block = "\n".join(s.text for s in view.block)
         assert "log write ms (one scale for all layers)" in block and "└12:05" in block
         verdict = text(app, "#verdict")  # the checks' verdict on the recording: the hypervisor queues
-        assert verdict.startswith("VERDICT  host: log write") and "host esx01.lab KAVG" in verdict  # the host it ran on
+        assert verdict.startswith("VERDICT  host since 12:06, ") and "host esx01.lab KAVG" in verdict  # its onset
         assert "array LUN 1.5 ms" in verdict
         assert "CRIT disk-queue-saturation" in text(app, "#verdict")
 
@@ -407,15 +408,12 @@ async def test_stack_layers_panels_and_every_letter(fleet_store, utc):
 async def test_the_verdict_is_shown_and_its_failure_too(fleet_store, utc, monkeypatch):
     path, stacks = fleet_store
 
-    class Verdict:
-        stack, layer, confidence, samples, chain = "prod01", "host", "high", 9, []
-        summary = "log write 12 ms/IO ← VMDK write 11 ms ← host KAVG 9 ms, QUED 14 ← array LUN 1.5 ms"
-
     seen = []
 
     def verdict(source, stack, since, until, overrides=None, entities=None):
         seen.append((stack.name, since, until))
-        return Verdict()
+        return StackVerdict("prod01", "host", "log write 12 ms/IO ← VMDK write 11 ms ← host KAVG 9 ms, QUED 14 ← "
+                            "array LUN 1.5 ms", "high", samples=9)
 
     monkeypatch.setattr(stack_view, "stack_verdict", verdict)
     app = replay(path, stacks)

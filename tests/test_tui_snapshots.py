@@ -15,6 +15,7 @@ import pytest
 
 from db2vtop.agent.config import load_config
 from db2vtop.agent.core.store import Store
+from db2vtop.checks.verdict import StackVerdict
 from db2vtop.tui import stack_view
 from db2vtop.tui.app import Db2vtopApp
 from db2vtop.tui.timecursor import TimeCursor
@@ -24,10 +25,9 @@ S = 10**9
 SIZE = (170, 50)
 
 
-class _Verdict:
-    stack, layer, confidence, samples, chain = "prod01", "host", "high", 27, []
-    summary = ("log write 12 ms/IO ← VMDK write 11 ms ← host KAVG 9 ms, QUED 14 ← array LUN 1.5 ms "
-               "⇒ queueing in the hypervisor")
+def _verdict(*_a) -> StackVerdict:
+    return StackVerdict("prod01", "host", "log write 12 ms/IO ← VMDK write 11 ms ← host KAVG 9 ms, QUED 14 ← array "
+                        "LUN 1.5 ms ⇒ queueing in the hypervisor", "high", samples=27)
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def recorded(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def frozen(utc, monkeypatch):
-    monkeypatch.setattr(stack_view, "stack_verdict", lambda *_a: _Verdict())
+    monkeypatch.setattr(stack_view, "stack_verdict", _verdict)
 
 
 def app_at(recorded, theme: str | None = None) -> Db2vtopApp:

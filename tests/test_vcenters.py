@@ -46,7 +46,7 @@ def _scenario(vcenter: str) -> dict:
 def two(tmp_path_factory):
     """Both simulators and the config naming them."""
     d = tmp_path_factory.mktemp("two-vcenters")
-    parts = ["[guest]\nenabled = false\n"]
+    parts = [f'[store]\npath = "{d / "none.db"}"\n[guest]\nenabled = false\n']  # no agent recorded anything
     sims = []
     try:
         for name in READY_MS:
@@ -88,8 +88,7 @@ def monkeypatch_module():
 
 
 def _triage(cfg, *args):
-    r = run_cli("triage", "-c", str(cfg), "--store", "/nonexistent.db", *args, env={"VC_PASSWORD": "secret"},
-                timeout=120)
+    r = run_cli("triage", "-c", str(cfg), *args, env={"VC_PASSWORD": "secret"}, timeout=120)
     return r.returncode, r.stdout, r.stderr
 
 
@@ -120,6 +119,13 @@ def test_the_report_judges_each_on_its_own_samples(two, recorded):
     report = make_report(load_config(two), path, "load", stacks=["vc-prod/db01", "vc-dr/db01"], workers=1)
     verdicts = {v["vcenter"]: v for v in report.run.verdicts}
     assert verdicts["vc-prod"]["layer"] == "host" and verdicts["vc-dr"]["layer"] is None, verdicts
+    prod = verdicts["vc-prod"]  # the run's own episodes: CPU contention all along, still going at its end
+    (episode,) = prod["episodes"]
+    assert episode["end"] is None and prod["since"] == episode["start"] and prod["causes"][0]["kind"] == "ready"
+    assert episode["figures"]["ready_pct"]["peak"] == pytest.approx(15.0, abs=0.5)
+    assert verdicts["vc-dr"]["episodes"] == [] and verdicts["vc-dr"]["since"] is None
+    from db2vtop.checks.report_render import to_text
+    assert "blame: host since " in to_text(report)
     for name, ready in (("vc-prod/db01", 15.0), ("vc-dr/db01", 0.5)):
         stat = report.run.stacks[name]["vm"]["vsphere_vm.cpu_ready_pct"]
         assert stat.mean == pytest.approx(ready, abs=0.5) and stat.series == 1, (name, stat)

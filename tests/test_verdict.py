@@ -186,6 +186,8 @@ def test_after_a_vmotion_only_the_new_host_is_judged(tmp_path):
     assert after.layer == "storage" and after.summary.endswith("⇒ the array is slow"), after.summary
     assert "host esx02 KAVG 0.1 ms" in after.summary and "esx01" not in after.summary
     assert after.figures["kavg_ms"] == pytest.approx(0.1)
+    assert [e.layer for e in after.episodes] == ["storage"] and after.since == T0 + 15 * 20 * S  # only the new host
+    assert [c.kind for c in after.causes] == ["array"]  # esx01's queue is no cause of the VM's any more
 
 
 def test_a_window_across_the_vmotion_judges_each_bucket_with_its_own_host(tmp_path):
@@ -193,7 +195,97 @@ def test_a_window_across_the_vmotion_judges_each_bucket_with_its_own_host(tmp_pa
     with Store(path) as r:
         across = stack_verdict(r, STACK, T0, T0 + 40 * 20 * S)
         where = placement(r, "db2prod01", T0, T0 + 40 * 20 * S)
-    assert across.figures["kavg_ms"] == pytest.approx((8.0 + 0.1) / 2)  # 20 buckets on each host
-    assert "host esx01/esx02 KAVG" in across.summary
+    # each host's buckets are judged with its own figures: esx01's queue was the VM's until the move, then
+    # the array's 6 ms is what the VM waits on
+    before, after = across.episodes
+    assert (before.layer, before.start, before.end) == ("host", T0, T0 + 20 * 20 * S)
+    assert "host esx01 KAVG 8.0 ms" in before.summary and before.figures["kavg_ms"] == (8.0, 8.0)
+    assert [c.kind for c in before.causes] == ["hypervisor-queue", "array"]  # both add latency, the queue most
+    assert (after.layer, after.start, after.end) == ("storage", T0 + 20 * 20 * S, None)
+    assert across.layer == "storage" and across.since == after.start and "host esx02 KAVG 0.1 ms" in across.summary
+    assert across.figures["kavg_ms"] == pytest.approx(0.1) and "esx01" not in across.summary
     assert where.host_at(T0 + 5 * 20 * S) == "esx01" and where.host_at(T0 + 25 * 20 * S) == "esx02"
     assert where.hosts_between(T0 + 25 * 20 * S, T0 + 30 * 20 * S) == {"esx02"}
+
+
+# --- episodes (issue 28) ------------------------------------------------------------------------
+
+
+def judge_over(tmp_path, changes_at, buckets: int = 30, until_extra: int = 0, layers=tuple(WHERE)):
+    """Each bucket `i` with the changes `changes_at(i)` gives; the window ends `until_extra` buckets after."""
+    path = tmp_path / "e.db"
+    with Store(path, writer=True) as w:
+        rows = []
+        for i in range(buckets):
+            changes = changes_at(i)
+            for layer in layers:
+                measurement, tags = WHERE[layer]
+                rows.append(Sample(measurement, tags, {**HEALTHY[layer], **changes.get(layer, {})}, T0 + i * 20 * S))
+        w.write(rows)
+    with Store(path) as r:
+        return stack_verdict(r, STACK, T0, T0 + (buckets + until_extra) * 20 * S)
+
+
+READY = {"vm": {"cpu_ready_pct": 12.0}}
+
+
+@pytest.mark.parametrize(("clean", "episodes"), [(1, 1), (2, 2)])
+def test_one_bucket_gap_does_not_end_an_episode(tmp_path, clean, episodes):
+    """Ready from bucket 10 to 29 with `clean` healthy buckets from 20: one gap bucket is tolerated."""
+    v = judge_over(tmp_path, lambda i: READY if 10 <= i < 20 or i >= 20 + clean else {})
+    assert len(v.episodes) == episodes and v.layer == "host" and v.episodes[-1].end is None
+    assert v.episodes[0].start == T0 + 10 * 20 * S
+    if episodes == 2:
+        assert v.episodes[0].end == T0 + 20 * 20 * S and v.since == T0 + (20 + clean) * 20 * S
+
+
+def test_a_single_bucket_is_no_episode(tmp_path):
+    v = judge_over(tmp_path, lambda i: READY if i == 12 else {})
+    assert v.episodes == [] and v.layer is None and "healthy" in v.summary
+
+
+def test_causes_are_ranked_by_the_share_of_time_they_explain(tmp_path):
+    """DB2 waits on its log 25 % of its time, the hypervisor's queue is 20 of the 21 ms it waits: about 24 % of
+    DB2's time; the VM waits 30 % of its time for CPUs. By how far past their levels, KAVG (10x) would come
+    first; by the time each explains, CPU ready does."""
+    both = {"log": {"log_write_ms": 21.0}, "db2": {"log_disk_wait_pct": 25.0, "pool_read_wait_pct": 0.0},
+            "guest_disk": {"write_await_ms": 20.5}, "vmdk": {"write_latency_ms": 20.5},
+            "host_lun": {"kernel_latency_ms": 20.0, "device_latency_ms": 0.5}, "vm": {"cpu_ready_pct": 30.0}}
+    v = judge_over(tmp_path, lambda i: both if i >= 20 else {})
+    assert [c.kind for c in v.causes] == ["ready", "hypervisor-queue"]
+    assert v.causes[0].share == pytest.approx(30.0) and v.causes[1].share == pytest.approx(25 * 20 / 21, rel=1e-3)
+    assert v.layer == "host" and v.since == T0 + 20 * 20 * S and v.summary.startswith("CPU ready 30.0% per vCPU")
+    doc = v.to_json()
+    assert [c["layer"] for c in doc["causes"]] == ["host", "host"] and doc["since"] == "2023-11-14T22:20:00+00:00"
+
+
+def test_without_db2_data_the_verdict_says_so(tmp_path):
+    v = judge_over(tmp_path, lambda i: {}, layers=("vm", "vmdk", "host_lun", "host"))
+    assert v.layer is None and "healthy" not in v.summary and "no DB2 data for this stack" in v.summary
+    assert v.not_known[0] == "no DB2 data for this stack" and "guest OS" in v.not_known[1]
+
+
+def test_never_healthy_beside_an_open_critical_finding(tmp_path):
+    from db2vtop.agent.core.model import Finding
+
+    v = judge_over(tmp_path, lambda i: {})
+    assert "look healthy" in v.summary
+    crit = Finding("vm-fits-numa-node", "critical", {"layer": "vm", "vm": "db2prod01"},
+                   "db2prod01: 12 vCPUs on a node of 8 cores", {"values": {}, "window": {}, "samples": 1},
+                   "", "", [], T0, T0)
+    v.note_findings([crit])
+    assert "healthy" not in v.summary and "vm-fits-numa-node is critical" in v.summary
+    assert "not blamed because it is configuration" in v.summary
+    (tmp_path / "b").mkdir()
+    v = judge_over(tmp_path / "b", lambda i: {})
+    ready = Finding("cpu-ready", "critical", {"layer": "vm", "vm": "db2prod01"}, "db2prod01: CPU ready 12% per vCPU",
+                    {"values": {}, "window": {"from_ns": T0, "to_ns": T0 + S}, "samples": 3}, "", "", [], T0, T0 + S)
+    v.note_findings([ready])
+    assert "cpu-ready is critical" in v.summary and "do not reach their levels" in v.summary
+
+
+def test_data_that_stopped_is_not_an_ongoing_episode(tmp_path):
+    """Ready high until the samples stop, ten minutes before the window's end: nothing is blamed now."""
+    v = judge_over(tmp_path, lambda i: READY if i >= 20 else {}, until_extra=30)
+    assert v.layer is None and v.episodes[-1].end == T0 + 30 * 20 * S
+    assert v.summary.startswith("no sample since ") and any(x.startswith("no sample since") for x in v.not_known)

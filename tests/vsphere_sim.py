@@ -30,6 +30,17 @@ def process_cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
+def one_host(luns: dict[str, str], vms: list[dict[str, Any]], perf: dict[str, Any]) -> dict[str, Any]:
+    """A scenario of one host, esx01 (2 sockets of 8 cores, hyperthreaded, 256 GiB), running `vms`, each VM
+    on a datastore of its own (`ds_<vm>`) over its LUN (`luns`: VM name -> NAA id); `perf` the host's."""
+    return {"datacenter": "DC1",
+            "datastores": [{"name": f"ds_{vm}", "type": "VMFS", "capacity_gb": 1024, "free_gb": 512, "luns": [lun]}
+                           for vm, lun in luns.items()],
+            "hosts": [{"name": "esx01", "cluster": "prod", "cpu_sockets": 2, "cpu_cores": 16, "cpu_threads": 32,
+                       "cpu_mhz": 2600, "memory_mb": 262144, "numa_nodes": 2, "hyperthreading": True, "perf": perf,
+                       "vms": vms}]}
+
+
 class Simulator:
     """One simulator process on 127.0.0.1; `stop()` always ends it."""
 
@@ -98,6 +109,18 @@ class Simulator:
         ctx = ssl._create_unverified_context()
         with urllib.request.urlopen(self.url.replace("/sdk", "/sim/stats"), context=ctx, timeout=10) as r:
             return json.loads(r.read())
+
+    def vcenter_only(self, d: Path, extra: str = "") -> Path:
+        """A config in `d` with only this simulator as `[[vcenter]]` (its certificate as the CA, the password in
+        VC1_PASSWORD), the guest off and a store no agent recorded in (triage reads vCenter's hour); `extra`
+        appended."""
+        ca = d / "sim-ca.pem"
+        ca.write_text(ssl.get_server_certificate(("127.0.0.1", self.port)))
+        path = d / "vc.toml"
+        path.write_text(f'[store]\npath = "{d / "none.db"}"\n[guest]\nenabled = false\n[[vcenter]]\nname = "vc1"\n'
+                        f'url = "{self.url}"\nuser = "monitor"\npassword_env = "VC1_PASSWORD"\nca_file = "{ca}"\n'
+                        + extra)
+        return path
 
     def cpu_seconds(self) -> float:
         assert self.proc is not None

@@ -12,10 +12,10 @@ import socket
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from itertools import pairwise
 from statistics import median
 from typing import Any
 
+from db2vtop.agent.core.cadence import interval_of, is_stale
 from db2vtop.agent.core.model import (
     SELF_MEASUREMENT,
     THREAD_MEASUREMENT,
@@ -30,7 +30,6 @@ from db2vtop.checks.scales import NO_LEVEL, Level
 from db2vtop.tui.chart import Marks, buckets, merge_max, nice_top, short, spark
 from db2vtop.tui.table import TableModel, arrange
 
-STALE_INTERVALS = 3
 PERIOD_SERIES = 8  # series a measurement's sampling period is measured over
 # A cached `latest` is brought forward by asking which series have newer samples (at most
 # CATCH_UP ahead), looking LATE back for samples stamped in the past (vCenter's arrive 20-60 s
@@ -42,22 +41,8 @@ RUN_LOOKBACK_NS = 24 * 3600 * 10**9
 FULL_READ_S = 60.0
 
 
-def is_stale(age_s: float | None, interval_s: float | None) -> bool:
-    """Missed cycles: three periods, plus one for samples stamped a period before they arrive
-    (vCenter's realtime samples do). A period not known yet (one sample so far) is not judged:
-    any fixed guess would be wrong for some source."""
-    if age_s is None or not interval_s:
-        return False
-    return age_s > max((STALE_INTERVALS + 1) * interval_s, 10.0)
-
-
 def numbers(points: Iterable[tuple[int, FieldValue]]) -> list[tuple[int, float]]:
     return [(t, float(v)) for t, v in points if isinstance(v, int | float) and not isinstance(v, bool)]
-
-
-def interval_of(points: list[tuple[int, Any]]) -> float | None:
-    gaps = [(b[0] - a[0]) / 1e9 for a, b in pairwise(points[-6:])]
-    return median(gaps) if gaps else None
 
 
 class LoadCancelledError(Exception):

@@ -19,7 +19,7 @@ from db2vtop.agent.core.model import Annotation, Finding
 from db2vtop.checks.figures import LATENCY_FLOOR_MS
 from db2vtop.checks.scales import Levels
 from db2vtop.checks.topology import StackEntities
-from db2vtop.checks.verdict import stack_verdict
+from db2vtop.checks.verdict import earlier_text, since_text, stack_verdict
 from db2vtop.tui.chart import EVENT_STYLE, MARKER_STYLE, Marks, braille, nice_top, style, time_axis
 from db2vtop.tui.data import (
     Reader,
@@ -106,17 +106,28 @@ class StackView:
 # --- verdict -------------------------------------------------------------------------------
 
 
-def _verdict(rd: Reader, target: Target, since: int, until: int, levels: Levels) -> list[Run]:
+def _verdict(rd: Reader, target: Target, since: int, until: int, levels: Levels,
+             findings: list[Finding]) -> list[Run]:
+    """The verdict at the cursor: the episode going on then, since when, the other causes beside it and the
+    earlier episodes of the window (checks/verdict.py), in local time."""
     try:  # over the window: its own entities (the VM's hosts in the window, each bucket with its own)
         v = stack_verdict(rd, target.stack, since, until, levels.overrides, resolve_at(rd, target, since, until))
+        v.note_findings(findings)
     except Exception as e:  # the verdict is the checks' business: show its failure, keep the screen
         return [("verdict failed: ", "bold red"), (str(e)[:200], "red")]
     if v.confidence == "none":
         return [("verdict: too little data ", "dim"), (f"({v.samples} samples in the window)", "dim")]
     st = {"high": "bold red", "medium": "bold yellow", "low": "yellow"}.get(v.confidence, "bold")
-    blame = f"{v.layer}: " if v.layer else ""
-    return [("VERDICT ", "bold reverse"), (" ", None), (blame, st), (v.summary, "bold"),
-            (f"  [{v.confidence} confidence, {v.samples} samples]", "dim")]
+    blame = " ".join(x for x in (v.layer, since_text(v.since, until, utc=False)) if x) + ": " if v.layer else ""
+    out: list[Run] = [("VERDICT ", "bold reverse"), (" ", None), (blame, st), (v.summary, "bold"),
+                      (f"  [{v.confidence} confidence, {v.samples} samples]", "dim")]
+    also = [f"{c.layer}: {c.label}" for c in v.causes[1:]]
+    earlier = earlier_text([e.to_json() for e in v.episodes], until, utc=False) if v.layer else ""
+    more = "; ".join(x for x in (f"also {', '.join(also)}" if also else "", f"earlier: {earlier}" if earlier else "",
+                                 "; ".join(v.not_known)) if x)
+    if more:
+        out += [("\n", None), (more, "dim")]
+    return out
 
 
 # --- the whole screen ------------------------------------------------------------------------
@@ -250,7 +261,7 @@ def load_stack(rd: Reader, target: Target, since: int, until: int, panel: str, g
     axis_a = time_axis(since, until, a_cols, all_marks, GUTTER)
     axis_b = time_axis(since, until, b_cols, Marks.at(since, until, b_cols, [m.ts for m in markers],
                                                       [e.ts for e in events], spans), GUTTER)
-    return StackView(target, r, until, since, _verdict(rd, target, since, until, levels), layers,
+    return StackView(target, r, until, since, _verdict(rd, target, since, until, levels, findings), layers,
                      _block(layers, axis_a, axis_b, geo), panel, summary, model,
                      load_status(rd, until, r.collectors()), markers, findings)
 

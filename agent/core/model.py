@@ -149,6 +149,13 @@ class Finding:
         """One open finding per rule and subject."""
         return self.rule + " " + canonical_tags(self.subject)
 
+    @property
+    def stale_since(self) -> int | None:
+        """When its entity last reported, once its source has missed its cycles since (checks/engine.py):
+        still open, no longer current."""
+        ts = self.evidence.get("stale_since_ns")
+        return ts if isinstance(ts, int) and not isinstance(ts, bool) else None
+
 
 class Output(Protocol):
     """Where results go: the store writer, sinks such as InfluxDB, the check runner.

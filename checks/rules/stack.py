@@ -24,6 +24,9 @@ class VerdictRule(StaticRule):
         "steal_pct": 5.0,
         # too few buckets to judge; enough for high confidence
         "min_buckets": 3, "confident_buckets": 9,
+        # an episode lasts at least this many buckets (one is noise); this many buckets between two runs of
+        # one layer (empty, or blaming another) do not end it
+        "episode_buckets": 2, "gap_buckets": 1,
     }
     fix = "Follow the chain: the layer named is the first that adds most of the time."
 

@@ -30,6 +30,7 @@ from db2vtop.collectors.vsphere.facts import FactsBuilder, TagMaps, build_facts
 from db2vtop.collectors.vsphere.inventory import FullRead, Inventory, Rows
 from db2vtop.collectors.vsphere.perf import (
     REALTIME_KEEP_S,
+    REALTIME_S,
     CounterIds,
     EntityResult,
     PerfState,
@@ -495,6 +496,8 @@ class VSphereCollector(BaseCollector):
             for moid in moids:
                 kinds[moid] = kind
                 start = since if since is not None else self.perf_state.start_for(moid, now)
+                if start is None and self.history_samples > 1:  # its first samples: with the history asked for
+                    start = now - min(self.history_samples * REALTIME_S, REALTIME_KEEP_S - REALTIME_S)
                 specs.append(Spec(kind, moid, start, ids))
         caps = [c for c in (self.cfg.max_query_metrics, s.max_query_metrics) if c > 0]
         calls = chunk(specs, min(caps) if caps else 0, self.cfg.max_query_entities)
