@@ -69,15 +69,19 @@ def test_version():
 def test_agent_stops_cleanly_on_sigterm_and_keeps_its_samples(store_path):
     p = subprocess.Popen([sys.executable, "-m", "db2vtop.agent", "agent", "--store", str(store_path)], cwd=ROOT,
                          stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        time.sleep(0.5)
-        if store_path.exists():
-            with Store(store_path) as s:
-                if s.latest("guest_cpu"):
-                    break
-    p.send_signal(signal.SIGTERM)
-    assert p.wait(timeout=30) == 0, p.stderr.read()
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            if store_path.exists():
+                with Store(store_path) as s:
+                    if s.latest("guest_cpu"):
+                        break
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=30) == 0, p.stderr.read()
+    finally:  # a failed wait must not leave the agent running after the test
+        p.kill()
+        p.wait()
     with Store(store_path) as s:
         assert s.latest("guest_cpu") and s.latest("db2vtop_collector")
 
@@ -114,7 +118,11 @@ def test_mark_is_queued_for_a_running_agent_which_records_it(store_path):
         assert names == ["run 2 start"]
     finally:
         p.send_signal(signal.SIGTERM)
-        p.wait(timeout=30)
+        try:
+            p.wait(timeout=30)
+        finally:
+            p.kill()
+            p.wait()
 
 
 def test_replay_needs_recorded_samples(store_path):
