@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from db2vtop.agent.core.model import (
     CLOCK_SKEW_S,
     SELF_MEASUREMENT,
+    Annotation,
     Fact,
     Output,
     Record,
@@ -187,6 +188,18 @@ class Runtime:
         facts: list[Fact] = []
         records: list[Record | Fact] = []
         errors: list[str] = []
+        handed = 0  # samples the cycle handed on before its end
+
+        def hand_on(part: list[Record | Fact]) -> None:
+            nonlocal facts, handed
+            if facts:  # the describe pass's facts go before any sample
+                part, facts = [*facts, *part], []
+            samples, more, annotations = self._split(c, part, time.time_ns())
+            handed += len(samples)
+            if self.declared is not None:
+                self._check_facts(c, more, self.declared)
+            for out in self.outputs:
+                out.submit(samples, more, annotations)
 
         async def work() -> None:
             nonlocal facts, records
@@ -197,20 +210,39 @@ class Runtime:
                     if c.complete_facts:
                         facts = c.removals(facts) + facts
                 except (CollectorError, OSError, ValueError) as e:
-                    errors.append(_describe_error(e, c.timeout, "describe"))
+                    errors.append(_describe_error(e, timeout, "describe"))
             records = await c.collect()
 
+        c.handoff = hand_on
+        timeout = c.cycle_timeout()
         try:
-            await asyncio.wait_for(work(), c.timeout)
+            await asyncio.wait_for(work(), timeout)
         except Exception as e:  # any collector failure is data, never a crash
-            errors.append(_describe_error(e, c.timeout, "collect"))
+            errors.append(_describe_error(e, timeout, "collect"))
             if not isinstance(e, CollectorError | TimeoutError):
                 log.debug("collector %s failed", c.name, exc_info=True)
+        finally:
+            c.handoff = None
         errors[:0] = map(printable, c.take_problems())  # partial faults first: a timeout stays the last word
         ts = time.time_ns()
-        lo, hi = ts - self.skew_ns, ts + self.skew_ns
-        samples, annotations, kept = [], [], []
-        for r in [*facts, *records]:
+        samples, more, annotations = self._split(c, [*facts, *records], ts)
+        facts = more
+        if self.declared is not None:
+            self._check_facts(c, facts, self.declared)
+        status = "ok" if not errors else ("timeout" if "timed out" in errors[-1] else "error")
+        me = self._record(c, status, "; ".join(errors), (time.perf_counter() - t0) * 1000, handed + len(samples), ts)
+        for out in self.outputs:
+            out.submit([*samples, me], facts, annotations)
+
+    def _split(self, c: BaseCollector, records: list[Record | Fact], now_ns: int,
+               ) -> tuple[list[Sample], list[Fact], list[Annotation]]:
+        """A collector's records by kind; one whose time is not within the clock skew of now is set aside,
+        samples are cleaned of what no store holds (and dropped when nothing is left)."""
+        lo, hi = now_ns - self.skew_ns, now_ns + self.skew_ns
+        samples: list[Sample] = []
+        facts: list[Fact] = []
+        annotations: list[Annotation] = []
+        for r in records:
             if not (type(r.ts) is int and lo <= r.ts <= hi):
                 self.supervisor.set_aside(c.thread, describe_record(r), record_problem(r, lo, hi) or "bad time")
                 continue
@@ -219,16 +251,10 @@ class Runtime:
                 if r.fields:
                     samples.append(r)
             elif isinstance(r, Fact):  # a collector that follows changes hands facts in with its samples
-                kept.append(r)
+                facts.append(r)
             else:
                 annotations.append(r)
-        facts = kept
-        if self.declared is not None:
-            self._check_facts(c, facts, self.declared)
-        status = "ok" if not errors else ("timeout" if "timed out" in errors[-1] else "error")
-        me = self._record(c, status, "; ".join(errors), (time.perf_counter() - t0) * 1000, len(samples), ts)
-        for out in self.outputs:
-            out.submit([*samples, me], facts, annotations)
+        return samples, facts, annotations
 
     def _check_facts(self, c: BaseCollector, facts: list[Fact], declared: FactCheck) -> None:
         for f in facts:

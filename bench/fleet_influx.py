@@ -1,7 +1,8 @@
 """Fleet mode over InfluxDB (issue 15). Prints JSON.
 
 A real influxd 1.8.10 (tests/infra/build-influxd.sh) is loaded with the TUI benchmark's recording
-(tests/tui_fixture.py: 2,000 VMs on 50 hosts, 100 DB2 stacks, one hour at 20 s) encoded as the
+(tests/tui_fixture.py: 2,000 VMs on 50 hosts, `--vms N` N VMs 40 a host, 100 DB2 stacks, one hour
+at 20 s) encoded as the
 agents encode it (agent/sinks/lineproto.py), facts and findings included. Then the Fleet screen's
 load (tui/fleet_view.py through the TUI's Reader over an InfluxSource) is timed at the end of the
 hour:
@@ -9,12 +10,14 @@ hour:
 - first_data: a fresh connection's first load, wall seconds (target <= 2 s);
 - refresh: the cursor then moves one second at a time through the last two minutes, as the live
   view refreshes every second; client CPU per refresh (process time of this process: HTTP, JSON
-  and the joins; influxd's own CPU is not the client's), target <= 100 ms. Drawing the rows is
+  and the joins; influxd's own CPU is not the client's), target <= 100 ms, and its wall time
+  (influxd's answers included), target <= 1 s at 10,000 VMs. Drawing the rows is
   the same as over the embedded store and is measured by bench/tui.py.
 """
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import statistics
@@ -30,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from db2vtop.agent.config import load_config
 from db2vtop.agent.core.influx_source import InfluxSource
 from db2vtop.agent.sinks.lineproto import LineEncoder
+from db2vtop.checks.scales import levels
 from db2vtop.tui.data import Reader, TableState
 from db2vtop.tui.fleet_view import load_fleet
 from db2vtop.tui.screens.fleet import SPARK_COLS
@@ -71,6 +75,7 @@ def load(srv: InfluxServer, db: str) -> dict:
 
 def fleet_reads(cfg_path: Path) -> dict:
     cfg = load_config(cfg_path)
+    lv = levels(cfg.checks)
     end = FLEET.end_ns
     first = []
     for _ in range(3):
@@ -78,7 +83,7 @@ def fleet_reads(cfg_path: Path) -> dict:
         with InfluxSource(cfg.influxdb) as src:
             rd = Reader(src)
             rd.begin()
-            view = load_fleet(rd, cfg.stack, end - WINDOW_NS, end, TableState(), SPARK_COLS)
+            view = load_fleet(rd, cfg.stack, end - WINDOW_NS, end, TableState(), SPARK_COLS, lv)
         first.append(time.perf_counter() - t)
     rows = len(view.model.rows)
     cpu, wall = [], []
@@ -86,12 +91,12 @@ def fleet_reads(cfg_path: Path) -> dict:
         rd = Reader(src)
         rd.begin()
         start = end - 120 * S
-        load_fleet(rd, cfg.stack, start - WINDOW_NS, start, TableState(), SPARK_COLS)
+        load_fleet(rd, cfg.stack, start - WINDOW_NS, start, TableState(), SPARK_COLS, lv)
         for k in range(1, 121):
             until = start + k * S
             c0, w0 = time.process_time(), time.perf_counter()
             rd.begin()
-            load_fleet(rd, cfg.stack, until - WINDOW_NS, until, TableState(), SPARK_COLS)
+            load_fleet(rd, cfg.stack, until - WINDOW_NS, until, TableState(), SPARK_COLS, lv)
             cpu.append((time.process_time() - c0) * 1000)
             wall.append((time.perf_counter() - w0) * 1000)
     cpu.sort()
@@ -101,10 +106,16 @@ def fleet_reads(cfg_path: Path) -> dict:
             "refresh_client_cpu_ms": {"n": len(cpu), "median": round(statistics.median(cpu), 1),
                                       "p95": round(cpu[int(len(cpu) * 0.95)], 1), "max": round(cpu[-1], 1),
                                       "target_median": 100},
-            "refresh_wall_ms_median": round(statistics.median(wall), 1)}
+            "refresh_wall_ms": {"median": round(statistics.median(wall), 1),
+                                "p95": round(sorted(wall)[int(len(wall) * 0.95)], 1), "target_median": 1000}}
 
 
 def main() -> None:
+    global FLEET
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--vms", type=int, default=2000, help="VMs in the recording (40 a host)")
+    vms = ap.parse_args().vms
+    FLEET = Fleet(vms=vms, hosts=max(vms // 40, 1), stacks=min(100, vms), minutes=60)
     with tempfile.TemporaryDirectory() as d:
         srv = InfluxServer(Path(d) / "influxd")
         srv.start()

@@ -1,7 +1,8 @@
 """TUI benchmark (issue 5). Prints JSON.
 
-Store: 2,000 VMs on 50 hosts, 100 DB2 stacks (guest, DB2, array LUN each), an hour at
-20 s (tests/tui_fixture.py builds it; kept in bench/results/, rebuilt with --rebuild).
+Store: 2,000 VMs on 50 hosts (`--vms N`: N VMs, 40 a host), 100 DB2 stacks (guest, DB2, array LUN
+each), an hour at 20 s (tests/tui_fixture.py builds it; kept in bench/results/, rebuilt with
+--rebuild; 10,000 VMs take ~10 minutes to build).
 
 - first_frame: the real `db2vtop replay` started in tmux, capture-pane polled every
   10 ms: time to the first drawn frame, and to the Fleet's rows (data read and shown).
@@ -53,7 +54,7 @@ from tests.tui_fixture import STEP_S, T0, Fleet, build_store, write_config
 READY = next(i for i, c in enumerate(COLUMNS) if c.name == "rdy%")
 
 S = 10**9
-FLEET = Fleet(vms=2000, hosts=50, stacks=100, minutes=60)
+FLEET = Fleet(vms=2000, hosts=50, stacks=100, minutes=60)  # --vms replaces it
 SIZE = (200, 60)
 
 
@@ -65,6 +66,10 @@ def _pct(values: list[float], p: float) -> float:
 def _summary(values: list[float]) -> dict:
     return {"n": len(values), "median": round(statistics.median(values), 2) if values else 0.0,
             "p95": _pct(values, 0.95), "max": round(max(values), 2) if values else 0.0}
+
+
+def sized(vms: int) -> Fleet:
+    return Fleet(vms=vms, hosts=max(vms // 40, 1), stacks=min(100, vms), minutes=60)
 
 
 def build(path: Path, rebuild: bool) -> float | None:
@@ -103,7 +108,7 @@ def first_frame(store: Path, config: Path, runs: int) -> dict:
                 now = time.perf_counter() - t0
                 if frame is None and "db2vtop" in screen:
                     frame = now
-                if "2000 vms" in screen:
+                if f"{FLEET.vms} vms" in screen:
                     data = now
                     break
                 time.sleep(0.01)
@@ -261,14 +266,17 @@ def charts(repeat: int = 200) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rebuild", action="store_true", help="rebuild the 2,000-VM store")
+    ap.add_argument("--rebuild", action="store_true", help="rebuild the store")
+    ap.add_argument("--vms", type=int, default=2000, help="VMs in the store (40 a host)")
     ap.add_argument("--seconds", type=float, default=10.0, help="how long to measure each refresh loop")
     ap.add_argument("--runs", type=int, default=5, help="program starts to time")
     args = ap.parse_args()
+    global FLEET
+    FLEET = sized(args.vms)
     os.environ.setdefault("TZ", "UTC")
     results = Path(__file__).resolve().parent / "results"
     results.mkdir(exist_ok=True)
-    store = results / "tui-fleet.db"
+    store = results / ("tui-fleet.db" if FLEET.vms == 2000 else f"tui-fleet-{FLEET.vms}.db")
     out: dict = {"benchmark": "tui", "store": {"vms": FLEET.vms, "hosts": FLEET.hosts, "stacks": FLEET.stacks,
                                                "minutes": FLEET.minutes, "step_s": STEP_S}}
     built = build(store, args.rebuild)

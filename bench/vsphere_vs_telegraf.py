@@ -1,6 +1,6 @@
 """db2vtop's vSphere collection against Telegraf's `inputs.vsphere`, side by side on ONE simulator.
 
-One scenario simulator (tests/vsphere-sim, 50 hosts x 40 VMs = 2,000 VMs by default) serves
+One scenario simulator (tests/vsphere-sim, 40 VMs a host: 2,000 VMs on 50 hosts by default) serves
 both tools in turn, in one run:
 
 - one-shot: `telegraf --once` and `db2vtop agent --once` (one `[[vcenter]]`, nothing else):
@@ -10,17 +10,23 @@ both tools in turn, in one run:
   reads again only the VMs whose identity moved (none here). Telegraf keeps nothing between
   runs, so both are compared with its one-shot. `--repeat` rounds (default 3) of the three
   runs, interleaved; each figure is the median of its rounds;
-- steady: each tool runs with a 20 s interval; after its first cycle, CPU (its own and the
+- steady: each tool runs with a 20 s interval; after its first cycles, CPU (its own and the
   simulator's) is sampled over `--cycles` whole 20 s periods and divided by their number;
   peak RSS is the whole run's.
 
 Telegraf 1.36.4 is built once with `go install` (tags custom,inputs.vsphere,outputs.discard)
 into ~/.cache/db2vtop/telegraf-1.36.4/. Telegraf asks for the same counters db2vtop reads
 (VM and host realtime counters of collectors/vsphere/counters.py; datastore, cluster,
-datacenter, resource pool and vSAN objects excluded). Every ratio is db2vtop / Telegraf:
-at or below 1.0 db2vtop is the lighter.
+datacenter, resource pool and vSAN objects excluded); it asks every one for all instances
+(`*`: it has no per-counter choice), db2vtop asks CPU ready and co-stop for the VM as a whole.
+Every ratio is db2vtop / Telegraf: at or below 1.0 db2vtop is the lighter.
 
-    .venv/bin/python bench/vsphere_vs_telegraf.py [--hosts 50] [--vms-per-host 40] [--cycles 3] [--repeat 3]
+`--vms` sets the size (a multiple of 40; repeat it to run several sizes, each on its own
+simulator, and get each tool's peak-RSS growth per VM between the smallest and the largest).
+The simulator holds its whole inventory in memory: 10,000 VMs take ~5 GB and 75 s to start on an
+idle machine (3 minutes on a busy one); at that size the whole run takes about 15 minutes.
+
+    .venv/bin/python bench/vsphere_vs_telegraf.py [--vms 2000 [--vms 10000]] [--cycles 3] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ TELEGRAF_VERSION = "1.36.4"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "db2vtop" / f"telegraf-{TELEGRAF_VERSION}"
 TELEGRAF = CACHE / "telegraf"
 INTERVAL_S = 20
+VMS_PER_HOST = 40
 
 
 def build_telegraf() -> Path:
@@ -135,14 +142,14 @@ def one_shot(cmd: list[str], sim: Simulator, env: dict[str, str], log: Path) -> 
             "vcenter_cpu_s": round(sim.cpu_seconds() - sim0, 2), "peak_rss_mb": round(rss, 1)}
 
 
-def steady(cmd: list[str], sim: Simulator, env: dict[str, str], log: Path, cycles: int) -> dict:
+def steady(cmd: list[str], sim: Simulator, env: dict[str, str], log: Path, cycles: int, warm: int = 2) -> dict:
     """CPU per 20 s cycle once running: sampled on the same phase of two cycles `cycles` apart."""
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
         try:
-            # the first cycle (discovery, facts) lands in the first period; start counting after it,
+            # the first cycle (discovery, facts) lands in the first `warm` periods; start counting after them,
             # mid-period, so both samples are at the same phase of the schedule
-            time.sleep(INTERVAL_S * 2 + INTERVAL_S / 2 - (time.time() % INTERVAL_S))
+            time.sleep(INTERVAL_S * warm + INTERVAL_S / 2 - (time.time() % INTERVAL_S))
             if proc.poll() is not None:
                 raise RuntimeError(f"{cmd[0]} exited early; see {log}")
             c0, s0 = process_cpu_seconds(proc.pid), sim.cpu_seconds()
@@ -184,6 +191,8 @@ def median_run(runs: list[dict]) -> dict:
 def run(hosts: int, vms_per_host: int, cycles: int, only: str | None, repeat: int = 3) -> dict:
     telegraf = build_telegraf() if only != "db2vtop" else TELEGRAF
     compile_db2vtop()
+    vms = hosts * vms_per_host
+    warm = 2 + vms // 5000  # a 10,000-VM first cycle (every VM's device list) takes most of a period
     with tempfile.TemporaryDirectory() as tmp:
         t = Path(tmp)
         scenario = t / "scenario.json"
@@ -194,7 +203,7 @@ def run(hosts: int, vms_per_host: int, cycles: int, only: str | None, repeat: in
         out: dict = {"benchmark": "vsphere_vs_telegraf", "telegraf": TELEGRAF_VERSION, "hosts": hosts,
                      "vms": hosts * vms_per_host, "vm_counters": len({c.name for c in VM_COUNTERS}),
                      "host_counters": len({c.name for c in HOST_COUNTERS}), "cpus": os.cpu_count()}
-        with Simulator(scenario) as sim:
+        with Simulator(scenario, start_timeout=max(120.0, vms * 0.06)) as sim:
             (t / "telegraf.conf").write_text(telegraf_config(sim.url, INTERVAL_S))
             runs: dict[str, list[dict]] = {"telegraf_once": [], "db2vtop_once": [], "db2vtop_once_restart": []}
             for i in range(repeat):  # interleaved, so a slow spell of the shared machine hits both tools
@@ -210,9 +219,9 @@ def run(hosts: int, vms_per_host: int, cycles: int, only: str | None, repeat: in
             if cycles:
                 (t / "db2vtop.toml").write_text(db2vtop_config(sim.url, t / "steady.db", INTERVAL_S))
                 if only != "db2vtop":
-                    out["telegraf_steady"] = steady(tg, sim, env, t / "telegraf-steady.log", cycles)
+                    out["telegraf_steady"] = steady(tg, sim, env, t / "telegraf-steady.log", cycles, warm)
                 if only != "telegraf":
-                    out["db2vtop_steady"] = steady(agent, sim, env, t / "db2vtop-steady.log", cycles)
+                    out["db2vtop_steady"] = steady(agent, sim, env, t / "db2vtop-steady.log", cycles, warm)
             for name in ("db2vtop-once.log", "db2vtop-restart.log", "telegraf-once.log"):
                 p = t / name
                 if p.exists() and p.stat().st_size:
@@ -234,20 +243,39 @@ def run(hosts: int, vms_per_host: int, cycles: int, only: str | None, repeat: in
                                                            gs["vcenter_cpu_s_per_cycle"])
             rss_d, rss_g = max(rss_d, ds["peak_rss_mb"]), max(rss_g, gs["peak_rss_mb"])
         ratios["peak_rss"] = ratio(rss_d, rss_g)
+        out["peak_rss_mb"] = {"telegraf": rss_g, "db2vtop": rss_d}
         out["ratios_db2vtop_over_telegraf"] = ratios
         out["all_at_or_below_1"] = all(v is not None and v <= 1.0 for v in ratios.values())
     return out
 
 
+def growth(runs: list[dict]) -> dict | None:
+    """Each tool's peak RSS growth per VM (KB) between the smallest and the largest size, and their ratio."""
+    small, large = min(runs, key=lambda r: r["vms"]), max(runs, key=lambda r: r["vms"])
+    if small is large or "peak_rss_mb" not in small:
+        return None
+    per = {tool: round((large["peak_rss_mb"][tool] - small["peak_rss_mb"][tool]) * 1024
+                       / (large["vms"] - small["vms"]), 2) for tool in ("telegraf", "db2vtop")}
+    return {"from_vms": small["vms"], "to_vms": large["vms"], "kb_per_vm": per,
+            "ratio_db2vtop_over_telegraf": ratio(per["db2vtop"], per["telegraf"])}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--hosts", type=int, default=50)
-    ap.add_argument("--vms-per-host", type=int, default=40)
+    ap.add_argument("--vms", type=int, action="append",
+                    help="VMs on the simulator, 40 a host (default 2000; repeat it for several sizes)")
     ap.add_argument("--cycles", type=int, default=3, help="20 s cycles measured in steady state (0: one-shot only)")
     ap.add_argument("--only", choices=("db2vtop", "telegraf"), help="run one tool only (no ratios)")
     ap.add_argument("--repeat", type=int, default=3, help="one-shot rounds; each figure is their median")
     args = ap.parse_args()
-    print(json.dumps(run(args.hosts, args.vms_per_host, args.cycles, args.only, max(args.repeat, 1)), indent=2))
+    sizes = sorted(set(args.vms or [2000]))
+    if any(n < VMS_PER_HOST or n % VMS_PER_HOST for n in sizes):
+        ap.error(f"--vms must be a multiple of {VMS_PER_HOST} (VMs a simulated host holds)")
+    runs = [run(n // VMS_PER_HOST, VMS_PER_HOST, args.cycles, args.only, max(args.repeat, 1)) for n in sizes]
+    if len(runs) == 1:
+        print(json.dumps(runs[0], indent=2))
+        return
+    print(json.dumps({"runs": runs, "rss_growth": growth(runs)}, indent=2))
 
 
 if __name__ == "__main__":

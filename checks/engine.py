@@ -30,6 +30,7 @@ from db2vtop.checks.rule import (
     FactIndex,
     Limit,
     LiveRule,
+    PerFactRule,
     Rule,
     StaticRule,
     Thresholds,
@@ -139,7 +140,7 @@ class Engine:
             if f.removed:
                 self._forget(f)
         if changed_kinds:
-            self._judge_static(changed_kinds)
+            self._judge_static(changed_kinds, facts)
         judged = bool(self._judged)
         newest = self._newest
         for s in samples:
@@ -205,32 +206,52 @@ class Engine:
         elif breaches >= int(t["samples"]):
             track.finding = self._open(rule, verdict, severity, track.first_bad_ts, row.ts, t, track.samples)
 
-    def _judge_static(self, changed_kinds: set[str]) -> None:
+    def _judge_static(self, changed_kinds: set[str], brought: list[Fact]) -> None:
+        """Judge the static rules whose fact kinds changed. A per-fact rule whose only changed kind is its own
+        judges just the facts this feed brought (a reconfigured VM among 10,000, a facts pass handed on page by
+        page); any other rule judges all current facts."""
         for rule in self.rules:
             if not isinstance(rule, StaticRule) or not changed_kinds & set(rule.needs):
                 continue
-            base = self.thresholds(rule, {})
-            if base.get("enabled") is False:
+            only = None
+            if isinstance(rule, PerFactRule) and changed_kinds & set(rule.needs) == {rule.fact_kind}:
+                # the last version of each entity brought (a batch may hold two of one)
+                only = list({tuple(sorted(f.tags.items())): f for f in brought if f.kind == rule.fact_kind}.values())
+            self._judge_rule(rule, only)
+
+    def _judge_rule(self, rule: StaticRule, only: list[Fact] | None) -> None:
+        """One static rule over all current facts, or (`only`, a per-fact rule) over those facts: the findings
+        of the subjects judged open, change or resolve."""
+        base = self.thresholds(rule, {})
+        if base.get("enabled") is False:
+            return
+
+        def judge(t: Thresholds) -> list[Verdict]:
+            if only is None:
+                return rule.judge_facts(self.facts, t)
+            assert isinstance(rule, PerFactRule)
+            return rule.judge_some(self.facts, t, [f for f in only if not f.removed])
+        ts = self._facts_ts(rule)
+        seen = set()
+        for v in judge(base):
+            t = self.thresholds(rule, v.subject)
+            if t.get("enabled") is False:
                 continue
-            seen = set()
-            for v in rule.judge_facts(self.facts, base):
-                t = self.thresholds(rule, v.subject)
-                if t.get("enabled") is False:
-                    continue
-                if t != base:  # a stack overrides this rule: judge that subject with its thresholds
-                    v = next((w for w in rule.judge_facts(self.facts, t) if w.subject == v.subject), v)
-                key = f"{rule.id} {canonical_tags(v.subject)}"
-                if v.severity is None:
-                    continue
-                seen.add(key)
-                ts = self._facts_ts(rule)
-                found = self._static.get(key)
-                if found is None:
-                    self._static[key] = self._open(rule, v, v.severity, ts, ts, t, 1)
-                else:
-                    self._refresh(found, rule, v, v.severity, ts, t, found.evidence.get("samples", 1))
-            for key in [k for k in self._static if k.startswith(rule.id + " ") and k not in seen]:
-                self._resolve(self._static.pop(key), self._facts_ts(rule))
+            if t != base:  # a stack overrides this rule: judge that subject with its thresholds
+                v = next((w for w in judge(t) if w.subject == v.subject), v)
+            if v.severity is None:
+                continue
+            key = f"{rule.id} {canonical_tags(v.subject)}"
+            seen.add(key)
+            found = self._static.get(key)
+            if found is None:
+                self._static[key] = self._open(rule, v, v.severity, ts, ts, t, 1)
+            else:
+                self._refresh(found, rule, v, v.severity, ts, t, found.evidence.get("samples", 1))
+        judged = None if only is None else {tuple(sorted(f.tags.items())) for f in only}
+        for key in [k for k, f in self._static.items() if k.startswith(rule.id + " ") and k not in seen
+                    and (judged is None or _entity_of(f.subject) in judged)]:
+            self._resolve(self._static.pop(key), ts)
 
     def _facts_ts(self, rule: Rule) -> int:
         return max((f.ts for kind in rule.needs for f in self.facts.of(kind)), default=0)
@@ -306,6 +327,11 @@ class Engine:
                                first_bad_ts=f.first_seen, samples=f.evidence.get("samples", 1), finding=f,
                                last_ts=f.last_seen)
                 self._tracks[(f.rule, canonical_tags(f.subject))] = track
+
+
+def _entity_of(subject: dict[str, str]) -> tuple:
+    """The tags of the entity a finding's subject names (its layer aside), as FactIndex keys them."""
+    return tuple(sorted((k, v) for k, v in subject.items() if k != "layer"))
 
 
 def _period(f: Finding) -> float | None:

@@ -59,8 +59,28 @@ class CheckRunner:
         self.supervisor.release(self.THREAD)
 
     def _run(self) -> None:
-        while (item := self._q.get()) is not None:
+        pending = None  # an item taken from the queue that must wait for its own turn
+        while True:
+            item, pending = (pending if pending is not None else self._q.get()), None
+            if item is None:
+                return
             adopt, samples, facts, history = item
+            stop = False
+            # what queued meanwhile is judged in one go: a cycle handed on in parts, or batches that came while
+            # the engine was busy, makes one static judgement of the facts, not one per part. The store's
+            # history is judged before anything that came after it, so it is never folded into other batches.
+            while history is None:
+                try:
+                    more = self._q.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stop = True
+                    break
+                if more[3] is not None:
+                    pending = more
+                    break
+                adopt, samples, facts = adopt + more[0], samples + more[1], facts + more[2]
             try:
                 self.engine.adopt(adopt)
                 self.engine.feed(samples, facts)
@@ -72,7 +92,9 @@ class CheckRunner:
                 log.exception("check engine failed on a batch")
                 what = f"a batch of {len(samples)} samples and {len(facts)} facts"
                 self.supervisor.set_aside(self.THREAD, what + (" with the store's history" if history else ""), e)
-                continue
+                changes = []  # not `continue`: a stop taken from the queue above must still end the thread
             if changes:
                 for out in self.outputs:
                     out.submit(findings=changes)
+            if stop:
+                return

@@ -82,10 +82,10 @@ class Level:
         """"crit", "warn" or None for a value."""
         if v is None:
             return None
-        for name, at in (("crit", self.crit), ("warn", self.warn)):
-            if at is not None and (v < at if self.below else v >= at):
-                return name
-        return None
+        crit, warn = self.crit, self.warn
+        if self.below:
+            return "crit" if crit is not None and v < crit else "warn" if warn is not None and v < warn else None
+        return "crit" if crit is not None and v >= crit else "warn" if warn is not None and v >= warn else None
 
 
 NO_LEVEL = Level()

@@ -1,6 +1,6 @@
 """What every collector shares: its own worker threads and a facts schedule.
 
-Blocking libraries (pyvmomi, paramiko, file reads) run on the collector's own small
+Blocking calls (vCenter SOAP, paramiko, file reads) run on the collector's own small
 thread pool. The runtime asks `busy` before starting a cycle: a thread still stuck in a
 timed-out call means the next cycle is skipped rather than run beside it.
 """
@@ -35,6 +35,10 @@ class BaseCollector:
     facts_interval: float = 900.0
     #: threads for blocking calls; more only where a collector fans out (vSphere chunks)
     workers: int = 1
+    #: set by the runtime while a cycle runs: takes records the cycle has ready before collect() returns, so
+    #: a cycle of a large source (10,000 VMs' samples) need not hold them all until its end. Facts of an
+    #: entity go before its samples (live rules read them).
+    handoff: Callable[[list[Record | Fact]], None] | None = None
     #: samples of its own history its first cycle reaches back for, where its source keeps one (vCenter's
     #: realtime hour): what the check engine needs to judge from the start (the pipeline sets it)
     history_samples: int = 0
@@ -60,6 +64,10 @@ class BaseCollector:
     def thread(self) -> str:
         """Its name in the supervisor's health (the `db2vtop_thread` self-metric)."""
         return f"collector:{self.name}"
+
+    def cycle_timeout(self) -> float:
+        """How long the next cycle may run: `timeout`, unless the collector knows it is a longer one."""
+        return self.timeout
 
     @property
     def busy(self) -> bool:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from db2vtop.agent.core.config import ConfigError, StackConfig
-from db2vtop.agent.core.model import Fact, Sample
+from db2vtop.agent.core.model import Fact, Sample, canonical_tags
 from db2vtop.checks.catalog import baselines, practices
 from db2vtop.checks.engine import Engine, validate_overrides
 from db2vtop.checks.rules import all_rules
 from db2vtop.checks.rules.guest import GuestIOLatency, GuestSwapZero, PartitionAlignment
+from db2vtop.checks.rules.vsphere import CpuLimitConfigured, EagerZeroed, NicVmxnet3
 
 S = 20 * 10**9
 T0 = 1_700_000_000 * 10**9
@@ -174,6 +177,44 @@ def test_the_runner_stores_findings_and_a_restart_resumes_them(store_path):
     with Store(store_path) as s:
         history = s.findings(open_only=False)
     assert [(f.first_seen, f.resolved_at) for f in history] == [(T0, T0 + 10 * S)]
+
+
+_NICS = ("vmxnet3", "e1000", "e1000e")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.sampled_from((*_NICS, None)), st.integers(-1, 2000)),
+                min_size=1, max_size=25),
+       st.integers(1, 6))
+def test_per_fact_rules_judging_only_the_facts_brought_end_where_judging_all_would(changes, batch):
+    """A per-fact rule judges just the facts a feed brings (a reconfigured VM among thousands, a facts pass
+    handed on in parts): any sequence of VM changes and removals, fed in batches, leaves the same open
+    findings as one engine fed the final facts at once."""
+    rules = [NicVmxnet3(), CpuLimitConfigured(), EagerZeroed()]
+    stepwise, current = Engine(rules), {}
+    facts = []
+    for i, (vm, nic, limit) in enumerate(changes):
+        tags = {"vcenter": "vc1", "vm": f"vm{vm}"}
+        if nic is None:
+            f = Fact.removal("vsphere_vm", tags, T0 + i)
+            current.pop(vm, None)
+        else:
+            f = Fact("vsphere_vm", tags, {"nics": [{"key": 4000, "type": nic}], "cpu_limit_mhz": limit,
+                                          "disks": [{"instance": "scsi0:0", "backing": "thin" if limit > 0
+                                                     else "eager_zeroed"}]}, T0 + i)
+            current[vm] = f
+        facts.append(f)
+    for i in range(0, len(facts), batch):
+        stepwise.feed(facts=facts[i:i + batch])
+    at_once = Engine([NicVmxnet3(), CpuLimitConfigured(), EagerZeroed()])
+    at_once.feed(facts=list(current.values()))
+
+    def state(e: Engine) -> set:
+        return {(f.key, f.severity, f.summary) for f in e.open_findings()}
+    assert state(stepwise) == state(at_once)
+    assert {f.key for f in stepwise.open_findings()} >= {f"nic-vmxnet3 {canonical_tags({'layer': 'vm', **x.tags})}"
+                                                          for x in current.values()
+                                                          if x.data["nics"][0]["type"] != "vmxnet3"}
 
 
 # --- history and silence (issue 28) ---------------------------------------------------------

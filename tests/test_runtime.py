@@ -305,3 +305,31 @@ def test_repeated_warnings_are_summarised_so_the_log_stays_small():
     assert "cycle(s) skipped" in lines[0] and "more like it" not in lines[0]
     assert lines[1].endswith("(and 5,999 more like it in the last 60 s)")
     assert lines[2].endswith("something else")
+
+
+class LongFirst(BaseCollector):
+    """Its first cycle (a whole inventory read) takes longer than its timeout, and it says so."""
+
+    def __init__(self):
+        super().__init__("long", interval=0.2, timeout=0.1)
+        self.cycles = 0
+
+    def cycle_timeout(self):
+        return 1.0 if self.cycles == 0 else self.timeout
+
+    async def collect(self):
+        await asyncio.sleep(0.3 if self.cycles == 0 else 0.0)
+        self.cycles += 1
+        return [Sample("tick", {"c": self.name}, {"v": 1.0})]
+
+
+async def test_a_cycle_the_collector_says_is_longer_gets_its_own_timeout():
+    """A large vCenter's first cycle (every VM's device list) runs past the cycle timeout; cut short it would
+    be begun again each cycle and never end."""
+    out = Capture()
+    long = LongFirst()
+    await Runtime([long], [out])._cycle(long)
+    assert [m["status"] for m in out.selfmetrics("long")] == ["ok"]
+    hung = AsyncHang("hung", interval=0.5, timeout=0.1)
+    await Runtime([hung], [out])._cycle(hung)
+    assert out.selfmetrics("hung")[-1]["last_error"] == "collect timed out after 0.1s"

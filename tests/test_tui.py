@@ -347,7 +347,7 @@ async def test_other_screens_are_composed_ahead_and_switched_to_without_holding_
 
 PANEL_EXPECTATIONS = {
     "c": ("db2prod01", "app0003"),  # the VMs on the stack's host, this one marked
-    "m": ("db2prod01",),
+    "m": ("db2prod01", "16.0GiB", "4.0GiB"),  # consumed and active: the VM's quickStats
     "d": ("ds-data01",),
     "u": ("naa.600a0980383030", "netapp1:/vol/db2v0/lun0"),  # host and array views of the LUN, joined on NAA
     "v": ("scsi0:1", "sdb"),  # the VMDK and the guest's disk
@@ -622,4 +622,38 @@ async def test_the_fleet_has_a_stack_for_every_db2_vm_without_configuration(stor
         keys = {r.key for r in app.screen.view.model.rows}
         assert "stack:db2prod07" in keys and "stack:web01" not in keys and {"vm:db2prod07", "vm:web01"} <= keys
         assert [s.db2 for s in app.known_stacks] == ["prod07"]
+        await pilot.press("q")
+
+
+async def test_a_long_load_of_a_screen_left_stops_for_the_next_screens(fleet_store, utc, monkeypatch):
+    """A 10,000-VM Fleet's load takes a good part of a second: once the user has switched to another screen
+    it stops at its next read, and the new screen's load does not wait for it."""
+    import threading
+
+    from db2vtop.tui import fleet_view
+    path, stacks = fleet_store
+    app = replay(path, stacks)
+    slow, stopped = threading.Event(), []
+    real = fleet_view.load_fleet
+
+    def slow_fleet(rd, *a, **kw):
+        if slow.is_set():
+            for _ in range(200):  # a load that would run 10 s, read by read
+                time.sleep(0.05)
+                try:
+                    rd.latest_at("vsphere_vm", a[2])
+                except Exception as e:
+                    stopped.append(type(e).__name__)
+                    raise
+        return real(rd, *a, **kw)
+
+    monkeypatch.setattr("db2vtop.tui.screens.fleet.load_fleet", slow_fleet)
+    async with app.run_test(size=(170, 50)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.view is not None)
+        slow.set()
+        app.request_reload(True)
+        await pilot.pause(0.3)
+        app.action_screen(SCREENS["3"])
+        await wait_for(pilot, lambda: isinstance(app.screen, FindingsScreen) and app.screen.view is not None)
+        assert stopped == ["LoadCancelledError"]  # the Fleet's load gave way at its next read
         await pilot.press("q")

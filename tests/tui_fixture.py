@@ -70,7 +70,11 @@ def _step(f: Fleet, k: int) -> list[Sample]:
         out.append(Sample("vsphere_vm", base, {
             "cpu_usage_pct": 20 + 40 * _wave(k, i), "cpu_ready_pct": (12.0 if hot else 0.5) + 2 * _wave(k, i),
             "cpu_costop_pct": 0.2, "mem_balloon_bytes": 512 * 2**20 if hot else 0,
-            "mem_swapped_bytes": 0, "mem_consumed_bytes": 16 * 2**30, "mem_active_bytes": 4 * 2**30, "vcpus": 8}, ts))
+            "mem_swapped_bytes": 0, "vcpus": 8}, ts))
+        out.append(Sample("vsphere_vm_quickstats", base, {
+            "balloon_bytes": 512 * 2**20 if hot else 0, "swapped_bytes": 0, "compressed_bytes": 0,
+            "cpu_usage_mhz": 2000 + 4000 * _wave(k, i), "guest_mem_usage_bytes": 4 * 2**30,
+            "host_mem_usage_bytes": 16 * 2**30, "overhead_bytes": 96 * 2**20}, ts))
         inc = _incident(k, i)
         data_ms = 1.8 + 9.5 * inc + 0.3 * _wave(k, i)
         out.append(Sample("vsphere_vm_disk", {**base, "instance": "scsi0:1", "datastore": f"ds-data{i + 1:02d}",

@@ -44,7 +44,7 @@ from db2vtop.agent.core.store import Store, StoreError
 from db2vtop.agent.core.units import format_duration, parse_duration
 from db2vtop.checks.scales import Levels, levels
 from db2vtop.tui import commands
-from db2vtop.tui.data import Reader
+from db2vtop.tui.data import LoadCancelledError, Reader
 from db2vtop.tui.screens.base import ViewScreen
 from db2vtop.tui.screens.dialogs import CommandBar, HelpScreen, MarkerPrompt
 from db2vtop.tui.screens.findings import FindingsScreen
@@ -218,15 +218,21 @@ class Db2vtopApp(App):
     def _load(self, screen: ViewScreen) -> None:
         now = self.clock()
         until, since = self.cursor.end(now), self.cursor.since(now)
+        worker = get_current_worker()
         with self._load_lock:  # one store connection, one reader at a time
-            if get_current_worker().is_cancelled:
+            if worker.is_cancelled:
                 return  # a newer load is queued behind this one
             t0 = time.perf_counter()
             try:
                 if self._reader is None:
                     self._reader = Reader(self._open())
+                # a 10,000-VM Fleet's load takes a good part of a second: another screen's, after a key, does
+                # not wait for it to finish (the next tick's load of this one does: it would never finish)
+                self._reader.cancelled = lambda: worker.is_cancelled and not screen.is_current
                 self._reader.begin()
                 view = screen.load_view(self._reader, since, until)
+            except LoadCancelledError:
+                return
             except StoreError as e:
                 self.call_from_thread(self._store_error, screen, str(e))
                 return

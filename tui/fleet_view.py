@@ -207,20 +207,30 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
         stale = is_stale(age, stale_after.get(measurement))
         return (f" STALE {ago(age)}" if stale else ""), stale
 
+    made = rd.made_rows
+    levels_now = (busy, ready_level, log_level, io_level)
+
     def add(kind: str, name: str, where: str, finding: Finding | None, figures: tuple, target: Target,
             stale: bool, status: Cell | None = None) -> None:
         nonlocal stale_rows
         key = f"{kind}:{name}"
-        cell, rank = _finding_cell(finding)
-        if status is not None:  # an agent's delivery error stands where a finding would
-            cell, rank = status, (0, "")
-        tps_v, cpu, ready, balloon, log, io = figures
-        cells = [kind, name, _cell(cpu, busy), _cell(ready, ready_level),
-                 (size(balloon), "bold red" if balloon else "") if balloon is not None else "—",
-                 _cell(io, io_level), _cell(log, log_level, 2), _cell(tps_v), cell, "", "", where]
-        rows.append(TableRow(key, cells, (KIND_ORDER[kind], name.lower(), cpu, ready, balloon, io, log, tps_v, rank,
-                                          None, None, where),
-                         f"{kind} {name} {where} {finding.rule if finding else ''}", "dim" if stale else None))
+        inputs = (where, finding and (finding.rule, finding.severity, finding.summary), figures, stale,
+                  str(status), levels_now)
+        hit = made.get(key)
+        if hit is not None and hit[0] == inputs:
+            rows.append(hit[1])
+        else:
+            cell, rank = _finding_cell(finding)
+            if status is not None:  # an agent's delivery error stands where a finding would
+                cell, rank = status, (0, "")
+            tps_v, cpu, ready, balloon, log, io = figures
+            cells = [kind, name, _cell(cpu, busy), _cell(ready, ready_level),
+                     (size(balloon), "bold red" if balloon else "") if balloon is not None else "—",
+                     _cell(io, io_level), _cell(log, log_level, 2), _cell(tps_v), cell, "", "", where]
+            rows.append(TableRow(key, cells, (KIND_ORDER[kind], name.lower(), cpu, ready, balloon, io, log, tps_v,
+                                              rank, None, None, where),
+                                 f"{kind} {name} {where} {finding.rule if finding else ''}", "dim" if stale else None))
+            made[key] = (inputs, rows[-1])
         targets[key] = target
         stale_rows += stale
 

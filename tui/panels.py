@@ -109,13 +109,16 @@ def _mem_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str 
             Column("consumed", right=True), Column("active", right=True), Column("N%L", right=True), TREND]
     rows, trends = [], {}
     by_vm = {x.tags["vm"]: x for x in sorted(vms, key=lambda x: x.ts)}
+    # a VM's consumed, active and compressed memory are its quickStats (not asked of vCenter twice)
+    quick = {x.tags["vm"]: x for x in sorted(_now(rd, r, "host", "vsphere_vm_quickstats", until), key=lambda x: x.ts)}
     for name in sorted(set(by_vm) | set(esx)):
         f = by_vm[name].fields if name in by_vm else {}
         e = esx[name].fields if name in esx else {}
+        q = quick[name].fields if name in quick else {}
         balloon = value(f, "mem_balloon_bytes") if f else value(e, "balloon_bytes")
         swapped = value(f, "mem_swapped_bytes") if f else value(e, "swapped_bytes")
         vals = (balloon, value(f, "mem_balloon_target_bytes"), swapped, value(f, "mem_swapin_bytes_per_s"),
-                value(f, "mem_compressed_bytes"), value(f, "mem_consumed_bytes"), value(f, "mem_active_bytes"),
+                value(q, "compressed_bytes"), value(q, "host_mem_usage_bytes"), value(q, "guest_mem_usage_bytes"),
                 value(e, "numa_local_pct"))
         me = name == r.vm
         bad = lv["balloon"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -66,6 +67,23 @@ class Fact:
     @property
     def removed(self) -> bool:
         return self.data == REMOVED
+
+
+#: strings up to this long are interned in facts: names, states and types a fleet repeats thousands of times
+SHORT_TEXT = 64
+
+
+def shared_strings(data: Any) -> Any:
+    """`data` (a fact's nested dicts and lists) with its short strings interned, in place: the same value in
+    thousands of facts (a power state, a controller type, a datastore) is then held once."""
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for k, v in items:
+        if type(v) is str:
+            if len(v) <= SHORT_TEXT:
+                data[k] = sys.intern(v)
+        elif isinstance(v, dict | list):
+            shared_strings(v)
+    return data
 
 
 @dataclass(slots=True)
@@ -154,21 +172,21 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 CLOCK_SKEW_S = 86400.0
 
 
+def _storable(v: object) -> bool:
+    if isinstance(v, float):
+        return math.isfinite(v)
+    if isinstance(v, int) and not isinstance(v, bool):
+        return INT64_MIN <= v <= INT64_MAX
+    return isinstance(v, str | bool)
+
+
 def clean_fields(fields: dict[str, FieldValue]) -> dict[str, FieldValue]:
     """Drop values no time-series store can hold: NaN, infinities, None, integers outside 64 bits,
-    anything but a number, a bool or a string."""
-    out = {}
-    for k, v in fields.items():
-        if isinstance(v, float):
-            if not math.isfinite(v):
-                continue
-        elif isinstance(v, int) and not isinstance(v, bool):
-            if not INT64_MIN <= v <= INT64_MAX:
-                continue
-        elif not isinstance(v, str | bool):
-            continue
-        out[k] = v
-    return out
+    anything but a number, a bool or a string. The same dict when it holds none (nearly always): a cycle
+    of a large vCenter has a hundred thousand samples, each would be copied."""
+    if all(map(_storable, fields.values())):
+        return fields
+    return {k: v for k, v in fields.items() if _storable(v)}
 
 
 def record_problem(r: Sample | Annotation | Fact, earliest_ns: int, latest_ns: int) -> str | None:

@@ -26,6 +26,7 @@ import sqlite3
 import sys
 import threading
 import time
+from array import array
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
@@ -38,6 +39,7 @@ from db2vtop.agent.core import chunks
 from db2vtop.agent.core.files import make_private_dir, open_private
 from db2vtop.agent.core.model import (
     REMOVED,
+    SHORT_TEXT,
     Annotation,
     Fact,
     FieldValue,
@@ -56,6 +58,9 @@ SCHEMA_VERSION = 3  # 2: fields as a fieldset id plus a JSON array of values; 3:
 CHUNK_SPAN_NS = 30 * 60 * 10**9  # a chunk holds one series over one such span
 _PAGE_SIZE = 65536  # big pages: a chunk (2-4 KB) shares a page with its neighbours, little slack
 _CACHED_CHUNKS = 4096  # decoded chunks kept per connection (replay scrubs back and forth)
+#: chunks' timestamps kept per connection (~0.8 KB each): a 10,000-VM Fleet's catch-up at a past cursor asks
+#: which of some 40,000 chunks hold a newer row, every second
+_CACHED_TIMES = 65536
 _END = 2**63 - 1
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -181,6 +186,7 @@ class Store:
         self._retention_cursor = 0
         self._seal_cursor = 0
         self._chunk_cache: OrderedDict[int, tuple[list[int], tuple[str, ...], list[list[Any]]]] = OrderedDict()
+        self._times: OrderedDict[tuple[int, int, int], array] = OrderedDict()
         self._chunked = self._has_chunks()
 
     def _open_immutable(self) -> None:
@@ -289,19 +295,35 @@ class Store:
 
     # --- writing ----------------------------------------------------------------------
 
-    def _series_id(self, measurement: str, tags: dict[str, str]) -> int:
-        # cheaper than the canonical text, same identity; one string, not a tuple of pairs (a fleet has
-        # tens of thousands of series)
-        key = "\0".join((measurement, *(f"{k}\0{v}" for k, v in sorted(tags.items()))))
+    def _series_id(self, key: str, measurement: str, tags: dict[str, str], text: str | None = None) -> int:
         sid = self._series.get(key)
         if sid is None:  # one statement for a new series (a first cycle makes thousands), two for a known one
-            row = (measurement, canonical_tags(tags))
+            row = (measurement, text or canonical_tags(tags))
             found = self.db.execute("INSERT INTO series(measurement, tags) VALUES (?, ?) ON CONFLICT DO NOTHING "
                                     "RETURNING id", row).fetchone()
             if found is None:
                 found = self.db.execute("SELECT id FROM series WHERE measurement=? AND tags=?", row).fetchone()
             sid = self._series[key] = found[0]
         return sid
+
+    def _learn_series(self, samples: Sequence[Sample], keys: list[str]) -> dict[str, str]:
+        """The ids of stored series this batch names and the cache does not know yet, a few hundred a
+        statement (a restart's first cycle of a large vCenter names tens of thousands); the canonical
+        tags of those still unknown (new series), by key."""
+        unknown: dict[tuple[str, str], str] = {}
+        for s, key in zip(samples, keys, strict=True):
+            if key not in self._series:
+                unknown.setdefault((s.measurement, canonical_tags(s.tags)), key)
+        by_measurement: dict[str, list[str]] = {}
+        for measurement, text in unknown if len(unknown) > 1 else ():
+            by_measurement.setdefault(measurement, []).append(text)
+        for measurement, texts in by_measurement.items():
+            for i in range(0, len(texts), 500):
+                part = texts[i:i + 500]
+                sql = f"SELECT id, tags FROM series WHERE measurement=? AND tags IN ({','.join(['?'] * len(part))})"
+                for sid, text in self.db.execute(sql, (measurement, *part)):
+                    self._series[unknown.pop((measurement, text))] = sid
+        return {key: text for (_, text), key in unknown.items()}
 
     def _fieldset_id(self, names: tuple[str, ...]) -> int:
         fid = self._fieldset_ids.get(names)
@@ -329,11 +351,16 @@ class Store:
         """Write everything in one transaction: all of it is stored, or none of it."""
         self.db.execute("BEGIN IMMEDIATE")
         try:
+            samples = [s for s in samples if s.fields]
+            # cheaper than the canonical text, same identity; one string, not a tuple of pairs (a fleet has
+            # tens of thousands of series)
+            keys = ["\0".join((s.measurement, *(f"{k}\0{v}" for k, v in sorted(s.tags.items())))) for s in samples]
+            texts = self._learn_series(samples, keys)
             rows = []
-            for s in samples:
-                if s.fields:
-                    names, vals = _encode(s.fields)
-                    rows.append((self._series_id(s.measurement, s.tags), s.ts, self._fieldset_id(names), vals))
+            for s, key in zip(samples, keys, strict=True):
+                names, vals = _encode(s.fields)
+                rows.append((self._series_id(key, s.measurement, s.tags, texts.get(key)), s.ts,
+                             self._fieldset_id(names), vals))
             before = self.db.total_changes
             self.db.executemany(_INSERT_SAMPLE, rows)
             if self.db.total_changes - before < len(rows):
@@ -619,26 +646,31 @@ class Store:
                 yield Row(ts, s.measurement, s.tags, fields)
 
     def _latest_in_chunk(self, sid: int, until_ns: int, newer_than: int,
-                         candidate: tuple[int, int] | None = None) -> tuple[int, dict[str, FieldValue]] | None:
+                         candidate: tuple[int, int, int, int, bytes | None] | None = None
+                         ) -> tuple[int, dict[str, FieldValue]] | None:
         """The newest row at or before `until` held in a chunk, if newer than `newer_than` (the head's).
-        `candidate`: that chunk's (id, last_ts), when the caller found it already. A chunk whose last
+        `candidate`: that chunk's (id, last_ts, fieldset, n, data), when the caller found it already. A chunk whose last
         row is not newer than the head's is not read (the live case: the head holds the newest row)."""
         if candidate is None:
             candidate = self.db.execute(
-                "SELECT id, last_ts FROM chunks WHERE series_id=? AND span <= ? AND first_ts <= ?"
+                "SELECT id, last_ts, fieldset, n, data FROM chunks WHERE series_id=? AND span <= ? AND first_ts <= ?"
                 " ORDER BY span DESC LIMIT 1", (sid, until_ns // CHUNK_SPAN_NS, until_ns)).fetchone()
         if candidate is None or candidate[1] <= newer_than:
             return None
-        cid = candidate[0]
+        cid, last_ts, fid, n, data = candidate
         hit = self._chunk_cache.get(cid)
-        if hit is None:
-            fid, data = self.db.execute("SELECT fieldset, data FROM chunks WHERE id=?", (cid,)).fetchone()
-            hit = self._chunk(cid, fid, data)
-        ts, names, columns = hit
+        if hit is not None:
+            ts, names, columns = hit
+            i = bisect_right(ts, until_ns) - 1
+            return (ts[i], _row_at(names, columns, i)) if ts[i] > newer_than else None
+        # not decoded whole: the one row only (a past cursor over 10,000 series reads one row of each chunk)
+        if data is None:
+            (data,) = self.db.execute("SELECT data FROM chunks WHERE id=?", (cid,)).fetchone()
+        ts = self._chunk_times(cid, last_ts, n, data)
         i = bisect_right(ts, until_ns) - 1
         if ts[i] <= newer_than:
             return None
-        return ts[i], _row_at(names, columns, i)
+        return ts[i], {k: v for k, v in zip(self._names(fid), chunks.row(data, i), strict=True) if v is not None}
 
     def latest(self, measurement: str, since_ns: int = 0, until_ns: int | None = None) -> list[Row]:
         """The newest sample of each series of a measurement in [since, until] (time travel: `until`).
@@ -675,12 +707,21 @@ class Store:
                        measurement: str | None = None) -> list[Row]:
         """`latest` back in time: a series' newest row before `until` may be in a chunk. For a whole
         measurement, each series' candidate chunk is found by one query."""
-        candidates: dict[int, tuple[int, int]] = {}
+        candidates: dict[int, tuple[int, int, int, int, bytes | None]] = {}
         if measurement is not None:
-            candidates = {sid: (cid, last) for sid, cid, last in self.db.execute(
-                "SELECT s.id, c.id, c.last_ts FROM series s JOIN chunks c ON c.series_id = s.id AND c.span = "
-                "(SELECT span FROM chunks WHERE series_id = s.id AND span <= ? AND first_ts <= ? ORDER BY span DESC"
-                " LIMIT 1) WHERE s.measurement=?", (until_ns // CHUNK_SPAN_NS, until_ns, measurement))}
+            found = {sid: (cid, last, fid, n) for sid, cid, last, fid, n in self.db.execute(
+                "SELECT s.id, c.id, c.last_ts, c.fieldset, c.n FROM series s JOIN chunks c ON c.series_id = s.id "
+                "AND c.span = (SELECT span FROM chunks WHERE series_id = s.id AND span <= ? AND first_ts <= ? "
+                "ORDER BY span DESC LIMIT 1) WHERE s.measurement=?",
+                (until_ns // CHUNK_SPAN_NS, until_ns, measurement))}
+            # the chunks whose rows are newer than the head's (none when the cursor is now), a few hundred a query
+            wanted = [c for sid, c in found.items() if c[1] > head.get(sid, (-1,))[0]]
+            data: dict[int, bytes] = {}
+            for i in range(0, len(wanted), 500):
+                part = [c[0] for c in wanted[i:i + 500]]
+                data.update(self.db.execute(f"SELECT id, data FROM chunks WHERE id IN ({','.join('?' * len(part))})",
+                                            part))
+            candidates = {sid: (*c, data.get(c[0])) for sid, c in found.items()}
         out = []
         for s in series:
             h = head.get(s.id)
@@ -704,17 +745,35 @@ class Store:
                 "WHERE s.measurement=? AND x.ts >= ? AND x.ts <= ? GROUP BY x.series_id",
                 (measurement, since_ns, until_ns)).fetchall())
             if self._chunked:
-                for sid, cid, fid, last_ts, data in self.db.execute(
-                        "SELECT c.series_id, c.id, c.fieldset, c.last_ts, CASE WHEN c.last_ts > ? THEN c.data END "
+                for sid, cid, n, last_ts, past in self.db.execute(
+                        "SELECT c.series_id, c.id, c.n, c.last_ts, c.last_ts > ? "
                         "FROM series s JOIN chunks c ON c.series_id = s.id WHERE s.measurement=? "
                         "AND c.span BETWEEN ? AND ? AND c.last_ts >= ? AND c.first_ts <= ?",
-                        (until_ns, measurement, *self._spans(since_ns, until_ns), since_ns, until_ns)):
-                    if data is not None:  # the chunk runs past `until`: its last row before it
-                        ts = self._chunk(cid, fid, data)[0]
+                        (until_ns, measurement, *self._spans(since_ns, until_ns), since_ns, until_ns)).fetchall():
+                    if past:  # the chunk runs past `until`: its last row before it
+                        ts = self._chunk_times(cid, last_ts, n)
                         last_ts = ts[bisect_right(ts, until_ns) - 1]
                     if last_ts >= since_ns and last_ts > found.get(sid, -1):
                         found[sid] = last_ts
         return sorted(found.items())
+
+    def _chunk_times(self, cid: int, last_ts: int, n: int, data: bytes | None = None) -> Sequence[int]:
+        """A chunk's timestamps, decoded alone and kept (a chunk rewritten by a late row has another last row
+        or count, so another key)."""
+        hit = self._chunk_cache.get(cid)
+        if hit is not None:
+            return hit[0]
+        key = (cid, last_ts, n)
+        ts = self._times.get(key)
+        if ts is None:
+            if data is None:
+                (data,) = self.db.execute("SELECT data FROM chunks WHERE id=?", (cid,)).fetchone()
+            ts = self._times[key] = array("q", chunks.timestamps(data))
+            if len(self._times) > _CACHED_TIMES:
+                self._times.popitem(last=False)
+        else:
+            self._times.move_to_end(key)
+        return ts
 
     def series_version(self) -> int:
         """Changes whenever a series is added or removed: readers cache `series()` until it does."""
@@ -773,13 +832,17 @@ class Store:
         args: tuple = (_doc(REMOVED),)
         if kind is not None:
             sql, args = sql + " AND kind=?", (*args, kind)
-        rows = self.db.execute(sql + " ORDER BY id", args).fetchall()
-        # one parse of them all: the decoder shares a key's string within a call, and 2,000 VM facts
-        # parsed one by one would hold 2,000 copies of each field name; short values (a power state, a
-        # host, a NIC type) are shared too. Measured on a 2,000-VM vCenter: 6.6 MB instead of 14.3 MB.
-        tags, data = (json.loads("[" + ",".join(r[i] for r in rows) + "]", object_pairs_hook=_shared)
-                      for i in (1, 2))
-        return [Fact(k, t, d, ts) for (k, _, _, ts), t, d in zip(rows, tags, data, strict=True)]
+        cur = self.db.execute(sql + " ORDER BY id", args)
+        out: list[Fact] = []
+        # a few hundred at a time, each batch parsed in one call: the decoder shares a key's string within a
+        # call (2,000 VM facts parsed one by one would hold 2,000 copies of each field name), short values (a
+        # power state, a host, a NIC type) are shared too, and a 10,000-VM vCenter's JSON text is never held
+        # whole beside its parsed form. Measured on a 2,000-VM vCenter: 6.6 MB instead of 14.3 MB.
+        while rows := cur.fetchmany(500):
+            tags, data = (json.loads("[" + ",".join(r[i] for r in rows) + "]", object_pairs_hook=_shared)
+                          for i in (1, 2))
+            out.extend(Fact(k, t, d, ts) for (k, _, _, ts), t, d in zip(rows, tags, data, strict=True))
+        return out
 
     def fact_history(self, kind: str, tags: dict[str, str]) -> list[Fact]:
         cur = self.db.execute("SELECT data, first_seen FROM facts WHERE kind=? AND entity=? ORDER BY id",
@@ -804,7 +867,7 @@ class Store:
 def _shared(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A decoded JSON object whose short strings are interned: the same value in thousands of facts is
     held once."""
-    return {k: sys.intern(v) if type(v) is str and len(v) <= 64 else v for k, v in pairs}
+    return {k: sys.intern(v) if type(v) is str and len(v) <= SHORT_TEXT else v for k, v in pairs}
 
 
 @dataclass

@@ -217,9 +217,9 @@ class PortJumboFrames(PerFactRule):
         mtu = f.data.get("mtu")
         return f"MTU {mtu}, not {t['mtu']}" if isinstance(mtu, int) and mtu < as_float(t["mtu"]) else None
 
-    def entities(self, facts: FactIndex) -> list[Fact]:
+    def judges(self, fact: Fact, facts: FactIndex) -> bool:
         # only ports that carry data: ONTAP's e0M/e0P are management and cluster-internal
-        return [f for f in facts.of(self.fact_kind) if not f.tags.get("port", "").startswith(("e0M", "e0P"))]
+        return not fact.tags.get("port", "").startswith(("e0M", "e0P"))
 
 
 class FlowControl(PerFactRule):

@@ -262,8 +262,8 @@ class _StackVmRule(PerFactRule):
     layer, fact_kind = "vm", "vsphere_vm"
     needs = {"vsphere_vm": "vcenter"}
 
-    def entities(self, facts: FactIndex) -> list[Fact]:
-        return _vm_facts(facts)
+    def judges(self, fact: Fact, facts: FactIndex) -> bool:
+        return facts.db2_vm is None or facts.db2_vm(fact)
 
 
 class CpuLimitConfigured(_StackVmRule):
@@ -344,24 +344,22 @@ class ScsiPvscsi(_VmDeviceRule):
     fix = "Put the DB2 data and log disks on VMware Paravirtual (PVSCSI) controllers."
 
 
-class ToolsRunning(StaticRule):
-    id, layer = "vmtools-running", "vm"
-    needs = {"vsphere_vm": "vcenter"}
+class ToolsRunning(_StackVmRule):
+    id, evidence = "vmtools-running", ("tools_running_status", "tools_version_status")
     fix = "Install or start VMware Tools (balloon driver, time sync, paravirtual drivers) and keep it current."
+    _OLD = ("guestToolsNeedUpgrade", "guestToolsTooOld", "guestToolsSupportedOld")
 
-    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
-        out = []
-        for vm in _vm_facts(facts):
-            if vm.data.get("power_state") != "poweredOn":
-                continue
-            running = vm.data.get("tools_running_status")
-            version = str(vm.data.get("tools_version_status") or "")
-            severity = "warning" if running and running != "guestToolsRunning" else (
-                "info" if version in ("guestToolsNeedUpgrade", "guestToolsTooOld", "guestToolsSupportedOld") else None)
-            out.append(Verdict({"layer": "vm", **vm.tags}, severity,
-                               f"{vm.tags.get('vm')}: VMware Tools {running}, {version}",
-                               {"tools_running_status": running, "tools_version_status": version}))
-        return out
+    def problem(self, f: Fact, t: Thresholds) -> str | bool | None:
+        if f.data.get("power_state") != "poweredOn":
+            return False
+        running, version = f.data.get("tools_running_status"), str(f.data.get("tools_version_status") or "")
+        if (running and running != "guestToolsRunning") or version in self._OLD:
+            return f"VMware Tools {running}, {version}"
+        return None
+
+    def severity_of(self, f: Fact, t: Thresholds) -> str:
+        running = f.data.get("tools_running_status")
+        return "warning" if running and running != "guestToolsRunning" else "info"
 
 
 class EagerZeroed(_StackVmRule):

@@ -1,4 +1,4 @@
-"""vCenter / ESXi collector (pyvmomi): inventory facts in bulk and batched realtime perf."""
+"""vCenter / ESXi collector (raw SOAP): inventory facts in bulk and batched realtime perf."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 
 def make(section: VCenterConfig, wiring: Wiring) -> BaseCollector:
-    from db2vtop.collectors.vsphere.collector import VSphereCollector  # pyvmomi only when configured
+    from db2vtop.collectors.vsphere.collector import VSphereCollector  # imported only when configured
 
     return VSphereCollector(section)
 

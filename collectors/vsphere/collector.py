@@ -14,9 +14,10 @@ import asyncio
 import contextlib
 import gc
 import logging
+import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,12 +40,21 @@ from db2vtop.collectors.vsphere.perf import (
     to_samples,
 )
 from db2vtop.collectors.vsphere.perf import query as perf_query
-from db2vtop.collectors.vsphere.soapxml import Ref
+from db2vtop.collectors.vsphere.soapxml import Ref, as_list
 from db2vtop.collectors.vsphere.watch import InventoryWatch, WatchLostError
 
 log = logging.getLogger(__name__)
 
 MAX_LOOKBACK_S = REALTIME_KEEP_S
+#: pages of the facts pass asked for ahead of the one being made facts
+PAGES_AHEAD = 2
+#: how long a cycle that is the whole facts pass (every VM's device list) may run: a 10,000-VM vCenter's
+#: takes ~15 s, more than a 20 s cycle leaves on a busy machine, and a pass cut short is begun again next
+#: cycle, so it would never end (each call still has its own timeout)
+FULL_PASS_TIMEOUT_S = 600.0
+#: records a cycle holds before it hands them on (BaseCollector.handoff): a 4,000-VM part of a cycle; a
+#: 2,000-VM vCenter's cycle stays one batch (each batch is a store transaction and a sealing step)
+HANDOFF = 20_000
 #: faults vCenter gives a whole QueryPerf call for one entity that is gone or unreachable
 ENTITY_FAULTS = frozenset({"ManagedObjectNotFound", "NotFound", "HostNotConnected", "HostNotReachable"})
 
@@ -88,7 +98,7 @@ class _Conn:
 
     def __init__(self, session: Session):
         self.session = session
-        self.view = inv_mod.create_view(session.content)._moId
+        self.view = inv_mod.create_view(session)
         self.ids = CounterIds(read_counters(session))
         self.watch: InventoryWatch | None = None   # the light inventory's filter, made on first use
         if self.ids.missing:
@@ -111,6 +121,7 @@ class VSphereCollector(BaseCollector):
         self.logins = 0
         #: VM moid -> (digest of what its last fact was built from, its host then, its name then)
         self._identity: dict[str, tuple[str, str, str]] = {}
+        self._held: list[Record | Fact] = []   # records of the cycle under way not handed on yet
 
     # --- session ----------------------------------------------------------------------
 
@@ -179,6 +190,9 @@ class VSphereCollector(BaseCollector):
             return conn.watch.vm_rows()
         raise AssertionError("unreachable")
 
+    def cycle_timeout(self) -> float:
+        return self.timeout if self._identity else max(self.timeout, FULL_PASS_TIMEOUT_S)
+
     def facts_due(self) -> bool:
         """The first facts pass is collect()'s own (it queries perf page by page as the VMs come)."""
         return bool(self._identity) and super().facts_due()
@@ -216,7 +230,7 @@ class VSphereCollector(BaseCollector):
             moid = str(d.get("moid"))
             self._identity[moid] = _seen(f)
             self.maps.vm_disks[moid] = {str(x.get("instance")): (x.get("datastore") or "",
-                                                                  ",".join(x.get("luns") or []))
+                                                                  sys.intern(",".join(x.get("luns") or [])))
                                         for x in d.get("disks") or [] if isinstance(x, dict)}
 
     async def _full_pass(self, conn: _Conn, early: list[asyncio.Future] | None) -> list[Fact]:
@@ -234,28 +248,32 @@ class VSphereCollector(BaseCollector):
         seen: dict[str, tuple[str, str, str]] = {}
         tagging = (Inventory(builder.vms, hosts), builder.maps)
         if early is not None:
-            early.append(asyncio.ensure_future(self._perf(conn, None, [], list(hosts), tagging)))
+            early.append(asyncio.ensure_future(self._perf(conn, None, [], list(hosts), tagging, self._emit)))
         pages = [refs[i:i + inv_mod.FULL_PAGE] for i in range(0, len(refs), inv_mod.FULL_PAGE)]
 
         def fetch(page: list[Ref]) -> asyncio.Future:
             return asyncio.ensure_future(self.run_blocking(inv_mod.full_vm_rows, s, page))
-        inflight = [fetch(p) for p in pages[:2]]
+        inflight = [fetch(p) for p in pages[:PAGES_AHEAD]]
         try:
             for i in range(len(pages)):
                 rows = await inflight.pop(0)
-                if i + 2 < len(pages):
-                    inflight.append(fetch(pages[i + 2]))
-                for obj, p in rows:
-                    seen[obj.value] = _seen(builder.add_vm(obj, p))
-                if early is not None:
+                if i + PAGES_AHEAD < len(pages):
+                    inflight.append(fetch(pages[i + PAGES_AHEAD]))
+                made = [builder.add_vm(obj, p) for obj, p in rows]
+                for f in made:
+                    seen[f.data["moid"]] = _seen(f)
+                if early is not None:  # the page's facts go before its samples
+                    self._emit(made)
                     page = [r.value for r, _ in rows if builder.vms[r.value].powered_on]
-                    early.append(asyncio.ensure_future(self._perf(conn, None, page, [], tagging)))
-                rows = []
+                    early.append(asyncio.ensure_future(self._perf(conn, None, page, [], tagging, self._emit)))
+                rows = made = []
         finally:
             for f in inflight:
                 f.cancel()
         self._set_inventory(Inventory(builder.vms, hosts))
         facts, self.maps = builder.finish(host_rows)
+        if early is not None:  # VM facts went out page by page
+            facts = [f for f in facts if f.kind != "vsphere_vm"]
         removals = [self._vm_removal(old) for moid, old in self._identity.items()
                     if moid not in seen or seen[moid][2] != old[2]]   # deleted, or renamed
         self._identity = seen
@@ -270,15 +288,32 @@ class VSphereCollector(BaseCollector):
         return Fact.removal("vsphere_vm", {"vcenter": self.cfg.name, "vm": seen[2]})
 
     async def describe_vms(self, vms: Iterable[str]) -> list[Fact]:
-        """Facts of the named VMs and their hosts only (triage --vm of one VM among thousands): the light
-        inventory finds them and gives every VM's share of its host; one property read each fetches
-        their full rows."""
+        """Facts of the named VMs and their hosts only (triage --vm of one VM among 10,000): every VM's name
+        finds them (the cheapest read of the whole inventory), then by reference their full rows, their
+        hosts with the VMs on each (whose light rows give the hosts' totals) and the datastores. The
+        inventory kept is those hosts' VMs: what lookback() of the named VMs needs."""
         wanted = set(vms)
 
         async def step(conn: _Conn) -> list[Fact]:
-            light = await self._light(conn)
-            targets = [Ref("VirtualMachine", m) for m, v in self.inventory.vms.items() if v.name in wanted]
-            facts, self.maps = await self._facts_of(conn, targets, set(), light)
+            s = conn.session
+            names = await self.run_blocking(inv_mod.retrieve, s, conn.view, {"VirtualMachine": ("name",)},
+                                            inv_mod.PAGE)
+            targets = [obj for obj, p in names if p.get("name") in wanted]
+            del names  # 10,000 rows not held through the reads below
+            vm_rows, ds_rows = await asyncio.gather(self.run_blocking(inv_mod.full_vm_rows, s, targets),
+                                                    self.run_blocking(inv_mod.read_datastores, s, conn.view))
+            hosts = sorted({h.value for _, p in vm_rows if isinstance(h := p.get("runtime.host"), Ref)})
+            host_rows = await self.run_blocking(inv_mod.retrieve_objects, s, [Ref("HostSystem", h) for h in hosts],
+                                                {"HostSystem": (*inv_mod.HOST_FULL, "vm")})
+            clusters = {p["parent"] for _, p in host_rows if isinstance(p.get("parent"), Ref)
+                        and p["parent"].type == "ClusterComputeResource"}
+            neighbours = [v for _, p in host_rows for v in as_list(p.get("vm")) if isinstance(v, Ref)]
+            light, cluster_rows = await asyncio.gather(
+                self.run_blocking(inv_mod.retrieve_objects, s, neighbours, {"VirtualMachine": inv_mod.VM_LIGHT}),
+                self.run_blocking(inv_mod.retrieve_objects, s, sorted(clusters), {"ClusterComputeResource": ("name",)}))
+            self._set_inventory(Inventory(inv_mod.vms_from(light), inv_mod.hosts_from(host_rows + cluster_rows)))
+            read = FullRead(self.inventory, vm_rows, host_rows, ds_rows, agg_rows=light)
+            facts, self.maps = build_facts(self.cfg.name, read, time.time_ns())
             return facts
         return await self._with_session(step)
 
@@ -331,31 +366,47 @@ class VSphereCollector(BaseCollector):
     async def collect(self) -> list[Record | Fact]:
         """The cycle. The first one (and the first after a failed pass) is the facts pass as well, with
         realtime perf asked for page by page as the VMs come: samples first, not after the whole
-        vCenter's configuration."""
+        vCenter's configuration. Under a runtime, records go out in parts as they are ready (_emit), and
+        those of a cycle that fails midway still go out: their samples' marks have moved."""
         async def step(conn: _Conn) -> list[Record | Fact]:
-            out: list[Record | Fact] = []
             early: list[asyncio.Future] = []
             try:
                 if not self._identity:
-                    out.extend(await self._full_pass(conn, early))
+                    self._emit(await self._full_pass(conn, early))
                     self.facts_done()
                 elif time.monotonic() - self._inventory_at > self.interval / 2:
-                    out.extend(await self._changed_facts(conn, await self._light(conn)))
-                out.extend(self._quickstats())
+                    self._emit(await self._changed_facts(conn, await self._light(conn)))
+                self._emit(self._quickstats())
                 lost = self.perf_state.lost(conn.session.server_now())
                 if lost is not None:
-                    out.append(self._gap(*lost))
+                    self._emit([self._gap(*lost)])
                 if early:
-                    out.extend(x for part in await asyncio.gather(*early) for x in part)
+                    await asyncio.gather(*early)
                 else:
-                    out.extend(await self._perf(conn, None, *self._entities()))
+                    await self._perf(conn, None, *self._entities(), emit=self._emit)
             except BaseException:
                 for task in early:
                     task.cancel()
                 await asyncio.gather(*early, return_exceptions=True)
                 raise
+            out, self._held = self._held, []
             return out
-        return await self._with_session(step)
+
+        self._held = []
+        try:
+            return await self._with_session(step)
+        finally:
+            if self._held and self.handoff is not None:
+                held, self._held = self._held, []
+                self.handoff(held)
+
+    def _emit(self, records: list[Record | Fact]) -> None:
+        """Records of the cycle under way, in order: handed on (BaseCollector.handoff) whenever HANDOFF of
+        them wait, else kept for collect()'s answer."""
+        self._held.extend(records)
+        if self.handoff is not None and len(self._held) >= HANDOFF:
+            held, self._held = self._held, []
+            self.handoff(held)
 
     async def lookback(self, seconds: float, vms: Iterable[str] | None = None) -> list[Sample]:
         """The last `seconds` (at most an hour) of realtime samples, in one pass.
@@ -429,9 +480,11 @@ class VSphereCollector(BaseCollector):
         return vms, hosts
 
     async def _perf(self, conn: _Conn, since: float | None, vms: list[str], hosts: list[str],
-                    tagging: tuple[Inventory, TagMaps] | None = None) -> list[Sample]:
+                    tagging: tuple[Inventory, TagMaps] | None = None,
+                    emit: Callable[[list[Record | Fact]], None] | None = None) -> list[Sample]:
         """Realtime samples of these entities: new ones since the marks (since=None), or all after `since`;
-        tagged from `tagging` (a facts pass still under way) or the collector's inventory and maps."""
+        tagged from `tagging` (a facts pass still under way) or the collector's inventory and maps. With
+        `emit`, each call's samples go there as soon as they are made, and none are returned."""
         s = conn.session
         now = s.server_now()
         kinds: dict[str, str] = {}
@@ -456,7 +509,11 @@ class VSphereCollector(BaseCollector):
             # the other calls are still out
             results = await self._query(s, batch)
             inv, maps = tagging or (self.inventory, self.maps)
-            return to_samples(results, kinds, conn.ids, inv, maps, self.cfg.name, state)
+            samples = to_samples(results, kinds, conn.ids, inv, maps, self.cfg.name, state)
+            if emit is None:
+                return samples
+            emit(samples)
+            return []
 
         return [x for part in await asyncio.gather(*(one(b) for b in calls)) for x in part]
 

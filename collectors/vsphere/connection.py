@@ -1,17 +1,21 @@
-"""One logged-in pyvmomi session to a vCenter or ESXi host, and raw SOAP for QueryPerf.
+"""One logged-in session to a vCenter or ESXi host, spoken in raw SOAP.
 
-TLS is verified unless the config explicitly says otherwise. The password is resolved
-only here, when connecting, and never appears in a message. QueryPerf responses are the
-bulk of the traffic; they are posted through the session's own connection pool and
-parsed with ElementTree instead of pyvmomi's pure-Python deserializer (see perf.py).
+Every call the collector makes is one of a few it writes itself (soapxml.envelope) and parses with
+ElementTree: the bulk reads (RetrievePropertiesEx, WaitForUpdatesEx, QueryPerf) because pyvmomi's
+pure-Python deserializer costs ~8 ms per VM, and the handful around them (version negotiation,
+RetrieveServiceContent, Login, CurrentTime, QueryOptions, CreateContainerView, Logout) because a client
+library's type tables would cost every agent 8 MB of memory for them.
 
-An answer is input from outside and bounded as it arrives: at most `max_response_bytes`
-of XML once inflated (a gzip bomb stops there, not in memory) and a thirty-second of that in
-elements, and never a DOCTYPE (defusedxml reads the prolog; vSphere never sends one, and entity
-expansion would otherwise depend on the expat the interpreter links). Past either bound the call fails
-with SoapFaultError InvalidResponse. pyvmomi parses the answers to its own few calls (login,
-the service content, the clock) itself; importing this module gives its parser the same
-guards (`_guard_pyvmomi`).
+TLS is verified unless the config explicitly says otherwise. The password is resolved only here, when
+connecting, and never appears in a message. Each thread's call takes a connection from the session's
+pool and gives it back; a connection error drops them all (the server may have restarted).
+
+An answer is input from outside and bounded as it arrives: at most `max_response_bytes` of XML once
+inflated (a gzip bomb stops there, not in memory) and a thirty-second of that in elements, and never a
+DOCTYPE (defusedxml reads the prolog; vSphere never sends one, and entity expansion would otherwise
+depend on the expat the interpreter links). The small calls around the bulk reads (the version document,
+the service content, login, the clock, options) answer a few KB and are held to SMALL_MAX_BYTES. Past
+either bound the call fails with SoapFaultError InvalidResponse.
 """
 
 from __future__ import annotations
@@ -24,33 +28,34 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from http.cookies import SimpleCookie
 from urllib.parse import urlparse
 from xml.etree import ElementTree as ET
+from xml.sax.saxutils import escape
 
-import pyVim.connect
-from defusedxml import DefusedXmlException, DTDForbidden
+from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import DefusedXMLParser
-from pyVim.connect import Disconnect, SmartConnect
-from pyVmomi import SoapAdapter, vim, vmodl
 
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.vsphere.config import VCenterConfig
+from db2vtop.collectors.vsphere.soapxml import NS, Node, envelope, this, to_int, value
 
 log = logging.getLogger(__name__)
 
 _SOAP_NS = "{http://schemas.xmlsoap.org/soap/envelope/}"
+_XSI_TYPE = "{http://www.w3.org/2001/XMLSchema-instance}type"
 #: the most one answer may hold once inflated, unless [[vcenter]] max_response_bytes says otherwise
 MAX_RESPONSE_BYTES = 64 * 2**20
-#: pyvmomi's own calls (login, service content, clock, options, the container view) answer a few KB.
-#: Its deserializer's time grows with the square of a text's length, holding the GIL every other
-#: collector's thread needs (8 MiB: 2.8 s of CPU, long enough to time out a 1 s guest cycle; 1 MiB: 0.05 s)
-PYVMOMI_MAX_BYTES = 2**20
+#: the small calls' answers (version document, service content, login, clock, options: a few KB each)
+SMALL_MAX_BYTES = 2**20
 #: elements an answer may hold: a thirty-second of its byte bound (empty elements cost far more memory than text)
 BYTES_PER_ELEMENT = 32
-_XSI_TYPE = "{http://www.w3.org/2001/XMLSchema-instance}type"
+COOKIE = "vmware_soap_session"
+#: the newest vim25 API version this collector's requests and type tables were written against: a newer
+#: server is spoken to in this version (it answers in the types this code knows), an older one in its own
+NEWEST_API = (8, 0, 3, 0)
 
 
 class SoapFaultError(CollectorError):
@@ -63,8 +68,6 @@ class SoapFaultError(CollectorError):
 
 def is_session_lost(e: BaseException) -> bool:
     """The session expired or was ended: log in again and retry."""
-    if isinstance(e, vim.fault.NotAuthenticated):
-        return True
     return isinstance(e, SoapFaultError) and e.name == "NotAuthenticated"
 
 
@@ -81,59 +84,181 @@ def tls_context(cfg: VCenterConfig) -> ssl.SSLContext:
         raise CollectorError(f"vcenter {cfg.name}: cannot load ca_file {cfg.ca_file}: {e}") from None
 
 
-@dataclass
 class Session:
-    si: Any
-    content: Any
-    server_offset_s: float        # server clock minus ours
-    max_query_metrics: int        # vCenter's config.vpxd.stats.maxQueryMetrics, 0 if unset/unlimited
-    perf_manager: str             # moref value
-    max_bytes: int = MAX_RESPONSE_BYTES  # one answer, inflated
+    """A vCenter's SOAP endpoint with a pool of kept-alive connections and, once logged in, the session's
+    cookie and the managed objects the collector talks to (from the ServiceContent)."""
+
+    def __init__(self, url: str, context: ssl.SSLContext, timeout_s: float, max_bytes: int = MAX_RESPONSE_BYTES):
+        u = urlparse(url)
+        self.https = u.scheme != "http"
+        self.host, self.port = u.hostname or "", u.port or (443 if self.https else 80)
+        self.path = u.path or "/sdk"
+        self.context, self.timeout_s = context, timeout_s
+        self.max_bytes = max_bytes  # one answer, inflated
+        self.action = '"urn:vim25"'
+        self.cookie = ""
+        self._pool: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+        self.server_offset_s = 0.0     # server clock minus ours
+        self.max_query_metrics = 0     # vCenter's config.vpxd.stats.maxQueryMetrics, 0 if unset/unlimited
+        self.property_collector = self.view_manager = self.root_folder = ""
+        self.perf_manager = self.session_manager = self.setting = ""
 
     def server_now(self) -> float:
         return time.time() + self.server_offset_s
 
-    def close(self) -> None:
-        try:
-            Disconnect(self.si)
-        except Exception:  # the session may already be gone; closing must not fail
-            log.debug("logout failed", exc_info=True)
+    # --- connections ------------------------------------------------------------------
 
-    # --- raw SOAP -------------------------------------------------------------------
+    def _connection(self) -> http.client.HTTPConnection:
+        with self._lock:
+            if self._pool:
+                return self._pool.pop()
+        if self.https:
+            return http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout_s, context=self.context)
+        return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
+
+    def _give_back(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            self._pool.append(conn)
+
+    def _drop_all(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, []
+        for c in pool:
+            c.close()
+
+    def _request(self, method: str, path: str, body: bytes | None,
+                 read: Callable[[http.client.HTTPResponse], ET.Element]) -> ET.Element:
+        conn = self._connection()
+        try:
+            headers = {"Content-Type": "text/xml; charset=UTF-8", "Accept-Encoding": "gzip"}
+            if body is not None:
+                headers["SOAPAction"] = self.action
+            if self.cookie:
+                headers["Cookie"] = self.cookie
+            conn.request(method, path, body, headers)
+            resp = conn.getresponse()
+            for value_ in resp.headers.get_all("Set-Cookie") or ():
+                found = SimpleCookie(value_).get(COOKIE)
+                if found is not None:
+                    self.cookie = f"{COOKIE}={found.coded_value}"
+            if resp.status not in (200, 500):
+                resp.read()
+                raise http.client.HTTPException(f"HTTP {resp.status} {resp.reason}")
+            root = read(resp)
+        except (OSError, http.client.HTTPException):
+            conn.close()
+            self._drop_all()  # the server may have restarted: none of the kept connections is good
+            raise
+        except BaseException:
+            conn.close()  # an answer read only in part cannot be reused
+            raise
+        self._give_back(conn)
+        return root
+
+    # --- calls ------------------------------------------------------------------------
 
     def post_each(self, body: bytes, tag: str, handle: Callable[[ET.Element], None]) -> ET.Element:
         """POST one SOAP request and parse the answer as it arrives: each `tag` element is handed to
         `handle` as soon as it is complete, then emptied, so a bulk answer is never held whole as a
         tree. Returns the Body's first child (what is left of it); a Fault raises SoapFaultError."""
-        return self._post(body, tag, handle)
+        return _first(self._request("POST", self.path, body,
+                                    lambda resp: _parse_stream(resp, tag, handle, self.max_bytes)))
 
-    def post(self, body: bytes) -> ET.Element:
-        """POST one SOAP request on the session; returns the Body's first child."""
-        return self._post(body, None, None)
+    def post(self, body: bytes, limit: int | None = None) -> ET.Element:
+        """POST one SOAP request on the session; returns the Body's first child (an answer of at most
+        `limit` bytes, the session's max_bytes unless given)."""
+        bound = limit or self.max_bytes
+        return _first(self._request("POST", self.path, body, lambda resp: _parse_stream(resp, None, None, bound)))
 
-    def _post(self, body: bytes, tag: str | None, handle: Callable[[ET.Element], None] | None) -> ET.Element:
-        stub = self.si._stub
-        conn = stub.GetConnection()
+    def call(self, method: str, this_type: str, this_moid: str, args: str = "") -> ET.Element | None:
+        """One small call: `<method>` on a managed object with already-escaped arguments; its returnval."""
+        el = self.post(envelope(f'<{method} xmlns="urn:vim25">{this(this_type, this_moid)}{args}</{method}>'),
+                       SMALL_MAX_BYTES)
+        return el.find(NS + "returnval")
+
+    # --- the session's life -------------------------------------------------------------
+
+    def negotiate(self) -> None:
+        """Speak the newest vim25 version both sides know (vimServiceVersions.xml, as every vSphere client
+        reads it); a server without the document is spoken to without a version."""
         try:
-            conn.request("POST", stub.path, body, self._headers())
-            resp = conn.getresponse()
-            if resp.status not in (200, 500):
-                raise http.client.HTTPException(f"HTTP {resp.status} {resp.reason}")
-            root = _parse_stream(resp, tag, handle, self.max_bytes)
-        except (OSError, http.client.HTTPException):
-            conn.close()
-            stub.DropConnections()
-            raise
-        except BaseException:
-            conn.close()  # an answer read only in part cannot be reused
-            raise
-        stub.ReturnConnection(conn)
-        return _first(root)
+            doc = self._request("GET", self.path.rstrip("/") + "/vimServiceVersions.xml", None,
+                                lambda resp: _parse_stream(resp, None, None, SMALL_MAX_BYTES))
+        except (http.client.HTTPException, SoapFaultError) as e:
+            log.debug("no vimServiceVersions.xml (%s): speaking without a version", e)
+            return
+        offered = []
+        for ns in doc.findall("namespace"):
+            if ns.findtext("name") == "urn:vim25":
+                offered += [v.text or "" for v in (ns.find("version"), *ns.findall("priorVersions/version"))
+                            if v is not None]
+        version = spoken_version(offered)
+        if version:
+            self.action = f'"urn:vim25/{version}"'
 
-    def _headers(self) -> dict[str, str]:
-        stub = self.si._stub
-        return {"Cookie": stub.cookie, "SOAPAction": stub.versionId,
-                "Content-Type": "text/xml; charset=UTF-8", "Accept-Encoding": "gzip"}
+    def login(self, user: str, password: str) -> None:
+        content = self.call("RetrieveServiceContent", "ServiceInstance", "ServiceInstance")
+        if content is None:
+            raise SoapFaultError("InvalidResponse", "RetrieveServiceContent answered without a ServiceContent")
+        sc = value(content)
+        if not isinstance(sc, Node):
+            raise SoapFaultError("InvalidResponse", "RetrieveServiceContent answered without a ServiceContent")
+        refs = {k: getattr(sc.get(k), "value", "") for k in ("propertyCollector", "viewManager", "rootFolder",
+                                                             "perfManager", "sessionManager", "setting")}
+        missing = [k for k in ("propertyCollector", "viewManager", "rootFolder", "perfManager", "sessionManager")
+                   if not refs[k]]
+        if missing:
+            raise SoapFaultError("InvalidResponse", f"ServiceContent without {', '.join(missing)}")
+        self.property_collector, self.view_manager = refs["propertyCollector"], refs["viewManager"]
+        self.root_folder, self.perf_manager = refs["rootFolder"], refs["perfManager"]
+        self.session_manager, self.setting = refs["sessionManager"], refs["setting"]
+        self.call("Login", "SessionManager", self.session_manager,
+                  f"<userName>{escape(user)}</userName><password>{escape(password)}</password>")
+        now = self.call("CurrentTime", "ServiceInstance", "ServiceInstance")
+        if now is not None and now.text:
+            self.server_offset_s = _epoch(now.text) - time.time()
+        self.max_query_metrics = self._max_query_metrics()
+
+    def _max_query_metrics(self) -> int:
+        """vCenter's limit on metrics per QueryPerf call; 0 when unset, unlimited (-1) or not a vCenter."""
+        if not self.setting:
+            return 0
+        try:
+            rv = self.call("QueryOptions", "OptionManager", self.setting,
+                           "<name>config.vpxd.stats.maxQueryMetrics</name>")
+        except SoapFaultError as e:
+            if e.name == "InvalidName":
+                return 0
+            raise
+        found = to_int(rv.findtext(NS + "value") if rv is not None else None)
+        return found if found and found > 0 else 0
+
+    def close(self) -> None:
+        try:
+            if self.cookie and self.session_manager:
+                self.call("Logout", "SessionManager", self.session_manager)
+        except Exception:  # the session may already be gone; closing must not fail
+            log.debug("logout failed", exc_info=True)
+        finally:
+            self._drop_all()
+
+
+def spoken_version(offered: list[str]) -> str | None:
+    """The newest of the server's vim25 versions that is not newer than NEWEST_API."""
+    usable = [v for v in offered if _version(v) and _version(v) <= NEWEST_API]
+    return max(usable, key=_version) if usable else None
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(".")) if re.fullmatch(r"\d+(\.\d+)*", text or "") else ()
+
+
+def _epoch(text: str) -> float:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise SoapFaultError("InvalidResponse", f"CurrentTime answered {text[:40]!r}") from None
 
 
 _CHUNK = 1 << 16
@@ -199,7 +324,8 @@ class _Prolog:
 
 def _parse_stream(resp: http.client.HTTPResponse, tag: str | None, handle: Callable[[ET.Element], None] | None,
                   limit: int = MAX_RESPONSE_BYTES) -> ET.Element:
-    """The answer's Envelope; with `tag`, each such element is handed to `handle` when complete, then emptied."""
+    """The answer's document root; with `tag`, each such element is handed to `handle` when complete, then
+    emptied, so a bulk answer is never held whole as a tree."""
     prolog = _Prolog()
     parser = ET.XMLPullParser(events=("end",))
     root: ET.Element | None = None
@@ -212,8 +338,7 @@ def _parse_stream(resp: http.client.HTTPResponse, tag: str | None, handle: Calla
             if el.tag == tag:
                 handle(el)  # type: ignore[misc]
                 el.clear()
-            elif el.tag == _SOAP_NS + "Envelope":
-                root = el
+            root = el  # the last element to end is the document's root
         if elements > max_elements:
             raise SoapFaultError("InvalidResponse", f"answer of more than {max_elements} elements "
                                                     f"(max_response_bytes / {BYTES_PER_ELEMENT})")
@@ -229,7 +354,7 @@ def _parse_stream(resp: http.client.HTTPResponse, tag: str | None, handle: Calla
     except DefusedXmlException as e:
         raise SoapFaultError("InvalidResponse", f"refused XML: {type(e).__name__} (a DOCTYPE)") from None
     if root is None:
-        raise SoapFaultError("InvalidResponse", "SOAP response without an envelope")
+        raise SoapFaultError("InvalidResponse", "an answer without a document")
     return root
 
 
@@ -282,11 +407,6 @@ class Connector:
     def __init__(self, cfg: VCenterConfig, timeout_s: float):
         self.cfg = cfg
         self.timeout_s = timeout_s
-        u = urlparse(cfg.url)
-        self.host = u.hostname or ""
-        self.port = u.port or (443 if u.scheme == "https" else 80)
-        self.path = u.path or "/sdk"
-        self.protocol = u.scheme
         self.failures = 0
         self.next_attempt = 0.0
         self.last_error = ""
@@ -320,121 +440,24 @@ class Connector:
             password = ref.resolve(self.cfg.user) if ref else ""
         except SecretError as e:
             raise CollectorError(f"vcenter {name}: password: {e}") from None
+        session = Session(self.cfg.url, tls_context(self.cfg), self.timeout_s, self.cfg.max_response_bytes)
         try:
-            si = SmartConnect(protocol=self.protocol, host=self.host, port=self.port, path=self.path,
-                              user=self.cfg.user, pwd=password, sslContext=tls_context(self.cfg),
-                              httpConnectionTimeout=self.timeout_s)
+            session.negotiate()
+            session.login(self.cfg.user, password)
+            return session
         except ssl.SSLCertVerificationError as e:
             raise CollectorError(
                 f"vcenter {name}: TLS certificate of {self.cfg.url} is not trusted ({e.verify_message}); "
                 "give its CA in ca_file, or set verify_tls = false to skip verification") from None
-        except vim.fault.InvalidLogin:
-            raise CollectorError(f"vcenter {name}: login refused for user {self.cfg.user!r}") from None
+        except SoapFaultError as e:
+            session.close()
+            if e.name == "InvalidLogin":
+                raise CollectorError(f"vcenter {name}: login refused for user {self.cfg.user!r}") from None
+            raise CollectorError(f"vcenter {name}: login failed: {e}") from None
         except (OSError, http.client.HTTPException, ssl.SSLError) as e:
+            session.close()
             raise CollectorError(f"vcenter {name}: cannot reach {self.cfg.url}: {_reason(e)}") from None
-        except vmodl.MethodFault as e:
-            raise CollectorError(f"vcenter {name}: login failed: {e.msg or type(e).__name__}") from None
-        except (ET.ParseError, DefusedXmlException, SoapFaultError) as e:  # not a vSphere SOAP endpoint
-            raise CollectorError(f"vcenter {name}: {self.cfg.url} answered the login with invalid XML: "
-                                 f"{type(e).__name__}: {e}") from None
-        try:
-            content = si.RetrieveContent()
-            offset = si.CurrentTime().timestamp() - time.time()
-            return Session(si, content, offset, _max_query_metrics(content), content.perfManager._moId,
-                           self.cfg.max_response_bytes)
-        except (OSError, http.client.HTTPException) as e:
-            raise CollectorError(f"vcenter {name}: connection lost while logging in: {_reason(e)}") from None
-        except (ET.ParseError, DefusedXmlException) as e:
-            raise CollectorError(f"vcenter {name}: invalid answer while logging in: {type(e).__name__}: {e}") \
-                from None
 
 
 def _reason(e: BaseException) -> str:
     return getattr(e, "strerror", None) or str(e) or type(e).__name__
-
-
-def _max_query_metrics(content: Any) -> int:
-    """vCenter's limit on metrics per QueryPerf call; 0 when unset or unlimited (-1)."""
-    if content.setting is None:
-        return 0
-    try:
-        opts = content.setting.QueryOptions("config.vpxd.stats.maxQueryMetrics")
-    except vim.fault.InvalidName:
-        return 0
-    for o in opts or ():
-        try:
-            value = int(str(o.value))
-        except ValueError:
-            return 0
-        return value if value > 0 else 0
-    return 0
-
-
-# --- the same guards for pyvmomi's own parsing ----------------------------------------
-
-
-def _refuse_doctype(name: str, *_: Any) -> None:
-    raise DTDForbidden(name, None, None)
-
-
-class _Capped:
-    """A file-like answer that raises InvalidResponse once more than `limit` bytes were read from it."""
-
-    def __init__(self, f: Any, limit: int):
-        self.f, self.limit, self.total = f, limit, 0
-
-    def read(self, n: int = -1) -> bytes:
-        data = self.f.read(n)
-        self.total += len(data)
-        if self.total > self.limit:
-            raise too_large(self.limit)
-        return data
-
-
-class _GuardedExpat:
-    """The expat parser pyvmomi makes for each answer, refusing a DOCTYPE and reading at most
-    PYVMOMI_MAX_BYTES; pyvmomi sets its handlers through it as on the parser itself."""
-
-    __slots__ = ("_p",)
-
-    def __init__(self, parser: Any):
-        object.__setattr__(self, "_p", parser)
-        parser.StartDoctypeDeclHandler = _refuse_doctype
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._p, name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        setattr(self._p, name, value)
-
-    def Parse(self, data: bytes | str, final: bool = True) -> int:  # noqa: N802 (expat's name)
-        if len(data) > PYVMOMI_MAX_BYTES:
-            raise too_large(PYVMOMI_MAX_BYTES)
-        return self._p.Parse(data, final)
-
-    def ParseFile(self, f: Any) -> int:  # noqa: N802 (expat's name)
-        return self._p.ParseFile(_Capped(f, PYVMOMI_MAX_BYTES))
-
-
-class _GuardedTree(ET.ElementTree):
-    """pyVim reads the server's vimServiceVersions.xml into an ElementTree before logging in."""
-
-    def parse(self, source: Any, parser: Any = None) -> ET.Element:
-        return super().parse(_Capped(source, PYVMOMI_MAX_BYTES),
-                             DefusedXMLParser(target=ET.TreeBuilder(), forbid_dtd=True))
-
-
-def _guard_pyvmomi() -> None:
-    create = SoapAdapter.ParserCreate
-    if getattr(create, "guarded", False):
-        return
-
-    def guarded(*args: Any, **kwargs: Any) -> _GuardedExpat:
-        return _GuardedExpat(create(*args, **kwargs))
-
-    guarded.guarded = True  # type: ignore[attr-defined]
-    SoapAdapter.ParserCreate = guarded
-    pyVim.connect.ElementTree = _GuardedTree
-
-
-_guard_pyvmomi()

@@ -10,11 +10,10 @@ not pyvmomi's per-element objects.
 from __future__ import annotations
 
 import hashlib
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 from xml.sax.saxutils import escape
-
-from pyVmomi import vim
 
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.vsphere.connection import SoapFaultError
@@ -43,7 +42,7 @@ HOST_FULL = (*HOST_LIGHT, "summary.hardware.cpuModel", "summary.hardware.cpuMhz"
              "config.network.vnic", "datastore")
 CLUSTER = ("name",)
 DS_FULL = ("name", "summary.type", "summary.capacity", "summary.freeSpace", "info", "host")
-VIEW_TYPES = [vim.VirtualMachine, vim.HostSystem, vim.ComputeResource, vim.Datastore]
+VIEW_TYPES = ("VirtualMachine", "HostSystem", "ComputeResource", "Datastore")
 PAGE = 1000        # objects per PropertyCollector page
 FULL_PAGE = 100    # VMs per page with their device lists (~2 MB parsed; vCenter caps elements too)
 
@@ -75,8 +74,15 @@ class Inventory:
     hosts: dict[str, Host] = field(default_factory=dict)
 
 
-def create_view(content: Any) -> Any:
-    return content.viewManager.CreateContainerView(content.rootFolder, VIEW_TYPES, True)
+def create_view(session: Any) -> str:
+    """A ContainerView of every VM, host, cluster and datastore under the root folder: its moid."""
+    types = "".join(f"<type>{t}</type>" for t in VIEW_TYPES)
+    rv = session.call("CreateContainerView", "ViewManager", session.view_manager,
+                      f'<container type="Folder">{escape(session.root_folder)}</container>{types}'
+                      "<recursive>true</recursive>")
+    if rv is None or not rv.text:
+        raise CollectorError("CreateContainerView answered without a view")
+    return rv.text
 
 
 def prop_set(props: dict[str, tuple[str, ...]]) -> str:
@@ -131,13 +137,14 @@ def _parse_objects(el: Any) -> tuple[Rows, str | None]:
         props = {}
         for p in o.findall(NS + "propSet"):
             val = p.find(NS + "val")
-            props[p.findtext(NS + "name") or ""] = value(val) if val is not None else None
+            # a property's path, once for every row that has it (10,000 VMs' rows are kept)
+            props[sys.intern(p.findtext(NS + "name") or "")] = value(val) if val is not None else None
         rows.append((obj, props))
     return rows, rv.findtext(NS + "token")
 
 
 def _paged(session: Any, first: bytes) -> Rows:
-    pc = session.content.propertyCollector._moId
+    pc = session.property_collector
     rows, token = parse_objects(session.post(first))
     while token:
         more, token = parse_objects(session.post(continue_xml(pc, token)))
@@ -147,14 +154,14 @@ def _paged(session: Any, first: bytes) -> Rows:
 
 def retrieve(session: Any, view: str, props: dict[str, tuple[str, ...]], page: int) -> Rows:
     """Every object of the given types in the view, page by page (one round trip each)."""
-    return _paged(session, retrieve_xml(session.content.propertyCollector._moId, view, props, page))
+    return _paged(session, retrieve_xml(session.property_collector, view, props, page))
 
 
 def retrieve_objects(session: Any, objs: list[Ref], props: dict[str, tuple[str, ...]]) -> Rows:
     """The given objects' properties (triage of named VMs: their rows, not the whole vCenter's)."""
     if not objs:
         return []
-    return _paged(session, objects_xml(session.content.propertyCollector._moId, objs, props))
+    return _paged(session, objects_xml(session.property_collector, objs, props))
 
 
 def vm_from(obj: Ref, p: dict[str, Any]) -> VM:

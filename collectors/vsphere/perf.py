@@ -59,8 +59,7 @@ class CounterIds:
                 for per_row in (False, True):
                     measurement = MEASUREMENTS.get((kind, c.name.split(".", 1)[0], per_row))
                     if measurement is not None:
-                        field = c.field.removeprefix("cpu_") if measurement == "vsphere_vm_cpu" else c.field
-                        rows[per_row][key] = (measurement, field, c.convert)
+                        rows[per_row][key] = (measurement, c.field, c.convert)
             self.metric_ids[kind] = tuple(ids)
             self.rows[kind] = rows
 
@@ -237,7 +236,7 @@ def to_samples(results: Iterable[EntityResult], kinds: dict[str, str], ids: Coun
         base, cpus = _entity_tags(kind, r.moid, inv, vcenter)
         if base is None:
             continue
-        rows: dict[tuple[str, str, int], dict] = {}
+        rows: dict[tuple[str, str], dict[int, dict]] = {}   # (measurement, instance) -> ts -> fields
         newest = max(r.stamps)
         mark = state.entity_start.get(r.moid, 0) if state is not None else 0
         whole, per_instance = ids.rows[kind]
@@ -247,34 +246,45 @@ def to_samples(results: Iterable[EntityResult], kinds: dict[str, str], ids: Coun
                 continue
             measurement, field, conversion = plan
             row_cpus = (1 if inst else cpus) if conversion == MS_PCT else 1
+            by_ts = rows.setdefault((measurement, inst), {})
             for ts, interval, raw in zip(r.stamps, r.intervals, values, strict=False):
                 if ts <= mark or raw is None or raw < 0:  # -1 is vCenter's "no sample"
                     continue
                 value = convert(conversion, raw, interval or REALTIME_S, row_cpus)
-                rows.setdefault((measurement, inst, ts), {})[field] = value
+                by_ts.setdefault(ts, {})[field] = value
         if state is not None:
             state.entity_start[r.moid] = max(mark, newest)
-        for (measurement, inst, ts), fields in rows.items():
-            tags = dict(base)
-            if measurement == "vsphere_vm":
-                fields["vcpus"] = cpus
-            elif measurement in ("vsphere_vm_cpu", "vsphere_vm_net"):
-                tags["instance"] = inst
-            elif measurement == "vsphere_vm_disk":
-                tags["instance"] = inst
-                ds, lun = maps.vm_disks.get(r.moid, {}).get(inst, ("", ""))
-                if ds:
-                    tags["datastore"] = ds
-                if lun:
-                    tags["lun"] = lun
-            elif measurement == "vsphere_host_lun":
-                tags["lun"] = inst
-                if inst in maps.lun_ds:
-                    tags["datastore"] = maps.lun_ds[inst]
-            elif measurement == "vsphere_datastore":
-                tags["datastore"] = maps.ds_by_uuid.get(inst, inst)
-            out.append(Sample(measurement, tags, fields, ts * 1_000_000_000))
+        for (measurement, inst), by_ts in rows.items():
+            # one tags dict per series, shared by its samples (nothing downstream changes a sample's tags):
+            # an hour's catch-up is 180 samples of each
+            tags = _row_tags(measurement, inst, base, r.moid, maps)
+            for ts, fields in by_ts.items():
+                if measurement == "vsphere_vm":
+                    fields["vcpus"] = cpus
+                out.append(Sample(measurement, tags, fields, ts * 1_000_000_000))
     return out
+
+
+def _row_tags(measurement: str, inst: str, base: dict[str, str], moid: str, maps: TagMaps) -> dict[str, str]:
+    if measurement in ("vsphere_vm", "vsphere_host"):
+        return base
+    tags = dict(base)
+    if measurement == "vsphere_vm_net":
+        tags["instance"] = inst
+    elif measurement == "vsphere_vm_disk":
+        tags["instance"] = inst
+        ds, lun = maps.vm_disks.get(moid, {}).get(inst, ("", ""))
+        if ds:
+            tags["datastore"] = ds
+        if lun:
+            tags["lun"] = lun
+    elif measurement == "vsphere_host_lun":
+        tags["lun"] = inst
+        if inst in maps.lun_ds:
+            tags["datastore"] = maps.lun_ds[inst]
+    elif measurement == "vsphere_datastore":
+        tags["datastore"] = maps.ds_by_uuid.get(inst, inst)
+    return tags
 
 
 def _entity_tags(kind: str, moid: str, inv: Inventory, vcenter: str) -> tuple[dict[str, str] | None, int]:

@@ -12,9 +12,9 @@ from db2vtop.collectors.vsphere.counters import MEASUREMENTS as BY_GROUP
 _VM = {"vcenter": "the [[vcenter]] name", "vm": "the VM's display name",
        "host": "the ESXi host running the VM at the sample's time", "cluster": "the host's cluster"}
 _HOST = {"vcenter": "the [[vcenter]] name", "host": "the ESXi host", "cluster": "the host's cluster"}
-_INSTANCE = {"instance": "the counter instance: vCPU number, virtual disk (scsi0:1) or vNIC"}
+_INSTANCE = {"instance": "the counter instance: virtual disk (scsi0:1) or vNIC key"}
 TAGS = {
-    "vsphere_vm": _VM, "vsphere_vm_cpu": {**_VM, **_INSTANCE},
+    "vsphere_vm": _VM,
     "vsphere_vm_disk": {**_VM, **_INSTANCE, "datastore": "the virtual disk's datastore",
                         "lun": "the datastore's LUN NAA ids, comma-separated"},
     "vsphere_vm_net": {**_VM, **_INSTANCE}, "vsphere_host": _HOST,
@@ -23,7 +23,6 @@ TAGS = {
 }
 DOCS = {
     "vsphere_vm": "A VM's CPU and memory, from vCenter's realtime (20 s) counters.",
-    "vsphere_vm_cpu": "Each vCPU's ready and co-stop time.",
     "vsphere_vm_disk": "Each virtual disk's I/O and latency (what the guest's I/O costs on the host).",
     "vsphere_vm_net": "Each vNIC's throughput and drops.",
     "vsphere_host": "A host's CPU and memory.",
@@ -41,8 +40,7 @@ def _realtime() -> tuple[Measurement, ...]:
             for per_row in (False, True) if c.per_instance else (False,):
                 name = BY_GROUP.get((entity, group, per_row))
                 if name is not None:
-                    field = c.field.removeprefix("cpu_") if name == "vsphere_vm_cpu" else c.field
-                    found.setdefault(name, {})[field] = Field(field, _meaning(c))
+                    found.setdefault(name, {})[c.field] = Field(c.field, _meaning(c))
     found["vsphere_vm"]["vcpus"] = Field("vcpus", "the VM's virtual CPUs (per-vCPU figures are divided by it)")
     return tuple(Measurement(name, DOCS[name], TAGS[name], tuple(found[name].values())) for name in DOCS)
 

@@ -1,8 +1,8 @@
-"""vSphere SOAP XML as plain Python values, for the two bulk calls.
+"""vSphere SOAP XML as plain Python values, for every call the collector makes.
 
 pyvmomi's deserializer builds a typed object per element in pure Python: ~8 ms per VM
-with its device list, 15 s for 2,000 VMs. The bulk responses (RetrievePropertiesEx,
-QueryPerf) are parsed with ElementTree instead, and read lazily: a complex value is a Node
+with its device list, 15 s for 2,000 VMs. The answers are parsed with ElementTree instead,
+and read lazily: a complex value is a Node
 over its element (only the fields a caller asks for are converted), an array is a list, a
 managed object reference is a Ref, leaves are strings unless their xsi:type says number or
 boolean. Callers convert leaves explicitly.
@@ -10,12 +10,12 @@ boolean. Callers convert leaves explicitly.
 
 from __future__ import annotations
 
-import functools
+import sys
 from typing import Any, NamedTuple
 from xml.etree import ElementTree as ET
 from xml.sax.saxutils import escape, quoteattr
 
-from pyVmomi import VmomiSupport
+from db2vtop.agent.core.model import SHORT_TEXT
 
 NS = "{urn:vim25}"
 XSI_TYPE = "{http://www.w3.org/2001/XMLSchema-instance}type"
@@ -72,9 +72,11 @@ class Node:
 def value(el: ET.Element) -> Any:
     xtype = el.get(XSI_TYPE)
     if len(el) == 0:
-        text = el.text or ""
+        # interned: rows kept for the process's life (the light inventory of every VM, facts) repeat a
+        # state, a type or a host's id thousands of times; held once each
+        text = sys.intern(el.text) if el.text and len(el.text) <= SHORT_TEXT else el.text or ""
         if "type" in el.attrib:
-            return Ref(el.attrib["type"], text)
+            return Ref(sys.intern(el.attrib["type"]), text)
         if xtype in _INT_TYPES:
             return to_int(text, text)
         if xtype == "xsd:boolean":
@@ -101,19 +103,3 @@ def to_int(v: Any, default: int | None = None) -> int | None:
 
 def to_bool(v: Any) -> bool:
     return v is True or v == "true"
-
-
-@functools.lru_cache(maxsize=512)
-def _wsdl_type(name: str) -> type | None:
-    try:
-        return VmomiSupport.GetWsdlType("urn:vim25", name)
-    except (KeyError, AttributeError):
-        return None
-
-
-def is_a(node: Any, base: type) -> bool:
-    """Whether a Node's xsi:type is `base` or derives from it (pyvmomi's type tree)."""
-    if not isinstance(node, Node):
-        return False
-    cls = _wsdl_type(node.type)
-    return cls is not None and issubclass(cls, base)

@@ -12,6 +12,7 @@ again) raises WatchLostError; the caller starts a new watch, which reads everyth
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 from xml.sax.saxutils import escape
 
@@ -62,7 +63,7 @@ class InventoryWatch:
 
     def __init__(self, session: Any, view: str):
         self.session = session
-        default_pc = session.content.propertyCollector._moId
+        default_pc = session.property_collector
         self.pc = session.post(_create_collector_xml(default_pc)).findtext(NS + "returnval") or ""
         if not self.pc:
             raise CollectorError("CreatePropertyCollector answered without a collector")
@@ -102,7 +103,7 @@ class InventoryWatch:
             return
         props = self.rows.setdefault(obj, {})
         for ch in ou.findall(NS + "changeSet"):
-            name = ch.findtext(NS + "name") or ""
+            name = sys.intern(ch.findtext(NS + "name") or "")  # one string per path, not per row
             if ch.findtext(NS + "op") in ("remove", "indirectRemove"):
                 props.pop(name, None)
                 continue

@@ -133,6 +133,9 @@ func main() {
 	model.Map().Handler = counter.hook
 	model.Service.TLS = new(tls.Config)
 	model.Service.Listen = &url.URL{Host: *listen}
+	if sc.Login != nil {
+		model.Service.Listen.User = url.UserPassword(sc.Login.User, sc.Login.Password)
+	}
 	model.Service.HandleFunc("/sim/stats", counter.serveStats)
 	// CPU profiles of the simulator itself, for benchmarks that ask where vCenter time goes
 	model.Service.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -11,10 +11,17 @@ import (
 )
 
 // Scenario is the JSON file the simulator serves (see README.md beside this file).
+// LoginSpec is the one user the simulator accepts (any non-empty user and password without it).
+type LoginSpec struct {
+	User     string `json:"user"`
+	Password string `json:"password"`
+}
+
 type Scenario struct {
 	Datacenter      string          `json:"datacenter"`
 	Generate        GenerateSpec    `json:"generate"`
 	MaxQueryMetrics int             `json:"max_query_metrics"`
+	Login           *LoginSpec      `json:"login"`
 	Datastores      []DatastoreSpec `json:"datastores"`
 	Hosts           []HostSpec      `json:"hosts"`
 }
