@@ -178,8 +178,8 @@ class Signals:
 
         async def main() -> None:
             self._loop, self._runtime = asyncio.get_running_loop(), runtime
-            if self.reload:  # a SIGHUP arrived while the last reload was under way
-                runtime.stop()
+            if self.reload:  # a SIGHUP came before the loop ran (a reload under way, or the start): once the
+                asyncio.get_running_loop().call_soon(runtime.stop)  # run has begun, or stop() finds nothing to stop
             if once:
                 await runtime.run_once()
             else:

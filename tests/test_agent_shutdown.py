@@ -12,6 +12,8 @@ import pytest
 
 from db2vtop.agent.core.model import SELF_MEASUREMENT
 from db2vtop.agent.core.store import Store
+from db2vtop.agent.runtime import Runtime
+from db2vtop.agent.service import Signals
 from tests.conftest import ROOT
 
 GRACE_S = 1.0 + 5.0  # the longest collector timeout here (1 s) + the agent's 5 s margin, no sink
@@ -67,3 +69,18 @@ def test_duration_is_honoured_with_a_collector_blocked_forever(procs, tmp_path):
     assert p.wait(timeout=3 + GRACE_S + 15) == 0
     assert time.monotonic() - started < 3 + GRACE_S + 5
     assert nothing_lost(store) >= 2
+
+
+def test_a_sighup_before_the_event_loop_runs_is_not_lost():
+    """It arrives between the start line and the loop (a test sends it on seeing that line): the run it asks
+    to end had not begun, so stop() found nothing to stop and the reload waited for the next signal."""
+    saved = {sig: signal.getsignal(sig) for sig in Signals.NAMES}
+    try:
+        signals = Signals(None, None)  # a reload asks nothing of the pipeline
+        signal.raise_signal(signal.SIGHUP)
+        t0 = time.monotonic()
+        assert signals.run(Runtime([], []), False, time.monotonic() + 10) is True
+        assert time.monotonic() - t0 < 5
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
