@@ -168,15 +168,21 @@ def encode(ts: Sequence[int], columns: Sequence[Sequence[Any]]) -> bytes:
     return _zstd()[0].compress(b"".join(out))
 
 
+def _open(blob: bytes) -> tuple[memoryview, int, int]:
+    """A chunk inflated, its format checked: (its bytes, rows, columns)."""
+    data = memoryview(_zstd()[1].decompress(blob))
+    version, n, ncols = _HEADER.unpack_from(data, 0)
+    if version != _VERSION:
+        raise ChunkError(f"chunk format {version}, this db2vtop reads {_VERSION}")
+    return data, n, ncols
+
+
 def timestamps(blob: bytes) -> Sequence[int]:
     """A chunk's timestamps alone (its first column): which rows it holds, without decoding their values. A
     chunk on a regular grid (nearly all: a source samples every 20 s) is a `range`, known from its first two
     differences: the second differences of the rest are zero bytes, seen without decoding them."""
     try:
-        data = memoryview(_zstd()[1].decompress(blob))
-        version, n, _ = _HEADER.unpack_from(data, 0)
-        if version != _VERSION:
-            raise ChunkError(f"chunk format {version}, this db2vtop reads {_VERSION}")
+        data, n, _ = _open(blob)
         (size,) = struct.unpack_from("<I", data, _HEADER.size)
         start = _HEADER.size + 4
         column = data[start:start + size]
@@ -238,10 +244,7 @@ def row(blob: bytes, i: int) -> list[Any]:
     """Row i of a chunk (None where it lacks a field), its columns decoded only as far as that row: a reader
     that wants each of 10,000 series' row at one moment decodes one value a column, not 90."""
     try:
-        data = memoryview(_zstd()[1].decompress(blob))
-        version, n, ncols = _HEADER.unpack_from(data, 0)
-        if version != _VERSION:
-            raise ChunkError(f"chunk format {version}, this db2vtop reads {_VERSION}")
+        data, n, ncols = _open(blob)
         if not 0 <= i < n:
             raise ChunkError(f"row {i} of a chunk of {n}")
         pos = _HEADER.size
@@ -269,10 +272,7 @@ def row(blob: bytes, i: int) -> list[Any]:
 def decode(blob: bytes) -> tuple[list[int], list[list[Any]]]:
     """(timestamps, columns) of a chunk, as `encode` was given them."""
     try:
-        data = memoryview(_zstd()[1].decompress(blob))
-        version, n, ncols = _HEADER.unpack_from(data, 0)
-        if version != _VERSION:
-            raise ChunkError(f"chunk format {version}, this db2vtop reads {_VERSION}")
+        data, n, ncols = _open(blob)
         pos = _HEADER.size
         (size,) = struct.unpack_from("<I", data, pos)
         pos += 4
