@@ -103,6 +103,15 @@ class Engine:
         """The measurements the live rules judge."""
         return set(self._live)
 
+    def history_fields(self) -> dict[str, frozenset[str] | None]:
+        """Live measurement -> the fields its rules read (None: any): all a source that keeps history needs to
+        hand on again for `start_from`."""
+        out: dict[str, frozenset[str] | None] = {}
+        for measurement, rules in self._live.items():
+            reads = [r.reads() for r in rules]
+            out[measurement] = None if None in reads else frozenset().union(*reads)  # type: ignore[arg-type]
+        return out
+
     def history_samples(self) -> int:
         """How many of a subject's latest samples the live rules need to judge it as an engine that had
         run all along: enough to open a finding (`window`) and to clear it (`clear_samples`)."""

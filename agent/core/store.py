@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from db2vtop.agent.core import chunks
+from db2vtop.agent.core.backlog import Backlog
 from db2vtop.agent.core.files import make_private_dir, open_private
 from db2vtop.agent.core.model import (
     REMOVED,
@@ -613,12 +614,32 @@ class Store:
             sql, args = sql + " WHERE measurement=?", (measurement,)
         return [Series(i, m, json.loads(t)) for i, m, t in self.db.execute(sql + " ORDER BY id", args)]
 
+    def series_count(self, measurement: str) -> int:
+        return self.db.execute("SELECT count(*) FROM series WHERE measurement=?", (measurement,)).fetchone()[0]
+
     def rows(self, measurement: str, since_ns: int = 0, until_ns: int | None = None) -> Iterator[Row]:
         """Every sample of one measurement in [since, until], oldest first."""
-        until = until_ns if until_ns is not None else _END
         with self._snapshot():
             tags = {s.id: s.tags for s in self.series(measurement)}
-            found = self._gather(
+            found = self._found(measurement, since_ns, until_ns if until_ns is not None else _END)
+        for (ts, sid), fields in found:
+            yield Row(ts, measurement, tags[sid], fields)
+
+    def slices(self, measurement: str, since_ns: int, until_ns: int, step_ns: int) -> Iterator[list[Row]]:
+        """`rows` of [since, until] a slice of `step_ns` at a time, each oldest first: a wide read (every VM of a
+        10,000-VM vCenter) held one slice at a time."""
+        tags: dict[int, dict[str, str]] = {}
+        for start in range(since_ns, until_ns + 1, max(step_ns, 1)):
+            with self._snapshot():
+                found = self._found(measurement, start, min(start + step_ns - 1, until_ns))
+                if any(sid not in tags for (_, sid), _ in found):  # the first slice, or a series new since
+                    tags = {s.id: s.tags for s in self.series(measurement)}
+            yield [Row(ts, measurement, tags[sid], fields) for (ts, sid), fields in found]
+
+    def _found(self, measurement: str, since_ns: int,
+               until: int) -> list[tuple[tuple[int, int], dict[str, FieldValue]]]:
+        with self._snapshot():
+            return self._gather(
                 self.db.execute(
                     "SELECT c.series_id, c.id, c.fieldset, c.data FROM series s JOIN chunks c ON c.series_id = s.id "
                     "WHERE s.measurement=? AND c.span BETWEEN ? AND ? AND c.last_ts >= ? AND c.first_ts <= ?",
@@ -627,8 +648,6 @@ class Store:
                     "SELECT x.series_id, x.ts, x.fieldset, x.vals FROM series s JOIN samples x ON x.series_id = s.id "
                     "WHERE s.measurement=? AND x.ts >= ? AND x.ts <= ?", (measurement, since_ns, until)),
                 since_ns, until)
-        for (ts, sid), fields in found:
-            yield Row(ts, measurement, tags[sid], fields)
 
     def rows_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None) -> Iterator[Row]:
         """`rows` for a few chosen series of a large measurement, series by series (one range scan each)."""
@@ -897,6 +916,9 @@ class _Batch:
     def empty(self) -> bool:
         return not (self.samples or self.facts or self.annotations or self.findings)
 
+    def size(self) -> int:
+        return len(self.samples) + len(self.facts) + len(self.annotations) + len(self.findings)
+
     def items(self) -> list[Sample | Fact | Annotation | Finding]:
         """Every record in write order (samples, facts, annotations, findings)."""
         return [*self.samples, *self.facts, *self.annotations, *self.findings]
@@ -941,7 +963,9 @@ class StoreWriter:
         self._pass_before: int | None = None  # the bound of the sealing pass under way
         self._retry_s = _RETRY_S
         self._q: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread = self.supervisor.start(self.THREAD, self._run)
+        #: records queued and not yet committed (or set aside): what the runtime's back-pressure reads
+        self.backlog = Backlog(self.THREAD)
+        self._thread = self.backlog.thread = self.supervisor.start(self.THREAD, self._run)
 
     @property
     def path(self) -> Path:
@@ -951,6 +975,7 @@ class StoreWriter:
                annotations: Iterable[Annotation] = (), findings: Iterable[Finding] = ()) -> None:
         batch = _Batch(list(samples), list(facts), list(annotations), list(findings))
         if not batch.empty():
+            self.backlog.add(batch.size())
             self._q.put(batch)
 
     def call(self, fn: Any, timeout: float = 30.0) -> Any:
@@ -993,9 +1018,9 @@ class StoreWriter:
                 elif isinstance(item, _Batch):
                     pending.extend(item)
                 else:  # a job: commit what was queued before it first, so it sees that data
-                    pending = self._commit(pending)
+                    pending = self._commit_counted(pending)
                     item(self.store)
-            pending = self._commit(pending)
+            pending = self._commit_counted(pending)
             self.stats.pending = len(pending.samples)
             if stop:
                 self._commit_at_exit(pending)
@@ -1027,6 +1052,13 @@ class StoreWriter:
         if not pending.empty():  # lost: the exit status must say so
             self.supervisor.fail(self.THREAD, f"{len(pending.samples)} samples could not be written at exit: "
                                               f"{self.stats.last_error}")
+
+    def _commit_counted(self, b: _Batch) -> _Batch:
+        """_commit, and what it took (written, or set aside as unstorable) off the backlog."""
+        before = b.size()
+        left = self._commit(b)
+        self.backlog.done(before - left.size())
+        return left
 
     def _commit(self, b: _Batch) -> _Batch:
         """Write b; what is left to retry (all of it after a failure of the moment), else an empty batch."""
