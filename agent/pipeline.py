@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 #: the most of the store's history the check engine starts from
 HISTORY_MAX_S = 3600.0
 #: rows of that history read and judged at a time (in time slices)
-HISTORY_BATCH = 50_000
+HISTORY_BATCH = 10_000
 
 
 class Pipeline:
@@ -87,7 +87,10 @@ class Pipeline:
         assert self.checks is not None
         facts = store.facts()
         span_s = min(engine.history_samples() * max((c.interval for c in collectors), default=0.0), HISTORY_MAX_S)
-        measurements = sorted(engine.live_measurements() & set(store.measurements()))
+        # what a collector hands on again itself in its first cycle (vCenter's realtime hour) is not read twice
+        again = {m for c in collectors if c.history_samples > 1 for m in c.reaches_back}
+        measurements = sorted(engine.live_measurements() & set(store.measurements()) - again)
+        fields = engine.history_fields()
         path = store.path
 
         def history() -> Iterator[list[Row]]:
@@ -98,8 +101,8 @@ class Pipeline:
             with Store(path) as reader:
                 rows = sum(reader.series_count(m) for m in measurements) * engine.history_samples()
                 step = (now - since) // max(1, min(-(-rows // HISTORY_BATCH), engine.history_samples())) + 1
-                yield from ([r for part in parts for r in part]
-                            for parts in zip(*(reader.slices(m, since, now, step) for m in measurements), strict=True))
+                yield from ([r for part in parts for r in part] for parts in zip(
+                    *(reader.slices(m, since, now, step, fields.get(m)) for m in measurements), strict=True))
 
         self.checks.resume(store, facts, history)
         for c in collectors:

@@ -48,6 +48,9 @@ class BaseCollector:
     #: measurement -> the fields of it that history is needed for (None: all of them); a measurement not named
     #: needs none. None: every field of every measurement (the pipeline sets it from the live rules' reads)
     history_fields: dict[str, frozenset[str] | None] | None = None
+    #: the measurements whose history its first cycle hands on itself (with history_samples): the check engine
+    #: need not read them from the store at a restart as well
+    reaches_back: frozenset[str] = frozenset()
 
     def __init__(self, name: str, interval: float, timeout: float | None = None):
         self.name = name

@@ -47,3 +47,35 @@ def test_the_stores_history_is_judged_in_bounded_batches_in_time_order(tmp_path,
     with Store(store) as s:
         (f,) = [f for f in s.findings(open_only=False) if f.rule == "guest-swap-zero"]
     assert f.subject["guest"] == "g007" and f.first_seen == now - 9 * 10 * S and f.resolved_at is None
+
+
+def test_history_a_collector_hands_on_again_itself_is_not_read_and_rows_keep_what_rules_read(tmp_path, monkeypatch):
+    """vCenter's first cycle reaches back for its realtime counters' last samples: the store's copy of them is
+    not read as well; its quickStats (which vCenter keeps no history of) are, with only the fields a live
+    rule reads."""
+    store = tmp_path / "m.db"
+    now = time.time_ns()
+    tags = {"vcenter": "vc1", "vm": "db01", "host": "esx01"}
+    with Store(store, writer=True) as w:
+        w.write([Sample("vsphere_vm", tags, {"cpu_ready_pct": 30.0, "cpu_usage_pct": 5.0}, now - k * 20 * S)
+                 for k in range(1, 6)] +
+                [Sample("vsphere_vm_quickstats", tags, {"balloon_bytes": 0, "cpu_usage_mhz": 900}, now - k * 20 * S)
+                 for k in range(1, 6)])
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[guest]\nenabled = false\n[[vcenter]]\nname = "vc1"\nurl = "https://127.0.0.1:9/sdk"\n'
+                   'user = "u"\npassword_env = "VC1_PASSWORD"\n')
+    cfg.chmod(0o600)
+    monkeypatch.setenv("VC1_PASSWORD", "secret")
+    seen: list = []
+    start_from = Engine.start_from
+
+    def watched(self, history):
+        batch = list(history)
+        seen.extend(batch)
+        start_from(self, batch)
+    monkeypatch.setattr(Engine, "start_from", watched)
+
+    p = Pipeline(load_config(cfg), store)
+    p.close()
+    assert {r.measurement for r in seen} == {"vsphere_vm_quickstats"}
+    assert len(seen) == 5 and all(set(r.fields) == {"balloon_bytes"} for r in seen)

@@ -26,6 +26,7 @@ from db2vtop.collectors.base import BaseCollector, CollectorError
 from db2vtop.collectors.vsphere import inventory as inv_mod
 from db2vtop.collectors.vsphere.config import VCenterConfig
 from db2vtop.collectors.vsphere.connection import Connector, Session, SoapFaultError, is_session_lost, is_unreachable
+from db2vtop.collectors.vsphere.counters import MEASUREMENTS
 from db2vtop.collectors.vsphere.facts import FactsBuilder, TagMaps, build_facts
 from db2vtop.collectors.vsphere.inventory import FullRead, Inventory, Rows
 from db2vtop.collectors.vsphere.perf import (
@@ -107,6 +108,7 @@ class _Conn:
 
 class VSphereCollector(BaseCollector):
     resumes = ("vsphere_vm", "vsphere_host", "vsphere_datastore")
+    reaches_back = frozenset(MEASUREMENTS.values())  # the realtime counters' (not the quickStats')
 
     def __init__(self, cfg: VCenterConfig):
         super().__init__(f"vsphere:{cfg.name}", cfg.interval, cfg.timeout)
