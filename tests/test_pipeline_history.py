@@ -16,6 +16,19 @@ from db2vtop.checks.engine import Engine
 S = 10**9
 
 
+def watch_history(monkeypatch) -> list[list]:
+    """Each batch of history the engine starts from (still judged by the real engine)."""
+    batches: list[list] = []
+    start_from = Engine.start_from
+
+    def watched(self, history):
+        batch = list(history)
+        batches.append(batch)
+        start_from(self, batch)
+    monkeypatch.setattr(Engine, "start_from", watched)
+    return batches
+
+
 def test_the_stores_history_is_judged_in_bounded_batches_in_time_order(tmp_path, monkeypatch):
     store = tmp_path / "m.db"
     now = time.time_ns()
@@ -27,15 +40,7 @@ def test_the_stores_history_is_judged_in_bounded_batches_in_time_order(tmp_path,
     cfg = tmp_path / "c.toml"
     cfg.write_text("[guest]\nenabled = false\n")
     monkeypatch.setattr(pipeline_mod, "HISTORY_BATCH", 1_000)
-    batches: list[list] = []
-    start_from = Engine.start_from
-
-    def watched(self, history):
-        batch = list(history)
-        batches.append(batch)
-        start_from(self, batch)
-    monkeypatch.setattr(Engine, "start_from", watched)
-
+    batches = watch_history(monkeypatch)
     p = Pipeline(load_config(cfg), store)
     p.close()
 
@@ -66,16 +71,9 @@ def test_history_a_collector_hands_on_again_itself_is_not_read_and_rows_keep_wha
                    'user = "u"\npassword_env = "VC1_PASSWORD"\n')
     cfg.chmod(0o600)
     monkeypatch.setenv("VC1_PASSWORD", "secret")
-    seen: list = []
-    start_from = Engine.start_from
-
-    def watched(self, history):
-        batch = list(history)
-        seen.extend(batch)
-        start_from(self, batch)
-    monkeypatch.setattr(Engine, "start_from", watched)
-
+    batches = watch_history(monkeypatch)
     p = Pipeline(load_config(cfg), store)
     p.close()
+    seen = [r for b in batches for r in b]
     assert {r.measurement for r in seen} == {"vsphere_vm_quickstats"}
     assert len(seen) == 5 and all(set(r.fields) == {"balloon_bytes"} for r in seen)
