@@ -41,6 +41,8 @@ from db2vtop.checks.rule import (
 )
 from db2vtop.checks.topology import StackEntities, resolve
 
+#: subjects whose canonical tags are remembered (a 10,000-VM vCenter has about 10,000 of its VMs' and hosts')
+SUBJECTS_KEPT = 50_000
 #: the longest history a source keeps that it may hand on again after `start_from` (vCenter's realtime hour)
 HISTORY_NS = 3600 * 10**9
 
@@ -67,6 +69,7 @@ class Engine:
         self.stacks = list(stacks)
         self.facts = FactIndex(stacks, db2_vm)
         self._scoped: list[StackEntities] | None = None  # the entities of the stacks with their own thresholds
+        self._canon: dict[tuple, str] = {}  # a subject's items -> its canonical tags
         self._plain: dict[int, Thresholds] = {}  # id(rule) -> its thresholds, where no stack has its own
         self._live: dict[str, list[LiveRule]] = {}
         for r in self.rules:
@@ -187,6 +190,20 @@ class Engine:
                     self._resolve(track.finding, gone.ts)
                 del self._tracks[key]
 
+    def _canonical(self, subject: dict[str, str]) -> str:
+        """canonical_tags of a subject, remembered: every sample of every VM asks it for each of its rules, and
+        the subjects are far fewer than the samples (a VM's rules share theirs)."""
+        try:
+            items = tuple(subject.items())
+            key = self._canon.get(items)
+        except TypeError:  # a value that cannot be a dict key
+            return canonical_tags(subject)
+        if key is None:
+            if len(self._canon) >= SUBJECTS_KEPT:
+                self._canon.clear()
+            key = self._canon[items] = canonical_tags(subject)
+        return key
+
     def _judge_live(self, rule: LiveRule, row: Sample | Row) -> None:
         subject = rule.subject(row)  # type: ignore[arg-type]
         t = self.thresholds(rule, subject)
@@ -195,7 +212,7 @@ class Engine:
         verdict = rule.judge(row, t, self.facts)  # type: ignore[arg-type]
         if verdict is None:
             return
-        key = (rule.id, canonical_tags(verdict.subject))
+        key = (rule.id, self._canonical(verdict.subject))
         track = self._tracks.get(key)
         if track is None:
             if verdict.severity is None:  # a clean subject needs no state: most of a healthy fleet

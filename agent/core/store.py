@@ -308,15 +308,26 @@ class Store:
         return sid
 
     def _learn_series(self, samples: Sequence[Sample], keys: list[str]) -> dict[str, str]:
-        """The ids of stored series this batch names and the cache does not know yet, a few hundred a
-        statement (a restart's first cycle of a large vCenter names tens of thousands); the canonical
-        tags of those still unknown (new series), by key."""
+        """The ids of the series this batch names and the cache does not know yet, a few hundred a
+        statement (a first cycle of a large vCenter names tens of thousands): stored ones looked up, new
+        ones made in one statement and looked up in turn; the canonical tags of those still unknown (a
+        lone one, made by _series_id), by key."""
         unknown: dict[tuple[str, str], str] = {}
         for s, key in zip(samples, keys, strict=True):
             if key not in self._series:
                 unknown.setdefault((s.measurement, canonical_tags(s.tags)), key)
+        if len(unknown) > 1:
+            self._look_up(unknown)
+        if len(unknown) > 1:
+            self.db.executemany("INSERT INTO series(measurement, tags) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                                list(unknown))
+            self._look_up(unknown)
+        return {key: text for (_, text), key in unknown.items()}
+
+    def _look_up(self, unknown: dict[tuple[str, str], str]) -> None:
+        """Cache the ids of the stored series among `unknown` ((measurement, tags) -> key), taken out of it."""
         by_measurement: dict[str, list[str]] = {}
-        for measurement, text in unknown if len(unknown) > 1 else ():
+        for measurement, text in unknown:
             by_measurement.setdefault(measurement, []).append(text)
         for measurement, texts in by_measurement.items():
             for i in range(0, len(texts), 500):
@@ -324,7 +335,6 @@ class Store:
                 sql = f"SELECT id, tags FROM series WHERE measurement=? AND tags IN ({','.join(['?'] * len(part))})"
                 for sid, text in self.db.execute(sql, (measurement, *part)):
                     self._series[unknown.pop((measurement, text))] = sid
-        return {key: text for (_, text), key in unknown.items()}
 
     def _fieldset_id(self, names: tuple[str, ...]) -> int:
         fid = self._fieldset_ids.get(names)
@@ -385,16 +395,23 @@ class Store:
 
     def _merge_conflicts(self, rows: list[tuple[int, int, int, str]]) -> None:
         """Same series and timestamp written twice: keep the union of fields, the newer value winning
-        (InfluxDB's semantics). Rare, so it is allowed to be slow."""
-        for sid, ts, fid, vals in rows:
-            stored = self.db.execute("SELECT fieldset, vals FROM samples WHERE series_id=? AND ts=?",
-                                     (sid, ts)).fetchone()
-            if stored == (fid, vals):
-                continue
-            merged = {**self._decode(*stored), **self._decode(fid, vals)}
-            names, text = _encode(merged)
-            self.db.execute("UPDATE samples SET fieldset=?, vals=? WHERE series_id=? AND ts=?",
-                            (self._fieldset_id(names), text, sid, ts))
+        (InfluxDB's semantics). The stored rows are read 500 series a statement: a restart's first cycle
+        reaching back over what the store holds (vCenter's last samples) meets thousands."""
+        for i in range(0, len(rows), 500):
+            part = rows[i:i + 500]
+            sids = sorted({r[0] for r in part})
+            stored = {(sid, ts): (fid, vals) for sid, ts, fid, vals in self.db.execute(
+                f"SELECT series_id, ts, fieldset, vals FROM samples WHERE series_id IN ({','.join(['?'] * len(sids))})"
+                " AND ts BETWEEN ? AND ?", (*sids, min(r[1] for r in part), max(r[1] for r in part)))}
+            for sid, ts, fid, vals in part:
+                old = stored.get((sid, ts))
+                if old is None or old == (fid, vals):
+                    continue
+                merged = {**self._decode(*old), **self._decode(fid, vals)}
+                names, text = _encode(merged)
+                stored[(sid, ts)] = (self._fieldset_id(names), text)
+                self.db.execute("UPDATE samples SET fieldset=?, vals=? WHERE series_id=? AND ts=?",
+                                (*stored[(sid, ts)], sid, ts))
 
     def _write_fact(self, f: Fact) -> None:
         key = (f.kind, canonical_tags(f.tags))
