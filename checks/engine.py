@@ -85,15 +85,18 @@ class Engine:
 
     # --- thresholds -------------------------------------------------------------------
 
-    def thresholds(self, rule: Rule, subject: dict[str, str]) -> Thresholds:
-        """Rule defaults < [checks.RULE] < [stack.checks.RULE] of the stack the subject is in. Without stacks of
-        their own thresholds, one dict per rule (read only: each sample of 10,000 VMs asks)."""
+    def thresholds(self, rule: Rule, subject: dict[str, str] | Callable[[], dict[str, str]]) -> Thresholds:
+        """Rule defaults < [checks.RULE] < [stack.checks.RULE] of the stack the subject is in (or a function that
+        makes the subject: only asked where a stack has thresholds of its own). Without such stacks, one dict
+        per rule (read only: each sample of 10,000 VMs asks)."""
         scoped = self._stack_entities()
         if not scoped:
             t = self._plain.get(id(rule))
             if t is None:
                 t = self._plain[id(rule)] = {**thresholds_of(rule), **self.overrides.get(rule.id, {})}
             return t
+        if callable(subject):
+            subject = subject()
         t = thresholds_of(rule)
         t.update(self.overrides.get(rule.id, {}))
         for entities in scoped:
@@ -205,8 +208,7 @@ class Engine:
         return key
 
     def _judge_live(self, rule: LiveRule, row: Sample | Row) -> None:
-        subject = rule.subject(row)  # type: ignore[arg-type]
-        t = self.thresholds(rule, subject)
+        t = self.thresholds(rule, lambda: rule.subject(row))  # type: ignore[arg-type]
         if t.get("enabled") is False:
             return
         verdict = rule.judge(row, t, self.facts)  # type: ignore[arg-type]
