@@ -7,6 +7,7 @@ Everything comes from one `latest` read per measurement (2,000 VMs are one query
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +47,15 @@ COLUMNS = [
 ]
 FINDING_COL, READY_TREND, IO_TREND = 8, 9, 10
 KIND_ORDER = {"stack": 0, "vm": 1, "host": 2, "guest": 3, "agent": 4}
+# the fields each measurement's rows are read for: a 10,000-VM Fleet at a moment it has not shown before decodes
+# these of each series, not every field, and the source keeps them decoded for the next moment
+FIELDS = {"vsphere_vm": ("cpu_usage_pct", "cpu_ready_pct", "mem_balloon_bytes"),
+          "esxtop_vm": ("used_pct", "balloon_bytes"),
+          "vsphere_vm_disk": ("read_latency_ms", "write_latency_ms"),
+          "vsphere_host": ("cpu_usage_pct", "cpu_ready_pct", "mem_balloon_bytes"),
+          "vsphere_host_lun": ("total_latency_ms",), "esxtop_device": ("guest_latency_ms",),
+          "db2_database": ("commits_per_s",), "db2_log": ("log_write_ms",), "guest_cpu": ("busy_pct",),
+          "guest_disk": ("read_await_ms", "write_await_ms"), AGENT_MEASUREMENT: ("cpu_pct",)}
 
 
 @dataclass
@@ -172,21 +182,22 @@ def _io_trend(rd: Reader, source: Source | None, levels: Levels) -> Trend | None
 
 def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, state: TableState,
                spark_cols: int, levels: Levels) -> FleetView:
-    vm_rows = _newest_vm(rd.latest_at("vsphere_vm", until))
-    esx_vms = _newest_by(rd.latest_at("esxtop_vm", until), "vm")
-    disks = rd.latest_at("vsphere_vm_disk", until)
-    vmdk = _worst_by(disks, "vm", "read_latency_ms", "write_latency_ms")
-    hosts = _newest_by(rd.latest_at("vsphere_host", until), "host")
-    host_luns = rd.latest_at("vsphere_host_lun", until)
-    gavg = _worst_by(host_luns, "host", "total_latency_ms")
-    for host, v in _worst_by(rd.latest_at("esxtop_device", until), "host", "guest_latency_ms").items():
+    def latest(measurement: str, pred: Callable[[dict[str, str]], bool] | None = None) -> list[Row]:
+        return rd.latest_at(measurement, until, pred, fields=FIELDS.get(measurement))
+
+    vm_rows = _newest_vm(latest("vsphere_vm"))
+    esx_vms = _newest_by(latest("esxtop_vm"), "vm")
+    vmdk = _worst_by(latest("vsphere_vm_disk"), "vm", *FIELDS["vsphere_vm_disk"])
+    hosts = _newest_by(latest("vsphere_host"), "host")
+    gavg = _worst_by(latest("vsphere_host_lun"), "host", "total_latency_ms")
+    for host, v in _worst_by(latest("esxtop_device"), "host", "guest_latency_ms").items():
         gavg.setdefault(host, v)
-    db = rd.latest_at("db2_database", until)
+    db = latest("db2_database")
     tps = _worst_by(db, "db2", "commits_per_s", how="sum")
-    log_ms = _worst_by(rd.latest_at("db2_log", until), "db2", "log_write_ms")
-    guest_cpu = _newest_by(rd.latest_at("guest_cpu", until, lambda t: t.get("cpu") == "total"), "guest")
-    guest_await = _worst_by(rd.latest_at("guest_disk", until, lambda t: t.get("type", "disk") == "disk"), "guest",
-                            "read_await_ms", "write_await_ms")
+    log_ms = _worst_by(latest("db2_log"), "db2", "log_write_ms")
+    guest_cpu = _newest_by(latest("guest_cpu", lambda t: t.get("cpu") == "total"), "guest")
+    guest_await = _worst_by(latest("guest_disk", lambda t: t.get("type", "disk") == "disk"), "guest",
+                            *FIELDS["guest_disk"])
     findings = open_at(rd.every_finding(), until)
     fx = _FindingIndex(findings)
     stale_after = {m: rd.period(m, list(by.values())) for m, by in  # one period per source
@@ -267,8 +278,8 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
         note, stale = age_note(row or esx, "vsphere_vm")
         shown = f"{vcenter}/{name}" if name in repeated and vcenter else name  # the vCenter tells them apart
         add("vm", shown, (host or "") + note, fx.worst_of(("vm", name), vcenter=vcenter),
-            (None, value(f, "cpu_usage_pct") if f else value(e, "used_pct"), ready,
-             value(f, "mem_balloon_bytes") if f else value(e, "balloon_bytes"), None, vmdk.get((vcenter, name))),
+            (None, value(f, "cpu_usage_pct") if row else value(e, "used_pct"), ready,
+             value(f, "mem_balloon_bytes") if row else value(e, "balloon_bytes"), None, vmdk.get((vcenter, name))),
             Target.of_vm(name, vcenter), stale)
         sources[f"vm:{shown}"] = ("vm", name, vcenter)
 
@@ -296,7 +307,7 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
         sources[f"guest:{name}"] = ("guest", name, None)
 
     # the agents themselves (one per machine feeding the store or InfluxDB): delivery, backlog, own CPU
-    agent_cpu = _newest_by(rd.latest_at(AGENT_MEASUREMENT, until), "agent")
+    agent_cpu = _newest_by(latest(AGENT_MEASUREMENT), "agent")
     for name, row in sorted(_newest_by(rd.latest_at(SINK_MEASUREMENT, until), "agent").items()):
         f = row.fields
         last = f.get("last_success_ns")
