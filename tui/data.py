@@ -39,6 +39,7 @@ CATCH_UP_NS = 600 * 10**9
 LATE_NS = 180 * 10**9
 RUN_LOOKBACK_NS = 24 * 3600 * 10**9
 FULL_READ_S = 60.0
+RECHECK_S = 1.0  # the same moment read again within this is not asked again what moved
 
 
 def numbers(points: Iterable[tuple[int, FieldValue]]) -> list[tuple[int, float]]:
@@ -58,12 +59,13 @@ class Reader(CachedSource):
         super().__init__(source, facts_ttl_s=60.0, clock=clock)
         self._ids: dict[str, dict[tuple, int]] = {}
         self._seen: dict[int, tuple[dict[str, str], int]] = {}  # id(tags) -> (those tags, series id)
-        # by (measurement, fields read): until, read at, rows by series id
-        self._latest: dict[tuple[str, tuple[str, ...] | None], tuple[int, float, dict[int, Row]]] = {}
+        # by (measurement, fields read): until, read at, rows by series id, last asked what moved
+        self._latest: dict[tuple[str, tuple[str, ...] | None], tuple[int, float, dict[int, Row], float]] = {}
         self._memo: dict[Any, tuple[float, Any]] = {}
         #: a view's table rows by key, with what each was made from: a row whose inputs did not change since the
         #: last load is not formatted again (a 10,000-VM Fleet moves a twentieth of its rows a second)
         self.made_rows: dict[str, tuple[tuple, Any]] = {}
+        self.made_targets: dict[tuple, Any] = {}  # what a Fleet row opens, by how it is made
         #: set by the loader: whether the load under way is no longer wanted (checked between whole reads)
         self.cancelled: Callable[[], bool] = lambda: False
 
@@ -74,6 +76,7 @@ class Reader(CachedSource):
             self._seen.clear()
             self._latest.clear()
             self.made_rows.clear()
+            self.made_targets.clear()
 
     def find(self, measurement: str, pred: Callable[[dict[str, str]], bool]) -> list[Series]:
         return [s for s in self.series(measurement) if pred(s.tags)]
@@ -89,9 +92,12 @@ class Reader(CachedSource):
         if self.cancelled():
             raise LoadCancelledError
         if pred is not None:
-            return self.latest_of(self.find(measurement, pred), since_ns, until_ns, fields)
+            return CachedSource.latest_of(self, self.find(measurement, pred), since_ns, until_ns, fields)
         cached = self._latest.get((measurement, fields))
         now = self.clock()
+        if cached is not None and cached[0] == until_ns and now - cached[3] < RECHECK_S:
+            # a key's reload at a paused cursor (scrolling, typing a filter): read a moment ago
+            return [r for r in cached[2].values() if r.ts >= since_ns]
         if cached is not None and cached[0] <= until_ns <= cached[0] + CATCH_UP_NS:
             read_at, rows = cached[1], cached[2]
             moved = {sid for sid, ts in self.source.newest(measurement, cached[0] - LATE_NS, until_ns)
@@ -102,14 +108,17 @@ class Reader(CachedSource):
                 # again (a full read would decode a chunk for each of 10,000 VMs' series at a past cursor)
                 read_at = now
                 moved |= {sid for sid, r in rows.items() if r.ts < cached[0] - LATE_NS}
-            if moved:
+            if len(moved) > len(rows) // 4:  # a vCenter's whole cycle, all of its VMs at one time: one bulk read
+                rows = {self._series_id(measurement, r.tags): r for r in self.latest(measurement, 0, until_ns, fields)}
+            elif moved:
                 by_id = {s.id: s for s in self.series(measurement)}
-                for row in self.latest_of([by_id[sid] for sid in moved if sid in by_id], 0, until_ns, fields):
+                for row in CachedSource.latest_of(self, [by_id[sid] for sid in moved if sid in by_id], 0, until_ns,
+                                                  fields):
                     rows[self._series_id(measurement, row.tags)] = row
         else:
             read_at = now
             rows = {self._series_id(measurement, r.tags): r for r in self.latest(measurement, 0, until_ns, fields)}
-        self._latest[(measurement, fields)] = (until_ns, read_at, rows)
+        self._latest[(measurement, fields)] = (until_ns, read_at, rows, now)
         return [r for r in rows.values() if r.ts >= since_ns]
 
     def latest_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None,
@@ -246,7 +255,10 @@ def fill_trends(reader: Reader, model: TableModel, trend_of: Callable[[str], Tre
                 state: TableState, since: int, until: int, width: int, markers: list[int]) -> None:
     """Draw the trend cell of the rows the table will show on screen, on one scale for the column
     (rows are compared with each other; the header names the top)."""
-    shown = arrange(model.rows, state.filter_text, state.sort_col, state.sort_reverse)
+    arranged = (state.filter_text, state.sort_col, state.sort_reverse)
+    if model.arranged is None or model.arranged[0] != arranged:
+        model.arranged = (arranged, arrange(model.rows, *arranged))
+    shown = model.arranged[1]
     lo, hi = state.visible
     marks = Marks.at(since, until, width, markers)
     drawn = [(row, t, trend_values(reader, t, since, until, width)) for row in shown[lo:hi]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from db2vtop.agent.core.config import StackConfig
@@ -31,7 +32,7 @@ from db2vtop.tui.data import (
 )
 from db2vtop.tui.format import ago, num, size, value
 from db2vtop.tui.stacks import Target
-from db2vtop.tui.table import Cell, Column, TableModel, TableRow
+from db2vtop.tui.table import Cell, Column, TableModel, TableRow, fitted_widths
 
 SEVERITY_CELL = {"critical": ("CRIT", "bold red"), "warning": ("WARN", "bold yellow"), "info": ("info", "cyan")}
 # Numbers first, as esxtop and htop keep them: at 80 columns the figures show and the finding's
@@ -45,7 +46,7 @@ COLUMNS = [
     Column("worst open finding", width=36, min_width=16), Column("rdy% trend", width=16, sortable=False),
     Column("I/O ms trend", width=16, sortable=False), Column("where", max_width=24),
 ]
-FINDING_COL, READY_TREND, IO_TREND = 8, 9, 10
+NAME_COL, FINDING_COL, READY_TREND, IO_TREND, WHERE_COL = 1, 8, 9, 10, 11
 KIND_ORDER = {"stack": 0, "vm": 1, "host": 2, "guest": 3, "agent": 4}
 # the fields each measurement's rows are read for: a 10,000-VM Fleet at a moment it has not shown before decodes
 # these of each series, not every field, and the source keeps them decoded for the next moment
@@ -123,17 +124,19 @@ class _FindingIndex:
     def worst_of(self, *pairs: tuple[str, str | None], exclude: str | None = None,
            vcenter: str | None = None) -> Finding | None:
         """The worst finding of these subjects (of `vcenter`'s, for those a vCenter names)."""
+        if not any(v and (k, v) in self.by for k, v in pairs):
+            return None  # most of a large fleet's rows
         found = [f for k, v in pairs if v for f in self.by.get((k, v), ()) if not (exclude and exclude in f.subject)
                  and (not vcenter or f.subject.get("vcenter", vcenter) == vcenter)]
         return worst(found)
 
 
-def _finding_cell(f: Finding | None) -> tuple[Cell, tuple | None]:
+def _finding_cell(f: Finding | None) -> Cell:
     """The value first (the row already names the subject), the rule after it: `CRIT CPU ready 12.9% · cpu-ready`."""
     if f is None:
-        return ("ok", "green"), None
+        return ("ok", "green")
     word, st = SEVERITY_CELL.get(f.severity, (f.severity, ""))
-    return [(word + " ", st), (f"{without_subject(f)} · {f.rule}", None)], (severity_rank(f.severity), f.rule)
+    return [(word + " ", st), (f"{without_subject(f)} · {f.rule}", None)]
 
 
 def without_subject(f: Finding) -> str:
@@ -220,6 +223,24 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
 
     made = rd.made_rows
     levels_now = (busy, ready_level, log_level, io_level)
+    made_targets = rd.made_targets
+
+    def target(make: Callable[..., Target], *args: str | None) -> Target:
+        """A VM's or host's target, made once (10,000 of them each load otherwise)."""
+        found = made_targets.get((make, *args))
+        if found is None:
+            found = made_targets[(make, *args)] = make(*args)
+        return found
+
+    longest = {NAME_COL: 0, WHERE_COL: 0}  # the two columns as wide as their text: measured here, not from the cells
+
+    def cells(kind: str, name: str, where: str, finding: Finding | None, figures: tuple,
+              status: Cell | None) -> list[Cell]:
+        cell = status if status is not None else _finding_cell(finding)  # an agent's delivery error, or a finding
+        tps_v, cpu, ready, balloon, log, io = figures
+        return [kind, name, _cell(cpu, busy), _cell(ready, ready_level),
+                (size(balloon), "bold red" if balloon else "") if balloon is not None else "—",
+                _cell(io, io_level), _cell(log, log_level, 2), _cell(tps_v), cell, "", "", where]
 
     def add(kind: str, name: str, where: str, finding: Finding | None, figures: tuple, target: Target,
             stale: bool, status: Cell | None = None) -> None:
@@ -231,19 +252,21 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
         if hit is not None and hit[0] == inputs:
             rows.append(hit[1])
         else:
-            cell, rank = _finding_cell(finding)
-            if status is not None:  # an agent's delivery error stands where a finding would
-                cell, rank = status, (0, "")
+            rank = (0, "") if status is not None else (severity_rank(finding.severity), finding.rule) if finding \
+                else None
             tps_v, cpu, ready, balloon, log, io = figures
-            cells = [kind, name, _cell(cpu, busy), _cell(ready, ready_level),
-                     (size(balloon), "bold red" if balloon else "") if balloon is not None else "—",
-                     _cell(io, io_level), _cell(log, log_level, 2), _cell(tps_v), cell, "", "", where]
-            rows.append(TableRow(key, cells, (KIND_ORDER[kind], name.lower(), cpu, ready, balloon, io, log, tps_v,
-                                              rank, None, None, where),
-                                 f"{kind} {name} {where} {finding.rule if finding else ''}", "dim" if stale else None))
+            # the cells are made when the row is first drawn: at a moment all figures moved, only the rows on screen
+            rows.append(TableRow(key, None, (KIND_ORDER[kind], name.lower(), cpu, ready, balloon, io, log, tps_v,
+                                             rank, None, None, where),
+                                 f"{kind} {name} {where} {finding.rule if finding else ''}", "dim" if stale else None,
+                                 partial(cells, kind, name, where, finding, figures, status)))
             made[key] = (inputs, rows[-1])
         targets[key] = target
         stale_rows += stale
+        if len(name) > longest[NAME_COL]:
+            longest[NAME_COL] = len(name)
+        if len(where) > longest[WHERE_COL]:
+            longest[WHERE_COL] = len(where)
 
     guests_in_use: set[str] = set()
     for st in stacks:  # each stack's entities at the cursor (checks/topology.py), as its Stack screen has them
@@ -280,7 +303,7 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
         add("vm", shown, (host or "") + note, fx.worst_of(("vm", name), vcenter=vcenter),
             (None, value(f, "cpu_usage_pct") if row else value(e, "used_pct"), ready,
              value(f, "mem_balloon_bytes") if row else value(e, "balloon_bytes"), None, vmdk.get((vcenter, name))),
-            Target.of_vm(name, vcenter), stale)
+            target(Target.of_vm, name, vcenter), stale)
         sources[f"vm:{shown}"] = ("vm", name, vcenter)
 
     vms_on: dict[str, int] = defaultdict(int)
@@ -293,7 +316,7 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
         where = (row.tags.get("cluster", "") if row else "") + f" {vms_on.get(name, 0)} VMs" + note
         add("host", name, where.strip(), fx.worst_of(("host", name), exclude="vm"),
             (None, value(f, "cpu_usage_pct"), value(f, "cpu_ready_pct"), value(f, "mem_balloon_bytes"), None,
-             gavg.get(name)), Target.of_host(name), stale)
+             gavg.get(name)), target(Target.of_host, name), stale)
         sources[f"host:{name}"] = ("host", name, None)
 
     vmshort_name = {short_name(v) for _, v in vm_rows} | {short_name(v) for v in esx_vms}
@@ -318,7 +341,7 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
             None, (None, value(agent_cpu[name].fields, "cpu_pct") if name in agent_cpu else None, None, None, None,
                    None), Target.of_guest(name), stale, [("ERR ", "bold red"), (error, None)] if error else None)
 
-    model = TableModel(COLUMNS, rows)
+    model = TableModel(COLUMNS, rows, fitted_widths(COLUMNS, longest))
     markers = [a for a in rd.annotations(since, until) if a.event == "marker"]
     marker_ts = [m.ts for m in markers]
     fill_trends(rd, model, lambda key: _ready_trend(rd, sources.get(key), levels), READY_TREND, state, since, until,
@@ -327,6 +350,6 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
                 spark_cols, marker_ts)
     counts: dict[str, int] = defaultdict(int)
     for r in rows:
-        counts[r.cells[0]] += 1  # type: ignore[index]
+        counts[r.key.partition(":")[0]] += 1
     return FleetView(until, since, model, targets, dict(counts), load_status(rd, until), markers,
                      len(findings), stale_rows)

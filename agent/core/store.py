@@ -614,6 +614,9 @@ class Store:
         return [r[0] for r in self.db.execute("SELECT DISTINCT measurement FROM series ORDER BY 1")]
 
     def series(self, measurement: str | None = None) -> list[Series]:
+        hit = self._series_lists.get(measurement) if measurement is not None else None
+        if hit is not None and hit[0] == self.series_version():  # kept for time travel (`_kept_series`)
+            return list(hit[1])
         sql, args = "SELECT id, measurement, tags FROM series", ()
         if measurement is not None:
             sql, args = sql + " WHERE measurement=?", (measurement,)
@@ -625,6 +628,7 @@ class Store:
         version = self.series_version()
         hit = self._series_lists.get(measurement)
         if hit is None or hit[0] != version:
+            self._series_lists.pop(measurement, None)
             hit = self._series_lists[measurement] = (version, self.series(measurement))
         return hit[1]
 
@@ -687,13 +691,62 @@ class Store:
             return None
         return ts[i], {k: v for k, v in zip(self._names(fid), chunks.row(data, i), strict=True) if v is not None}
 
-    def _kept(self, cid: int, last_ts: int, n: int, fid: int, fields: Collection[str]) -> bool:
-        """Whether a chunk's wanted fields are kept decoded (a field it lacks needs no decoding)."""
-        kept = self._fields.get((cid, last_ts, n))
-        return kept is not None and self._wanted(fid, fields) <= kept.keys()
+    def _candidates(self, measurement: str, series: list[Series],
+                    until_ns: int) -> dict[int, tuple[int, int, int, int]]:
+        """Each series' chunk that may hold its newest row at `until`: (id, last_ts, fieldset, n) by series id.
+        Nearly always the chunk of `until`'s own span (one index probe each); the newest chunk before it for
+        the few series without one there (ended, or not begun in that span yet)."""
+        span = until_ns // CHUNK_SPAN_NS
+        found = {sid: (cid, last, fid, n) for sid, cid, last, fid, n in self.db.execute(
+            "SELECT s.id, c.id, c.last_ts, c.fieldset, c.n FROM series s JOIN chunks c ON c.series_id = s.id "
+            "AND c.span = ? WHERE s.measurement=? AND c.first_ts <= ?", (span, measurement, until_ns))}
+        missing = [s.id for s in series if s.id not in found]
+        if len(missing) > 200:
+            found.update({sid: (cid, last, fid, n) for sid, cid, last, fid, n in self.db.execute(
+                "SELECT s.id, c.id, c.last_ts, c.fieldset, c.n FROM series s JOIN chunks c ON c.series_id = s.id "
+                "AND c.span = (SELECT span FROM chunks WHERE series_id = s.id AND span < ? "
+                "ORDER BY span DESC LIMIT 1) WHERE s.measurement=?", (span, measurement)) if sid not in found})
+        else:
+            for sid in missing:
+                row = self.db.execute("SELECT id, last_ts, fieldset, n FROM chunks WHERE series_id=? AND span < ?"
+                                      " ORDER BY span DESC LIMIT 1", (sid, span)).fetchone()
+                if row is not None:
+                    found[sid] = row
+        return found
+
+    def _latest_kept(self, series: list[Series], head: dict[int, tuple],
+                     candidates: dict[int, tuple[int, int, int, int, bytes | None]], since_ns: int, until_ns: int,
+                     fields: Collection[str]) -> list[Row]:
+        """`_latest_sealed`'s loop for a few fields: a chunk whose fields are kept decoded is a lookup."""
+        out = []
+        kept_fields, times = self._fields, self._times
+        wanted_of: dict[int, frozenset[str]] = {}
+        for s in series:
+            h = head.get(s.id)
+            newer_than = h[0] if h else -1
+            c = candidates.get(s.id)
+            found = None
+            if c is not None and c[1] > newer_than:
+                key = (c[0], c[1], c[3])
+                kept, ts = kept_fields.get(key), times.get(key)
+                wanted = wanted_of.get(c[2])
+                if wanted is None:
+                    wanted = wanted_of[c[2]] = self._wanted(c[2], fields)
+                if kept is None or ts is None or not wanted <= kept.keys():
+                    found = self._latest_fields(s.id, until_ns, newer_than, c, fields)
+                else:
+                    kept_fields.move_to_end(key)
+                    i = bisect_right(ts, until_ns) - 1
+                    if ts[i] > newer_than:
+                        found = ts[i], {name: v for name in wanted if (v := kept[name][i]) is not None}
+            if found is None and h is not None:
+                found = (h[0], self._decode(h[1], h[2]))
+            if found is not None and found[0] >= since_ns:
+                out.append(Row(found[0], s.measurement, s.tags, found[1]))
+        return out
 
     def _wanted(self, fid: int, fields: Collection[str]) -> frozenset[str]:
-        """Which of `fields` a fieldset has."""
+        """Which of `fields` a fieldset has (a chunk lacking a field needs no decoding for it)."""
         key = (fid, fields if isinstance(fields, tuple) else tuple(fields))
         wanted = self._wanted_names.get(key)
         if wanted is None:
@@ -777,21 +830,23 @@ class Store:
         measurement, each series' candidate chunk is found by one query."""
         candidates: dict[int, tuple[int, int, int, int, bytes | None]] = {}
         if measurement is not None:
-            found = {sid: (cid, last, fid, n) for sid, cid, last, fid, n in self.db.execute(
-                "SELECT s.id, c.id, c.last_ts, c.fieldset, c.n FROM series s JOIN chunks c ON c.series_id = s.id "
-                "AND c.span = (SELECT span FROM chunks WHERE series_id = s.id AND span <= ? AND first_ts <= ? "
-                "ORDER BY span DESC LIMIT 1) WHERE s.measurement=?",
-                (until_ns // CHUNK_SPAN_NS, until_ns, measurement))}
+            found = self._candidates(measurement, series, until_ns)
             # the chunks whose rows are newer than the head's (none when the cursor is now) and not kept decoded,
             # a few hundred a query
+            kept_fields, wanted_of = self._fields, {}
+            if fields is not None:
+                wanted_of = {fid: self._wanted(fid, fields) for fid in {c[2] for c in found.values()}}
             wanted = [c for sid, c in found.items() if c[1] > head.get(sid, (-1,))[0]
-                      and not (fields is not None and self._kept(c[0], c[1], c[3], c[2], fields))]
+                      and not (fields is not None and (kept := kept_fields.get((c[0], c[1], c[3]))) is not None
+                               and wanted_of[c[2]] <= kept.keys())]
             data: dict[int, bytes] = {}
             for i in range(0, len(wanted), 500):
                 part = [c[0] for c in wanted[i:i + 500]]
                 data.update(self.db.execute(f"SELECT id, data FROM chunks WHERE id IN ({','.join('?' * len(part))})",
                                             part))
             candidates = {sid: (*c, data.get(c[0])) for sid, c in found.items()}
+            if fields is not None:
+                return self._latest_kept(series, head, candidates, since_ns, until_ns, fields)
         out = []
         for s in series:
             h = head.get(s.id)
