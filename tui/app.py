@@ -205,7 +205,10 @@ class Db2vtopApp(App):
             return  # a timer that fires while the app is closing
         self._title()
         if isinstance(self.screen, ViewScreen):
-            self._load(self.screen)
+            base = self.screen_stack[0]
+            paused = not self.cursor.live and not self.cursor.playing
+            self._load(self.screen, base if paused and base is not self.screen and isinstance(base, ViewScreen)
+                       else None)
 
     def request_reload(self, now: bool = False) -> None:
         """Coalesce reloads asked for by resizes, scrolling and typing into one, 50 ms later."""
@@ -215,7 +218,10 @@ class Db2vtopApp(App):
             self._reload_timer = self.set_timer(0.05, self.reload)
 
     @work(thread=True, exclusive=True, group="load")
-    def _load(self, screen: ViewScreen) -> None:
+    def _load(self, screen: ViewScreen, under: ViewScreen | None = None) -> None:
+        """Load `screen`'s view and show it; then, with the cursor paused, the view of the screen it was opened
+        from (`under`: the Fleet under a Stack screen) at the same moment, so that going back shows it at once
+        (a 10,000-VM Fleet at a moment it has not read takes a good part of a second)."""
         now = self.clock()
         until, since = self.cursor.end(now), self.cursor.since(now)
         worker = get_current_worker()
@@ -223,21 +229,33 @@ class Db2vtopApp(App):
             if worker.is_cancelled:
                 return  # a newer load is queued behind this one
             t0 = time.perf_counter()
-            try:
-                if self._reader is None:
-                    self._reader = Reader(self._open())
-                # a 10,000-VM Fleet's load takes a good part of a second: another screen's, after a key, does
-                # not wait for it to finish (the next tick's load of this one does: it would never finish)
-                self._reader.cancelled = lambda: worker.is_cancelled and not screen.is_current
-                self._reader.begin()
-                view = screen.load_view(self._reader, since, until)
-            except LoadCancelledError:
-                return
-            except StoreError as e:
-                self.call_from_thread(self._store_error, screen, str(e))
+            view = self._read(screen, worker, since, until)
+            if view is None:
                 return
             self.timings.load_ms.append((time.perf_counter() - t0) * 1000)
-        self.call_from_thread(self._show, screen, view)
+            self.call_from_thread(self._show, screen, view)
+            if under is not None and under.loaded_at != (since, until) and not worker.is_cancelled:
+                view = self._read(under, worker, since, until)  # kept by the reader; shown if gone back to it
+                if view is not None:
+                    self.call_from_thread(self._show, under, view)
+
+    def _read(self, screen: ViewScreen, worker: Any, since: int, until: int) -> Any:
+        """`screen.load_view` in the loader thread: None if it was cancelled or the source failed (said on screen)."""
+        try:
+            if self._reader is None:
+                self._reader = Reader(self._open())
+            # a 10,000-VM Fleet's load takes a good part of a second: another screen's, after a key, does
+            # not wait for it to finish (the next tick's load of this one does: it would never finish)
+            self._reader.cancelled = lambda: worker.is_cancelled and not screen.is_current
+            self._reader.begin()
+            view = screen.load_view(self._reader, since, until)
+        except LoadCancelledError:
+            return None
+        except StoreError as e:
+            self.call_from_thread(self._store_error, screen, str(e))
+            return None
+        screen.loaded_at = (since, until)
+        return view
 
     def _show(self, screen: ViewScreen, view: Any) -> None:
         # a screen left (Esc) while its load ran is being taken down: its widgets may be gone already; it

@@ -66,6 +66,10 @@ class Reader(CachedSource):
         #: last load is not formatted again (a 10,000-VM Fleet moves a twentieth of its rows a second)
         self.made_rows: dict[str, tuple[tuple, Any]] = {}
         self.made_targets: dict[tuple, Any] = {}  # what a Fleet row opens, by how it is made
+        #: what a screen's load made last, with what it was made from (reused while that is the same)
+        self.views: dict[str, tuple[tuple, Any]] = {}
+        #: counts the changes to the newest rows kept (a load that saw none made nothing new from them)
+        self.changes = 0
         #: set by the loader: whether the load under way is no longer wanted (checked between whole reads)
         self.cancelled: Callable[[], bool] = lambda: False
 
@@ -77,6 +81,7 @@ class Reader(CachedSource):
             self._latest.clear()
             self.made_rows.clear()
             self.made_targets.clear()
+            self.views.clear()
 
     def find(self, measurement: str, pred: Callable[[dict[str, str]], bool]) -> list[Series]:
         return [s for s in self.series(measurement) if pred(s.tags)]
@@ -108,6 +113,8 @@ class Reader(CachedSource):
                 # again (a full read would decode a chunk for each of 10,000 VMs' series at a past cursor)
                 read_at = now
                 moved |= {sid for sid, r in rows.items() if r.ts < cached[0] - LATE_NS}
+            if moved:
+                self.changes += 1
             if len(moved) > len(rows) // 4:  # a vCenter's whole cycle, all of its VMs at one time: one bulk read
                 rows = {self._series_id(measurement, r.tags): r for r in self.latest(measurement, 0, until_ns, fields)}
             elif moved:
@@ -118,6 +125,7 @@ class Reader(CachedSource):
         else:
             read_at = now
             rows = {self._series_id(measurement, r.tags): r for r in self.latest(measurement, 0, until_ns, fields)}
+            self.changes += 1
         self._latest[(measurement, fields)] = (until_ns, read_at, rows, now)
         return [r for r in rows.values() if r.ts >= since_ns]
 
@@ -147,6 +155,10 @@ class Reader(CachedSource):
             self._seen.clear()
         self._seen[id(tags)] = (tags, sid)
         return sid
+
+    def facts_read(self) -> tuple[int, ...]:
+        """Which facts answers are kept (they are read again every minute): what a view made from them depends on."""
+        return tuple(id(found) for _, found in self._facts.values())
 
     def period(self, measurement: str, rows: list[Row], key: Any = None) -> float | None:
         """The sampling period these rows' source keeps, as the median over its freshest series:

@@ -20,6 +20,7 @@ from db2vtop.checks.scales import Level, Levels
 from db2vtop.checks.topology import resolve, short_name
 from db2vtop.tui.chart import level_style
 from db2vtop.tui.data import (
+    LoadCancelledError,
     Reader,
     Status,
     TableState,
@@ -201,7 +202,38 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
     guest_cpu = _newest_by(latest("guest_cpu", lambda t: t.get("cpu") == "total"), "guest")
     guest_await = _worst_by(latest("guest_disk", lambda t: t.get("type", "disk") == "disk"), "guest",
                             *FIELDS["guest_disk"])
+    agent_cpu = _newest_by(latest(AGENT_MEASUREMENT), "agent")
+    sinks = _newest_by(rd.latest_at(SINK_MEASUREMENT, until), "agent")
     findings = open_at(rd.every_finding(), until)
+    # the rows are made from these alone: at the same moment with nothing new read (a key's reload at a paused
+    # cursor, the Fleet shown again) they are the last load's, and only the trends of the rows on screen are drawn
+    made_from = (until, rd.changes, stacks, levels, findings, guest_cpu, guest_await, rd.facts_read())
+    last = rd.views.get("fleet")
+    if last is not None and last[0] == made_from:
+        rows, targets, sources, stale_rows, longest = last[1]
+    else:
+        rows, targets, sources, stale_rows, longest = _fleet_rows(
+            rd, stacks, until, levels, vm_rows, esx_vms, vmdk, hosts, gavg, db, tps, log_ms, guest_cpu, guest_await,
+            agent_cpu, sinks, findings)
+        rd.views["fleet"] = (made_from, (rows, targets, sources, stale_rows, longest))
+    model = TableModel(COLUMNS, rows, fitted_widths(COLUMNS, longest))
+    markers = [a for a in rd.annotations(since, until) if a.event == "marker"]
+    marker_ts = [m.ts for m in markers]
+    fill_trends(rd, model, lambda key: _ready_trend(rd, sources.get(key), levels), READY_TREND, state, since, until,
+                spark_cols, marker_ts)
+    fill_trends(rd, model, lambda key: _io_trend(rd, sources.get(key), levels), IO_TREND, state, since, until,
+                spark_cols, marker_ts)
+    counts: dict[str, int] = defaultdict(int)
+    for r in rows:
+        counts[r.key.partition(":")[0]] += 1
+    return FleetView(until, since, model, targets, dict(counts), load_status(rd, until), markers,
+                     len(findings), stale_rows)
+
+
+def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Levels, vm_rows: dict, esx_vms: dict,
+                vmdk: dict, hosts: dict, gavg: dict, db: list[Row], tps: dict, log_ms: dict, guest_cpu: dict,
+                guest_await: dict, agent_cpu: dict, sinks: dict, findings: list[Finding]) -> tuple:
+    """The Fleet's rows at `until` from what was read: (rows, targets, trend sources, stale rows, text widths)."""
     fx = _FindingIndex(findings)
     stale_after = {m: rd.period(m, list(by.values())) for m, by in  # one period per source
                    (("vsphere_vm", vm_rows), ("vsphere_host", hosts), ("guest_cpu", guest_cpu))}
@@ -291,7 +323,9 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
 
     keys = set(vm_rows) | {(None, name) for name in esx_vms if not any(vm == name for _, vm in vm_rows)}
     repeated = {vm for vm, n in Counter(vm for _, vm in keys).items() if n > 1}
-    for vcenter, name in sorted(keys, key=lambda k: (k[1], k[0] or "")):
+    for i, (vcenter, name) in enumerate(sorted(keys, key=lambda k: (k[1], k[0] or ""))):
+        if i % 2000 == 1999 and rd.cancelled():  # a load no longer wanted stops within a few milliseconds
+            raise LoadCancelledError
         row = vm_rows.get((vcenter, name))
         esx = esx_vms.get(name)
         f = row.fields if row else {}
@@ -330,8 +364,7 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
         sources[f"guest:{name}"] = ("guest", name, None)
 
     # the agents themselves (one per machine feeding the store or InfluxDB): delivery, backlog, own CPU
-    agent_cpu = _newest_by(latest(AGENT_MEASUREMENT), "agent")
-    for name, row in sorted(_newest_by(rd.latest_at(SINK_MEASUREMENT, until), "agent").items()):
+    for name, row in sorted(sinks.items()):
         f = row.fields
         last = f.get("last_success_ns")
         wrote = f"wrote {ago((until - last) / 1e9)}" if isinstance(last, int) and last else "nothing delivered yet"
@@ -340,16 +373,4 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
         add("agent", name, f"sink {f.get('state', '?')} · {wrote} · backlog {num(value(f, 'pending'), 0)}{note}",
             None, (None, value(agent_cpu[name].fields, "cpu_pct") if name in agent_cpu else None, None, None, None,
                    None), Target.of_guest(name), stale, [("ERR ", "bold red"), (error, None)] if error else None)
-
-    model = TableModel(COLUMNS, rows, fitted_widths(COLUMNS, longest))
-    markers = [a for a in rd.annotations(since, until) if a.event == "marker"]
-    marker_ts = [m.ts for m in markers]
-    fill_trends(rd, model, lambda key: _ready_trend(rd, sources.get(key), levels), READY_TREND, state, since, until,
-                spark_cols, marker_ts)
-    fill_trends(rd, model, lambda key: _io_trend(rd, sources.get(key), levels), IO_TREND, state, since, until,
-                spark_cols, marker_ts)
-    counts: dict[str, int] = defaultdict(int)
-    for r in rows:
-        counts[r.key.partition(":")[0]] += 1
-    return FleetView(until, since, model, targets, dict(counts), load_status(rd, until), markers,
-                     len(findings), stale_rows)
+    return rows, targets, sources, stale_rows, longest
