@@ -180,6 +180,23 @@ def test_a_few_fields_of_the_newest_rows_are_those_of_the_whole_rows_at_every_mo
                            if x.ts < T0 + 3 * CHUNK_SPAN_NS - 60 * S)  # sealed rows hold the fields asked for alone
 
 
+def test_which_series_moved_is_asked_again_once_the_file_changed(store_path):
+    """newest() answers a question asked again from what it said (a paused cursor, at every key), but only
+    while nothing was written: a row written since, by this connection or another, is in the answer."""
+    with Store(store_path, writer=True) as w:
+        w.write([Sample("m", {"k": k}, {"v": 1.0}, T0 + i * 20 * S) for k in "ab" for i in range(200)])
+        w.compact()
+        with Store(store_path) as r:
+            since, until = T0 + 50 * 20 * S, T0 + 100 * 20 * S + 5 * S
+            assert r.newest("m", since, until) == [(1, T0 + 100 * 20 * S), (2, T0 + 100 * 20 * S)]
+            w.write([Sample("m", {"k": "a"}, {"v": 2.0}, until - S)])  # late, inside the window
+            assert r.newest("m", since, until) == [(1, until - S), (2, T0 + 100 * 20 * S)]
+            w.write([Sample("m", {"k": "b"}, {"v": 2.0}, until - 2 * S)])
+            assert w.newest("m", since, until)[1] == (2, until - 2 * S)
+            w.write([Sample("m", {"k": "b"}, {"v": 3.0}, until)])
+            assert w.newest("m", since, until)[1] == (2, until)  # its own write too
+
+
 def test_a_late_row_of_a_sealed_span_is_merged_into_its_chunk(store_path):
     with Store(store_path, writer=True) as w:
         w.write([Sample("m", {}, {"a": i}, T0 + i * 20 * S) for i in range(0, 200, 2)])

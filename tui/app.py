@@ -31,6 +31,7 @@ from rich.text import Text
 from textual import work
 from textual.app import App, SystemCommand
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widget import AwaitMount
 from textual.worker import get_current_worker
 
@@ -72,6 +73,7 @@ NAMED_BY = {"vm": ("vsphere_vm", "esxtop_vm"), "host": (*HOST_MEASUREMENTS, "esx
             "guest": ("guest_cpu",)}  # the measurements whose tag names the VMs, hosts and guests
 MAX_DEPTH = 8
 FLASH_S = 5.0  # how long a message stays on the key bar's line
+PREFETCH_AFTER_S = 0.5  # a paused cursor left alone this long: the screen under the current one is loaded too
 
 
 @dataclass
@@ -122,6 +124,7 @@ class Db2vtopApp(App):
         self._collecting = None
         self._last_tick = time.monotonic()
         self._reload_timer = None
+        self._prefetch_timer: Timer | None = None
         self._start_target: Target | None = None
         self._switching = False
         self._settled = False
@@ -204,11 +207,11 @@ class Db2vtopApp(App):
         if not self._screen_stacks.get(self._current_mode):
             return  # a timer that fires while the app is closing
         self._title()
+        if self._prefetch_timer is not None:
+            self._prefetch_timer.stop()
+            self._prefetch_timer = None
         if isinstance(self.screen, ViewScreen):
-            base = self.screen_stack[0]
-            paused = not self.cursor.live and not self.cursor.playing
-            self._load(self.screen, base if paused and base is not self.screen and isinstance(base, ViewScreen)
-                       else None)
+            self._load(self.screen)
 
     def request_reload(self, now: bool = False) -> None:
         """Coalesce reloads asked for by resizes, scrolling and typing into one, 50 ms later."""
@@ -218,10 +221,7 @@ class Db2vtopApp(App):
             self._reload_timer = self.set_timer(0.05, self.reload)
 
     @work(thread=True, exclusive=True, group="load")
-    def _load(self, screen: ViewScreen, under: ViewScreen | None = None) -> None:
-        """Load `screen`'s view and show it; then, with the cursor paused, the view of the screen it was opened
-        from (`under`: the Fleet under a Stack screen) at the same moment, so that going back shows it at once
-        (a 10,000-VM Fleet at a moment it has not read takes a good part of a second)."""
+    def _load(self, screen: ViewScreen) -> None:
         now = self.clock()
         until, since = self.cursor.end(now), self.cursor.since(now)
         worker = get_current_worker()
@@ -233,11 +233,7 @@ class Db2vtopApp(App):
             if view is None:
                 return
             self.timings.load_ms.append((time.perf_counter() - t0) * 1000)
-            self.call_from_thread(self._show, screen, view)
-            if under is not None and under.loaded_at != (since, until) and not worker.is_cancelled:
-                view = self._read(under, worker, since, until)  # kept by the reader; shown if gone back to it
-                if view is not None:
-                    self.call_from_thread(self._show, under, view)
+        self.call_from_thread(self._show, screen, view)
 
     def _read(self, screen: ViewScreen, worker: Any, since: int, until: int) -> Any:
         """`screen.load_view` in the loader thread: None if it was cancelled or the source failed (said on screen)."""
@@ -265,9 +261,23 @@ class Db2vtopApp(App):
         t0 = time.perf_counter()
         screen.show_view(view)
         self.timings.show_ms.append((time.perf_counter() - t0) * 1000)
+        base = self.screen_stack[0]
+        if base is not screen and isinstance(base, ViewScreen) and not self.cursor.live and not self.cursor.playing:
+            self._prefetch_timer = self.set_timer(PREFETCH_AFTER_S, self._prefetch)
         if not self._settled:
             self._settled = True
             self.set_timer(0.1, self._settle)
+
+    def _prefetch(self) -> None:
+        """The cursor paused and moved on a screen opened from another (a Stack screen over the Fleet): once the
+        user stops there, the screen under it is loaded at that moment too, and going back shows it at once (a
+        10,000-VM Fleet at a moment it has not read takes a good part of a second). Any key's load comes first."""
+        self._prefetch_timer = None
+        base = self.screen_stack[0]
+        now = self.clock()
+        if isinstance(base, ViewScreen) and base is not self.screen and not self.cursor.live and \
+                base.loaded_at != (self.cursor.since(now), self.cursor.end(now)):
+            self._load(base)
 
     def _settle(self) -> None:
         """Once the first view is up: compose the other screens, one per idle moment, so that a first

@@ -275,6 +275,10 @@ def fill_trends(reader: Reader, model: TableModel, trend_of: Callable[[str], Tre
     marks = Marks.at(since, until, width, markers)
     drawn = [(row, t, trend_values(reader, t, since, until, width)) for row in shown[lo:hi]
              if (t := trend_of(row.key))]
+    now_drawn = {id(row) for row, _, _ in drawn}
+    for row in model.rows:  # a row kept from an earlier load shows no trend of another moment once off screen
+        if row.made and id(row) not in now_drawn and row.cells[column]:
+            row.cells[column] = ""
     if not drawn:
         return
     top = max(top_of(t, values) for _, t, values in drawn)

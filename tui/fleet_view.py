@@ -212,17 +212,24 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
     if last is not None and last[0] == made_from:
         rows, targets, sources, stale_rows, longest = last[1]
     else:
+        last = None
         rows, targets, sources, stale_rows, longest = _fleet_rows(
             rd, stacks, until, levels, vm_rows, esx_vms, vmdk, hosts, gavg, db, tps, log_ms, guest_cpu, guest_await,
             agent_cpu, sinks, findings)
-        rd.views["fleet"] = (made_from, (rows, targets, sources, stale_rows, longest))
     model = TableModel(COLUMNS, rows, fitted_widths(COLUMNS, longest))
     markers = [a for a in rd.annotations(since, until) if a.event == "marker"]
-    marker_ts = [m.ts for m in markers]
-    fill_trends(rd, model, lambda key: _ready_trend(rd, sources.get(key), levels), READY_TREND, state, since, until,
-                spark_cols, marker_ts)
-    fill_trends(rd, model, lambda key: _io_trend(rd, sources.get(key), levels), IO_TREND, state, since, until,
-                spark_cols, marker_ts)
+    drawn = (since, state, spark_cols, tuple(m.ts for m in markers))
+    if last is not None and last[2][0] == drawn:
+        # the same rows' trends, drawn last time (their scales in the headers), arranged as they were
+        model.columns, model.arranged = list(last[2][1]), last[2][2]
+    else:
+        marker_ts = list(drawn[3])
+        fill_trends(rd, model, lambda key: _ready_trend(rd, sources.get(key), levels), READY_TREND, state, since,
+                    until, spark_cols, marker_ts)
+        fill_trends(rd, model, lambda key: _io_trend(rd, sources.get(key), levels), IO_TREND, state, since, until,
+                    spark_cols, marker_ts)
+    rd.views["fleet"] = (made_from, (rows, targets, sources, stale_rows, longest),
+                         (drawn, tuple(model.columns), model.arranged))
     counts: dict[str, int] = defaultdict(int)
     for r in rows:
         counts[r.key.partition(":")[0]] += 1

@@ -60,6 +60,11 @@ class TableRow:
                 self._cells, self._make = cells, None
         return self._cells
 
+    @property
+    def made(self) -> bool:
+        """Whether the cells are made (asking for them would make them)."""
+        return self._make is None
+
     def __repr__(self) -> str:
         return f"TableRow({self.key!r}, {self.cells!r})"
 

@@ -193,6 +193,7 @@ class Store:
         self._fields: OrderedDict[tuple[int, int, int], dict[str, Sequence[Any]]] = OrderedDict()
         self._wanted_names: dict[tuple[int, tuple[str, ...]], frozenset[str]] = {}
         self._series_lists: dict[str, tuple[int, list[Series]]] = {}
+        self._newest: dict[tuple[str, int, int], tuple[tuple[int, int], list[tuple[int, int]]]] = {}
         self._chunked = self._has_chunks()
 
     def _open_immutable(self) -> None:
@@ -865,7 +866,12 @@ class Store:
 
     def newest(self, measurement: str, since_ns: int, until_ns: int) -> list[tuple[int, int]]:
         """(series id, newest ts) of the series of a measurement with samples in [since, until]:
-        which series moved, without decoding a sample (readers refresh only those)."""
+        which series moved, without decoding a sample (readers refresh only those). Asked again while the file
+        has not changed (a paused cursor, read again at each key), the answer is the one given."""
+        version = (self.db.execute("PRAGMA data_version").fetchone()[0], self.db.total_changes)
+        hit = self._newest.get((measurement, since_ns, until_ns))
+        if hit is not None and hit[0] == version:
+            return list(hit[1])
         with self._snapshot():
             found = dict(self.db.execute(
                 "SELECT x.series_id, max(x.ts) FROM series s JOIN samples x ON x.series_id = s.id "
@@ -882,7 +888,10 @@ class Store:
                         last_ts = ts[bisect_right(ts, until_ns) - 1]
                     if last_ts >= since_ns and last_ts > found.get(sid, -1):
                         found[sid] = last_ts
-        return sorted(found.items())
+        if len(self._newest) > 256:  # a cursor moving about: keep the recent answers only
+            self._newest.clear()
+        answer = self._newest[(measurement, since_ns, until_ns)] = (version, sorted(found.items()))
+        return list(answer[1])
 
     def _chunk_times(self, cid: int, last_ts: int, n: int, data: bytes | None = None) -> Sequence[int]:
         """A chunk's timestamps, decoded alone and kept (a chunk rewritten by a late row has another last row
