@@ -195,6 +195,12 @@ def test_which_series_moved_is_asked_again_once_the_file_changed(store_path):
             assert w.newest("m", since, until)[1] == (2, until - 2 * S)
             w.write([Sample("m", {"k": "b"}, {"v": 3.0}, until)])
             assert w.newest("m", since, until)[1] == (2, until)  # its own write too
+            for at in (since + 7 * S, until):  # after a whole read at a moment, that read says it until a write
+                r.latest("m", 0, at, fields=("v",))
+                with Store(store_path) as other:
+                    assert r.newest("m", since, at) == other.newest("m", since, at)
+                w.write([Sample("m", {"k": "a"}, {"v": 4.0}, at - S // 2)])
+                assert r.newest("m", since, at)[0] == (1, at - S // 2)
 
 
 def test_a_late_row_of_a_sealed_span_is_merged_into_its_chunk(store_path):

@@ -20,6 +20,7 @@ from db2vtop.agent.core.model import (
     SELF_MEASUREMENT,
     THREAD_MEASUREMENT,
     Annotation,
+    Fact,
     FieldValue,
     Finding,
     severity_rank,
@@ -68,8 +69,10 @@ class Reader(CachedSource):
         self.made_targets: dict[tuple, Any] = {}  # what a Fleet row opens, by how it is made
         #: what a screen's load made last, with what it was made from (reused while that is the same)
         self.views: dict[str, tuple[tuple, Any]] = {}
-        #: counts the changes to the newest rows kept (a load that saw none made nothing new from them)
+        #: counts the changes to the newest rows kept (a load that saw none made nothing new from them), and the
+        #: facts read again
         self.changes = 0
+        self.facts_changes = 0
         #: set by the loader: whether the load under way is no longer wanted (checked between whole reads)
         self.cancelled: Callable[[], bool] = lambda: False
 
@@ -156,9 +159,12 @@ class Reader(CachedSource):
         self._seen[id(tags)] = (tags, sid)
         return sid
 
-    def facts_read(self) -> tuple[int, ...]:
-        """Which facts answers are kept (they are read again every minute): what a view made from them depends on."""
-        return tuple(id(found) for _, found in self._facts.values())
+    def facts(self, kind: str | None = None) -> list[Fact]:
+        kept = self._facts.get(kind)
+        found = super().facts(kind)
+        if kept is not None and kept[1] is not found:
+            self.facts_changes += 1  # read again (every minute): what was made from the last answer may change
+        return found
 
     def period(self, measurement: str, rows: list[Row], key: Any = None) -> float | None:
         """The sampling period these rows' source keeps, as the median over its freshest series:

@@ -207,7 +207,7 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
     findings = open_at(rd.every_finding(), until)
     # the rows are made from these alone: at the same moment with nothing new read (a key's reload at a paused
     # cursor, the Fleet shown again) they are the last load's, and only the trends of the rows on screen are drawn
-    made_from = (until, rd.changes, stacks, levels, findings, guest_cpu, guest_await, rd.facts_read())
+    made_from = (until, rd.changes, stacks, levels, findings, guest_cpu, guest_await, rd.facts_changes)
     last = rd.views.get("fleet")
     if last is not None and last[0] == made_from:
         rows, targets, sources, stale_rows, longest = last[1]

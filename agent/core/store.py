@@ -194,6 +194,8 @@ class Store:
         self._wanted_names: dict[tuple[int, tuple[str, ...]], frozenset[str]] = {}
         self._series_lists: dict[str, tuple[int, list[Series]]] = {}
         self._newest: dict[tuple[str, int, int], tuple[tuple[int, int], list[tuple[int, int]]]] = {}
+        #: each series' newest row time at a moment, from the last whole read of a measurement there
+        self._newest_at: dict[str, tuple[tuple[int, int], int, dict[int, int]]] = {}
         self._chunked = self._has_chunks()
 
     def _open_immutable(self) -> None:
@@ -717,7 +719,7 @@ class Store:
 
     def _latest_kept(self, series: list[Series], head: dict[int, tuple],
                      candidates: dict[int, tuple[int, int, int, int, bytes | None]], since_ns: int, until_ns: int,
-                     fields: Collection[str]) -> list[Row]:
+                     fields: Collection[str], newest: dict[int, int]) -> list[Row]:
         """`_latest_sealed`'s loop for a few fields: a chunk whose fields are kept decoded is a lookup."""
         out = []
         kept_fields, times = self._fields, self._times
@@ -742,8 +744,10 @@ class Store:
                         found = ts[i], {name: v for name in wanted if (v := kept[name][i]) is not None}
             if found is None and h is not None:
                 found = (h[0], self._decode(h[1], h[2]))
-            if found is not None and found[0] >= since_ns:
-                out.append(Row(found[0], s.measurement, s.tags, found[1]))
+            if found is not None:
+                newest[s.id] = found[0]
+                if found[0] >= since_ns:
+                    out.append(Row(found[0], s.measurement, s.tags, found[1]))
         return out
 
     def _wanted(self, fid: int, fields: Collection[str]) -> frozenset[str]:
@@ -797,6 +801,7 @@ class Store:
         Without `until` the head alone answers: it always holds each series' newest row. `fields`: only
         these are wanted (a row from a chunk holds no others; they are kept decoded for the next moment)."""
         until = until_ns if until_ns is not None else _END
+        version = self._file_version()
         with self._snapshot():
             head = {sid: (ts, fid, vals, tags) for sid, ts, fid, vals, tags in self.db.execute(
                 "SELECT s.id, x.ts, x.fieldset, x.vals, s.tags FROM series s JOIN samples x ON x.series_id = s.id "
@@ -805,7 +810,11 @@ class Store:
             if until_ns is None or not self._chunked:
                 return [Row(ts, measurement, json.loads(tags), self._decode(fid, vals))
                         for ts, fid, vals, tags in head.values() if ts >= since_ns]
-            return self._latest_sealed(self._kept_series(measurement), head, since_ns, until, measurement, fields)
+            newest: dict[int, int] = {}
+            rows = self._latest_sealed(self._kept_series(measurement), head, since_ns, until, measurement, fields,
+                                       newest)
+        self._newest_at[measurement] = (version, until, newest)
+        return rows
 
     def latest_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None,
                   fields: Collection[str] | None = None) -> list[Row]:
@@ -826,9 +835,12 @@ class Store:
             return self._latest_sealed(chosen, head, since_ns, until, fields=fields)
 
     def _latest_sealed(self, series: list[Series], head: dict[int, tuple], since_ns: int, until_ns: int,
-                       measurement: str | None = None, fields: Collection[str] | None = None) -> list[Row]:
+                       measurement: str | None = None, fields: Collection[str] | None = None,
+                       newest: dict[int, int] | None = None) -> list[Row]:
         """`latest` back in time: a series' newest row before `until` may be in a chunk. For a whole
-        measurement, each series' candidate chunk is found by one query."""
+        measurement, each series' candidate chunk is found by one query. `newest` gets each series' newest row
+        time, before `since` too."""
+        newest = {} if newest is None else newest
         candidates: dict[int, tuple[int, int, int, int, bytes | None]] = {}
         if measurement is not None:
             found = self._candidates(measurement, series, until_ns)
@@ -847,7 +859,7 @@ class Store:
                                             part))
             candidates = {sid: (*c, data.get(c[0])) for sid, c in found.items()}
             if fields is not None:
-                return self._latest_kept(series, head, candidates, since_ns, until_ns, fields)
+                return self._latest_kept(series, head, candidates, since_ns, until_ns, fields, newest)
         out = []
         for s in series:
             h = head.get(s.id)
@@ -860,18 +872,23 @@ class Store:
                 found = self._latest_in_chunk(s.id, until_ns, newer_than, candidates.get(s.id))
             if found is None and h is not None:
                 found = (h[0], self._decode(h[1], h[2]))
-            if found is not None and found[0] >= since_ns:
-                out.append(Row(found[0], s.measurement, s.tags, found[1]))
+            if found is not None:
+                newest[s.id] = found[0]
+                if found[0] >= since_ns:
+                    out.append(Row(found[0], s.measurement, s.tags, found[1]))
         return out
 
     def newest(self, measurement: str, since_ns: int, until_ns: int) -> list[tuple[int, int]]:
         """(series id, newest ts) of the series of a measurement with samples in [since, until]:
         which series moved, without decoding a sample (readers refresh only those). Asked again while the file
         has not changed (a paused cursor, read again at each key), the answer is the one given."""
-        version = (self.db.execute("PRAGMA data_version").fetchone()[0], self.db.total_changes)
+        version = self._file_version()
         hit = self._newest.get((measurement, since_ns, until_ns))
         if hit is not None and hit[0] == version:
             return list(hit[1])
+        at = self._newest_at.get(measurement)
+        if at is not None and at[0] == version and at[1] == until_ns:  # a whole read at this moment said it
+            return sorted((sid, ts) for sid, ts in at[2].items() if ts >= since_ns)
         with self._snapshot():
             found = dict(self.db.execute(
                 "SELECT x.series_id, max(x.ts) FROM series s JOIN samples x ON x.series_id = s.id "
@@ -892,6 +909,10 @@ class Store:
             self._newest.clear()
         answer = self._newest[(measurement, since_ns, until_ns)] = (version, sorted(found.items()))
         return list(answer[1])
+
+    def _file_version(self) -> tuple[int, int]:
+        """Changes whenever anything is written to the file, by another connection or this one."""
+        return self.db.execute("PRAGMA data_version").fetchone()[0], self.db.total_changes
 
     def _chunk_times(self, cid: int, last_ts: int, n: int, data: bytes | None = None) -> Sequence[int]:
         """A chunk's timestamps, decoded alone and kept (a chunk rewritten by a late row has another last row
