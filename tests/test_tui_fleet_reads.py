@@ -43,14 +43,16 @@ def fresh(path, stacks, since: int, until: int, state: TableState) -> list[list[
 
 def test_every_moment_reads_as_a_fresh_reader_would(recorded, utc):
     """Forward a second at a time (a tick), across a sampling step and a chunk's span, back (a scrub), wider (a
-    zoom), the same moment again, another sort: the one long-lived reader shows what a new one shows."""
+    zoom), the same moment again, another sort, past the recording's end as its rows go stale: the one long-lived
+    reader shows what a new one shows."""
     path, stacks = recorded
     clock = [0.0]
     rd = Reader(Store(path), clock=lambda: clock[0])
     end = FLEET.end_ns
     moments = [(end - 700 * S, 300), (end - 699 * S, 300), (end - 680 * S, 300), (end - 680 * S, 300),
                (T0 + 30 * 60 * S - 5 * S, 300), (T0 + 30 * 60 * S + 25 * S, 300), (end - 730 * S, 300),
-               (end - 730 * S, 900), (end - 730 * S, 900), (end - 3 * STEP_S * S, 60)]
+               (end - 730 * S, 900), (end - 730 * S, 900), (end - 3 * STEP_S * S, 60),
+               (end + 30 * S, 300), (end + 60 * S, 300), (end + 85 * S, 300), (end + 95 * S, 300)]  # going stale
     states = [TableState(), TableState(sort_col=3, sort_reverse=True, visible=(0, 8)), TableState(filter_text="app")]
     for k, (until, window) in enumerate(moments):
         state = states[k % len(states)] if k % 4 else states[0]

@@ -214,9 +214,13 @@ class Db2vtopApp(App):
             self._load(self.screen)
 
     def request_reload(self, now: bool = False) -> None:
-        """Coalesce reloads asked for by resizes, scrolling and typing into one, 50 ms later."""
+        """Coalesce reloads asked for by resizes, scrolling and typing into one, 50 ms later; none while the
+        cursor moves on its own, whose next tick loads within a second anyway (a 10,000-VM Fleet's load after
+        each key would take the loader away from the keys that follow)."""
         if now:
             self.reload()
+        elif (self.cursor.live or self.cursor.playing) and self.refresh_s <= 1.0:
+            return
         elif self._reload_timer is None:
             self._reload_timer = self.set_timer(0.05, self.reload)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from db2vtop.agent.core.cadence import stale_age_s
 from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.model import AGENT_MEASUREMENT, SINK_MEASUREMENT, Annotation, Finding, severity_rank
 from db2vtop.agent.core.source import Row
@@ -49,6 +50,7 @@ COLUMNS = [
 ]
 NAME_COL, FINDING_COL, READY_TREND, IO_TREND, WHERE_COL = 1, 8, 9, 10, 11
 KIND_ORDER = {"stack": 0, "vm": 1, "host": 2, "guest": 3, "agent": 4}
+END = 2**63 - 1
 # the fields each measurement's rows are read for: a 10,000-VM Fleet at a moment it has not shown before decodes
 # these of each series, not every field, and the source keeps them decoded for the next moment
 FIELDS = {"vsphere_vm": ("cpu_usage_pct", "cpu_ready_pct", "mem_balloon_bytes"),
@@ -207,29 +209,33 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
     findings = open_at(rd.every_finding(), until)
     # the rows are made from these alone: at the same moment with nothing new read (a key's reload at a paused
     # cursor, the Fleet shown again) they are the last load's, and only the trends of the rows on screen are drawn
-    made_from = (until, rd.changes, stacks, levels, findings, guest_cpu, guest_await, rd.facts_changes)
+    # cursor, the Fleet shown again; live, until a row goes stale) they are the last load's, and only the trends of
+    # the rows on screen are drawn
+    made_from = (rd.changes, stacks, levels, findings, guest_cpu, guest_await, rd.facts_changes)
     last = rd.views.get("fleet")
-    if last is not None and last[0] == made_from:
+    if last is not None and last[0] == made_from and last[3][0] <= until <= last[3][1]:
         rows, targets, sources, stale_rows, longest = last[1]
+        valid = last[3]
     else:
         last = None
-        rows, targets, sources, stale_rows, longest = _fleet_rows(
+        rows, targets, sources, stale_rows, longest, valid_until = _fleet_rows(
             rd, stacks, until, levels, vm_rows, esx_vms, vmdk, hosts, gavg, db, tps, log_ms, guest_cpu, guest_await,
             agent_cpu, sinks, findings)
+        valid = (until, valid_until)
     model = TableModel(COLUMNS, rows, fitted_widths(COLUMNS, longest))
     markers = [a for a in rd.annotations(since, until) if a.event == "marker"]
-    drawn = (since, state, spark_cols, tuple(m.ts for m in markers))
+    drawn = (since, until, state, spark_cols, tuple(m.ts for m in markers))
     if last is not None and last[2][0] == drawn:
         # the same rows' trends, drawn last time (their scales in the headers), arranged as they were
         model.columns, model.arranged = list(last[2][1]), last[2][2]
     else:
-        marker_ts = list(drawn[3])
+        marker_ts = list(drawn[4])
         fill_trends(rd, model, lambda key: _ready_trend(rd, sources.get(key), levels), READY_TREND, state, since,
                     until, spark_cols, marker_ts)
         fill_trends(rd, model, lambda key: _io_trend(rd, sources.get(key), levels), IO_TREND, state, since, until,
                     spark_cols, marker_ts)
     rd.views["fleet"] = (made_from, (rows, targets, sources, stale_rows, longest),
-                         (drawn, tuple(model.columns), model.arranged))
+                         (drawn, tuple(model.columns), model.arranged), valid)
     counts: dict[str, int] = defaultdict(int)
     for r in rows:
         counts[r.key.partition(":")[0]] += 1
@@ -240,7 +246,8 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
 def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Levels, vm_rows: dict, esx_vms: dict,
                 vmdk: dict, hosts: dict, gavg: dict, db: list[Row], tps: dict, log_ms: dict, guest_cpu: dict,
                 guest_await: dict, agent_cpu: dict, sinks: dict, findings: list[Finding]) -> tuple:
-    """The Fleet's rows at `until` from what was read: (rows, targets, trend sources, stale rows, text widths)."""
+    """The Fleet's rows at `until` from what was read: (rows, targets, trend sources, stale rows, text widths, the
+    last moment they hold for)."""
     fx = _FindingIndex(findings)
     stale_after = {m: rd.period(m, list(by.values())) for m, by in  # one period per source
                    (("vsphere_vm", vm_rows), ("vsphere_host", hosts), ("guest_cpu", guest_cpu))}
@@ -253,11 +260,19 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
     sources: dict[str, Source] = {}  # row key -> whose trends
     stale_rows = 0
 
+    valid_until = END  # the rows stay as they are made until a row goes stale, or a stale row's age moves
+
     def age_note(row: Row | None, measurement: str) -> tuple[str, bool]:
+        nonlocal valid_until
         if row is None:
             return "", False
         age = (until - row.ts) / 1e9
-        stale = is_stale(age, stale_after.get(measurement))
+        period = stale_after.get(measurement)
+        stale = is_stale(age, period)
+        if stale:
+            valid_until = until
+        elif period:
+            valid_until = min(valid_until, row.ts + int(stale_age_s(period) * 1e9))
         return (f" STALE {ago(age)}" if stale else ""), stale
 
     made = rd.made_rows
@@ -372,6 +387,7 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
 
     # the agents themselves (one per machine feeding the store or InfluxDB): delivery, backlog, own CPU
     for name, row in sorted(sinks.items()):
+        valid_until = until  # "wrote 5s ago": an agent's row moves with the cursor
         f = row.fields
         last = f.get("last_success_ns")
         wrote = f"wrote {ago((until - last) / 1e9)}" if isinstance(last, int) and last else "nothing delivered yet"
@@ -380,4 +396,4 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
         add("agent", name, f"sink {f.get('state', '?')} · {wrote} · backlog {num(value(f, 'pending'), 0)}{note}",
             None, (None, value(agent_cpu[name].fields, "cpu_pct") if name in agent_cpu else None, None, None, None,
                    None), Target.of_guest(name), stale, [("ERR ", "bold red"), (error, None)] if error else None)
-    return rows, targets, sources, stale_rows, longest
+    return rows, targets, sources, stale_rows, longest, valid_until
