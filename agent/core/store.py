@@ -895,13 +895,14 @@ class Store:
                 "WHERE s.measurement=? AND x.ts >= ? AND x.ts <= ? GROUP BY x.series_id",
                 (measurement, since_ns, until_ns)).fetchall())
             if self._chunked:
+                times = self._times
                 for sid, cid, n, last_ts, past in self.db.execute(
                         "SELECT c.series_id, c.id, c.n, c.last_ts, c.last_ts > ? "
                         "FROM series s JOIN chunks c ON c.series_id = s.id WHERE s.measurement=? "
                         "AND c.span BETWEEN ? AND ? AND c.last_ts >= ? AND c.first_ts <= ?",
                         (until_ns, measurement, *self._spans(since_ns, until_ns), since_ns, until_ns)).fetchall():
-                    if past:  # the chunk runs past `until`: its last row before it
-                        ts = self._chunk_times(cid, last_ts, n)
+                    if past:  # the chunk runs past `until`: its last row before it (10,000 a second: no LRU touch)
+                        ts = times.get((cid, last_ts, n)) or self._chunk_times(cid, last_ts, n)
                         last_ts = ts[bisect_right(ts, until_ns) - 1]
                     if last_ts >= since_ns and last_ts > found.get(sid, -1):
                         found[sid] = last_ts
