@@ -1,7 +1,8 @@
 """The Fleet screen's data: one row per stack, VM, host and lone guest.
 
 Everything comes from one `latest` read per measurement (2,000 VMs are one query, not
-2,000), joined in memory; trends are drawn only for the rows on screen.
+2,000) of the few fields a row shows, joined in memory; trends are drawn only for the rows on
+screen, and a row's cells are made when it is first drawn.
 """
 
 from __future__ import annotations
@@ -207,10 +208,9 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
     agent_cpu = _newest_by(latest(AGENT_MEASUREMENT), "agent")
     sinks = _newest_by(rd.latest_at(SINK_MEASUREMENT, until), "agent")
     findings = open_at(rd.every_finding(), until)
-    # the rows are made from these alone: at the same moment with nothing new read (a key's reload at a paused
-    # cursor, the Fleet shown again) they are the last load's, and only the trends of the rows on screen are drawn
-    # cursor, the Fleet shown again; live, until a row goes stale) they are the last load's, and only the trends of
-    # the rows on screen are drawn
+    # the rows are made from these alone: with nothing new read (a key's reload at a paused cursor, the Fleet shown
+    # again; live, until a row goes stale) they are the last load's, and only the trends of the rows on screen are
+    # drawn again
     made_from = (rd.changes, stacks, levels, findings, guest_cpu, guest_await, rd.facts_changes)
     last = rd.views.get("fleet")
     if last is not None and last[0] == made_from and last[3][0] <= until <= last[3][1]:
