@@ -241,10 +241,9 @@ def _value_at(codec: int, data: memoryview, count: int, i: int) -> Any:
     return _decode_column(codec, data, count)[i]
 
 
-def row(blob: bytes, i: int, wanted: Collection[int] | None = None) -> list[Any]:
+def row(blob: bytes, i: int) -> list[Any]:
     """Row i of a chunk (None where it lacks a field), its columns decoded only as far as that row: a reader
-    that wants each of 10,000 series' row at one moment decodes one value a column, not 90. `wanted`: only
-    those columns (None for the others)."""
+    that wants each of 10,000 series' row at one moment decodes one value a column, not 90."""
     try:
         data, n, ncols = _open(blob)
         if not 0 <= i < n:
@@ -253,16 +252,12 @@ def row(blob: bytes, i: int, wanted: Collection[int] | None = None) -> list[Any]
         (size,) = struct.unpack_from("<I", data, pos)
         pos += 4 + size
         out: list[Any] = []
-        for k in range(ncols):
+        for _ in range(ncols):
             codec, sparse, size = _COLUMN.unpack_from(data, pos)
             pos += _COLUMN.size
-            present = b""
             if sparse:
                 present = bytes(data[pos:pos + n])
                 pos += n
-            if wanted is not None and k not in wanted:
-                out.append(None)
-            elif sparse:
                 out.append(_value_at(codec, data[pos:pos + size], present.count(1), present[:i].count(1))
                            if present[i] else None)
             else:

@@ -192,7 +192,6 @@ class Store:
         self._times: OrderedDict[tuple[int, int, int], Sequence[int]] = OrderedDict()
         self._fields: OrderedDict[tuple[int, int, int], dict[str, Sequence[Any]]] = OrderedDict()
         self._wanted_names: dict[tuple[int, tuple[str, ...]], frozenset[str]] = {}
-        self._asked: OrderedDict[tuple[int, int, int], None] = OrderedDict()  # chunks a row was read from once
         self._series_lists: dict[str, tuple[int, list[Series]]] = {}
         self._newest: dict[tuple[str, int, int], tuple[tuple[int, int], list[tuple[int, int]]]] = {}
         #: each series' newest row time at a moment, from the last whole read of a measurement there
@@ -762,8 +761,8 @@ class Store:
     def _latest_fields(self, sid: int, until_ns: int, newer_than: int,
                        candidate: tuple[int, int, int, int, bytes | None] | None,
                        fields: Collection[str]) -> tuple[int, dict[str, FieldValue]] | None:
-        """`_latest_in_chunk` for a few fields: a chunk asked for a second moment has its wanted columns decoded
-        and kept (the rows at the next moment, a scrub away, are then a lookup), the other columns not at all."""
+        """`_latest_in_chunk` for a few fields: each chunk's wanted columns are decoded once and kept (the
+        rows at the next moment, a scrub away, are then a lookup), the other columns not at all."""
         if candidate is None:
             candidate = self.db.execute(
                 "SELECT id, last_ts, fieldset, n, NULL FROM chunks WHERE series_id=? AND span <= ? AND first_ts <= ?"
@@ -778,19 +777,6 @@ class Store:
         if kept is None or not wanted <= kept.keys():
             if data is None:
                 (data,) = self.db.execute("SELECT data FROM chunks WHERE id=?", (cid,)).fetchone()
-            if key not in self._asked:  # its first moment: that row alone (a replay's start reads each chunk once)
-                self._asked[key] = None
-                if len(self._asked) > _CACHED_FIELDS:
-                    self._asked.popitem(last=False)
-                ts = self._chunk_times(cid, last_ts, n, data)
-                i = bisect_right(ts, until_ns) - 1
-                if ts[i] <= newer_than:
-                    return None
-                try:
-                    values = chunks.row(data, i, {k for k, name in enumerate(names) if name in wanted})
-                except chunks.ChunkError as e:
-                    raise StoreError(f"{self.path}: chunk {cid}: {e}") from None
-                return ts[i], {name: v for name, v in zip(names, values, strict=True) if v is not None}
             try:
                 ts, columns = chunks.select(data, {i for i, name in enumerate(names) if name in wanted})
             except chunks.ChunkError as e:
