@@ -33,7 +33,7 @@ from textual.app import App, SystemCommand
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import AwaitMount
-from textual.worker import get_current_worker
+from textual.worker import WorkerState, get_current_worker
 
 from db2vtop.agent.config import Config
 from db2vtop.agent.core.config import StackConfig
@@ -267,6 +267,8 @@ class Db2vtopApp(App):
         self.timings.show_ms.append((time.perf_counter() - t0) * 1000)
         base = self.screen_stack[0]
         if base is not screen and isinstance(base, ViewScreen) and not self.cursor.live and not self.cursor.playing:
+            if self._prefetch_timer is not None:
+                self._prefetch_timer.stop()
             self._prefetch_timer = self.set_timer(PREFETCH_AFTER_S, self._prefetch)
         if not self._settled:
             self._settled = True
@@ -279,9 +281,11 @@ class Db2vtopApp(App):
         self._prefetch_timer = None
         base = self.screen_stack[0]
         now = self.clock()
-        if isinstance(base, ViewScreen) and base is not self.screen and not self.cursor.live and \
+        busy = self._reload_timer is not None or any(
+            w.group == "load" and w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in self.workers)
+        if isinstance(base, ViewScreen) and base is not self.screen and not self.cursor.live and not busy and \
                 base.loaded_at != (self.cursor.since(now), self.cursor.end(now)):
-            self._load(base)
+            self._load(base)  # a load of the current screen asked for later cancels it (one group, exclusive)
 
     def _settle(self) -> None:
         """Once the first view is up: compose the other screens, one per idle moment, so that a first
