@@ -667,6 +667,12 @@ class Store:
             for (ts, _), fields in found:
                 yield Row(ts, s.measurement, s.tags, fields)
 
+    def _chunk_at(self, sid: int, until_ns: int, data: bool) -> tuple[int, int, int, int, bytes | None] | None:
+        """The chunk that may hold a series' newest row at `until`: (id, last_ts, fieldset, n, data or None)."""
+        return self.db.execute(
+            f"SELECT id, last_ts, fieldset, n, {'data' if data else 'NULL'} FROM chunks WHERE series_id=? AND span <= ?"
+            " AND first_ts <= ? ORDER BY span DESC LIMIT 1", (sid, until_ns // CHUNK_SPAN_NS, until_ns)).fetchone()
+
     def _latest_in_chunk(self, sid: int, until_ns: int, newer_than: int,
                          candidate: tuple[int, int, int, int, bytes | None] | None = None
                          ) -> tuple[int, dict[str, FieldValue]] | None:
@@ -674,9 +680,7 @@ class Store:
         `candidate`: that chunk's (id, last_ts, fieldset, n, data), when the caller found it already. A chunk whose last
         row is not newer than the head's is not read (the live case: the head holds the newest row)."""
         if candidate is None:
-            candidate = self.db.execute(
-                "SELECT id, last_ts, fieldset, n, data FROM chunks WHERE series_id=? AND span <= ? AND first_ts <= ?"
-                " ORDER BY span DESC LIMIT 1", (sid, until_ns // CHUNK_SPAN_NS, until_ns)).fetchone()
+            candidate = self._chunk_at(sid, until_ns, data=True)
         if candidate is None or candidate[1] <= newer_than:
             return None
         cid, last_ts, fid, n, data = candidate
@@ -742,13 +746,19 @@ class Store:
                     i = bisect_right(ts, until_ns) - 1
                     if ts[i] > newer_than:
                         found = ts[i], {name: v for name in wanted if (v := kept[name][i]) is not None}
-            if found is None and h is not None:
-                found = (h[0], self._decode(h[1], h[2]))
-            if found is not None:
-                newest[s.id] = found[0]
-                if found[0] >= since_ns:
-                    out.append(Row(found[0], s.measurement, s.tags, found[1]))
+            self._keep_row(out, newest, s, found, h, since_ns)
         return out
+
+    def _keep_row(self, out: list[Row], newest: dict[int, int], s: Series, found: tuple | None, head: tuple | None,
+                  since_ns: int) -> None:
+        """A series' newest row (found in a chunk, else the head's) into `out` if at or after `since`; its time
+        into `newest` in any case."""
+        if found is None and head is not None:
+            found = (head[0], self._decode(head[1], head[2]))
+        if found is not None:
+            newest[s.id] = found[0]
+            if found[0] >= since_ns:
+                out.append(Row(found[0], s.measurement, s.tags, found[1]))
 
     def _wanted(self, fid: int, fields: Collection[str]) -> frozenset[str]:
         """Which of `fields` a fieldset has (a chunk lacking a field needs no decoding for it)."""
@@ -764,9 +774,7 @@ class Store:
         """`_latest_in_chunk` for a few fields: each chunk's wanted columns are decoded once and kept (the
         rows at the next moment, a scrub away, are then a lookup), the other columns not at all."""
         if candidate is None:
-            candidate = self.db.execute(
-                "SELECT id, last_ts, fieldset, n, NULL FROM chunks WHERE series_id=? AND span <= ? AND first_ts <= ?"
-                " ORDER BY span DESC LIMIT 1", (sid, until_ns // CHUNK_SPAN_NS, until_ns)).fetchone()
+            candidate = self._chunk_at(sid, until_ns, data=False)  # its data only if its columns are not kept
         if candidate is None or candidate[1] <= newer_than:
             return None
         cid, last_ts, fid, n, data = candidate
@@ -870,12 +878,7 @@ class Store:
                 found = self._latest_fields(s.id, until_ns, newer_than, candidates.get(s.id), fields)
             else:
                 found = self._latest_in_chunk(s.id, until_ns, newer_than, candidates.get(s.id))
-            if found is None and h is not None:
-                found = (h[0], self._decode(h[1], h[2]))
-            if found is not None:
-                newest[s.id] = found[0]
-                if found[0] >= since_ns:
-                    out.append(Row(found[0], s.measurement, s.tags, found[1]))
+            self._keep_row(out, newest, s, found, h, since_ns)
         return out
 
     def newest(self, measurement: str, since_ns: int, until_ns: int) -> list[tuple[int, int]]:
