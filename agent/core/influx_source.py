@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -321,12 +321,14 @@ class InfluxSource:
         """Where a read of a cached measurement starts: all of the horizon the first time."""
         return cached.until if cached.until <= until_ns - LATEST_HORIZON_NS else cached.catch_up_from(now)
 
-    def latest(self, measurement: str, since_ns: int = 0, until_ns: int | None = None) -> list[Row]:
+    def latest(self, measurement: str, since_ns: int = 0, until_ns: int | None = None,
+               fields: Collection[str] | None = None) -> list[Row]:
         """The newest sample of each series of a measurement in [since, until] (at most an hour back)."""
         until = until_ns if until_ns is not None else time.time_ns()
         return [r for r in self._latest_rows(measurement, until).values() if r.ts >= since_ns]
 
-    def latest_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None) -> list[Row]:
+    def latest_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None,
+                  fields: Collection[str] | None = None) -> list[Row]:
         until = until_ns if until_ns is not None else time.time_ns()
         out = []
         for s in series:
