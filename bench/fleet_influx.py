@@ -64,9 +64,11 @@ def load(srv: InfluxServer, db: str) -> dict:
     encoded = time.perf_counter() - t
 
     def post(body: bytes) -> None:
-        for attempt in range(5):  # a 500 is influxd's write timeout on a busy machine: the same points again are
+        # a 500 is influxd's write timeout on a busy machine: the batch is sent again (a point written twice
+        # is the same point, not a duplicate)
+        for attempt in range(5):
             req = urllib.request.Request(f"{srv.url}/write?db={db}&precision=ns", data=body, method="POST",
-                                         headers={"Content-Encoding": "gzip"})  # the same points, not duplicates
+                                         headers={"Content-Encoding": "gzip"})
             try:
                 with urllib.request.urlopen(req, timeout=120) as r:
                     assert r.status == 204, r.status
