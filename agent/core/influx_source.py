@@ -167,6 +167,7 @@ class InfluxSource:
         self._by_id: dict[int, Series] = {}
         self._listed_at = -_SERIES_TTL_S
         self._parsed: set[str] = set()  # the series keys of SHOW SERIES seen
+        self._grouped: tuple[int, dict[str, list[Series]]] = (-1, {})
         self._version = 0
         self._types: dict[str, dict[str, str]] = {}
         self._latest: dict[str, _Latest] = {}
@@ -253,7 +254,14 @@ class InfluxSource:
 
     def series(self, measurement: str | None = None) -> list[Series]:
         self._list_series()
-        return [s for s in self._series.values() if measurement is None or s.measurement == measurement]
+        if measurement is None:
+            return list(self._series.values())
+        if self._grouped[0] != self._version:  # by measurement, once per listing (60,000 series at 10,000 VMs)
+            grouped: dict[str, list[Series]] = {}
+            for x in self._series.values():
+                grouped.setdefault(x.measurement, []).append(x)
+            self._grouped = (self._version, grouped)
+        return list(self._grouped[1].get(measurement, ()))
 
     def series_version(self) -> int:
         self._list_series()
@@ -416,8 +424,12 @@ class InfluxSource:
     def latest_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None) -> list[Row]:
         until = until_ns if until_ns is not None else time.time_ns()
         out = []
+        rows: dict[str, dict[tuple, Row]] = {}  # each measurement's asked for once
         for s in series:
-            r = self._latest_rows(s.measurement, until).get(_key(s.tags))
+            found = rows.get(s.measurement)
+            if found is None:
+                found = rows[s.measurement] = self._latest_rows(s.measurement, until)
+            r = found.get(_key(s.tags))
             if r is not None and r.ts >= since_ns:
                 out.append(r)
         return out
