@@ -38,15 +38,16 @@ LATEST_HORIZON_NS = 3600 * 10**9
 # time, vCenter's 20-60 s) is seen at the next refresh, as over the embedded store. A measurement of more
 # than LARGE_SERIES series (a 10,000-VM vCenter's) costs InfluxDB about half a second a look whatever the
 # time range (a cursor per series and field): it is looked at by one field's newest time first (then only
-# the series that moved are read), one such measurement a refresh and at most a 1/LARGE_DUTY share of
-# the time, so its rows may be a few seconds behind the others'. A jump, back in time, or FULL_READ_S
+# the series that moved are read), one such measurement a refresh, and such looks take at most a
+# 1/(1 + LARGE_DUTY) share of the time: a large measurement's rows may be seconds behind the others'
+# (about 10 s at 10,000 VMs, where vCenter's samples are 20 s apart). A jump, back in time, or FULL_READ_S
 # (LARGE_FULL_READ_S) after the last whole read (an outage's backfill reaches further than LATE_NS) reads
 # all again.
 CATCH_UP_NS = 600 * 10**9
 LATE_NS = 180 * 10**9
 FULL_READ_S = 120.0
 LARGE_SERIES = 2000
-LARGE_DUTY = 3.0
+LARGE_DUTY = 2.0
 LARGE_FULL_READ_S = 600.0
 RECHECK_S = 10.0  # a view's load asks each measurement in turn: at one cursor, InfluxDB is asked again after this long
 WINDOW_SERIES = 100  # tag sets OR'ed in one statement
@@ -82,7 +83,6 @@ class _Latest:
     checked_at: float  # when InfluxDB was last asked for what moved
     rows: dict[tuple, Row]  # by _key(tags)
     probe: str | None = None  # a large measurement's field every row has: its newest time tells what moved
-    cost: float = 0.0  # seconds a large measurement's last look took
 
     @property
     def large(self) -> bool:
@@ -174,6 +174,7 @@ class InfluxSource:
         self._asked: dict[str, float] = {}  # measurement -> when its newest rows were last asked for
         self._window_checked = -1e9
         self._large_at = (-1, -1e9)  # the cursor a large measurement was last looked at for, and when
+        self._large_next = -1e9  # no large measurement is looked at before this (monotonic) time
         self._ids: dict[str, dict[tuple, int]] = {}  # measurement -> _key(tags) -> series id
         self._windows: dict[tuple[str, str], _Cache] = {}
 
@@ -349,7 +350,7 @@ class InfluxSource:
                     or (m != measurement and x.until == until_ns and now - x.checked_at < RECHECK_S)):
                 continue
             if x.large:
-                if now >= x.checked_at + LARGE_DUTY * x.cost:
+                if now >= self._large_next:
                     large.append((x.checked_at, m))
             else:
                 due[m] = x
@@ -392,8 +393,8 @@ class InfluxSource:
         done = time.monotonic()
         for x in due.values():
             x.checked_at = done
-            if x.large:
-                x.cost = time.perf_counter() - t
+            if x.large:  # the next large look waits LARGE_DUTY times as long as this one took
+                self._large_next = done + LARGE_DUTY * (time.perf_counter() - t)
         return c.rows
 
     @staticmethod
