@@ -72,6 +72,20 @@ def test_one_row_alone_is_the_same_as_that_row_of_the_whole_chunk(data, at):
     assert all(same(col[i], g) for col, g in zip(columns, got, strict=True)), (i, [c[i] for c in columns], got)
 
 
+@settings(max_examples=200, deadline=None)
+@given(chunk_data(), st.sets(st.integers(0, 5)))
+def test_chosen_columns_alone_are_the_same_as_those_of_the_whole_chunk(data, wanted):
+    """chunks.select decodes the columns a reader keeps (the Fleet's figures), as numbers' arrays where it can:
+    each value bit for bit and of its type, the timestamps too; the others are not handed over."""
+    ts, columns = data
+    got_ts, got = chunks.select(chunks.encode(ts, columns), wanted)
+    assert list(got_ts) == ts
+    assert set(got) == {k for k in wanted if k < len(columns)}
+    for k, values in got.items():
+        assert len(values) == len(ts)
+        assert all(same(a, b) for a, b in zip(columns[k], values, strict=True)), (columns[k], values)
+
+
 def test_a_regular_grid_of_timestamps_is_known_without_decoding_it():
     ts = [T0 + k * 20 * S for k in range(90)]
     assert chunks.timestamps(chunks.encode(ts, [[1.5] * 90])) == range(ts[0], ts[-1] + 1, 20 * S)
@@ -141,6 +155,52 @@ def test_every_read_is_the_same_before_and_after_sealing(store_path):
         assert before == every_read(w)
     with Store(store_path) as r:  # a fresh reader: nothing cached
         assert before == every_read(r)
+
+
+def only(rows: list, fields: tuple[str, ...]) -> list:
+    return [(r.ts, r.tags, {k: v for k, v in r.fields.items() if k in fields}) for r in rows]
+
+
+def test_a_few_fields_of_the_newest_rows_are_those_of_the_whole_rows_at_every_moment(store_path):
+    """latest(fields=) keeps the chosen fields of each chunk decoded: at every moment (a cursor scrubbed back and
+    forth, across spans, a field asked for later, a field some rows lack) the rows are the whole rows' fields."""
+    with Store(store_path, writer=True) as w:
+        w.write(fleet_samples(spans=3))
+        w.compact()
+    moments = [T0 + k * 7 * 60 * S + 13 * S for k in range(13)]
+    with Store(store_path) as r:
+        series = r.series("vm")
+        for fields in [("ready_pct",), ("ready_pct", "rare_ms", "state"), ("bytes", "nothing")]:
+            for until in [*moments, *reversed(moments)]:
+                whole = r.latest("vm", until_ns=until)
+                assert only(r.latest("vm", 0, until, fields=fields), fields) == only(whole, fields)
+                got = r.latest_of(series[2:5], until - 60 * S, until, fields=fields)
+                assert only(got, fields) == only(r.latest_of(series[2:5], until - 60 * S, until), fields)
+                assert all(set(x.fields) <= set(fields) for x in r.latest("vm", 0, until, fields=fields)
+                           if x.ts < T0 + 3 * CHUNK_SPAN_NS - 60 * S)  # sealed rows hold the fields asked for alone
+
+
+def test_which_series_moved_is_asked_again_once_the_file_changed(store_path):
+    """newest() answers a question asked again from what it said (a paused cursor, at every key), but only
+    while nothing was written: a row written since, by this connection or another, is in the answer."""
+    with Store(store_path, writer=True) as w:
+        w.write([Sample("m", {"k": k}, {"v": 1.0}, T0 + i * 20 * S) for k in "ab" for i in range(200)])
+        w.compact()
+        with Store(store_path) as r:
+            since, until = T0 + 50 * 20 * S, T0 + 100 * 20 * S + 5 * S
+            assert r.newest("m", since, until) == [(1, T0 + 100 * 20 * S), (2, T0 + 100 * 20 * S)]
+            w.write([Sample("m", {"k": "a"}, {"v": 2.0}, until - S)])  # late, inside the window
+            assert r.newest("m", since, until) == [(1, until - S), (2, T0 + 100 * 20 * S)]
+            w.write([Sample("m", {"k": "b"}, {"v": 2.0}, until - 2 * S)])
+            assert w.newest("m", since, until)[1] == (2, until - 2 * S)
+            w.write([Sample("m", {"k": "b"}, {"v": 3.0}, until)])
+            assert w.newest("m", since, until)[1] == (2, until)  # its own write too
+            for at in (since + 7 * S, until):  # after a whole read at a moment, that read says it until a write
+                r.latest("m", 0, at, fields=("v",))
+                with Store(store_path) as other:
+                    assert r.newest("m", since, at) == other.newest("m", since, at)
+                w.write([Sample("m", {"k": "a"}, {"v": 4.0}, at - S // 2)])
+                assert r.newest("m", since, at)[0] == (1, at - S // 2)
 
 
 def test_a_late_row_of_a_sealed_span_is_merged_into_its_chunk(store_path):

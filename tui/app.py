@@ -31,8 +31,9 @@ from rich.text import Text
 from textual import work
 from textual.app import App, SystemCommand
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widget import AwaitMount
-from textual.worker import get_current_worker
+from textual.worker import WorkerState, get_current_worker
 
 from db2vtop.agent.config import Config
 from db2vtop.agent.core.config import StackConfig
@@ -72,6 +73,7 @@ NAMED_BY = {"vm": ("vsphere_vm", "esxtop_vm"), "host": (*HOST_MEASUREMENTS, "esx
             "guest": ("guest_cpu",)}  # the measurements whose tag names the VMs, hosts and guests
 MAX_DEPTH = 8
 FLASH_S = 5.0  # how long a message stays on the key bar's line
+PREFETCH_AFTER_S = 0.5  # a paused cursor left alone this long: the screen under the current one is loaded too
 
 
 @dataclass
@@ -122,6 +124,7 @@ class Db2vtopApp(App):
         self._collecting = None
         self._last_tick = time.monotonic()
         self._reload_timer = None
+        self._prefetch_timer: Timer | None = None
         self._start_target: Target | None = None
         self._switching = False
         self._settled = False
@@ -204,13 +207,20 @@ class Db2vtopApp(App):
         if not self._screen_stacks.get(self._current_mode):
             return  # a timer that fires while the app is closing
         self._title()
+        if self._prefetch_timer is not None:
+            self._prefetch_timer.stop()
+            self._prefetch_timer = None
         if isinstance(self.screen, ViewScreen):
             self._load(self.screen)
 
     def request_reload(self, now: bool = False) -> None:
-        """Coalesce reloads asked for by resizes, scrolling and typing into one, 50 ms later."""
+        """Coalesce reloads asked for by resizes, scrolling and typing into one, 50 ms later; none while the
+        cursor moves on its own, whose next tick loads within a second anyway (a 10,000-VM Fleet's load after
+        each key would take the loader away from the keys that follow)."""
         if now:
             self.reload()
+        elif (self.cursor.live or self.cursor.playing) and self.refresh_s <= 1.0:
+            return
         elif self._reload_timer is None:
             self._reload_timer = self.set_timer(0.05, self.reload)
 
@@ -223,21 +233,29 @@ class Db2vtopApp(App):
             if worker.is_cancelled:
                 return  # a newer load is queued behind this one
             t0 = time.perf_counter()
-            try:
-                if self._reader is None:
-                    self._reader = Reader(self._open())
-                # a 10,000-VM Fleet's load takes a good part of a second: another screen's, after a key, does
-                # not wait for it to finish (the next tick's load of this one does: it would never finish)
-                self._reader.cancelled = lambda: worker.is_cancelled and not screen.is_current
-                self._reader.begin()
-                view = screen.load_view(self._reader, since, until)
-            except LoadCancelledError:
-                return
-            except StoreError as e:
-                self.call_from_thread(self._store_error, screen, str(e))
+            view = self._read(screen, worker, since, until)
+            if view is None:
                 return
             self.timings.load_ms.append((time.perf_counter() - t0) * 1000)
         self.call_from_thread(self._show, screen, view)
+
+    def _read(self, screen: ViewScreen, worker: Any, since: int, until: int) -> Any:
+        """`screen.load_view` in the loader thread: None if it was cancelled or the source failed (said on screen)."""
+        try:
+            if self._reader is None:
+                self._reader = Reader(self._open())
+            # a 10,000-VM Fleet's load takes a good part of a second: another screen's, after a key, does
+            # not wait for it to finish (the next tick's load of this one does: it would never finish)
+            self._reader.cancelled = lambda: worker.is_cancelled and not screen.is_current
+            self._reader.begin()
+            view = screen.load_view(self._reader, since, until)
+        except LoadCancelledError:
+            return None
+        except StoreError as e:
+            self.call_from_thread(self._store_error, screen, str(e))
+            return None
+        screen.loaded_at = (since, until)
+        return view
 
     def _show(self, screen: ViewScreen, view: Any) -> None:
         # a screen left (Esc) while its load ran is being taken down: its widgets may be gone already; it
@@ -247,9 +265,27 @@ class Db2vtopApp(App):
         t0 = time.perf_counter()
         screen.show_view(view)
         self.timings.show_ms.append((time.perf_counter() - t0) * 1000)
+        base = self.screen_stack[0]
+        if base is not screen and isinstance(base, ViewScreen) and not self.cursor.live and not self.cursor.playing:
+            if self._prefetch_timer is not None:
+                self._prefetch_timer.stop()
+            self._prefetch_timer = self.set_timer(PREFETCH_AFTER_S, self._prefetch)
         if not self._settled:
             self._settled = True
             self.set_timer(0.1, self._settle)
+
+    def _prefetch(self) -> None:
+        """The cursor paused and moved on a screen opened from another (a Stack screen over the Fleet): once the
+        user stops there, the screen under it is loaded at that moment too, and going back shows it at once (a
+        10,000-VM Fleet at a moment it has not read takes a good part of a second). Any key's load comes first."""
+        self._prefetch_timer = None
+        base = self.screen_stack[0]
+        now = self.clock()
+        busy = self._reload_timer is not None or any(
+            w.group == "load" and w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in self.workers)
+        if isinstance(base, ViewScreen) and base is not self.screen and not self.cursor.live and not busy and \
+                base.loaded_at != (self.cursor.since(now), self.cursor.end(now)):
+            self._load(base)  # a load of the current screen asked for later cancels it (one group, exclusive)
 
     def _settle(self) -> None:
         """Once the first view is up: compose the other screens, one per idle moment, so that a first

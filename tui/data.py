@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
@@ -20,6 +20,7 @@ from db2vtop.agent.core.model import (
     SELF_MEASUREMENT,
     THREAD_MEASUREMENT,
     Annotation,
+    Fact,
     FieldValue,
     Finding,
     severity_rank,
@@ -39,6 +40,7 @@ CATCH_UP_NS = 600 * 10**9
 LATE_NS = 180 * 10**9
 RUN_LOOKBACK_NS = 24 * 3600 * 10**9
 FULL_READ_S = 60.0
+RECHECK_S = 1.0  # the same moment read again within this is not asked again what moved
 
 
 def numbers(points: Iterable[tuple[int, FieldValue]]) -> list[tuple[int, float]]:
@@ -57,11 +59,20 @@ class Reader(CachedSource):
     def __init__(self, source: Source, clock: Callable[[], float] = time.monotonic):
         super().__init__(source, facts_ttl_s=60.0, clock=clock)
         self._ids: dict[str, dict[tuple, int]] = {}
-        self._latest: dict[str, tuple[int, float, dict[int, Row]]] = {}  # until, read at, rows by series id
+        self._seen: dict[int, tuple[dict[str, str], int]] = {}  # id(tags) -> (those tags, series id)
+        # by (measurement, fields read): until, read at, rows by series id, last asked what moved
+        self._latest: dict[tuple[str, tuple[str, ...] | None], tuple[int, float, dict[int, Row], float]] = {}
         self._memo: dict[Any, tuple[float, Any]] = {}
         #: a view's table rows by key, with what each was made from: a row whose inputs did not change since the
         #: last load is not formatted again (a 10,000-VM Fleet moves a twentieth of its rows a second)
         self.made_rows: dict[str, tuple[tuple, Any]] = {}
+        self.made_targets: dict[tuple, Any] = {}  # what a Fleet row opens, by how it is made
+        #: what a screen's load made last, with what it was made from (reused while that is the same)
+        self.views: dict[str, tuple[tuple, Any]] = {}
+        #: counts the changes to the newest rows kept (a load that saw none made nothing new from them), and the
+        #: facts read again
+        self.changes = 0
+        self.facts_changes = 0
         #: set by the loader: whether the load under way is no longer wanted (checked between whole reads)
         self.cancelled: Callable[[], bool] = lambda: False
 
@@ -69,15 +80,19 @@ class Reader(CachedSource):
         """Once per load: drop cached series lists if the source gained or lost series."""
         if self.refresh():
             self._ids.clear()
+            self._seen.clear()
             self._latest.clear()
             self.made_rows.clear()
+            self.made_targets.clear()
+            self.views.clear()
 
     def find(self, measurement: str, pred: Callable[[dict[str, str]], bool]) -> list[Series]:
         return [s for s in self.series(measurement) if pred(s.tags)]
 
     def latest_at(self, measurement: str, until_ns: int, pred: Callable[[dict[str, str]], bool] | None = None,
-                  since_ns: int = 0) -> list[Row]:
-        """Newest sample per series at the cursor; with a predicate, only those series are read.
+                  since_ns: int = 0, fields: tuple[str, ...] | None = None) -> list[Row]:
+        """Newest sample per series at the cursor; with a predicate, only those series are read;
+        with `fields`, only those fields (the source keeps them decoded for the next moment).
 
         A whole measurement is cached (k9s's watch cache): while the cursor moves forward,
         only the samples that arrived since the last read are fetched and decoded.
@@ -85,9 +100,12 @@ class Reader(CachedSource):
         if self.cancelled():
             raise LoadCancelledError
         if pred is not None:
-            return self.source.latest_of(self.find(measurement, pred), since_ns, until_ns)
-        cached = self._latest.get(measurement)
+            return CachedSource.latest_of(self, self.find(measurement, pred), since_ns, until_ns, fields)
+        cached = self._latest.get((measurement, fields))
         now = self.clock()
+        if cached is not None and cached[0] == until_ns and now - cached[3] < RECHECK_S:
+            # a key's reload at a paused cursor (scrolling, typing a filter): read a moment ago
+            return [r for r in cached[2].values() if r.ts >= since_ns]
         if cached is not None and cached[0] <= until_ns <= cached[0] + CATCH_UP_NS:
             read_at, rows = cached[1], cached[2]
             moved = {sid for sid, ts in self.source.newest(measurement, cached[0] - LATE_NS, until_ns)
@@ -99,31 +117,54 @@ class Reader(CachedSource):
                 read_at = now
                 moved |= {sid for sid, r in rows.items() if r.ts < cached[0] - LATE_NS}
             if moved:
+                self.changes += 1
+            if len(moved) > len(rows) // 4:  # a vCenter's whole cycle, all of its VMs at one time: one bulk read
+                rows = {self._series_id(measurement, r.tags): r for r in self.latest(measurement, 0, until_ns, fields)}
+            elif moved:
                 by_id = {s.id: s for s in self.series(measurement)}
-                for row in self.source.latest_of([by_id[sid] for sid in moved if sid in by_id], 0, until_ns):
+                for row in CachedSource.latest_of(self, [by_id[sid] for sid in moved if sid in by_id], 0, until_ns,
+                                                  fields):
                     rows[self._series_id(measurement, row.tags)] = row
         else:
             read_at = now
-            rows = {self._series_id(measurement, r.tags): r for r in self.source.latest(measurement, 0, until_ns)}
-        self._latest[measurement] = (until_ns, read_at, rows)
+            rows = {self._series_id(measurement, r.tags): r for r in self.latest(measurement, 0, until_ns, fields)}
+            self.changes += 1
+        self._latest[(measurement, fields)] = (until_ns, read_at, rows, now)
         return [r for r in rows.values() if r.ts >= since_ns]
 
-    def latest_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None) -> list[Row]:
+    def latest_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None,
+                  fields: Collection[str] | None = None) -> list[Row]:
         """From the whole measurement's newest rows when they were read for this very cursor (the Fleet reads
         every VM's; each stack's entities then come from them), else from the source."""
         chosen = list(series)
-        cached = self._latest.get(chosen[0].measurement) if chosen and until_ns is not None else None
+        cached = self._latest.get((chosen[0].measurement, None)) if chosen and until_ns is not None else None
         if cached is not None and cached[0] == until_ns and all(s.measurement == chosen[0].measurement
                                                                   for s in chosen):
             rows = cached[2]
             return [rows[s.id] for s in chosen if s.id in rows and rows[s.id].ts >= since_ns]
-        return self.source.latest_of(chosen, since_ns, until_ns)
+        return super().latest_of(chosen, since_ns, until_ns, fields)
 
     def _series_id(self, measurement: str, tags: dict[str, str]) -> int:
+        # a source hands the same tags object for a series again and again (the store's kept series lists):
+        # known by identity, its tags need not be sorted each time
+        seen = self._seen.get(id(tags))
+        if seen is not None and seen[0] is tags:
+            return seen[1]
         ids = self._ids.get(measurement)
         if ids is None:
             ids = self._ids[measurement] = {tuple(sorted(s.tags.items())): s.id for s in self.series(measurement)}
-        return ids.get(tuple(sorted(tags.items())), -1)
+        sid = ids.get(tuple(sorted(tags.items())), -1)
+        if len(self._seen) > 200_000:  # a source that parses tags anew each time: start over rather than grow
+            self._seen.clear()
+        self._seen[id(tags)] = (tags, sid)
+        return sid
+
+    def facts(self, kind: str | None = None) -> list[Fact]:
+        kept = self._facts.get(kind)
+        found = super().facts(kind)
+        if kept is not None and kept[1] is not found:
+            self.facts_changes += 1  # read again (every minute): what was made from the last answer may change
+        return found
 
     def period(self, measurement: str, rows: list[Row], key: Any = None) -> float | None:
         """The sampling period these rows' source keeps, as the median over its freshest series:
@@ -232,11 +273,18 @@ def fill_trends(reader: Reader, model: TableModel, trend_of: Callable[[str], Tre
                 state: TableState, since: int, until: int, width: int, markers: list[int]) -> None:
     """Draw the trend cell of the rows the table will show on screen, on one scale for the column
     (rows are compared with each other; the header names the top)."""
-    shown = arrange(model.rows, state.filter_text, state.sort_col, state.sort_reverse)
+    arranged = (state.filter_text, state.sort_col, state.sort_reverse)
+    if model.arranged is None or model.arranged[0] != arranged:
+        model.arranged = (arranged, arrange(model.rows, *arranged))
+    shown = model.arranged[1]
     lo, hi = state.visible
     marks = Marks.at(since, until, width, markers)
     drawn = [(row, t, trend_values(reader, t, since, until, width)) for row in shown[lo:hi]
              if (t := trend_of(row.key))]
+    now_drawn = {id(row) for row, _, _ in drawn}
+    for row in model.rows:  # a row kept from an earlier load shows no trend of another moment once off screen
+        if row.made and id(row) not in now_drawn and row.cells[column]:
+            row.cells[column] = ""
     if not drawn:
         return
     top = max(top_of(t, values) for _, t, values in drawn)

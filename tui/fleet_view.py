@@ -1,15 +1,19 @@
 """The Fleet screen's data: one row per stack, VM, host and lone guest.
 
 Everything comes from one `latest` read per measurement (2,000 VMs are one query, not
-2,000), joined in memory; trends are drawn only for the rows on screen.
+2,000) of the few fields a row shows, joined in memory; trends are drawn only for the rows on
+screen, and a row's cells are made when it is first drawn.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
+from db2vtop.agent.core.cadence import stale_age_s
 from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.model import AGENT_MEASUREMENT, SINK_MEASUREMENT, Annotation, Finding, severity_rank
 from db2vtop.agent.core.source import Row
@@ -18,6 +22,7 @@ from db2vtop.checks.scales import Level, Levels
 from db2vtop.checks.topology import resolve, short_name
 from db2vtop.tui.chart import level_style
 from db2vtop.tui.data import (
+    LoadCancelledError,
     Reader,
     Status,
     TableState,
@@ -30,7 +35,7 @@ from db2vtop.tui.data import (
 )
 from db2vtop.tui.format import ago, num, size, value
 from db2vtop.tui.stacks import Target
-from db2vtop.tui.table import Cell, Column, TableModel, TableRow
+from db2vtop.tui.table import Cell, Column, TableModel, TableRow, fitted_widths
 
 SEVERITY_CELL = {"critical": ("CRIT", "bold red"), "warning": ("WARN", "bold yellow"), "info": ("info", "cyan")}
 # Numbers first, as esxtop and htop keep them: at 80 columns the figures show and the finding's
@@ -44,8 +49,18 @@ COLUMNS = [
     Column("worst open finding", width=36, min_width=16), Column("rdy% trend", width=16, sortable=False),
     Column("I/O ms trend", width=16, sortable=False), Column("where", max_width=24),
 ]
-FINDING_COL, READY_TREND, IO_TREND = 8, 9, 10
+NAME_COL, FINDING_COL, READY_TREND, IO_TREND, WHERE_COL = 1, 8, 9, 10, 11
 KIND_ORDER = {"stack": 0, "vm": 1, "host": 2, "guest": 3, "agent": 4}
+END = 2**63 - 1
+# the fields each measurement's rows are read for: a 10,000-VM Fleet at a moment it has not shown before decodes
+# these of each series, not every field, and the source keeps them decoded for the next moment
+FIELDS = {"vsphere_vm": ("cpu_usage_pct", "cpu_ready_pct", "mem_balloon_bytes"),
+          "esxtop_vm": ("used_pct", "balloon_bytes"),
+          "vsphere_vm_disk": ("read_latency_ms", "write_latency_ms"),
+          "vsphere_host": ("cpu_usage_pct", "cpu_ready_pct", "mem_balloon_bytes"),
+          "vsphere_host_lun": ("total_latency_ms",), "esxtop_device": ("guest_latency_ms",),
+          "db2_database": ("commits_per_s",), "db2_log": ("log_write_ms",), "guest_cpu": ("busy_pct",),
+          "guest_disk": ("read_await_ms", "write_await_ms"), AGENT_MEASUREMENT: ("cpu_pct",)}
 
 
 @dataclass
@@ -113,17 +128,19 @@ class _FindingIndex:
     def worst_of(self, *pairs: tuple[str, str | None], exclude: str | None = None,
            vcenter: str | None = None) -> Finding | None:
         """The worst finding of these subjects (of `vcenter`'s, for those a vCenter names)."""
+        if not any(v and (k, v) in self.by for k, v in pairs):
+            return None  # most of a large fleet's rows
         found = [f for k, v in pairs if v for f in self.by.get((k, v), ()) if not (exclude and exclude in f.subject)
                  and (not vcenter or f.subject.get("vcenter", vcenter) == vcenter)]
         return worst(found)
 
 
-def _finding_cell(f: Finding | None) -> tuple[Cell, tuple | None]:
+def _finding_cell(f: Finding | None) -> Cell:
     """The value first (the row already names the subject), the rule after it: `CRIT CPU ready 12.9% · cpu-ready`."""
     if f is None:
-        return ("ok", "green"), None
+        return ("ok", "green")
     word, st = SEVERITY_CELL.get(f.severity, (f.severity, ""))
-    return [(word + " ", st), (f"{without_subject(f)} · {f.rule}", None)], (severity_rank(f.severity), f.rule)
+    return [(word + " ", st), (f"{without_subject(f)} · {f.rule}", None)]
 
 
 def without_subject(f: Finding) -> str:
@@ -172,22 +189,65 @@ def _io_trend(rd: Reader, source: Source | None, levels: Levels) -> Trend | None
 
 def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, state: TableState,
                spark_cols: int, levels: Levels) -> FleetView:
-    vm_rows = _newest_vm(rd.latest_at("vsphere_vm", until))
-    esx_vms = _newest_by(rd.latest_at("esxtop_vm", until), "vm")
-    disks = rd.latest_at("vsphere_vm_disk", until)
-    vmdk = _worst_by(disks, "vm", "read_latency_ms", "write_latency_ms")
-    hosts = _newest_by(rd.latest_at("vsphere_host", until), "host")
-    host_luns = rd.latest_at("vsphere_host_lun", until)
-    gavg = _worst_by(host_luns, "host", "total_latency_ms")
-    for host, v in _worst_by(rd.latest_at("esxtop_device", until), "host", "guest_latency_ms").items():
+    def latest(measurement: str, pred: Callable[[dict[str, str]], bool] | None = None) -> list[Row]:
+        return rd.latest_at(measurement, until, pred, fields=FIELDS.get(measurement))
+
+    vm_rows = _newest_vm(latest("vsphere_vm"))
+    esx_vms = _newest_by(latest("esxtop_vm"), "vm")
+    vmdk = _worst_by(latest("vsphere_vm_disk"), "vm", *FIELDS["vsphere_vm_disk"])
+    hosts = _newest_by(latest("vsphere_host"), "host")
+    gavg = _worst_by(latest("vsphere_host_lun"), "host", "total_latency_ms")
+    for host, v in _worst_by(latest("esxtop_device"), "host", "guest_latency_ms").items():
         gavg.setdefault(host, v)
-    db = rd.latest_at("db2_database", until)
+    db = latest("db2_database")
     tps = _worst_by(db, "db2", "commits_per_s", how="sum")
-    log_ms = _worst_by(rd.latest_at("db2_log", until), "db2", "log_write_ms")
-    guest_cpu = _newest_by(rd.latest_at("guest_cpu", until, lambda t: t.get("cpu") == "total"), "guest")
-    guest_await = _worst_by(rd.latest_at("guest_disk", until, lambda t: t.get("type", "disk") == "disk"), "guest",
-                            "read_await_ms", "write_await_ms")
+    log_ms = _worst_by(latest("db2_log"), "db2", "log_write_ms")
+    guest_cpu = _newest_by(latest("guest_cpu", lambda t: t.get("cpu") == "total"), "guest")
+    guest_await = _worst_by(latest("guest_disk", lambda t: t.get("type", "disk") == "disk"), "guest",
+                            *FIELDS["guest_disk"])
+    agent_cpu = _newest_by(latest(AGENT_MEASUREMENT), "agent")
+    sinks = _newest_by(rd.latest_at(SINK_MEASUREMENT, until), "agent")
     findings = open_at(rd.every_finding(), until)
+    # the rows are made from these alone: with nothing new read (a key's reload at a paused cursor, the Fleet shown
+    # again; live, until a row goes stale) they are the last load's, and only the trends of the rows on screen are
+    # drawn again
+    made_from = (rd.changes, stacks, levels, findings, guest_cpu, guest_await, rd.facts_changes)
+    last = rd.views.get("fleet")
+    if last is not None and last[0] == made_from and last[3][0] <= until <= last[3][1]:
+        rows, targets, sources, stale_rows, longest = last[1]
+        valid = last[3]
+    else:
+        last = None
+        rows, targets, sources, stale_rows, longest, valid_until = _fleet_rows(
+            rd, stacks, until, levels, vm_rows, esx_vms, vmdk, hosts, gavg, db, tps, log_ms, guest_cpu, guest_await,
+            agent_cpu, sinks, findings)
+        valid = (until, valid_until)
+    model = TableModel(COLUMNS, rows, fitted_widths(COLUMNS, longest))
+    markers = [a for a in rd.annotations(since, until) if a.event == "marker"]
+    drawn = (since, until, state, spark_cols, tuple(m.ts for m in markers))
+    if last is not None and last[2][0] == drawn:
+        # the same rows' trends, drawn last time (their scales in the headers), arranged as they were
+        model.columns, model.arranged = list(last[2][1]), last[2][2]
+    else:
+        marker_ts = list(drawn[4])
+        fill_trends(rd, model, lambda key: _ready_trend(rd, sources.get(key), levels), READY_TREND, state, since,
+                    until, spark_cols, marker_ts)
+        fill_trends(rd, model, lambda key: _io_trend(rd, sources.get(key), levels), IO_TREND, state, since, until,
+                    spark_cols, marker_ts)
+    rd.views["fleet"] = (made_from, (rows, targets, sources, stale_rows, longest),
+                         (drawn, tuple(model.columns), model.arranged), valid)
+    counts: dict[str, int] = defaultdict(int)
+    for r in rows:
+        counts[r.key.partition(":")[0]] += 1
+    return FleetView(until, since, model, targets, dict(counts), load_status(rd, until), markers,
+                     len(findings), stale_rows)
+
+
+def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Levels, vm_rows: dict, esx_vms: dict,
+                vmdk: dict, hosts: dict, gavg: dict, db: list[Row], tps: dict, log_ms: dict, guest_cpu: dict,
+                guest_await: dict, agent_cpu: dict, sinks: dict, findings: list[Finding]) -> tuple:
+    """The Fleet's rows at `until` from what was read: (rows, targets, trend sources, stale rows, text widths, the
+    last moment they hold for)."""
     fx = _FindingIndex(findings)
     stale_after = {m: rd.period(m, list(by.values())) for m, by in  # one period per source
                    (("vsphere_vm", vm_rows), ("vsphere_host", hosts), ("guest_cpu", guest_cpu))}
@@ -200,15 +260,41 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
     sources: dict[str, Source] = {}  # row key -> whose trends
     stale_rows = 0
 
+    valid_until = END  # the rows stay as they are made until a row goes stale, or a stale row's age moves
+
     def age_note(row: Row | None, measurement: str) -> tuple[str, bool]:
+        nonlocal valid_until
         if row is None:
             return "", False
         age = (until - row.ts) / 1e9
-        stale = is_stale(age, stale_after.get(measurement))
+        period = stale_after.get(measurement)
+        stale = is_stale(age, period)
+        if stale:
+            valid_until = until
+        elif period:
+            valid_until = min(valid_until, row.ts + int(stale_age_s(period) * 1e9))
         return (f" STALE {ago(age)}" if stale else ""), stale
 
     made = rd.made_rows
     levels_now = (busy, ready_level, log_level, io_level)
+    made_targets = rd.made_targets
+
+    def target(make: Callable[..., Target], *args: str | None) -> Target:
+        """A VM's or host's target, made once (10,000 of them each load otherwise)."""
+        found = made_targets.get((make, *args))
+        if found is None:
+            found = made_targets[(make, *args)] = make(*args)
+        return found
+
+    longest = {NAME_COL: 0, WHERE_COL: 0}  # the two columns as wide as their text: measured here, not from the cells
+
+    def cells(kind: str, name: str, where: str, finding: Finding | None, figures: tuple,
+              status: Cell | None) -> list[Cell]:
+        cell = status if status is not None else _finding_cell(finding)  # an agent's delivery error, or a finding
+        tps_v, cpu, ready, balloon, log, io = figures
+        return [kind, name, _cell(cpu, busy), _cell(ready, ready_level),
+                (size(balloon), "bold red" if balloon else "") if balloon is not None else "—",
+                _cell(io, io_level), _cell(log, log_level, 2), _cell(tps_v), cell, "", "", where]
 
     def add(kind: str, name: str, where: str, finding: Finding | None, figures: tuple, target: Target,
             stale: bool, status: Cell | None = None) -> None:
@@ -220,19 +306,21 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
         if hit is not None and hit[0] == inputs:
             rows.append(hit[1])
         else:
-            cell, rank = _finding_cell(finding)
-            if status is not None:  # an agent's delivery error stands where a finding would
-                cell, rank = status, (0, "")
+            rank = (0, "") if status is not None else (severity_rank(finding.severity), finding.rule) if finding \
+                else None
             tps_v, cpu, ready, balloon, log, io = figures
-            cells = [kind, name, _cell(cpu, busy), _cell(ready, ready_level),
-                     (size(balloon), "bold red" if balloon else "") if balloon is not None else "—",
-                     _cell(io, io_level), _cell(log, log_level, 2), _cell(tps_v), cell, "", "", where]
-            rows.append(TableRow(key, cells, (KIND_ORDER[kind], name.lower(), cpu, ready, balloon, io, log, tps_v,
-                                              rank, None, None, where),
-                                 f"{kind} {name} {where} {finding.rule if finding else ''}", "dim" if stale else None))
+            # the cells are made when the row is first drawn: at a moment all figures moved, only the rows on screen
+            rows.append(TableRow(key, None, (KIND_ORDER[kind], name.lower(), cpu, ready, balloon, io, log, tps_v,
+                                             rank, None, None, where),
+                                 f"{kind} {name} {where} {finding.rule if finding else ''}", "dim" if stale else None,
+                                 partial(cells, kind, name, where, finding, figures, status)))
             made[key] = (inputs, rows[-1])
         targets[key] = target
         stale_rows += stale
+        if len(name) > longest[NAME_COL]:
+            longest[NAME_COL] = len(name)
+        if len(where) > longest[WHERE_COL]:
+            longest[WHERE_COL] = len(where)
 
     guests_in_use: set[str] = set()
     for st in stacks:  # each stack's entities at the cursor (checks/topology.py), as its Stack screen has them
@@ -257,7 +345,9 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
 
     keys = set(vm_rows) | {(None, name) for name in esx_vms if not any(vm == name for _, vm in vm_rows)}
     repeated = {vm for vm, n in Counter(vm for _, vm in keys).items() if n > 1}
-    for vcenter, name in sorted(keys, key=lambda k: (k[1], k[0] or "")):
+    for i, (vcenter, name) in enumerate(sorted(keys, key=lambda k: (k[1], k[0] or ""))):
+        if i % 2000 == 1999 and rd.cancelled():  # a load no longer wanted stops within a few milliseconds
+            raise LoadCancelledError
         row = vm_rows.get((vcenter, name))
         esx = esx_vms.get(name)
         f = row.fields if row else {}
@@ -267,9 +357,9 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
         note, stale = age_note(row or esx, "vsphere_vm")
         shown = f"{vcenter}/{name}" if name in repeated and vcenter else name  # the vCenter tells them apart
         add("vm", shown, (host or "") + note, fx.worst_of(("vm", name), vcenter=vcenter),
-            (None, value(f, "cpu_usage_pct") if f else value(e, "used_pct"), ready,
-             value(f, "mem_balloon_bytes") if f else value(e, "balloon_bytes"), None, vmdk.get((vcenter, name))),
-            Target.of_vm(name, vcenter), stale)
+            (None, value(f, "cpu_usage_pct") if row else value(e, "used_pct"), ready,
+             value(f, "mem_balloon_bytes") if row else value(e, "balloon_bytes"), None, vmdk.get((vcenter, name))),
+            target(Target.of_vm, name, vcenter), stale)
         sources[f"vm:{shown}"] = ("vm", name, vcenter)
 
     vms_on: dict[str, int] = defaultdict(int)
@@ -282,7 +372,7 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
         where = (row.tags.get("cluster", "") if row else "") + f" {vms_on.get(name, 0)} VMs" + note
         add("host", name, where.strip(), fx.worst_of(("host", name), exclude="vm"),
             (None, value(f, "cpu_usage_pct"), value(f, "cpu_ready_pct"), value(f, "mem_balloon_bytes"), None,
-             gavg.get(name)), Target.of_host(name), stale)
+             gavg.get(name)), target(Target.of_host, name), stale)
         sources[f"host:{name}"] = ("host", name, None)
 
     vmshort_name = {short_name(v) for _, v in vm_rows} | {short_name(v) for v in esx_vms}
@@ -296,8 +386,8 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
         sources[f"guest:{name}"] = ("guest", name, None)
 
     # the agents themselves (one per machine feeding the store or InfluxDB): delivery, backlog, own CPU
-    agent_cpu = _newest_by(rd.latest_at(AGENT_MEASUREMENT, until), "agent")
-    for name, row in sorted(_newest_by(rd.latest_at(SINK_MEASUREMENT, until), "agent").items()):
+    for name, row in sorted(sinks.items()):
+        valid_until = until  # "wrote 5s ago": an agent's row moves with the cursor
         f = row.fields
         last = f.get("last_success_ns")
         wrote = f"wrote {ago((until - last) / 1e9)}" if isinstance(last, int) and last else "nothing delivered yet"
@@ -306,16 +396,4 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
         add("agent", name, f"sink {f.get('state', '?')} · {wrote} · backlog {num(value(f, 'pending'), 0)}{note}",
             None, (None, value(agent_cpu[name].fields, "cpu_pct") if name in agent_cpu else None, None, None, None,
                    None), Target.of_guest(name), stale, [("ERR ", "bold red"), (error, None)] if error else None)
-
-    model = TableModel(COLUMNS, rows)
-    markers = [a for a in rd.annotations(since, until) if a.event == "marker"]
-    marker_ts = [m.ts for m in markers]
-    fill_trends(rd, model, lambda key: _ready_trend(rd, sources.get(key), levels), READY_TREND, state, since, until,
-                spark_cols, marker_ts)
-    fill_trends(rd, model, lambda key: _io_trend(rd, sources.get(key), levels), IO_TREND, state, since, until,
-                spark_cols, marker_ts)
-    counts: dict[str, int] = defaultdict(int)
-    for r in rows:
-        counts[r.cells[0]] += 1  # type: ignore[index]
-    return FleetView(until, since, model, targets, dict(counts), load_status(rd, until), markers,
-                     len(findings), stale_rows)
+    return rows, targets, sources, stale_rows, longest, valid_until

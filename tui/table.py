@@ -9,7 +9,7 @@ cells and the column widths, and the main thread only filters (k9s `/`: a regex,
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -38,13 +38,35 @@ class Column:
     min_width: int = 0  # a text column that gives way (down to this) before columns are cut at the edge
 
 
-@dataclass
 class TableRow:
-    key: str
-    cells: list[Cell]
-    sort: tuple = ()  # one comparable (or None) per column
-    search: str = ""  # what `/` matches; the text cells when empty
-    style: str | None = None
+    """One row: its cells, one sort key per column (comparable or None), what `/` matches (the text cells when
+    empty). `make` instead of cells: they are made when first asked for (drawn, measured), so a 10,000-row
+    table whose figures all moved formats the rows on screen, not every row."""
+
+    __slots__ = ("_cells", "_make", "key", "search", "sort", "style")
+
+    def __init__(self, key: str, cells: list[Cell] | None = None, sort: tuple = (), search: str = "",
+                 style: str | None = None, make: Callable[[], list[Cell]] | None = None):
+        self.key, self.sort, self.search, self.style = key, sort, search, style
+        self._cells = cells if cells is not None else []
+        self._make = make
+
+    @property
+    def cells(self) -> list[Cell]:
+        make = self._make
+        if make is not None:  # the loader (a trend cell) and the main thread (drawing) may both ask: made once
+            cells = make()
+            if self._make is make:
+                self._cells, self._make = cells, None
+        return self._cells
+
+    @property
+    def made(self) -> bool:
+        """Whether the cells are made (asking for them would make them)."""
+        return self._make is None
+
+    def __repr__(self) -> str:
+        return f"TableRow({self.key!r}, {self.cells!r})"
 
 
 @dataclass
@@ -52,6 +74,9 @@ class TableModel:
     columns: list[Column]
     rows: list[TableRow] = field(default_factory=list)
     widths: list[int] = field(default_factory=list)
+    #: the rows arranged by the loader, and for which (filter, sort column, reverse): the main thread takes them
+    #: as they are if its table still is so arranged, instead of filtering and sorting 10,000 rows again
+    arranged: tuple[tuple[str, int | None, bool], list[TableRow]] | None = None
 
     def __post_init__(self) -> None:
         self.columns = list(self.columns)  # headers may be rewritten (a trend's scale): never the caller's list
@@ -68,13 +93,14 @@ def cell_text(cell: Cell) -> str:
 
 
 def measure(columns: Sequence[Column], rows: Sequence[TableRow]) -> list[int]:
-    widths = [c.width or len(c.name) for c in columns]
-    for i, c in enumerate(columns):
-        if c.width:
-            continue
-        longest = max((len(cell_text(r.cells[i])) for r in rows if i < len(r.cells)), default=0)
-        widths[i] = min(max(widths[i], longest), c.max_width)
-    return widths
+    return fitted_widths(columns, {i: max((len(cell_text(r.cells[i])) for r in rows if i < len(r.cells)), default=0)
+                                   for i, c in enumerate(columns) if not c.width})
+
+
+def fitted_widths(columns: Sequence[Column], longest: dict[int, int]) -> list[int]:
+    """Each column's width: its own, or (width 0) as wide as its longest text (`longest` by column), up to its
+    max_width, never narrower than its name."""
+    return [c.width or min(max(len(c.name), longest.get(i, 0)), c.max_width) for i, c in enumerate(columns)]
 
 
 def matcher(text: str):
@@ -90,11 +116,27 @@ def matcher(text: str):
     return (lambda s: not found(s)) if inverse else (lambda s: bool(found(s)))
 
 
+_REGEX = set(".^$*+?{}[]\\|()")
+
+
+def narrows(before: str, after: str) -> bool:
+    """Whether every row `after` keeps, `before` kept too: plain text typed on (no `!`, nothing a regex reads
+    otherwise), so a filter typed key by key looks only at the rows the last key left."""
+    return (after.startswith(before) and not before.startswith("!") and not after.startswith("!")
+            and not _REGEX.intersection(after))
+
+
+def filtered(rows: list[TableRow], filter_text: str) -> list[TableRow]:
+    """The rows a filter keeps, in their order."""
+    if not filter_text:
+        return rows
+    keep = matcher(filter_text)
+    return [r for r in rows if keep(r.search or " ".join(cell_text(c) for c in r.cells))]
+
+
 def arrange(rows: list[TableRow], filter_text: str, sort_col: int | None, reverse: bool) -> list[TableRow]:
     """The rows the table shows: filtered, then sorted (missing values last in either order)."""
-    if filter_text:
-        keep = matcher(filter_text)
-        rows = [r for r in rows if keep(r.search or " ".join(cell_text(c) for c in r.cells))]
+    rows = filtered(rows, filter_text)
     if sort_col is not None:
         present = [r for r in rows if sort_col < len(r.sort) and r.sort[sort_col] is not None]
         missing = [r for r in rows if not (sort_col < len(r.sort) and r.sort[sort_col] is not None)]
@@ -179,6 +221,7 @@ class GridTable(ScrollView, can_focus=True, inherit_bindings=False):
         self.empty_text = ""
         self.hidden: frozenset[str] = frozenset()  # column names the field chooser took off
         self._fitted: tuple[tuple, list[int]] | None = None
+        self._arranged_for: tuple[str, int | None, bool] | None = None  # what `shown` was filtered and sorted by
         self._strips: dict[tuple, Strip] = {}
         self._base: Style | None = None
         self._header: Strip | None = None
@@ -192,8 +235,14 @@ class GridTable(ScrollView, can_focus=True, inherit_bindings=False):
         self._rearrange(key)
 
     def set_filter(self, text: str) -> None:
+        key = self.cursor_key
+        if self._arranged_for == (self.filter_text, self.sort_col, self.sort_reverse) and \
+                narrows(self.filter_text, text):
+            self.filter_text = text  # typed on: the rows shown, still in order, less those the new text drops
+            self._show(filtered(self.shown, text), key)
+            return
         self.filter_text = text
-        self._rearrange(self.cursor_key)
+        self._rearrange(key)
 
     def set_hidden(self, names: frozenset[str]) -> None:
         self.hidden = frozenset(names)
@@ -215,7 +264,13 @@ class GridTable(ScrollView, can_focus=True, inherit_bindings=False):
         self._rearrange(self.cursor_key)
 
     def _rearrange(self, key: str | None) -> None:
-        self.shown = arrange(self.model.rows, self.filter_text, self.sort_col, self.sort_reverse)
+        state = (self.filter_text, self.sort_col, self.sort_reverse)
+        done = self.model.arranged
+        self._show(done[1] if done is not None and done[0] == state else arrange(self.model.rows, *state), key)
+
+    def _show(self, shown: list[TableRow], key: str | None) -> None:
+        self.shown = shown
+        self._arranged_for = (self.filter_text, self.sort_col, self.sort_reverse)
         self._strips.clear()
         if key is not None:
             self.cursor = next((i for i, r in enumerate(self.shown) if r.key == key), self.cursor)

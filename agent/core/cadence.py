@@ -23,7 +23,12 @@ def is_stale(age_s: float | None, interval_s: float | None) -> bool:
     some source."""
     if age_s is None or not interval_s:
         return False
-    return age_s > max((STALE_INTERVALS + 1) * interval_s, MIN_STALE_S)
+    return age_s > stale_age_s(interval_s)
+
+
+def stale_age_s(interval_s: float) -> float:
+    """The age past which a source sampling every `interval_s` is stale (`is_stale`)."""
+    return max((STALE_INTERVALS + 1) * interval_s, MIN_STALE_S)
 
 
 def interval_of(points: Sequence[tuple[int, Any]]) -> float | None:

@@ -22,7 +22,8 @@ import json
 import math
 import struct
 import threading
-from collections.abc import Sequence
+from array import array
+from collections.abc import Collection, Sequence
 from functools import reduce
 from itertools import accumulate, pairwise
 from operator import xor
@@ -266,6 +267,45 @@ def row(blob: bytes, i: int) -> list[Any]:
     except ChunkError:
         raise
     except (zstandard.ZstdError, struct.error, ValueError, IndexError) as e:
+        raise ChunkError(f"damaged chunk: {e}") from None
+
+
+def select(blob: bytes, wanted: Collection[int]) -> tuple[Sequence[int], dict[int, Sequence[Any]]]:
+    """(timestamps, {column index: values}) of the columns `wanted` alone, in one inflate: a reader that
+    keeps a few fields of 10,000 series' chunks (the Fleet's figures) decodes those, not all ninety rows of
+    every field. Numbers come as arrays (a tenth of a list's memory), a column with gaps as a list (None)."""
+    try:
+        data, n, ncols = _open(blob)
+        pos = _HEADER.size
+        (size,) = struct.unpack_from("<I", data, pos)
+        pos += 4
+        column = data[pos:pos + size]
+        ts = _regular(column, n) or _decode_ints(column, n)
+        pos += size
+        out: dict[int, Sequence[Any]] = {}
+        for k in range(ncols):
+            codec, sparse, size = _COLUMN.unpack_from(data, pos)
+            pos += _COLUMN.size
+            present = b""
+            if sparse:
+                present = bytes(data[pos:pos + n])
+                pos += n
+            if k in wanted:
+                values = _decode_column(codec, data[pos:pos + size], present.count(1) if sparse else n)
+                if sparse:
+                    it = iter(values)
+                    out[k] = [next(it) if p else None for p in present]
+                elif codec in (_DEC, _XOR):
+                    out[k] = array("d", values)
+                elif codec == _INT:
+                    out[k] = array("q", values)
+                else:
+                    out[k] = values
+            pos += size
+        return ts, out
+    except ChunkError:
+        raise
+    except (zstandard.ZstdError, struct.error, ValueError, IndexError, StopIteration, OverflowError) as e:
         raise ChunkError(f"damaged chunk: {e}") from None
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -417,12 +417,14 @@ class InfluxSource:
             x.probe = min(common) if common else None
         return x
 
-    def latest(self, measurement: str, since_ns: int = 0, until_ns: int | None = None) -> list[Row]:
+    def latest(self, measurement: str, since_ns: int = 0, until_ns: int | None = None,
+               fields: Collection[str] | None = None) -> list[Row]:
         """The newest sample of each series of a measurement in [since, until] (at most an hour back)."""
         until = until_ns if until_ns is not None else time.time_ns()
         return [r for r in self._latest_rows(measurement, until).values() if r.ts >= since_ns]
 
-    def latest_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None) -> list[Row]:
+    def latest_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None,
+                  fields: Collection[str] | None = None) -> list[Row]:
         until = until_ns if until_ns is not None else time.time_ns()
         out = []
         rows: dict[str, dict[tuple, Row]] = {}  # each measurement's asked for once

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -54,9 +54,14 @@ class Source(Protocol):
 
     def rows_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None) -> Iterable[Row]: ...
 
-    def latest(self, measurement: str, since_ns: int = 0, until_ns: int | None = None) -> list[Row]: ...
+    def latest(self, measurement: str, since_ns: int = 0, until_ns: int | None = None,
+               fields: Collection[str] | None = None) -> list[Row]:
+        """The newest row of each series in [since, until]. `fields`: the reader needs only these (a row
+        holds at least those of them its sample has; a source may hand over the others too)."""
+        ...
 
-    def latest_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None) -> list[Row]: ...
+    def latest_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None,
+                  fields: Collection[str] | None = None) -> list[Row]: ...
 
     def newest(self, measurement: str, since_ns: int, until_ns: int) -> list[tuple[int, int]]:
         """(series id, newest ts) of the series with samples in [since, until]."""
@@ -134,7 +139,8 @@ class MemorySource:
             for ts, f in self._in(s.id, since_ns, until_ns):
                 yield Row(ts, s.measurement, s.tags, f)
 
-    def latest_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None) -> list[Row]:
+    def latest_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None,
+                  fields: Collection[str] | None = None) -> list[Row]:
         out = []
         for s in series:
             points = list(self._in(s.id, 0, until_ns))
@@ -142,7 +148,8 @@ class MemorySource:
                 out.append(Row(points[-1][0], s.measurement, s.tags, points[-1][1]))
         return out
 
-    def latest(self, measurement: str, since_ns: int = 0, until_ns: int | None = None) -> list[Row]:
+    def latest(self, measurement: str, since_ns: int = 0, until_ns: int | None = None,
+               fields: Collection[str] | None = None) -> list[Row]:
         return self.latest_of(self.series(measurement), since_ns, until_ns)
 
     def newest(self, measurement: str, since_ns: int, until_ns: int) -> list[tuple[int, int]]:
@@ -247,11 +254,17 @@ class CachedSource:
     def rows_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None) -> Iterable[Row]:
         return self.source.rows_of(series, since_ns, until_ns)
 
-    def latest(self, measurement: str, since_ns: int = 0, until_ns: int | None = None) -> list[Row]:
-        return self.source.latest(measurement, since_ns, until_ns)
+    def latest(self, measurement: str, since_ns: int = 0, until_ns: int | None = None,
+               fields: Collection[str] | None = None) -> list[Row]:
+        if fields is None:
+            return self.source.latest(measurement, since_ns, until_ns)
+        return self.source.latest(measurement, since_ns, until_ns, fields=fields)
 
-    def latest_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None) -> list[Row]:
-        return self.source.latest_of(series, since_ns, until_ns)
+    def latest_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None,
+                  fields: Collection[str] | None = None) -> list[Row]:
+        if fields is None:
+            return self.source.latest_of(series, since_ns, until_ns)
+        return self.source.latest_of(series, since_ns, until_ns, fields=fields)
 
     def newest(self, measurement: str, since_ns: int, until_ns: int) -> list[tuple[int, int]]:
         return self.source.newest(measurement, since_ns, until_ns)

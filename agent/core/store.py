@@ -29,7 +29,7 @@ import time
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +61,9 @@ _CACHED_CHUNKS = 4096  # decoded chunks kept per connection (replay scrubs back 
 #: chunks' timestamps kept per connection (~0.8 KB each): a 10,000-VM Fleet's catch-up at a past cursor asks
 #: which of some 40,000 chunks hold a newer row, every second
 _CACHED_TIMES = 65536
+#: chunks whose chosen fields are kept decoded (`latest(..., fields=)`, ~0.8 KB a field): the Fleet of a 10,000-VM
+#: vCenter reads a few figures of some 30,000 series at each moment the user moves to
+_CACHED_FIELDS = 40000
 _END = 2**63 - 1
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -186,7 +189,13 @@ class Store:
         self._retention_cursor = 0
         self._seal_cursor = 0
         self._chunk_cache: OrderedDict[int, tuple[list[int], tuple[str, ...], list[list[Any]]]] = OrderedDict()
-        self._times: OrderedDict[tuple[int, int, int], array] = OrderedDict()
+        self._times: OrderedDict[tuple[int, int, int], Sequence[int]] = OrderedDict()
+        self._fields: OrderedDict[tuple[int, int, int], dict[str, Sequence[Any]]] = OrderedDict()
+        self._wanted_names: dict[tuple[int, tuple[str, ...]], frozenset[str]] = {}
+        self._series_lists: dict[str, tuple[int, list[Series]]] = {}
+        self._newest: dict[tuple[str, int, int], tuple[tuple[int, int], list[tuple[int, int]]]] = {}
+        #: each series' newest row time at a moment, from the last whole read of a measurement there
+        self._newest_at: dict[str, tuple[tuple[int, int], int, dict[int, int]]] = {}
         self._chunked = self._has_chunks()
 
     def _open_immutable(self) -> None:
@@ -608,10 +617,23 @@ class Store:
         return [r[0] for r in self.db.execute("SELECT DISTINCT measurement FROM series ORDER BY 1")]
 
     def series(self, measurement: str | None = None) -> list[Series]:
+        hit = self._series_lists.get(measurement) if measurement is not None else None
+        if hit is not None and hit[0] == self.series_version():  # kept for time travel (`_kept_series`)
+            return list(hit[1])
         sql, args = "SELECT id, measurement, tags FROM series", ()
         if measurement is not None:
             sql, args = sql + " WHERE measurement=?", (measurement,)
         return [Series(i, m, json.loads(t)) for i, m, t in self.db.execute(sql + " ORDER BY id", args)]
+
+    def _kept_series(self, measurement: str) -> list[Series]:
+        """`series`, kept until a series is added or removed: a reader that moves about in time (the TUI) reads
+        a measurement's newest rows at each moment, and its 10,000 tag sets need not be parsed each time."""
+        version = self.series_version()
+        hit = self._series_lists.get(measurement)
+        if hit is None or hit[0] != version:
+            self._series_lists.pop(measurement, None)
+            hit = self._series_lists[measurement] = (version, self.series(measurement))
+        return hit[1]
 
     def rows(self, measurement: str, since_ns: int = 0, until_ns: int | None = None) -> Iterator[Row]:
         """Every sample of one measurement in [since, until], oldest first."""
@@ -645,6 +667,12 @@ class Store:
             for (ts, _), fields in found:
                 yield Row(ts, s.measurement, s.tags, fields)
 
+    def _chunk_at(self, sid: int, until_ns: int, data: bool) -> tuple[int, int, int, int, bytes | None] | None:
+        """The chunk that may hold a series' newest row at `until`: (id, last_ts, fieldset, n, data or None)."""
+        return self.db.execute(
+            f"SELECT id, last_ts, fieldset, n, {'data' if data else 'NULL'} FROM chunks WHERE series_id=? AND span <= ?"
+            " AND first_ts <= ? ORDER BY span DESC LIMIT 1", (sid, until_ns // CHUNK_SPAN_NS, until_ns)).fetchone()
+
     def _latest_in_chunk(self, sid: int, until_ns: int, newer_than: int,
                          candidate: tuple[int, int, int, int, bytes | None] | None = None
                          ) -> tuple[int, dict[str, FieldValue]] | None:
@@ -652,9 +680,7 @@ class Store:
         `candidate`: that chunk's (id, last_ts, fieldset, n, data), when the caller found it already. A chunk whose last
         row is not newer than the head's is not read (the live case: the head holds the newest row)."""
         if candidate is None:
-            candidate = self.db.execute(
-                "SELECT id, last_ts, fieldset, n, data FROM chunks WHERE series_id=? AND span <= ? AND first_ts <= ?"
-                " ORDER BY span DESC LIMIT 1", (sid, until_ns // CHUNK_SPAN_NS, until_ns)).fetchone()
+            candidate = self._chunk_at(sid, until_ns, data=True)
         if candidate is None or candidate[1] <= newer_than:
             return None
         cid, last_ts, fid, n, data = candidate
@@ -672,10 +698,118 @@ class Store:
             return None
         return ts[i], {k: v for k, v in zip(self._names(fid), chunks.row(data, i), strict=True) if v is not None}
 
-    def latest(self, measurement: str, since_ns: int = 0, until_ns: int | None = None) -> list[Row]:
+    def _candidates(self, measurement: str, series: list[Series],
+                    until_ns: int) -> dict[int, tuple[int, int, int, int]]:
+        """Each series' chunk that may hold its newest row at `until`: (id, last_ts, fieldset, n) by series id.
+        Nearly always the chunk of `until`'s own span (one index probe each); the newest chunk before it for
+        the few series without one there (ended, or not begun in that span yet)."""
+        span = until_ns // CHUNK_SPAN_NS
+        found = {sid: (cid, last, fid, n) for sid, cid, last, fid, n in self.db.execute(
+            "SELECT s.id, c.id, c.last_ts, c.fieldset, c.n FROM series s JOIN chunks c ON c.series_id = s.id "
+            "AND c.span = ? WHERE s.measurement=? AND c.first_ts <= ?", (span, measurement, until_ns))}
+        missing = [s.id for s in series if s.id not in found]
+        if len(missing) > 200:
+            found.update({sid: (cid, last, fid, n) for sid, cid, last, fid, n in self.db.execute(
+                "SELECT s.id, c.id, c.last_ts, c.fieldset, c.n FROM series s JOIN chunks c ON c.series_id = s.id "
+                "AND c.span = (SELECT span FROM chunks WHERE series_id = s.id AND span < ? "
+                "ORDER BY span DESC LIMIT 1) WHERE s.measurement=?", (span, measurement)) if sid not in found})
+        else:
+            for sid in missing:
+                row = self.db.execute("SELECT id, last_ts, fieldset, n FROM chunks WHERE series_id=? AND span < ?"
+                                      " ORDER BY span DESC LIMIT 1", (sid, span)).fetchone()
+                if row is not None:
+                    found[sid] = row
+        return found
+
+    def _latest_kept(self, series: list[Series], head: dict[int, tuple],
+                     candidates: dict[int, tuple[int, int, int, int, bytes | None]], since_ns: int, until_ns: int,
+                     fields: Collection[str], newest: dict[int, int]) -> list[Row]:
+        """`_latest_sealed`'s loop for a few fields: a chunk whose fields are kept decoded is a lookup."""
+        out = []
+        kept_fields, times = self._fields, self._times
+        wanted_of: dict[int, frozenset[str]] = {}
+        for s in series:
+            h = head.get(s.id)
+            newer_than = h[0] if h else -1
+            c = candidates.get(s.id)
+            found = None
+            if c is not None and c[1] > newer_than:
+                key = (c[0], c[1], c[3])
+                kept, ts = kept_fields.get(key), times.get(key)
+                wanted = wanted_of.get(c[2])
+                if wanted is None:
+                    wanted = wanted_of[c[2]] = self._wanted(c[2], fields)
+                if kept is None or ts is None or not wanted <= kept.keys():
+                    found = self._latest_fields(s.id, until_ns, newer_than, c, fields)
+                else:
+                    kept_fields.move_to_end(key)
+                    i = bisect_right(ts, until_ns) - 1
+                    if ts[i] > newer_than:
+                        found = ts[i], {name: v for name in wanted if (v := kept[name][i]) is not None}
+            self._keep_row(out, newest, s, found, h, since_ns)
+        return out
+
+    def _keep_row(self, out: list[Row], newest: dict[int, int], s: Series, found: tuple | None, head: tuple | None,
+                  since_ns: int) -> None:
+        """A series' newest row (found in a chunk, else the head's) into `out` if at or after `since`; its time
+        into `newest` in any case."""
+        if found is None and head is not None:
+            found = (head[0], self._decode(head[1], head[2]))
+        if found is not None:
+            newest[s.id] = found[0]
+            if found[0] >= since_ns:
+                out.append(Row(found[0], s.measurement, s.tags, found[1]))
+
+    def _wanted(self, fid: int, fields: Collection[str]) -> frozenset[str]:
+        """Which of `fields` a fieldset has (a chunk lacking a field needs no decoding for it)."""
+        key = (fid, fields if isinstance(fields, tuple) else tuple(fields))
+        wanted = self._wanted_names.get(key)
+        if wanted is None:
+            wanted = self._wanted_names[key] = frozenset(self._names(fid)) & frozenset(key[1])
+        return wanted
+
+    def _latest_fields(self, sid: int, until_ns: int, newer_than: int,
+                       candidate: tuple[int, int, int, int, bytes | None] | None,
+                       fields: Collection[str]) -> tuple[int, dict[str, FieldValue]] | None:
+        """`_latest_in_chunk` for a few fields: each chunk's wanted columns are decoded once and kept (the
+        rows at the next moment, a scrub away, are then a lookup), the other columns not at all."""
+        if candidate is None:
+            candidate = self._chunk_at(sid, until_ns, data=False)  # its data only if its columns are not kept
+        if candidate is None or candidate[1] <= newer_than:
+            return None
+        cid, last_ts, fid, n, data = candidate
+        key = (cid, last_ts, n)
+        names = self._names(fid)
+        kept = self._fields.get(key)
+        wanted = self._wanted(fid, fields)
+        if kept is None or not wanted <= kept.keys():
+            if data is None:
+                (data,) = self.db.execute("SELECT data FROM chunks WHERE id=?", (cid,)).fetchone()
+            try:
+                ts, columns = chunks.select(data, {i for i, name in enumerate(names) if name in wanted})
+            except chunks.ChunkError as e:
+                raise StoreError(f"{self.path}: chunk {cid}: {e}") from None
+            kept = {**(kept or {}), **{names[i]: column for i, column in columns.items()}}
+            self._fields[key] = kept
+            self._times[key] = ts
+            for cache, most in ((self._fields, _CACHED_FIELDS), (self._times, _CACHED_TIMES)):
+                while len(cache) > most:
+                    cache.popitem(last=False)
+        else:
+            self._fields.move_to_end(key)
+        ts = self._chunk_times(cid, last_ts, n, data)
+        i = bisect_right(ts, until_ns) - 1
+        if ts[i] <= newer_than:
+            return None
+        return ts[i], {name: v for name in wanted if (v := kept[name][i]) is not None}
+
+    def latest(self, measurement: str, since_ns: int = 0, until_ns: int | None = None,
+               fields: Collection[str] | None = None) -> list[Row]:
         """The newest sample of each series of a measurement in [since, until] (time travel: `until`).
-        Without `until` the head alone answers: it always holds each series' newest row."""
+        Without `until` the head alone answers: it always holds each series' newest row. `fields`: only
+        these are wanted (a row from a chunk holds no others; they are kept decoded for the next moment)."""
         until = until_ns if until_ns is not None else _END
+        version = self._file_version()
         with self._snapshot():
             head = {sid: (ts, fid, vals, tags) for sid, ts, fid, vals, tags in self.db.execute(
                 "SELECT s.id, x.ts, x.fieldset, x.vals, s.tags FROM series s JOIN samples x ON x.series_id = s.id "
@@ -684,9 +818,14 @@ class Store:
             if until_ns is None or not self._chunked:
                 return [Row(ts, measurement, json.loads(tags), self._decode(fid, vals))
                         for ts, fid, vals, tags in head.values() if ts >= since_ns]
-            return self._latest_sealed(self.series(measurement), head, since_ns, until, measurement)
+            newest: dict[int, int] = {}
+            rows = self._latest_sealed(self._kept_series(measurement), head, since_ns, until, measurement, fields,
+                                       newest)
+        self._newest_at[measurement] = (version, until, newest)
+        return rows
 
-    def latest_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None) -> list[Row]:
+    def latest_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None,
+                  fields: Collection[str] | None = None) -> list[Row]:
         """`latest` for a few chosen series of a large measurement (one index probe each)."""
         until = until_ns if until_ns is not None else _END
         chosen = list(series)
@@ -701,61 +840,83 @@ class Store:
             if until_ns is None or not self._chunked:
                 return [Row(head[s.id][0], s.measurement, s.tags, self._decode(*head[s.id][1:3]))
                         for s in chosen if s.id in head and head[s.id][0] >= since_ns]
-            return self._latest_sealed(chosen, head, since_ns, until)
+            return self._latest_sealed(chosen, head, since_ns, until, fields=fields)
 
     def _latest_sealed(self, series: list[Series], head: dict[int, tuple], since_ns: int, until_ns: int,
-                       measurement: str | None = None) -> list[Row]:
+                       measurement: str | None = None, fields: Collection[str] | None = None,
+                       newest: dict[int, int] | None = None) -> list[Row]:
         """`latest` back in time: a series' newest row before `until` may be in a chunk. For a whole
-        measurement, each series' candidate chunk is found by one query."""
+        measurement, each series' candidate chunk is found by one query. `newest` gets each series' newest row
+        time, before `since` too."""
+        newest = {} if newest is None else newest
         candidates: dict[int, tuple[int, int, int, int, bytes | None]] = {}
         if measurement is not None:
-            found = {sid: (cid, last, fid, n) for sid, cid, last, fid, n in self.db.execute(
-                "SELECT s.id, c.id, c.last_ts, c.fieldset, c.n FROM series s JOIN chunks c ON c.series_id = s.id "
-                "AND c.span = (SELECT span FROM chunks WHERE series_id = s.id AND span <= ? AND first_ts <= ? "
-                "ORDER BY span DESC LIMIT 1) WHERE s.measurement=?",
-                (until_ns // CHUNK_SPAN_NS, until_ns, measurement))}
-            # the chunks whose rows are newer than the head's (none when the cursor is now), a few hundred a query
-            wanted = [c for sid, c in found.items() if c[1] > head.get(sid, (-1,))[0]]
+            found = self._candidates(measurement, series, until_ns)
+            # the chunks whose rows are newer than the head's (none when the cursor is now) and not kept decoded,
+            # a few hundred a query
+            kept_fields, wanted_of = self._fields, {}
+            if fields is not None:
+                wanted_of = {fid: self._wanted(fid, fields) for fid in {c[2] for c in found.values()}}
+            wanted = [c for sid, c in found.items() if c[1] > head.get(sid, (-1,))[0]
+                      and not (fields is not None and (kept := kept_fields.get((c[0], c[1], c[3]))) is not None
+                               and wanted_of[c[2]] <= kept.keys())]
             data: dict[int, bytes] = {}
             for i in range(0, len(wanted), 500):
                 part = [c[0] for c in wanted[i:i + 500]]
                 data.update(self.db.execute(f"SELECT id, data FROM chunks WHERE id IN ({','.join('?' * len(part))})",
                                             part))
             candidates = {sid: (*c, data.get(c[0])) for sid, c in found.items()}
+            if fields is not None:
+                return self._latest_kept(series, head, candidates, since_ns, until_ns, fields, newest)
         out = []
         for s in series:
             h = head.get(s.id)
             newer_than = h[0] if h else -1
             if measurement is not None and candidates.get(s.id, (0, -1))[1] <= newer_than:
                 found = None  # no chunk, or the head's row is newer than all of it
+            elif fields is not None:
+                found = self._latest_fields(s.id, until_ns, newer_than, candidates.get(s.id), fields)
             else:
                 found = self._latest_in_chunk(s.id, until_ns, newer_than, candidates.get(s.id))
-            if found is None and h is not None:
-                found = (h[0], self._decode(h[1], h[2]))
-            if found is not None and found[0] >= since_ns:
-                out.append(Row(found[0], s.measurement, s.tags, found[1]))
+            self._keep_row(out, newest, s, found, h, since_ns)
         return out
 
     def newest(self, measurement: str, since_ns: int, until_ns: int) -> list[tuple[int, int]]:
         """(series id, newest ts) of the series of a measurement with samples in [since, until]:
-        which series moved, without decoding a sample (readers refresh only those)."""
+        which series moved, without decoding a sample (readers refresh only those). Asked again while the file
+        has not changed (a paused cursor, read again at each key), the answer is the one given."""
+        version = self._file_version()
+        hit = self._newest.get((measurement, since_ns, until_ns))
+        if hit is not None and hit[0] == version:
+            return list(hit[1])
+        at = self._newest_at.get(measurement)
+        if at is not None and at[0] == version and at[1] == until_ns:  # a whole read at this moment said it
+            return sorted((sid, ts) for sid, ts in at[2].items() if ts >= since_ns)
         with self._snapshot():
             found = dict(self.db.execute(
                 "SELECT x.series_id, max(x.ts) FROM series s JOIN samples x ON x.series_id = s.id "
                 "WHERE s.measurement=? AND x.ts >= ? AND x.ts <= ? GROUP BY x.series_id",
                 (measurement, since_ns, until_ns)).fetchall())
             if self._chunked:
+                times = self._times
                 for sid, cid, n, last_ts, past in self.db.execute(
                         "SELECT c.series_id, c.id, c.n, c.last_ts, c.last_ts > ? "
                         "FROM series s JOIN chunks c ON c.series_id = s.id WHERE s.measurement=? "
                         "AND c.span BETWEEN ? AND ? AND c.last_ts >= ? AND c.first_ts <= ?",
                         (until_ns, measurement, *self._spans(since_ns, until_ns), since_ns, until_ns)).fetchall():
-                    if past:  # the chunk runs past `until`: its last row before it
-                        ts = self._chunk_times(cid, last_ts, n)
+                    if past:  # the chunk runs past `until`: its last row before it (10,000 a second: no LRU touch)
+                        ts = times.get((cid, last_ts, n)) or self._chunk_times(cid, last_ts, n)
                         last_ts = ts[bisect_right(ts, until_ns) - 1]
                     if last_ts >= since_ns and last_ts > found.get(sid, -1):
                         found[sid] = last_ts
-        return sorted(found.items())
+        if len(self._newest) > 256:  # a cursor moving about: keep the recent answers only
+            self._newest.clear()
+        answer = self._newest[(measurement, since_ns, until_ns)] = (version, sorted(found.items()))
+        return list(answer[1])
+
+    def _file_version(self) -> tuple[int, int]:
+        """Changes whenever anything is written to the file, by another connection or this one."""
+        return self.db.execute("PRAGMA data_version").fetchone()[0], self.db.total_changes
 
     def _chunk_times(self, cid: int, last_ts: int, n: int, data: bytes | None = None) -> Sequence[int]:
         """A chunk's timestamps, decoded alone and kept (a chunk rewritten by a late row has another last row

@@ -34,6 +34,7 @@ class ViewScreen(Screen):
         if self.app._mounted_event.is_set():
             self._css_update_count = self.app._css_update_count
         self.levels: Levels = self.app.levels  # the app's, handed down: the loader thread reads them here
+        self.loaded_at: tuple[int, int] | None = None  # (since, until) of its last load
 
     def load_view(self, reader: Reader, since_ns: int, until_ns: int) -> Any:
         raise NotImplementedError
