@@ -247,19 +247,21 @@ def test_series_keys_are_unescaped_as_line_protocol_escapes_them():
     assert parse_series_key(r"m\ x,k\=1=v\=2") == ("m x", {"k=1": "v=2"})
 
 
-@pytest.mark.parametrize("reads", ["caught up", "read whole", "large"])
+@pytest.mark.parametrize("reads", ["caught up", "read whole", "probed", "large"])
 def test_the_fleet_over_influxdb_shows_what_it_shows_over_the_store_while_points_arrive(reads, tmp_path, monkeypatch):
     """One recording delivered as it happens, at the same moments, to the embedded store and to a real influxd;
     the Fleet loaded at each cursor (1-3 s apart, then a jump back and forward) over each shows the same rows,
     cells, trends, staleness and collectors. Samples are stamped at times of their own per series and vCenter's
     arrive 40 s after their stamp, as a real fleet's do: the caches that keep a refresh cheap must still see
     them as soon as the store does. `read whole`: every load reads each measurement whole (as every
-    FULL_READ_S); `large`: every measurement is a large one (found moved by one field's newest time, as a
-    10,000-VM vCenter's), one a look: the Fleet shows what the store does after at most three loads at a cursor."""
+    FULL_READ_S); `probed`: every measurement is found moved by one field's newest time (as one of thousands of
+    series); `large`: every one is a large one too (as a 10,000-VM vCenter's), looked at one a look: the Fleet
+    shows what the store does after at most three loads at a cursor."""
     import dataclasses
     import urllib.request
 
     import db2vtop.agent.core.influx_source as influx_source
+    import db2vtop.tui.data as tui_data
     from db2vtop.agent.config import load_config
     from db2vtop.agent.core.influx_source import InfluxSource
     from db2vtop.agent.core.store import Store
@@ -272,9 +274,12 @@ def test_the_fleet_over_influxdb_shows_what_it_shows_over_the_store_while_points
     s = 10**9
     if reads == "read whole":
         monkeypatch.setattr(influx_source, "FULL_READ_S", 0.0)
+    elif reads == "probed":
+        monkeypatch.setattr(influx_source, "PROBE_SERIES", 2)
     elif reads == "large":
-        for name, value in (("LARGE_SERIES", 2), ("LARGE_DUTY", 0.0), ("RECHECK_S", 0.0)):
+        for name, value in (("PROBE_SERIES", 2), ("LARGE_SERIES", 2), ("LARGE_DUTY", 0.0), ("RECHECK_S", 0.0)):
             monkeypatch.setattr(influx_source, name, value)
+        monkeypatch.setattr(tui_data, "RECHECK_S", 0.0)  # the Reader's own, at a paused cursor
     fleet = Fleet(vms=24, hosts=3, stacks=3, minutes=8)
     influx = InfluxServer(tmp_path / "influxd")
     influx.start()

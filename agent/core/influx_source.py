@@ -35,17 +35,19 @@ _SERIES_TTL_S = 30.0  # how long a listing of the series is trusted before it is
 LATEST_HORIZON_NS = 3600 * 10**9
 # the caches that keep a 1 s refresh cheap. A cursor moving forward by up to CATCH_UP_NS reads the last
 # LATE_NS again, GROUP BY series, newest first: a point written late (a guest's a flush interval after its
-# time, vCenter's 20-60 s) is seen at the next refresh, as over the embedded store. A measurement of more
-# than LARGE_SERIES series (a 10,000-VM vCenter's) costs InfluxDB about half a second a look whatever the
-# time range (a cursor per series and field): it is looked at by one field's newest time first (then only
-# the series that moved are read), one such measurement a refresh, and such looks take at most a
-# 1/(1 + LARGE_DUTY) share of the time: a large measurement's rows may be seconds behind the others'
-# (about 10 s at 10,000 VMs, where vCenter's samples are 20 s apart). A jump, back in time, or FULL_READ_S
+# time, vCenter's 20-60 s) is seen at the next refresh, as over the embedded store. InfluxDB spends a
+# cursor per series and field on it whatever the time range, and answers a row per series: a measurement
+# of more than PROBE_SERIES series is looked at by one field's newest time first (a cursor and a number a
+# series), then only the series that moved are read. One of more than LARGE_SERIES (a 10,000-VM
+# vCenter's: about half a second a look on a busy machine) is looked at one a refresh, and such looks
+# take at most a 1/(1 + LARGE_DUTY) share of the time: its rows may be seconds behind the others' (about
+# 10 s at 10,000 VMs, where vCenter's samples are 20 s apart). A jump, back in time, or FULL_READ_S
 # (LARGE_FULL_READ_S) after the last whole read (an outage's backfill reaches further than LATE_NS) reads
 # all again.
 CATCH_UP_NS = 600 * 10**9
 LATE_NS = 180 * 10**9
 FULL_READ_S = 120.0
+PROBE_SERIES = 500
 LARGE_SERIES = 2000
 LARGE_DUTY = 2.0
 LARGE_FULL_READ_S = 600.0
@@ -82,11 +84,8 @@ class _Latest:
     read_at: float  # when it was read whole
     checked_at: float  # when InfluxDB was last asked for what moved
     rows: dict[tuple, Row]  # by _key(tags)
-    probe: str | None = None  # a large measurement's field every row has: its newest time tells what moved
-
-    @property
-    def large(self) -> bool:
-        return self.probe is not None
+    probe: str | None = None  # a field every row has, of a measurement with many series: its newest time tells
+    large: bool = False  # what moved; looked at one a refresh, within a share of the time
 
 
 class SourceError(StoreError):
@@ -366,12 +365,12 @@ class InfluxSource:
         for m in names:
             x = due[m]
             where = _where(x.until - LATE_NS, until_ns)
-            statements.append(f"SELECT last({ident(x.probe)}) FROM {ident(m)}{where} GROUP BY *" if x.large else
+            statements.append(f"SELECT last({ident(x.probe)}) FROM {ident(m)}{where} GROUP BY *" if x.probe else
                               f"SELECT * FROM {ident(m)}{where} GROUP BY * ORDER BY time DESC LIMIT 1")
         reads: list[tuple[str, str]] = []
         for m, found in zip(names, self.query_many(statements), strict=True):
             x = due[m]
-            if x.large:  # which series moved, by the newest time of one field all of them have
+            if x.probe:  # which series moved, by the newest time of one field all of them have
                 moved = []
                 for s in found:
                     tags = {k: v for k, v in (s.get("tags") or {}).items() if v != ""}
@@ -412,9 +411,10 @@ class InfluxSource:
             " GROUP BY * ORDER BY time DESC LIMIT 1"))
         now = time.monotonic()
         x = _Latest(until_ns, now, now, {_key(r.tags): r for r in found})
-        if len(x.rows) > LARGE_SERIES:
+        if len(x.rows) > PROBE_SERIES:
             common = set.intersection(*(set(r.fields) for r in x.rows.values()))
             x.probe = min(common) if common else None
+            x.large = x.probe is not None and len(x.rows) > LARGE_SERIES
         return x
 
     def latest(self, measurement: str, since_ns: int = 0, until_ns: int | None = None,
