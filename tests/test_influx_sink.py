@@ -22,6 +22,7 @@ from db2vtop.agent.core.config import InfluxConfig
 from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample
 from db2vtop.agent.sinks.influx import InfluxSink
 from db2vtop.agent.sinks.monitor import MEASUREMENT, SinkMonitor
+from db2vtop.agent.sinks.spool import Spool
 from tests.infra.influxd import InfluxServer, refused_url, wait_for
 
 T0 = 1_700_000_000_123_456_789
@@ -232,6 +233,23 @@ def test_a_wrong_token_is_a_visible_error_spooling_goes_on_and_nothing_is_lost(t
         assert sink.snapshot()["state"] == "ok"
     finally:
         srv.stop()
+
+
+def test_what_comes_after_close_is_counted_and_fails_the_thread(tmp_path):
+    """The shutdown watchdog closes the pipeline under a runtime that may still hand on a cycle (the store,
+    closed last, still takes it): the sink says what it could not spool, and so does the exit status."""
+    with refused_url() as url:
+        sink = InfluxSink(config(url, "b", tmp_path / "spool", flush_timeout=0.1))
+        sink.submit([Sample("m", {}, {"v": 0}, T0)])
+        sink.close()
+        sink.submit([Sample("m", {}, {"v": i}, T0 + i) for i in (1, 2, 3)], annotations=[Annotation("e", "x", {}, "t")])
+        sink.submit([Sample("m", {}, {"v": 4}, T0 + 4)])
+    assert sink.late == 5
+    assert sink.supervisor.failures == [f"influx-spool: 4 points came after the sink was closed and were not written "
+                                        f"to the spool {tmp_path / 'spool'}"]
+    spool = Spool(tmp_path / "spool", 2**20)
+    assert (b := spool.read(100, 2**20)) is not None and b.data == f"m v=0i {T0}\n".encode()
+    spool.close()
 
 
 def _name(text: str) -> str:

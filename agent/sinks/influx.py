@@ -140,6 +140,7 @@ class InfluxSink:
         self._abort = threading.Event()
         self._closing = False
         self._closed = False
+        self.late = 0  # points submitted after close(): not spooled
         self._events: list[Annotation] = []
         self._events_lock = threading.Lock()
         self._dropping = False
@@ -161,9 +162,18 @@ class InfluxSink:
                annotations: Iterable[Annotation] = (), findings: Iterable[Finding] = ()) -> None:
         """Queue for the spool. Findings (the check runner's changes) become `db2vtop_finding`
         points, facts `db2vtop_fact` points (their data as a JSON document), so views reading
-        InfluxDB see what the embedded store holds."""
+        InfluxDB see what the embedded store holds. After close() nothing is queued: the shutdown
+        watchdog closes the pipeline (the store last) under a runtime that may still hand on a cycle;
+        what comes then is lost, counted and fails the thread, so the exit status says so."""
+        item = (list(samples), list(annotations), list(findings), list(facts))
         if not self._closed:
-            self._q.put((list(samples), list(annotations), list(findings), list(facts)))
+            self._q.put(item)
+            return
+        n, first = sum(map(len, item)), not self.late
+        self.late += n
+        if first:  # once: a failure says the loss, `late` counts all of it
+            self.supervisor.fail(SPOOL_THREAD, f"{n} points came after the sink was closed and were not written "
+                                               f"to the spool {self.cfg.spool_dir}")
 
     def take_events(self) -> list[Annotation]:
         with self._events_lock:

@@ -64,13 +64,19 @@ def start(cfg: Path, store: Path, log: Path, *args: str, command: str = "agent",
     return Agent(proc, log, store)
 
 
-def guest_seconds(store: Path) -> list[int]:
-    """The seconds with a total-CPU sample of the local guest, in order."""
+def guest_times(store: Path) -> list[int]:
+    """The timestamps (ns) of the local guest's total-CPU samples, in order, one per sample: a whole second
+    can hold two of them (a 1 s grid that sits on the edge of a second: 12.002 and 12.983) and none the next."""
     try:
         with Store(store) as s:
-            return sorted({r.ts // 10**9 for r in s.rows("guest_cpu", 0) if r.tags.get("cpu") == "total"})
+            return sorted(r.ts for r in s.rows("guest_cpu", 0) if r.tags.get("cpu") == "total")
     except StoreError:  # not there yet
         return []
+
+
+def guest_seconds(store: Path) -> list[int]:
+    """The seconds with a total-CPU sample of the local guest, in order."""
+    return sorted({t // 10**9 for t in guest_times(store)})
 
 
 def wait_seconds(store: Path, n: int, timeout: float = 60) -> list[int]:
