@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import ssl
 import subprocess
 import sys
@@ -41,20 +40,26 @@ def incident_host() -> dict:
          "disks": [{"size_gb": 40}], "perf": {"cpu.ready.summation": {"": ready}}}]}
 
 
-def run(cfg: Path, lookback: str, *extra: str) -> tuple[float, float, dict, int]:
-    """Wall time and CPU seconds (user + system: steadier than wall on shared cores) of one triage."""
-    t, cpu = time.perf_counter(), _children_cpu()
-    r = subprocess.run([sys.executable, "-m", "db2vtop.agent", "triage", "-c", str(cfg),
-                        "--format", "json", "--lookback", lookback, *extra], cwd=ROOT, capture_output=True, text=True,
-                       env={**os.environ, "VC1_PASSWORD": "bench"}, timeout=600)
-    return (time.perf_counter() - t, _children_cpu() - cpu, json.loads(r.stdout) if r.stdout else {"error": r.stderr},
-            r.returncode)
-
-
-def _children_cpu() -> float:
-    """CPU seconds of the children waited for so far (the simulator, still running, is not among them)."""
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
+def run(cfg: Path, lookback: str, *extra: str) -> tuple[float, float, float, dict, int]:
+    """Wall time, CPU seconds (user + system: steadier than wall on shared cores) and peak RSS (MB) of one
+    triage, from its own process's resource usage."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t = time.perf_counter()
+        p = subprocess.Popen([sys.executable, "-m", "db2vtop.agent", "triage", "-c", str(cfg), "--format", "json",
+                              "--lookback", lookback, *extra], cwd=ROOT, stdout=out, stderr=err,
+                             env={**os.environ, "VC1_PASSWORD": "bench"})
+        deadline = time.monotonic() + 600
+        while (done := os.wait4(p.pid, os.WNOHANG))[0] == 0:
+            if time.monotonic() > deadline:
+                p.kill()
+            time.sleep(0.05)
+        wall = time.perf_counter() - t
+        p.returncode, ru = os.waitstatus_to_exitcode(done[1]), done[2]
+        out.seek(0)
+        err.seek(0)
+        text = out.read().decode()
+        doc = json.loads(text) if text else {"error": err.read().decode()[-2000:]}
+    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, doc, p.returncode
 
 
 def main() -> None:
@@ -84,8 +89,9 @@ def main() -> None:
                 if name == "all_vms" and args.skip_all:
                     continue
                 before = sim.stats()["total"]
-                wall, cpu, doc, rc = run(cfg, args.lookback, *extra)
-                out[name] = {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "exit_status": rc,
+                wall, cpu, rss, doc, rc = run(cfg, args.lookback, *extra)
+                out[name] = {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "peak_rss_mb": round(rss, 1),
+                             "exit_status": rc, "load_average": [round(x, 2) for x in os.getloadavg()],
                              "soap_calls": sim.stats()["total"] - before,
                              "sources": doc.get("sources"), "findings": len(doc.get("findings", [])),
                              "verdicts": len(doc.get("verdicts", [])), "healthy_stacks": doc.get("healthy_stacks"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fnmatch
 from bisect import bisect_right
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -421,7 +422,7 @@ def infer_stacks(cfg: Config, source: Source) -> list[Inferred]:
             if lun and f.tags.get("storage"):
                 array_luns.setdefault(naa(str(lun)), f.tags["storage"])
     vms = sorted(_latest(facts, "vsphere_vm").values(), key=lambda f: (f.tags.get("vm", ""), f.tags.get("vcenter", "")))
-    repeated = {n for n in (f.tags.get("vm") for f in vms) if sum(1 for g in vms if g.tags.get("vm") == n) > 1}
+    repeated = {n for n, c in Counter(f.tags.get("vm") for f in vms).items() if c > 1}
     taken = {s.name for s in cfg.stack}
     for f in vms:
         vm, vcenter = f.tags.get("vm"), f.tags.get("vcenter")

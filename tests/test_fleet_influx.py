@@ -245,3 +245,112 @@ def test_series_keys_are_unescaped_as_line_protocol_escapes_them():
     assert parse_series_key(r"vsphere_vm,vcenter=vc1,vm=db2\,prod\ 01") == (
         "vsphere_vm", {"vcenter": "vc1", "vm": "db2,prod 01"})
     assert parse_series_key(r"m\ x,k\=1=v\=2") == ("m x", {"k=1": "v=2"})
+
+
+@pytest.mark.parametrize("reads", ["caught up", "read whole", "probed", "large"])
+def test_the_fleet_over_influxdb_shows_what_it_shows_over_the_store_while_points_arrive(reads, tmp_path, monkeypatch):
+    """One recording delivered as it happens, at the same moments, to the embedded store and to a real influxd;
+    the Fleet loaded at each cursor (1-3 s apart, then a jump back and forward) over each shows the same rows,
+    cells, trends, staleness and collectors. Samples are stamped at times of their own per series and vCenter's
+    arrive 40 s after their stamp, as a real fleet's do: the caches that keep a refresh cheap must still see
+    them as soon as the store does. `read whole`: every load reads each measurement whole (as every
+    FULL_READ_S); `probed`: every measurement is found moved by one field's newest time (as one of thousands of
+    series); `large`: every one is a large one too (as a 10,000-VM vCenter's), looked at one a look: the Fleet
+    shows what the store does after at most three loads at a cursor."""
+    import dataclasses
+    import urllib.request
+
+    import db2vtop.agent.core.influx_source as influx_source
+    import db2vtop.tui.data as tui_data
+    from db2vtop.agent.config import load_config
+    from db2vtop.agent.core.influx_source import InfluxSource
+    from db2vtop.agent.core.store import Store
+    from db2vtop.agent.sinks.lineproto import LineEncoder
+    from db2vtop.checks.scales import levels
+    from db2vtop.tui.data import Reader, TableState
+    from db2vtop.tui.fleet_view import load_fleet
+    from tests.tui_fixture import STEP_S, T0, Fleet, records, steps, write_config
+
+    s = 10**9
+    if reads == "read whole":
+        monkeypatch.setattr(influx_source, "FULL_READ_S", 0.0)
+    elif reads == "probed":
+        monkeypatch.setattr(influx_source, "PROBE_SERIES", 2)
+    elif reads == "large":
+        for name, value in (("PROBE_SERIES", 2), ("LARGE_SERIES", 2), ("LARGE_DUTY", 0.0), ("RECHECK_S", 0.0)):
+            monkeypatch.setattr(influx_source, name, value)
+        monkeypatch.setattr(tui_data, "RECHECK_S", 0.0)  # the Reader's own, at a paused cursor
+    fleet = Fleet(vms=24, hosts=3, stacks=3, minutes=8)
+    influx = InfluxServer(tmp_path / "influxd")
+    influx.start()
+    try:
+        bucket = influx.create_db("parity")
+        enc = LineEncoder()
+
+        def deliver(samples=(), facts=(), marks=(), findings=()) -> None:
+            store.write(list(samples), facts=list(facts), annotations=list(marks), findings=list(findings))
+            lines = enc.samples(samples) + enc.facts(facts) + enc.annotations(marks) + enc.findings(findings)
+            if lines:
+                req = urllib.request.Request(f"{influx.url}/write?db=parity&precision=ns",
+                                             data="".join(lines).encode(), method="POST")
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    assert r.status == 204
+
+        def stamp(x):  # each series its own phase in the 20 s step: 0..13 s after it
+            return dataclasses.replace(x, ts=x.ts + (sum(map(ord, "".join(sorted(x.tags.values())))) % 14) * s)
+
+        arriving = sorted(((x.ts + (40 * s if x.measurement.startswith("vsphere") else s), i, x)
+                           for i, x in enumerate(stamp(x) for step in steps(fleet) for x in step)),
+                          key=lambda a: a[:2])
+        cfg_path = write_config(tmp_path / "fleet.toml", fleet)
+        cfg_path.write_text(cfg_path.read_text() + f'[influxdb]\nurl = "{influx.url}"\nbucket = "{bucket}"\n'
+                                                   f'spool_dir = "{tmp_path / "spool"}"\ntimeout = "30s"\n')
+        cfg = load_config(cfg_path)
+        lv = levels(cfg.checks)
+        store = Store(tmp_path / "metrics.db", writer=True)
+        facts, marks, findings = records(fleet)
+        deliver(facts=facts, marks=marks, findings=[dataclasses.replace(x, resolved_at=None) for x in findings])
+        deliver(findings=[x for x in findings if x.resolved_at is not None])  # as an agent opens, then resolves
+
+        def shown(rd: Reader, until: int) -> tuple:
+            view = load_fleet(rd, cfg.stack, until - 300 * s, until, TableState(), 16, lv)
+            return ([(r.key, r.cells, r.style) for r in view.model.rows], [c.name for c in view.model.columns],
+                    view.counts, view.stale, view.findings,
+                    sorted((c.collector, c.status, c.age_s) for c in view.collectors),  # in series order: ids differ
+                    [m.name for m in view.markers])
+
+        with InfluxSource(cfg.influxdb) as src:
+            over_store, over_influx = Reader(store), Reader(src)
+            step = 2 * s if reads == "caught up" else 10 * s
+            cursors = [*range(T0 + 150 * s, T0 + 330 * s, step), T0 + 331 * s, T0 + 332 * s]
+            cursors += [T0 + 200 * s, T0 + 203 * s, T0 + 420 * s, T0 + 421 * s]  # back in time, then past a gap
+            done = 0
+            compared = 0
+            for until in cursors:
+                batch = []
+                while done < len(arriving) and arriving[done][0] <= until:
+                    batch.append(arriving[done][2])
+                    done += 1
+                if batch:
+                    deliver(batch)
+                for rd in (over_store, over_influx):
+                    rd.begin()
+                expected = shown(over_store, until)
+                assert len(expected[0]) > fleet.vms, expected[0]
+                got = shown(over_influx, until)
+                for _ in range(2 if reads == "large" else 0):  # one large measurement a look: the next loads
+                    if got != expected:
+                        over_influx.begin()
+                        got = shown(over_influx, until)
+                for name, a, b in zip(("rows", "columns", "counts", "stale", "findings", "collectors", "markers"),
+                                      expected, got, strict=True):
+                    if name == "rows":  # the differing cells of the first rows that differ
+                        diff = [(x[0], [(c, y[1][i]) for i, c in enumerate(x[1]) if c != y[1][i]] or (x, y))
+                                for x, y in zip(a, b, strict=False) if x != y]
+                        assert len(a) == len(b) and not diff, (f"at T0+{(until - T0) / s:g}s", diff[:3])
+                    assert a == b, (f"at T0+{(until - T0) / s:g}s", name, a, b)
+                compared += 1
+            assert compared == len(cursors) and STEP_S == 20
+        store.close()
+    finally:
+        influx.stop()

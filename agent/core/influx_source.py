@@ -16,7 +16,7 @@ import json
 import threading
 import time
 from collections.abc import Collection, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from db2vtop.agent.core.config import InfluxConfig
@@ -33,38 +33,59 @@ _SERIES_TTL_S = 30.0  # how long a listing of the series is trusted before it is
 # "the newest value of each series" looks back this far at most: an unbounded last-row query
 # would make InfluxDB open every shard of the retention period
 LATEST_HORIZON_NS = 3600 * 10**9
-# the caches that keep a 1 s refresh cheap. A cursor moving forward by up to CATCH_UP_NS reads only
-# the points stamped in the last RECENT_NS (a guest's points arrive a flush interval after their
-# time); every SWEEP_S it reads the last LATE_NS again, for points stamped well before they arrive
-# (vCenter's 20 s samples). A jump, or FULL_READ_S after the last whole read, reads all again.
+# the caches that keep a 1 s refresh cheap. A cursor moving forward by up to CATCH_UP_NS reads the last
+# LATE_NS again, GROUP BY series, newest first: a point written late (a guest's a flush interval after its
+# time, vCenter's 20-60 s) is seen at the next refresh, as over the embedded store. InfluxDB spends a
+# cursor per series and field on it whatever the time range, and answers a row per series: a measurement
+# of more than PROBE_SERIES series is looked at by one field's newest time first (a cursor and a number a
+# series), then only the series that moved are read. One of more than LARGE_SERIES (a 10,000-VM
+# vCenter's: about half a second a look on a busy machine) is looked at one a refresh, and such looks
+# take at most a 1/(1 + LARGE_DUTY) share of the time: its rows may be seconds behind the others' (about
+# 10 s at 10,000 VMs, where vCenter's samples are 20 s apart). A jump, back in time, or FULL_READ_S
+# (LARGE_FULL_READ_S) after the last whole read (an outage's backfill reaches further than LATE_NS) reads
+# all again.
 CATCH_UP_NS = 600 * 10**9
-RECENT_NS = 2 * 10**9
 LATE_NS = 180 * 10**9
-SWEEP_S = 15.0
 FULL_READ_S = 120.0
+PROBE_SERIES = 500
+LARGE_SERIES = 2000
+LARGE_DUTY = 2.0
+LARGE_FULL_READ_S = 600.0
+RECHECK_S = 10.0  # a view's load asks each measurement in turn: at one cursor, InfluxDB is asked again after this long
+WINDOW_SERIES = 100  # tag sets OR'ed in one statement
+WINDOW_MARGIN_NS = 600 * 10**9
+PREFETCH_SERIES = 300
 
 
 @dataclass
 class _Cache:
+    """One field's points of the series a view asked for, over a window: brought forward by reading the
+    last LATE_NS of those series again (late points included); a series not asked for between two catch-ups
+    is forgotten (a Fleet scrolled through 10,000 VMs keeps only what it shows)."""
+
     since: int
     until: int
     read_at: float
-    swept_at: float
-    data: dict[tuple, Any]  # by _key(tags): the newest Row, or a window's {ts: value}
-    ranged: bool = False  # a window's: holds every point of [since, until], not only the newest
+    data: dict[tuple, dict[int, FieldValue]]  # by _key(tags): {ts: value}
+    asked: set[tuple] = field(default_factory=set)
 
     def fresh_for(self, since_ns: int, until_ns: int, now: float) -> bool:
-        """The cache answers [since, until] as it is or after a catch-up read (a window's cache also
-        answers a range inside it: each collector's interval asks for the hour before its last row)."""
-        low = self.since if self.ranged else self.until
-        return (self.since <= since_ns and low <= until_ns <= self.until + CATCH_UP_NS
+        """The cache answers [since, until] as it is or after a catch-up read (it also answers a range inside
+        it: each collector's interval asks for the hour before its last row)."""
+        return (self.since <= since_ns and self.since <= until_ns <= self.until + CATCH_UP_NS
                 and now - self.read_at < FULL_READ_S)
 
-    def catch_up_from(self, now: float) -> int:
-        if now - self.swept_at >= SWEEP_S:
-            self.swept_at = now
-            return self.until - LATE_NS
-        return self.until - RECENT_NS
+
+@dataclass
+class _Latest:
+    """The newest row of every series of a measurement at `until`."""
+
+    until: int
+    read_at: float  # when it was read whole
+    checked_at: float  # when InfluxDB was last asked for what moved
+    rows: dict[tuple, Row]  # by _key(tags)
+    probe: str | None = None  # a field every row has, of a measurement with many series: its newest time tells
+    large: bool = False  # what moved; looked at one a refresh, within a share of the time
 
 
 class SourceError(StoreError):
@@ -144,9 +165,15 @@ class InfluxSource:
         self._series: dict[tuple, Series] = {}
         self._by_id: dict[int, Series] = {}
         self._listed_at = -_SERIES_TTL_S
+        self._parsed: set[str] = set()  # the series keys of SHOW SERIES seen
+        self._grouped: tuple[int, dict[str, list[Series]]] = (-1, {})
         self._version = 0
         self._types: dict[str, dict[str, str]] = {}
-        self._latest: dict[str, _Cache] = {}
+        self._latest: dict[str, _Latest] = {}
+        self._asked: dict[str, float] = {}  # measurement -> when its newest rows were last asked for
+        self._window_checked = -1e9
+        self._large_at = (-1, -1e9)  # the cursor a large measurement was last looked at for, and when
+        self._large_next = -1e9  # no large measurement is looked at before this (monotonic) time
         self._ids: dict[str, dict[tuple, int]] = {}  # measurement -> _key(tags) -> series id
         self._windows: dict[tuple[str, str], _Cache] = {}
 
@@ -193,8 +220,12 @@ class InfluxSource:
             if time.monotonic() - self._listed_at < _SERIES_TTL_S:
                 return
             known = dict(self._series)
+            parsed = self._parsed
             for s in self.query("SHOW SERIES"):
                 for (key,) in s.get("values") or []:
+                    if key in parsed:  # parsed at an earlier listing (10,000 VMs are 60,000 keys)
+                        continue
+                    parsed.add(key)
                     m, tags = parse_series_key(key)
                     if m in RECORD_MEASUREMENTS:
                         continue
@@ -223,7 +254,14 @@ class InfluxSource:
 
     def series(self, measurement: str | None = None) -> list[Series]:
         self._list_series()
-        return [s for s in self._series.values() if measurement is None or s.measurement == measurement]
+        if measurement is None:
+            return list(self._series.values())
+        if self._grouped[0] != self._version:  # by measurement, once per listing (60,000 series at 10,000 VMs)
+            grouped: dict[str, list[Series]] = {}
+            for x in self._series.values():
+                grouped.setdefault(x.measurement, []).append(x)
+            self._grouped = (self._version, grouped)
+        return list(self._grouped[1].get(measurement, ()))
 
     def series_version(self) -> int:
         self._list_series()
@@ -290,36 +328,94 @@ class InfluxSource:
         rows.sort(key=lambda r: (order[r.measurement, _key(r.tags)], r.ts))
         yield from rows
 
-    def _latest_rows(self, measurement: str, until_ns: int) -> dict[tuple, Row]:
-        """The newest row of every series of a measurement at `until`, by _key(tags), from a cache
-        that a cursor moving forward refreshes with the points written since (see _Cache). The
-        measurements read before are brought up to date together, in one request."""
+    def _latest_rows(self, measurement: str, until_ns: int, check: bool = False) -> dict[tuple, Row]:
+        """The newest row of every series of a measurement at `until`, by _key(tags): read whole the first
+        time, after a jump, back in time and every FULL_READ_S; else brought forward (see _Latest) together
+        with the other measurements asked for lately, in one request. `check` asks InfluxDB again at the
+        cursor the rows were read for (a reader's question of what moved: late points)."""
         now = time.monotonic()
-        cached = self._latest.get(measurement)
-        if cached and cached.fresh_for(0, until_ns, now) and until_ns == cached.until:
-            return cached.data  # read at this cursor already (every collector's row asks in turn)
-        if not (cached and cached.fresh_for(0, until_ns, now)):
-            cached = self._latest[measurement] = _Cache(0, until_ns, now, now, {})
-            cached.until = until_ns - LATEST_HORIZON_NS  # nothing read yet: read the whole horizon
-        due = {m: c for m, c in self._latest.items() if c.until < until_ns and c.fresh_for(0, until_ns, now)}
-        due[measurement] = cached
+        self._asked[measurement] = now
+        c = self._latest.get(measurement)
+        if c is not None and c.until == until_ns and not (check and now - c.checked_at >= RECHECK_S):
+            return c.rows  # read at this cursor already (every collector's row asks in turn)
+        if c is None or not c.until <= until_ns <= c.until + CATCH_UP_NS or now - c.read_at >= (
+                LARGE_FULL_READ_S if c.large else FULL_READ_S):
+            self._latest[measurement] = c = self._read_latest(measurement, until_ns)
+            return c.rows
+        due: dict[str, _Latest] = {}
+        large: list[tuple[float, str]] = []
+        for m, x in self._latest.items():
+            if (now - self._asked.get(m, -1e9) >= FULL_READ_S or not x.until <= until_ns <= x.until + CATCH_UP_NS
+                    or (m != measurement and x.until == until_ns and now - x.checked_at < RECHECK_S)):
+                continue
+            if x.large:
+                if now >= self._large_next:
+                    large.append((x.checked_at, m))
+            else:
+                due[m] = x
+        if large and (self._large_at[0] != until_ns or now - self._large_at[1] >= RECHECK_S):
+            self._large_at = (until_ns, now)  # one large measurement a cursor, the one looked at longest ago
+            m = min(large)[1]
+            due[m] = self._latest[m]
+        if not due:
+            return c.rows
+        t = time.perf_counter()
         names = list(due)
-        statements = [f"SELECT * FROM {ident(m)}{_where(self._catch_up(due[m], now, until_ns), until_ns)}"
-                      " GROUP BY * ORDER BY time DESC LIMIT 1" for m in names]
+        statements = []
+        for m in names:
+            x = due[m]
+            where = _where(x.until - LATE_NS, until_ns)
+            statements.append(f"SELECT last({ident(x.probe)}) FROM {ident(m)}{where} GROUP BY *" if x.probe else
+                              f"SELECT * FROM {ident(m)}{where} GROUP BY * ORDER BY time DESC LIMIT 1")
+        reads: list[tuple[str, str]] = []
         for m, found in zip(names, self.query_many(statements), strict=True):
-            c = due[m]
-            for r in self._to_rows(m, found):
-                key = _key(r.tags)
-                old = c.data.get(key)
-                if old is None or old.ts <= r.ts:
-                    c.data[key] = r
-            c.until = until_ns
-        return cached.data
+            x = due[m]
+            if x.probe:  # which series moved, by the newest time of one field all of them have
+                moved = []
+                for s in found:
+                    tags = {k: v for k, v in (s.get("tags") or {}).items() if v != ""}
+                    old = x.rows.get(_key(tags))
+                    for ts, _ in s.get("values") or []:
+                        if old is None or ts > old.ts:
+                            moved.append((ts, tags))
+                if moved:
+                    alts = " OR ".join("(" + " AND ".join(f"{ident(k)} = {literal(v)}" for k, v in sorted(t.items()))
+                                       + ")" for _, t in moved if t) if len(moved) <= WINDOW_SERIES else ""
+                    reads.append((m, f"SELECT * FROM {ident(m)}{_where(min(ts for ts, _ in moved), until_ns)}"
+                                     f"{f' AND ({alts})' if alts else ''} GROUP BY * ORDER BY time DESC LIMIT 1"))
+            else:
+                self._merge(x, self._to_rows(m, found))
+            x.until = until_ns
+        if reads:
+            for (m, _), found in zip(reads, self.query_many([q for _, q in reads]), strict=True):
+                self._merge(due[m], self._to_rows(m, found))
+        done = time.monotonic()
+        for x in due.values():
+            x.checked_at = done
+            if x.large:  # the next large look waits LARGE_DUTY times as long as this one took
+                self._large_next = done + LARGE_DUTY * (time.perf_counter() - t)
+        return c.rows
 
     @staticmethod
-    def _catch_up(cached: _Cache, now: float, until_ns: int) -> int:
-        """Where a read of a cached measurement starts: all of the horizon the first time."""
-        return cached.until if cached.until <= until_ns - LATEST_HORIZON_NS else cached.catch_up_from(now)
+    def _merge(x: _Latest, rows: list[Row]) -> None:
+        for r in rows:
+            key = _key(r.tags)
+            old = x.rows.get(key)
+            if old is None or old.ts <= r.ts:
+                x.rows[key] = r
+
+    def _read_latest(self, measurement: str, until_ns: int) -> _Latest:
+        """A measurement's newest rows over the whole horizon."""
+        found = self._to_rows(measurement, self.query(
+            f"SELECT * FROM {ident(measurement)}{_where(until_ns - LATEST_HORIZON_NS, until_ns)}"
+            " GROUP BY * ORDER BY time DESC LIMIT 1"))
+        now = time.monotonic()
+        x = _Latest(until_ns, now, now, {_key(r.tags): r for r in found})
+        if len(x.rows) > PROBE_SERIES:
+            common = set.intersection(*(set(r.fields) for r in x.rows.values()))
+            x.probe = min(common) if common else None
+            x.large = x.probe is not None and len(x.rows) > LARGE_SERIES
+        return x
 
     def latest(self, measurement: str, since_ns: int = 0, until_ns: int | None = None,
                fields: Collection[str] | None = None) -> list[Row]:
@@ -331,19 +427,24 @@ class InfluxSource:
                   fields: Collection[str] | None = None) -> list[Row]:
         until = until_ns if until_ns is not None else time.time_ns()
         out = []
+        rows: dict[str, dict[tuple, Row]] = {}  # each measurement's asked for once
         for s in series:
-            r = self._latest_rows(s.measurement, until).get(_key(s.tags))
+            found = rows.get(s.measurement)
+            if found is None:
+                found = rows[s.measurement] = self._latest_rows(s.measurement, until)
+            r = found.get(_key(s.tags))
             if r is not None and r.ts >= since_ns:
                 out.append(r)
         return out
 
     def newest(self, measurement: str, since_ns: int, until_ns: int) -> list[tuple[int, int]]:
-        """(series id, newest ts) of the series with samples in [since, until] (asked every refresh
-        for every measurement on screen: the ids are looked up once per series)."""
+        """(series id, newest ts) of the series with samples in [since, until] (a reader's question of what
+        moved, asked every refresh for every measurement on screen: InfluxDB is asked again, the ids are
+        looked up once per series)."""
         ids = self._ids.setdefault(measurement, {})
         out = []
-        for key, r in self._latest_rows(measurement, until_ns).items():
-            if r.ts >= since_ns:
+        for key, r in self._latest_rows(measurement, until_ns, check=True).items():
+            if since_ns <= r.ts <= until_ns:
                 sid = ids.get(key)
                 if sid is None:
                     sid = ids[key] = self._series_of(measurement, r.tags).id
@@ -352,10 +453,12 @@ class InfluxSource:
 
     def window(self, series_id: int, field_name: str, since_ns: int,
                until_ns: int | None = None) -> list[tuple[int, FieldValue]]:
-        """One field of one series, from a cache per field and window: a series is read alone the
-        first time, then every series that was asked for is brought up to date together, each
-        field's in one statement of one request (trend columns of 60 rows cost one request a
-        refresh, not 120)."""
+        """One field of one series, from a cache per field that starts WINDOW_MARGIN_NS before the window
+        first asked for (each collector's interval asks for the hour before its own last row). A series
+        not cached yet is read alone, or with every other series of its measurement when it has few (200
+        collectors' intervals are one request, not 200); the series asked for since are brought up to
+        date together, the last LATE_NS of each field's in one statement of one request (trend columns
+        of 60 rows cost one request a refresh, not 120)."""
         s = self._by_id.get(series_id)
         if s is None:
             return []
@@ -363,38 +466,57 @@ class InfluxSource:
         now = time.monotonic()
         cached = self._windows.get((s.measurement, field_name))
         if not (cached and cached.fresh_for(since_ns, until, now)):
-            cached = self._windows[s.measurement, field_name] = _Cache(since_ns, until, now, now, {}, ranged=True)
-        elif until > cached.until:
-            due = {k: c for k, c in self._windows.items() if c.until < until and c.fresh_for(c.since, until, now)}
+            old = cached
+            cached = self._windows[s.measurement, field_name] = _Cache(since_ns - WINDOW_MARGIN_NS, until, now, {})
+            if old is not None and old.asked:  # the series on screen, read again together
+                cached.data = {k: {} for k in old.asked}
+                self._read_windows([(s.measurement, field_name, cached, cached.since, until,
+                                     [dict(k) for k in old.asked])])
+        elif until > cached.until or now - self._window_checked >= RECHECK_S:
+            due = {k: c for k, c in self._windows.items() if c.fresh_for(c.since, max(until, c.until), now)}
+            for k in [k for k in self._windows if k not in due]:
+                del self._windows[k]
             for c in due.values():
-                c.since = max(c.since, since_ns) if c is cached else c.since
-            self._read_windows([(*k, c, c.catch_up_from(now), until, None) for k, c in due.items()])
+                if c is cached:
+                    c.since = max(c.since, since_ns - WINDOW_MARGIN_NS)
+                for gone in [k for k in c.data if k not in c.asked]:  # not drawn since the last catch-up
+                    del c.data[gone]
+                c.asked = set()
+            self._read_windows([(*k, c, c.until - LATE_NS, max(until, c.until), None) for k, c in due.items()])
+            self._window_checked = time.monotonic()
         key = _key(s.tags)
+        cached.asked.add(key)
         if key not in cached.data:
-            cached.data[key] = {}
-            self._read_windows([(s.measurement, field_name, cached, cached.since, cached.until, [s.tags])])
+            others = self.series(s.measurement)
+            chosen = [s.tags] if len(others) > PREFETCH_SERIES else [
+                x.tags for x in others if _key(x.tags) not in cached.data]
+            for tags in chosen:
+                cached.data[_key(tags)] = {}
+            cached.data.setdefault(key, {})
+            self._read_windows([(s.measurement, field_name, cached, cached.since, cached.until, chosen or [s.tags])])
         return sorted((ts, v) for ts, v in cached.data[key].items() if since_ns <= ts <= until)
 
     def _read_windows(self, reads: list[tuple[str, str, _Cache, int, int, list[dict[str, str]] | None]]) -> None:
-        """Points into window caches, one statement each in one request: the cached series (or the
-        tag sets given) by their tags when they are few, else the whole measurement (cheaper than a
-        long OR). Points that fell out of a cache's window are forgotten."""
+        """Points into window caches, in one request: each cache's series (or the tag sets given) by their
+        tags, WINDOW_SERIES a statement. Points that fell out of a cache's window are forgotten."""
         reads = [r for r in reads if r[2].data]
-        statements = []
+        statements: list[str] = []
+        targets: list[tuple[str, str, _Cache]] = []
         for measurement, field_name, cached, since_ns, until_ns, tag_sets in reads:
             for points in cached.data.values():
                 for ts in [t for t in points if t < cached.since]:
                     del points[ts]
-            if tag_sets is None:
-                tag_sets = [dict(k) for k in cached.data] if len(cached.data) <= 100 else []
-            alts = " OR ".join("(" + " AND ".join(f"{ident(k)} = {literal(v)}" for k, v in sorted(t.items())) + ")"
-                               for t in tag_sets if t)
-            where = _where(since_ns, until_ns) + (f" AND ({alts})" if alts else "")
-            statements.append(f"SELECT {ident(field_name)} FROM {ident(measurement)}{where} GROUP BY *")
+            sets = [t for t in (tag_sets if tag_sets is not None else [dict(k) for k in cached.data]) if t]
+            for i in range(0, max(len(sets), 1), WINDOW_SERIES):
+                alts = " OR ".join("(" + " AND ".join(f"{ident(k)} = {literal(v)}" for k, v in sorted(t.items()))
+                                   + ")" for t in sets[i:i + WINDOW_SERIES])
+                where = _where(max(since_ns, cached.since), until_ns) + (f" AND ({alts})" if alts else "")
+                statements.append(f"SELECT {ident(field_name)} FROM {ident(measurement)}{where} GROUP BY *")
+                targets.append((measurement, field_name, cached))
             cached.until = max(cached.until, until_ns)
         if not statements:
             return
-        for (measurement, field_name, cached, *_), found in zip(reads, self.query_many(statements), strict=True):
+        for (measurement, field_name, cached), found in zip(targets, self.query_many(statements), strict=True):
             for r in self._to_rows(measurement, found):
                 points = cached.data.get(_key(r.tags))
                 if points is not None:
