@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,6 +38,8 @@ log = logging.getLogger(__name__)
 
 #: the most of the store's history the check engine starts from
 HISTORY_MAX_S = 3600.0
+#: rows of that history read and judged at a time (in time slices)
+HISTORY_BATCH = 10_000
 
 
 class Pipeline:
@@ -70,9 +73,9 @@ class Pipeline:
         (after queued batches)."""
         self.checks = CheckRunner(engine, [self.writer, *self.sinks], self.supervisor)
         collectors = build_collectors(self.cfg, self.writer.path, self.sinks)
-        needed = engine.history_samples()
+        needed, fields = engine.history_samples(), engine.history_fields()
         for c in collectors:
-            c.history_samples = needed
+            c.history_samples, c.history_fields = needed, fields
         self.writer.call(lambda store: self._resume(store, collectors, engine))
         self.runtime = Runtime(collectors, [self.writer, self.checks, *self.sinks], fact_check(self.cfg),
                                self.supervisor, self.cfg.store.max_clock_skew)
@@ -84,13 +87,22 @@ class Pipeline:
         assert self.checks is not None
         facts = store.facts()
         span_s = min(engine.history_samples() * max((c.interval for c in collectors), default=0.0), HISTORY_MAX_S)
-        measurements = sorted(engine.live_measurements() & set(store.measurements()))
+        # what a collector hands on again itself in its first cycle (vCenter's realtime hour) is not read twice
+        again = {m for c in collectors if c.history_samples > 1 for m in c.reaches_back}
+        measurements = sorted(engine.live_measurements() & set(store.measurements()) - again)
+        fields = engine.history_fields()
         path = store.path
 
-        def history() -> list[Row]:
+        def history() -> Iterator[list[Row]]:
+            """The span in time slices, each every measurement's rows of it: a 10,000-VM store's history is
+            held a slice at a time (about HISTORY_BATCH rows), never whole."""
             now = time.time_ns()
+            since = now - int(span_s * 1e9)
             with Store(path) as reader:
-                return [r for m in measurements for r in reader.rows(m, now - int(span_s * 1e9), now)]
+                rows = sum(reader.series_count(m) for m in measurements) * engine.history_samples()
+                step = (now - since) // max(1, min(-(-rows // HISTORY_BATCH), engine.history_samples())) + 1
+                yield from ([r for part in parts for r in part] for parts in zip(
+                    *(reader.slices(m, since, now, step, fields.get(m)) for m in measurements), strict=True))
 
         self.checks.resume(store, facts, history)
         for c in collectors:

@@ -29,6 +29,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from db2vtop.agent.core.backlog import Backlog
 from db2vtop.agent.core.model import (
     CLOCK_SKEW_S,
     SELF_MEASUREMENT,
@@ -51,6 +52,11 @@ log = logging.getLogger(__name__)
 #: the least a collector loop sleeps between two turns, and the least interval or timeout it
 #: runs with (config check holds each source to its own, higher floor): a loop can never spin
 FLOOR_S = 0.05
+#: records an output (the store writer, the check runner) may have queued before a cycle that hands its
+#: records on in parts waits for it: two parts of a 10,000-VM vCenter's first cycle (collectors/vsphere HANDOFF)
+MAX_BACKLOG = 40_000
+#: how often a waiting cycle looks at the backlog again
+PACE_S = 0.02
 
 MEASUREMENTS = (
     Measurement(
@@ -81,8 +87,9 @@ class CollectorStats:
 class Runtime:
     def __init__(self, collectors: Sequence[BaseCollector], outputs: Sequence[Output],
                  declared: FactCheck | None = None, supervisor: Supervisor | None = None,
-                 clock_skew_s: float = CLOCK_SKEW_S):
+                 clock_skew_s: float = CLOCK_SKEW_S, max_backlog: int = MAX_BACKLOG):
         self.supervisor = supervisor or Supervisor()
+        self.max_backlog = max_backlog
         self.skew_ns = int(clock_skew_s * 1e9)
         for c in collectors:
             _sane_schedule(c)
@@ -213,8 +220,14 @@ class Runtime:
                     errors.append(_describe_error(e, timeout, "describe"))
             records = await c.collect()
 
-        c.handoff = hand_on
+        unpaced: set[str] = set()  # outputs this cycle stopped waiting for
         timeout = c.cycle_timeout()
+        patience = asyncio.get_running_loop().time() + timeout / 2
+
+        async def pace() -> None:
+            await self._pace(c, unpaced, patience)
+
+        c.handoff, c.pace = hand_on, pace
         try:
             await asyncio.wait_for(work(), timeout)
         except Exception as e:  # any collector failure is data, never a crash
@@ -222,7 +235,7 @@ class Runtime:
             if not isinstance(e, CollectorError | TimeoutError):
                 log.debug("collector %s failed", c.name, exc_info=True)
         finally:
-            c.handoff = None
+            c.handoff, c.pace = None, None
         errors[:0] = map(printable, c.take_problems())  # partial faults first: a timeout stays the last word
         ts = time.time_ns()
         samples, more, annotations = self._split(c, [*facts, *records], ts)
@@ -233,6 +246,29 @@ class Runtime:
         me = self._record(c, status, "; ".join(errors), (time.perf_counter() - t0) * 1000, handed + len(samples), ts)
         for out in self.outputs:
             out.submit([*samples, me], facts, annotations)
+
+    async def _pace(self, c: BaseCollector, unpaced: set[str], patience: float) -> None:
+        """Back-pressure: while an output has more than max_backlog records queued, the cycle waits before it
+        asks its source for more, so memory is bounded whatever the source's size and nothing is dropped.
+        An output whose thread has stopped, or still behind when half the cycle's timeout is gone (`patience`,
+        loop time), is waited for no more this cycle: that is the cycle's error (shown in its self-metric), and
+        it hands on regardless, so the cycle still ends within its timeout."""
+        loop = asyncio.get_running_loop()
+        for out in self.outputs:
+            b = getattr(out, "backlog", None)
+            if not isinstance(b, Backlog) or b.name in unpaced:
+                continue
+            while b.queued > self.max_backlog:
+                if not b.working():
+                    problem = f"{b.name} has stopped with {b.queued} records queued"
+                elif loop.time() > patience:
+                    problem = f"{b.name} still has {b.queued} records queued half the cycle's timeout on"
+                else:
+                    await asyncio.sleep(PACE_S)
+                    continue
+                unpaced.add(b.name)
+                c.problem(f"{problem}: the cycle no longer waits for it")
+                break
 
     def _split(self, c: BaseCollector, records: list[Record | Fact], now_ns: int,
                ) -> tuple[list[Sample], list[Fact], list[Annotation]]:

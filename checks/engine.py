@@ -41,6 +41,8 @@ from db2vtop.checks.rule import (
 )
 from db2vtop.checks.topology import StackEntities, resolve
 
+#: subjects whose canonical tags are remembered (a 10,000-VM vCenter has about 10,000 of its VMs' and hosts')
+SUBJECTS_KEPT = 50_000
 #: the longest history a source keeps that it may hand on again after `start_from` (vCenter's realtime hour)
 HISTORY_NS = 3600 * 10**9
 
@@ -67,6 +69,8 @@ class Engine:
         self.stacks = list(stacks)
         self.facts = FactIndex(stacks, db2_vm)
         self._scoped: list[StackEntities] | None = None  # the entities of the stacks with their own thresholds
+        self._canon: dict[tuple, str] = {}  # a subject's items -> its canonical tags
+        self._plain: dict[int, Thresholds] = {}  # id(rule) -> its thresholds, where no stack has its own
         self._live: dict[str, list[LiveRule]] = {}
         for r in self.rules:
             if isinstance(r, LiveRule):
@@ -74,24 +78,36 @@ class Engine:
         self._tracks: dict[tuple[str, str], _Track] = {}
         self._static: dict[str, Finding] = {}
         self._changed: dict[str, Finding] = {}
-        self._judged: dict[tuple[str, str], int] = {}  # (measurement, tags) -> the newest ts of history judged
+        self._judged: dict[str, dict[str, int]] = {}  # measurement -> tags -> the newest ts of history judged
         self._judged_until = -1
         self._newest: dict[str, int] = {}  # live measurement -> its newest sample's ts
         self._lag: dict[str, tuple[int, int]] = {}  # measurement -> (newest ts, how long after it it was judged)
 
     # --- thresholds -------------------------------------------------------------------
 
-    def thresholds(self, rule: Rule, subject: dict[str, str]) -> Thresholds:
-        """Rule defaults < [checks.RULE] < [stack.checks.RULE] of the stack the subject is in."""
+    def thresholds(self, rule: Rule, subject: dict[str, str] | Callable[[], dict[str, str]]) -> Thresholds:
+        """Rule defaults < [checks.RULE] < [stack.checks.RULE] of the stack the subject is in (or a function that
+        makes the subject: only asked where a stack has thresholds of its own). Without such stacks, one dict
+        per rule (read only: each sample of 10,000 VMs asks)."""
+        scoped = self._stack_entities()
+        if not scoped:
+            t = self._plain.get(id(rule))
+            if t is None:
+                t = self._plain[id(rule)] = {**thresholds_of(rule), **self.overrides.get(rule.id, {})}
+            return t
+        if callable(subject):
+            subject = subject()
         t = thresholds_of(rule)
         t.update(self.overrides.get(rule.id, {}))
-        for entities in self._stack_entities():
+        for entities in scoped:
             if entities.owns(subject):
                 t.update(entities.stack.checks.get(rule.id, {}))
         return t
 
     def _stack_entities(self) -> list[StackEntities]:
         """What each stack with `[stack.checks]` holds, resolved from the current facts (checks/topology.py)."""
+        if self._scoped is None and not any(s.checks for s in self.stacks):
+            self._scoped = []
         if self._scoped is None:
             source = MemorySource(facts=[f for by in self.facts.by_kind.values() for f in by.values()])
             self._scoped = [resolve(source, s, 0, 0) for s in self.stacks if s.checks]
@@ -102,6 +118,15 @@ class Engine:
     def live_measurements(self) -> set[str]:
         """The measurements the live rules judge."""
         return set(self._live)
+
+    def history_fields(self) -> dict[str, frozenset[str] | None]:
+        """Live measurement -> the fields its rules read (None: any): all a source that keeps history needs to
+        hand on again for `start_from`."""
+        out: dict[str, frozenset[str] | None] = {}
+        for measurement, rules in self._live.items():
+            reads = [r.reads() for r in rules]
+            out[measurement] = None if None in reads else frozenset().union(*reads)  # type: ignore[arg-type]
+        return out
 
     def history_samples(self) -> int:
         """How many of a subject's latest samples the live rules need to judge it as an engine that had
@@ -120,15 +145,22 @@ class Engine:
         holds already)."""
         rows = sorted(history, key=lambda r: r.ts)
         self.feed(rows)
+        keys: dict[int, str] = {}  # a series' rows share one tags dict: its canonical text made once
         for r in rows:
-            self._judged[(r.measurement, canonical_tags(r.tags))] = r.ts  # in time order: the newest stays
+            key = keys.get(id(r.tags))
+            if key is None:
+                key = keys[id(r.tags)] = canonical_tags(r.tags)
+            self._judged.setdefault(r.measurement, {})[key] = r.ts  # in time order: the newest stays
             self._judged_until = max(self._judged_until, r.ts)
 
     def _new(self, s: Sample | Row) -> bool:
         """Not a sample of the history judged already."""
         if s.ts > self._judged_until:
             return True
-        done = self._judged.get((s.measurement, canonical_tags(s.tags)))
+        judged = self._judged.get(s.measurement)
+        if judged is None:  # no history of it judged (vCenter's realtime counters: not read from the store)
+            return True
+        done = judged.get(canonical_tags(s.tags))
         return done is None or s.ts > done
 
     def feed(self, samples: Iterable[Sample | Row] = (), facts: Iterable[Fact] = ()) -> None:
@@ -161,15 +193,28 @@ class Engine:
                     self._resolve(track.finding, gone.ts)
                 del self._tracks[key]
 
+    def _canonical(self, subject: dict[str, str]) -> str:
+        """canonical_tags of a subject, remembered: every sample of every VM asks it for each of its rules, and
+        the subjects are far fewer than the samples (a VM's rules share theirs)."""
+        try:
+            items = tuple(subject.items())
+            key = self._canon.get(items)
+        except TypeError:  # a value that cannot be a dict key
+            return canonical_tags(subject)
+        if key is None:
+            if len(self._canon) >= SUBJECTS_KEPT:
+                self._canon.clear()
+            key = self._canon[items] = canonical_tags(subject)
+        return key
+
     def _judge_live(self, rule: LiveRule, row: Sample | Row) -> None:
-        subject = rule.subject(row)  # type: ignore[arg-type]
-        t = self.thresholds(rule, subject)
+        t = self.thresholds(rule, lambda: rule.subject(row))  # type: ignore[arg-type]
         if t.get("enabled") is False:
             return
         verdict = rule.judge(row, t, self.facts)  # type: ignore[arg-type]
         if verdict is None:
             return
-        key = (rule.id, canonical_tags(verdict.subject))
+        key = (rule.id, self._canonical(verdict.subject))
         track = self._tracks.get(key)
         if track is None:
             if verdict.severity is None:  # a clean subject needs no state: most of a healthy fleet

@@ -119,8 +119,20 @@ class LiveRule(Rule):
     limits = {"samples": (1, 1000), "window": (1, 1000), "clear_samples": (1, 1000)}
     ordered = (("samples", "window"),)
 
+    #: fields it reads beyond `field`/`fields`/`gate` (tests/test_rules_reads.py holds judge() to them)
+    reads_also: tuple[str, ...] = ()
+
     def subject(self, row: Row) -> dict[str, str]:
         return {"layer": self.layer, **{k: row.tags[k] for k in self.subject_tags if k in row.tags}}
+
+    def reads(self) -> frozenset[str] | None:
+        """The fields of a sample it reads, from its declaration (`field`, `fields`, `gate`, `reads_also`);
+        None when it declares none (it may read any). A source that keeps history hands on again only these
+        for the check engine's start (the rest of a sample's history is asked for by nobody)."""
+        gate = getattr(self, "gate", None)
+        names = {getattr(self, "field", None), *getattr(self, "fields", ()), *(gate[:1] if gate else ()),
+                 *self.reads_also} - {None}
+        return frozenset(names) if names else None  # type: ignore[arg-type]
 
     def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
         """A verdict for this sample, or None when the sample says nothing about the rule."""

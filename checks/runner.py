@@ -7,6 +7,7 @@ import queue
 import time
 from collections.abc import Callable, Iterable, Sequence
 
+from db2vtop.agent.core.backlog import Backlog
 from db2vtop.agent.core.config import Config
 from db2vtop.agent.core.model import Annotation, Fact, Finding, Output, Sample
 from db2vtop.agent.core.source import Row
@@ -40,18 +41,24 @@ class CheckRunner:
         self.outputs = list(outputs)
         self.supervisor = supervisor or Supervisor()
         self._q: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread = self.supervisor.start(self.THREAD, self._run)
+        #: samples and facts queued and not judged yet: what the runtime's back-pressure reads
+        self.backlog = Backlog(self.THREAD)
+        self._thread = self.backlog.thread = self.supervisor.start(self.THREAD, self._run)
 
     def resume(self, store: Store, facts: list[Fact] | None = None,
-               history: Callable[[], Iterable[Sample | Row]] | None = None) -> None:
+               history: Callable[[], Iterable[Iterable[Sample | Row]]] | None = None) -> None:
         """Continue where the last run stopped: its open findings, the current facts (`facts` when the caller
-        has read them already) and the recent samples the store holds (`history`, read on the checks' thread:
-        the store writer goes on meanwhile), judged before anything new."""
-        self._q.put((store.findings(open_only=True), [], store.facts() if facts is None else facts, history))
+        has read them already) and the recent samples the store holds (`history`: batches in time order, read
+        on the checks' thread while the store writer goes on), judged before anything new."""
+        self._put((store.findings(open_only=True), [], store.facts() if facts is None else facts, history))
 
     def submit(self, samples: Iterable[Sample] = (), facts: Iterable[Fact] = (),
                annotations: Iterable[Annotation] = (), findings: Iterable[Finding] = ()) -> None:
-        self._q.put(([], list(samples), list(facts), None))
+        self._put(([], list(samples), list(facts), None))
+
+    def _put(self, item: tuple) -> None:
+        self.backlog.add(len(item[1]) + len(item[2]))
+        self._q.put(item)
 
     def close(self, timeout: float = 10.0) -> None:
         self._q.put(None)
@@ -84,8 +91,9 @@ class CheckRunner:
             try:
                 self.engine.adopt(adopt)
                 self.engine.feed(samples, facts)
-                if history is not None:
-                    self.engine.start_from(history())
+                if history is not None:  # in batches, each later than the one before
+                    for batch in history():
+                        self.engine.start_from(batch)
                 self.engine.mark_stale(time.time_ns())
                 changes = self.engine.changes()
             except Exception as e:  # a rule bug must not stop collection; it is logged with its traceback
@@ -93,6 +101,7 @@ class CheckRunner:
                 what = f"a batch of {len(samples)} samples and {len(facts)} facts"
                 self.supervisor.set_aside(self.THREAD, what + (" with the store's history" if history else ""), e)
                 changes = []  # not `continue`: a stop taken from the queue above must still end the thread
+            self.backlog.done(len(samples) + len(facts))
             if changes:
                 for out in self.outputs:
                     out.submit(findings=changes)

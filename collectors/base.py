@@ -11,7 +11,7 @@ import asyncio
 import functools
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -39,9 +39,18 @@ class BaseCollector:
     #: a cycle of a large source (10,000 VMs' samples) need not hold them all until its end. Facts of an
     #: entity go before its samples (live rules read them).
     handoff: Callable[[list[Record | Fact]], None] | None = None
+    #: set by the runtime with handoff: awaited before asking the source for more, it waits while the
+    #: outputs are behind (back-pressure: a large source's cycle is held to what they take)
+    pace: Callable[[], Awaitable[None]] | None = None
     #: samples of its own history its first cycle reaches back for, where its source keeps one (vCenter's
     #: realtime hour): what the check engine needs to judge from the start (the pipeline sets it)
     history_samples: int = 0
+    #: measurement -> the fields of it that history is needed for (None: all of them); a measurement not named
+    #: needs none. None: every field of every measurement (the pipeline sets it from the live rules' reads)
+    history_fields: dict[str, frozenset[str] | None] | None = None
+    #: the measurements whose history its first cycle hands on itself (with history_samples): the check engine
+    #: need not read them from the store at a restart as well
+    reaches_back: frozenset[str] = frozenset()
 
     def __init__(self, name: str, interval: float, timeout: float | None = None):
         self.name = name
@@ -107,6 +116,11 @@ class BaseCollector:
 
     async def describe(self) -> list[Fact]:
         return []
+
+    async def paced(self) -> None:
+        """Wait, if the runtime says so, until what this cycle handed on is taken (see `pace`)."""
+        if self.pace is not None:
+            await self.pace()
 
     def problem(self, text: str) -> None:
         """A fault in part of this cycle's data (a counter the source left out): the runtime records it as the

@@ -333,3 +333,118 @@ async def test_a_cycle_the_collector_says_is_longer_gets_its_own_timeout():
     hung = AsyncHang("hung", interval=0.5, timeout=0.1)
     await Runtime([hung], [out])._cycle(hung)
     assert out.selfmetrics("hung")[-1]["last_error"] == "collect timed out after 0.1s"
+
+
+class Parts(BaseCollector):
+    """A large source's cycle: `parts` parts of `size` samples, each handed on once the outputs allow."""
+
+    def __init__(self, parts: int, size: int, timeout: float = 30.0):
+        super().__init__("parts", 60.0, timeout)
+        self.parts, self.size = parts, size
+
+    async def collect(self):
+        for p in range(self.parts):
+            await self.paced()
+            assert self.handoff is not None
+            self.handoff([Sample("part", {"part": str(p), "i": str(i)}, {"v": float(i)}) for i in range(self.size)])
+        return []
+
+
+class Gated:
+    """An output with its own thread that takes a batch only while more than `bound` records wait (or once
+    told the producer is done): whatever the machine's speed, a producer that does not wait for it piles up
+    every part, one that does stays within a part of the bound."""
+
+    def __init__(self, bound: int, start: bool = True):
+        from db2vtop.agent.core.backlog import Backlog
+
+        self.bound = bound
+        self.backlog = Backlog("gated")
+        self.taken: list[Sample] = []
+        self.finish = threading.Event()
+        self._q: list[list[Sample]] = []
+        self._lock = threading.Condition()
+        if start:
+            self.backlog.thread = threading.Thread(target=self._run, daemon=True)
+            self.backlog.thread.start()
+
+    def submit(self, samples=(), facts=(), annotations=(), findings=()):
+        samples = list(samples)
+        with self._lock:
+            self.backlog.add(len(samples))
+            self._q.append(samples)
+            self._lock.notify()
+
+    def _run(self):
+        while True:
+            with self._lock:
+                self._lock.wait_for(lambda: (self._q and (self.backlog.queued > self.bound or self.finish.is_set()))
+                                    or (self.finish.is_set() and not self._q), timeout=0.5)
+                if not self._q:
+                    if self.finish.is_set():
+                        return
+                    continue
+                if not (self.backlog.queued > self.bound or self.finish.is_set()):
+                    continue
+                batch = self._q.pop(0)
+            self.taken += batch
+            self.backlog.done(len(batch))
+
+
+async def test_a_large_cycle_waits_while_an_output_is_behind_and_loses_nothing():
+    """Back-pressure: a cycle of 30 parts of 1,000 samples, against an output that takes records only while
+    more than 3,000 wait, is held to the bound (a part over it at most), not 30,000 queued, and every sample
+    is taken once."""
+    out = Gated(bound=3_000)
+    c = Parts(parts=30, size=1_000)
+    rt = Runtime([c], [out], max_backlog=3_000)
+    await rt._cycle(c)
+    out.finish.set()
+    await asyncio.to_thread(out.backlog.thread.join, 10)
+    assert out.backlog.peak <= 3_000 + 1_000 + 1, f"{out.backlog.peak} records were queued at once"  # + its self-metric
+    got = [s for s in out.taken if s.measurement == "part"]
+    assert len(got) == 30_000 and len({(s.tags["part"], s.tags["i"]) for s in got}) == 30_000
+    assert rt.stats["parts"].status == "ok"
+
+
+async def test_without_back_pressure_the_same_cycle_piles_up():
+    """The test above can fail: with a bound no backlog reaches, nothing else holds the cycle back (this
+    output takes nothing until the producer is done), and every part queues at once."""
+    out = Gated(bound=10**9)
+    c = Parts(parts=30, size=1_000)
+    await Runtime([c], [out], max_backlog=10**9)._cycle(c)
+    out.finish.set()
+    await asyncio.to_thread(out.backlog.thread.join, 10)
+    assert out.backlog.peak == 30_001 and len(out.taken) == 30_001  # and its self-metric
+
+
+async def test_an_output_whose_thread_has_stopped_is_not_waited_for_and_the_error_is_shown():
+    """A dead output's backlog never shrinks: the cycle must not hang on it. It hands on every part (the
+    other outputs keep them), says why in its self-metric, and the next cycle runs."""
+    dead = Gated(bound=0, start=False)
+    dead.backlog.thread = threading.Thread(target=lambda: None)
+    dead.backlog.thread.start()
+    dead.backlog.thread.join()
+    kept = Capture()
+    c = Parts(parts=5, size=100)
+    rt = Runtime([c], [dead, kept], max_backlog=10)
+    await rt._cycle(c)
+    st = rt.stats["parts"]
+    assert st.status == "error" and "gated has stopped with" in st.last_error
+    assert len(kept.of("part")) == 500 and dead.backlog.queued == 501  # every part and the self-metric
+    assert kept.selfmetrics("parts")[-1]["last_error"] == st.last_error
+    await rt._cycle(c)  # the next cycle is not held either
+    assert len(kept.of("part")) == 1000
+
+
+async def test_an_output_that_stays_behind_is_waited_for_no_longer_than_half_the_cycles_timeout():
+    """A writer alive but stuck (a disk that does not answer) holds a cycle half its timeout at most: the cycle
+    then hands on the rest without waiting, ends within its timeout, and says why."""
+    stuck = Gated(bound=10**9)  # alive, but takes nothing until told the producer is done
+    kept = Capture()
+    c = Parts(parts=4, size=100, timeout=0.3)
+    rt = Runtime([c], [stuck, kept], max_backlog=150)
+    await rt._cycle(c)
+    stuck.finish.set()
+    assert "gated still has 200 records queued half the cycle's timeout on" in rt.stats["parts"].last_error
+    assert len(kept.of("part")) == 400

@@ -490,6 +490,42 @@ def test_a_cycle_hands_its_records_on_in_parts_each_vm_fact_before_its_samples(s
     assert me.fields["samples"] == len(keys([only])) and me.fields["status"] == "ok"
 
 
+def test_a_first_cycle_reaches_back_only_for_the_counters_the_live_rules_read(sim):
+    """An entity's first cycle asks vCenter for the history of what the live rules read (here CPU ready), the
+    newest sample of everything else: a tenth of the samples a full reach-back would hand on at 10,000 VMs.
+    Each series has one sample a time, the newest with every field."""
+    out = Batches()
+    c = VSphereCollector(vcenter(sim.url))
+    c.history_samples, c.history_fields = 10, {"vsphere_vm": frozenset({"cpu_ready_pct"})}
+    run(Runtime([c], [out])._cycle(c))
+    run(c.close())
+    samples = [x for batch, _ in out.batches for x in batch if x.measurement != SELF_MEASUREMENT]
+    by_series: dict[tuple[str, str], list[Sample]] = {}
+    for x in samples:
+        by_series.setdefault((x.measurement, canonical_tags(x.tags)), []).append(x)
+    for key, xs in by_series.items():
+        assert len({x.ts for x in xs}) == len(xs), f"{key}: a time twice"
+        assert [x.ts for x in xs] == sorted(x.ts for x in xs), f"{key}: out of time order"
+    vm = by_series[("vsphere_vm", canonical_tags({"vcenter": "vc1", "vm": "db2prod01", "host": "esx01",
+                                                  "cluster": "prod"}))]
+    assert len(vm) > 3, "no history of the counters a live rule reads"
+    *older, newest = vm
+    assert all(set(x.fields) == {"cpu_ready_pct", "vcpus"} for x in older)
+    assert {"cpu_ready_pct", "cpu_usage_pct", "mem_balloon_bytes"} <= set(newest.fields)
+    assert all(len(xs) == 1 for (m, _), xs in by_series.items() if m in ("vsphere_vm_disk", "vsphere_host",
+                                                                          "vsphere_host_lun"))
+    assert c.perf_state.entity_start  # the marks moved to the newest: the next cycle asks for what is new
+
+
+def test_an_entity_asked_in_two_specs_stays_in_one_call():
+    ids = tuple((k, "") for k in range(8))
+    specs = [Spec("vm", f"vm-{i}", s, ids[:k]) for i in range(5) for s, k in ((1.0, 3), (None, 5))]
+    for calls in (chunk(specs, 16, 250), chunk(specs, 0, 3), chunk(specs, 9, 4)):
+        for call in calls:
+            assert all(sum(1 for s in call if s.moid == moid) == 2 for moid in {s.moid for s in call})
+        assert [s for call in calls for s in call] == specs
+
+
 @pytest.mark.slow
 def test_vcenter_down_is_recorded_others_continue_and_it_recovers_without_gaps(tmp_path):
     scenario = write_scenario(tmp_path, {"hosts": [{"name": "h1", "vms": [{"name": "vm1"}]}]})

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from db2vtop.agent.core import chunks
+from db2vtop.agent.core.backlog import Backlog
 from db2vtop.agent.core.files import make_private_dir, open_private
 from db2vtop.agent.core.model import (
     REMOVED,
@@ -316,15 +317,26 @@ class Store:
         return sid
 
     def _learn_series(self, samples: Sequence[Sample], keys: list[str]) -> dict[str, str]:
-        """The ids of stored series this batch names and the cache does not know yet, a few hundred a
-        statement (a restart's first cycle of a large vCenter names tens of thousands); the canonical
-        tags of those still unknown (new series), by key."""
+        """The ids of the series this batch names and the cache does not know yet, a few hundred a
+        statement (a first cycle of a large vCenter names tens of thousands): stored ones looked up, new
+        ones made in one statement and looked up in turn; the canonical tags of those still unknown (a
+        lone one, made by _series_id), by key."""
         unknown: dict[tuple[str, str], str] = {}
         for s, key in zip(samples, keys, strict=True):
             if key not in self._series:
                 unknown.setdefault((s.measurement, canonical_tags(s.tags)), key)
+        if len(unknown) > 1:
+            self._look_up(unknown)
+        if len(unknown) > 1:
+            self.db.executemany("INSERT INTO series(measurement, tags) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                                list(unknown))
+            self._look_up(unknown)
+        return {key: text for (_, text), key in unknown.items()}
+
+    def _look_up(self, unknown: dict[tuple[str, str], str]) -> None:
+        """Cache the ids of the stored series among `unknown` ((measurement, tags) -> key), taken out of it."""
         by_measurement: dict[str, list[str]] = {}
-        for measurement, text in unknown if len(unknown) > 1 else ():
+        for measurement, text in unknown:
             by_measurement.setdefault(measurement, []).append(text)
         for measurement, texts in by_measurement.items():
             for i in range(0, len(texts), 500):
@@ -332,7 +344,6 @@ class Store:
                 sql = f"SELECT id, tags FROM series WHERE measurement=? AND tags IN ({','.join(['?'] * len(part))})"
                 for sid, text in self.db.execute(sql, (measurement, *part)):
                     self._series[unknown.pop((measurement, text))] = sid
-        return {key: text for (_, text), key in unknown.items()}
 
     def _fieldset_id(self, names: tuple[str, ...]) -> int:
         fid = self._fieldset_ids.get(names)
@@ -393,16 +404,23 @@ class Store:
 
     def _merge_conflicts(self, rows: list[tuple[int, int, int, str]]) -> None:
         """Same series and timestamp written twice: keep the union of fields, the newer value winning
-        (InfluxDB's semantics). Rare, so it is allowed to be slow."""
-        for sid, ts, fid, vals in rows:
-            stored = self.db.execute("SELECT fieldset, vals FROM samples WHERE series_id=? AND ts=?",
-                                     (sid, ts)).fetchone()
-            if stored == (fid, vals):
-                continue
-            merged = {**self._decode(*stored), **self._decode(fid, vals)}
-            names, text = _encode(merged)
-            self.db.execute("UPDATE samples SET fieldset=?, vals=? WHERE series_id=? AND ts=?",
-                            (self._fieldset_id(names), text, sid, ts))
+        (InfluxDB's semantics). The stored rows are read 500 series a statement: a restart's first cycle
+        reaching back over what the store holds (vCenter's last samples) meets thousands."""
+        for i in range(0, len(rows), 500):
+            part = rows[i:i + 500]
+            sids = sorted({r[0] for r in part})
+            stored = {(sid, ts): (fid, vals) for sid, ts, fid, vals in self.db.execute(
+                f"SELECT series_id, ts, fieldset, vals FROM samples WHERE series_id IN ({','.join(['?'] * len(sids))})"
+                " AND ts BETWEEN ? AND ?", (*sids, min(r[1] for r in part), max(r[1] for r in part)))}
+            for sid, ts, fid, vals in part:
+                old = stored.get((sid, ts))
+                if old is None or old == (fid, vals):
+                    continue
+                merged = {**self._decode(*old), **self._decode(fid, vals)}
+                names, text = _encode(merged)
+                stored[(sid, ts)] = (self._fieldset_id(names), text)
+                self.db.execute("UPDATE samples SET fieldset=?, vals=? WHERE series_id=? AND ts=?",
+                                (*stored[(sid, ts)], sid, ts))
 
     def _write_fact(self, f: Fact) -> None:
         key = (f.kind, canonical_tags(f.tags))
@@ -625,6 +643,9 @@ class Store:
             sql, args = sql + " WHERE measurement=?", (measurement,)
         return [Series(i, m, json.loads(t)) for i, m, t in self.db.execute(sql + " ORDER BY id", args)]
 
+    def series_count(self, measurement: str) -> int:
+        return self.db.execute("SELECT count(*) FROM series WHERE measurement=?", (measurement,)).fetchone()[0]
+
     def _kept_series(self, measurement: str) -> list[Series]:
         """`series`, kept until a series is added or removed: a reader that moves about in time (the TUI) reads
         a measurement's newest rows at each moment, and its 10,000 tag sets need not be parsed each time."""
@@ -637,10 +658,31 @@ class Store:
 
     def rows(self, measurement: str, since_ns: int = 0, until_ns: int | None = None) -> Iterator[Row]:
         """Every sample of one measurement in [since, until], oldest first."""
-        until = until_ns if until_ns is not None else _END
         with self._snapshot():
             tags = {s.id: s.tags for s in self.series(measurement)}
-            found = self._gather(
+            found = self._found(measurement, since_ns, until_ns if until_ns is not None else _END)
+        for (ts, sid), fields in found:
+            yield Row(ts, measurement, tags[sid], fields)
+
+    def slices(self, measurement: str, since_ns: int, until_ns: int, step_ns: int,
+               fields: Iterable[str] | None = None) -> Iterator[list[Row]]:
+        """`rows` of [since, until] a slice of `step_ns` at a time, each oldest first: a wide read (every VM of a
+        10,000-VM vCenter) held one slice at a time; with `fields`, rows keep only those (that it has)."""
+        keep = None if fields is None else tuple(fields)
+        tags: dict[int, dict[str, str]] = {}
+        for start in range(since_ns, until_ns + 1, max(step_ns, 1)):
+            with self._snapshot():
+                found = self._found(measurement, start, min(start + step_ns - 1, until_ns))
+                if any(sid not in tags for (_, sid), _ in found):  # the first slice, or a series new since
+                    tags = {s.id: s.tags for s in self.series(measurement)}
+            if keep is not None:
+                found = [(key, {k: values[k] for k in keep if k in values}) for key, values in found]
+            yield [Row(ts, measurement, tags[sid], values) for (ts, sid), values in found]
+
+    def _found(self, measurement: str, since_ns: int,
+               until: int) -> list[tuple[tuple[int, int], dict[str, FieldValue]]]:
+        with self._snapshot():
+            return self._gather(
                 self.db.execute(
                     "SELECT c.series_id, c.id, c.fieldset, c.data FROM series s JOIN chunks c ON c.series_id = s.id "
                     "WHERE s.measurement=? AND c.span BETWEEN ? AND ? AND c.last_ts >= ? AND c.first_ts <= ?",
@@ -649,8 +691,6 @@ class Store:
                     "SELECT x.series_id, x.ts, x.fieldset, x.vals FROM series s JOIN samples x ON x.series_id = s.id "
                     "WHERE s.measurement=? AND x.ts >= ? AND x.ts <= ?", (measurement, since_ns, until)),
                 since_ns, until)
-        for (ts, sid), fields in found:
-            yield Row(ts, measurement, tags[sid], fields)
 
     def rows_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None) -> Iterator[Row]:
         """`rows` for a few chosen series of a large measurement, series by series (one range scan each)."""
@@ -1058,6 +1098,9 @@ class _Batch:
     def empty(self) -> bool:
         return not (self.samples or self.facts or self.annotations or self.findings)
 
+    def size(self) -> int:
+        return len(self.samples) + len(self.facts) + len(self.annotations) + len(self.findings)
+
     def items(self) -> list[Sample | Fact | Annotation | Finding]:
         """Every record in write order (samples, facts, annotations, findings)."""
         return [*self.samples, *self.facts, *self.annotations, *self.findings]
@@ -1102,7 +1145,9 @@ class StoreWriter:
         self._pass_before: int | None = None  # the bound of the sealing pass under way
         self._retry_s = _RETRY_S
         self._q: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread = self.supervisor.start(self.THREAD, self._run)
+        #: records queued and not yet committed (or set aside): what the runtime's back-pressure reads
+        self.backlog = Backlog(self.THREAD)
+        self._thread = self.backlog.thread = self.supervisor.start(self.THREAD, self._run)
 
     @property
     def path(self) -> Path:
@@ -1112,6 +1157,7 @@ class StoreWriter:
                annotations: Iterable[Annotation] = (), findings: Iterable[Finding] = ()) -> None:
         batch = _Batch(list(samples), list(facts), list(annotations), list(findings))
         if not batch.empty():
+            self.backlog.add(batch.size())
             self._q.put(batch)
 
     def call(self, fn: Any, timeout: float = 30.0) -> Any:
@@ -1154,9 +1200,9 @@ class StoreWriter:
                 elif isinstance(item, _Batch):
                     pending.extend(item)
                 else:  # a job: commit what was queued before it first, so it sees that data
-                    pending = self._commit(pending)
+                    pending = self._commit_counted(pending)
                     item(self.store)
-            pending = self._commit(pending)
+            pending = self._commit_counted(pending)
             self.stats.pending = len(pending.samples)
             if stop:
                 self._commit_at_exit(pending)
@@ -1188,6 +1234,13 @@ class StoreWriter:
         if not pending.empty():  # lost: the exit status must say so
             self.supervisor.fail(self.THREAD, f"{len(pending.samples)} samples could not be written at exit: "
                                               f"{self.stats.last_error}")
+
+    def _commit_counted(self, b: _Batch) -> _Batch:
+        """_commit, and what it took (written, or set aside as unstorable) off the backlog."""
+        before = b.size()
+        left = self._commit(b)
+        self.backlog.done(before - left.size())
+        return left
 
     def _commit(self, b: _Batch) -> _Batch:
         """Write b; what is left to retry (all of it after a failure of the moment), else an empty batch."""

@@ -103,6 +103,7 @@ class HostSwapHost(HostSwapVM):
 
     layer, subject_tags, measurement = "host", HOST_TAGS, "vsphere_host"
     fields = ("mem_swapin_bytes_per_s", "mem_swapout_bytes_per_s")
+    reads_also = ("mem_swap_used_bytes",)
     needs = {"vsphere_host": "vcenter"}
 
     def __init__(self) -> None:
@@ -127,6 +128,7 @@ class CpuReady(LiveRule):
     needs = {"vsphere_vm": "vcenter"}
     defaults = {"warn_pct": 5.0, "crit_pct": 10.0}
     field, label = "cpu_ready_pct", "CPU ready"
+    reads_also = ("vcpus",)
     fix = ("The host's CPUs are overcommitted: move VMs off the host, give the DB VM CPU shares or a reservation, "
            "or reduce vCPUs that are not used.")
 

@@ -26,6 +26,7 @@ from db2vtop.collectors.base import BaseCollector, CollectorError
 from db2vtop.collectors.vsphere import inventory as inv_mod
 from db2vtop.collectors.vsphere.config import VCenterConfig
 from db2vtop.collectors.vsphere.connection import Connector, Session, SoapFaultError, is_session_lost, is_unreachable
+from db2vtop.collectors.vsphere.counters import MEASUREMENTS
 from db2vtop.collectors.vsphere.facts import FactsBuilder, TagMaps, build_facts
 from db2vtop.collectors.vsphere.inventory import FullRead, Inventory, Rows
 from db2vtop.collectors.vsphere.perf import (
@@ -50,7 +51,7 @@ MAX_LOOKBACK_S = REALTIME_KEEP_S
 PAGES_AHEAD = 2
 #: how long a cycle that is the whole facts pass (every VM's device list) may run: a 10,000-VM vCenter's
 #: takes ~15 s, more than a 20 s cycle leaves on a busy machine, and a pass cut short is begun again next
-#: cycle, so it would never end (each call still has its own timeout)
+#: cycle, so it would never end (each call still has its own timeout); the same for a first cycle's history
 FULL_PASS_TIMEOUT_S = 600.0
 #: records a cycle holds before it hands them on (BaseCollector.handoff): a 4,000-VM part of a cycle; a
 #: 2,000-VM vCenter's cycle stays one batch (each batch is a store transaction and a sealing step)
@@ -107,6 +108,7 @@ class _Conn:
 
 class VSphereCollector(BaseCollector):
     resumes = ("vsphere_vm", "vsphere_host", "vsphere_datastore")
+    reaches_back = frozenset(MEASUREMENTS.values())  # the realtime counters' (not the quickStats')
 
     def __init__(self, cfg: VCenterConfig):
         super().__init__(f"vsphere:{cfg.name}", cfg.interval, cfg.timeout)
@@ -191,7 +193,10 @@ class VSphereCollector(BaseCollector):
         raise AssertionError("unreachable")
 
     def cycle_timeout(self) -> float:
-        return self.timeout if self._identity else max(self.timeout, FULL_PASS_TIMEOUT_S)
+        """The whole facts pass, or a first cycle that reaches back for every entity's history (a restart:
+        held to the pace of the store and checks), may run longer than a steady cycle."""
+        first = not self._identity or (self.history_samples > 1 and not self.perf_state.entity_start)
+        return max(self.timeout, FULL_PASS_TIMEOUT_S) if first else self.timeout
 
     def facts_due(self) -> bool:
         """The first facts pass is collect()'s own (it queries perf page by page as the VMs come)."""
@@ -233,12 +238,14 @@ class VSphereCollector(BaseCollector):
                                                                   sys.intern(",".join(x.get("luns") or [])))
                                         for x in d.get("disks") or [] if isinstance(x, dict)}
 
-    async def _full_pass(self, conn: _Conn, early: list[asyncio.Future] | None) -> list[Fact]:
+    async def _full_pass(self, conn: _Conn, early: list[asyncio.Future] | None,
+                         slots: asyncio.Semaphore | None = None) -> list[Fact]:
         """Hosts and datastores, then every VM's full row, 100 VMs a page, each made a fact as it comes.
         Pages are asked for by reference, two in flight: vCenter prepares the next while this one is made
         facts (a single paged read would have it prepare every VM before the first page), and a page of
         parsed XML is dropped before the next but one is read. With `early` (a collect cycle's cold
-        start), each page's realtime perf is asked for as soon as its facts are made: tasks added there."""
+        start), each page's realtime perf is asked for as soon as its facts are made: tasks added there, which
+        share `slots` (QueryPerf calls in flight). Each page waits while the outputs are behind (paced)."""
         s, view = conn.session, conn.view
         host_rows, ds_rows, refs = await asyncio.gather(
             self.run_blocking(inv_mod.read_hosts, s, view, True), self.run_blocking(inv_mod.read_datastores, s, view),
@@ -248,7 +255,7 @@ class VSphereCollector(BaseCollector):
         seen: dict[str, tuple[str, str, str]] = {}
         tagging = (Inventory(builder.vms, hosts), builder.maps)
         if early is not None:
-            early.append(asyncio.ensure_future(self._perf(conn, None, [], list(hosts), tagging, self._emit)))
+            early.append(asyncio.ensure_future(self._perf(conn, None, [], list(hosts), tagging, self._emit, slots)))
         pages = [refs[i:i + inv_mod.FULL_PAGE] for i in range(0, len(refs), inv_mod.FULL_PAGE)]
 
         def fetch(page: list[Ref]) -> asyncio.Future:
@@ -256,6 +263,7 @@ class VSphereCollector(BaseCollector):
         inflight = [fetch(p) for p in pages[:PAGES_AHEAD]]
         try:
             for i in range(len(pages)):
+                await self.paced()
                 rows = await inflight.pop(0)
                 if i + PAGES_AHEAD < len(pages):
                     inflight.append(fetch(pages[i + PAGES_AHEAD]))
@@ -265,7 +273,7 @@ class VSphereCollector(BaseCollector):
                 if early is not None:  # the page's facts go before its samples
                     self._emit(made)
                     page = [r.value for r, _ in rows if builder.vms[r.value].powered_on]
-                    early.append(asyncio.ensure_future(self._perf(conn, None, page, [], tagging, self._emit)))
+                    early.append(asyncio.ensure_future(self._perf(conn, None, page, [], tagging, self._emit, slots)))
                 rows = made = []
         finally:
             for f in inflight:
@@ -372,7 +380,7 @@ class VSphereCollector(BaseCollector):
             early: list[asyncio.Future] = []
             try:
                 if not self._identity:
-                    self._emit(await self._full_pass(conn, early))
+                    self._emit(await self._full_pass(conn, early, asyncio.Semaphore(self.workers)))
                     self.facts_done()
                 elif time.monotonic() - self._inventory_at > self.interval / 2:
                     self._emit(await self._changed_facts(conn, await self._light(conn)))
@@ -481,35 +489,51 @@ class VSphereCollector(BaseCollector):
 
     async def _perf(self, conn: _Conn, since: float | None, vms: list[str], hosts: list[str],
                     tagging: tuple[Inventory, TagMaps] | None = None,
-                    emit: Callable[[list[Record | Fact]], None] | None = None) -> list[Sample]:
+                    emit: Callable[[list[Record | Fact]], None] | None = None,
+                    slots: asyncio.Semaphore | None = None) -> list[Sample]:
         """Realtime samples of these entities: new ones since the marks (since=None), or all after `since`;
         tagged from `tagging` (a facts pass still under way) or the collector's inventory and maps. With
-        `emit`, each call's samples go there as soon as they are made, and none are returned."""
+        `emit`, each call's samples go there as soon as they are made, and none are returned. At most
+        `workers` calls are in flight (or `slots`' count), each asked for once the outputs have taken enough
+        of what came before (paced): a 10,000-VM first cycle is held to the pace of the store and checks."""
         s = conn.session
         now = s.server_now()
         kinds: dict[str, str] = {}
         specs: list[Spec] = []
+        reach = now - min(self.history_samples * REALTIME_S, REALTIME_KEEP_S - REALTIME_S)
         for kind, moids in (("host", hosts), ("vm", vms)):
             ids = conn.ids.metric_ids[kind]
             if not ids:
                 continue
+            # an entity's first samples: the history the live rules read (of the counters they read), and the
+            # newest sample of the others, in two specs one call answers
+            history, rest = conn.ids.split(kind, self.history_fields)
             for moid in moids:
                 kinds[moid] = kind
                 start = since if since is not None else self.perf_state.start_for(moid, now)
-                if start is None and self.history_samples > 1:  # its first samples: with the history asked for
-                    start = now - min(self.history_samples * REALTIME_S, REALTIME_KEEP_S - REALTIME_S)
-                specs.append(Spec(kind, moid, start, ids))
+                if start is not None or self.history_samples <= 1:
+                    specs.append(Spec(kind, moid, start, ids))
+                    continue
+                if history:
+                    specs.append(Spec(kind, moid, reach, history))
+                if rest:
+                    specs.append(Spec(kind, moid, None, rest))
         caps = [c for c in (self.cfg.max_query_metrics, s.max_query_metrics) if c > 0]
         calls = chunk(specs, min(caps) if caps else 0, self.cfg.max_query_entities)
 
         state = self.perf_state if since is None else None
+        marks = {m: state.entity_start.get(m, 0) for m in kinds} if state is not None else None
+
+        slots = slots or asyncio.Semaphore(self.workers)
 
         async def one(batch: list[Spec]) -> list[Sample]:
             # each call's answer becomes samples as soon as it is in: its parsed form is dropped while
             # the other calls are still out
-            results = await self._query(s, batch)
+            async with slots:
+                await self.paced()
+                results = await self._query(s, batch)
             inv, maps = tagging or (self.inventory, self.maps)
-            samples = to_samples(results, kinds, conn.ids, inv, maps, self.cfg.name, state)
+            samples = to_samples(results, kinds, conn.ids, inv, maps, self.cfg.name, state, marks)
             if emit is None:
                 return samples
             emit(samples)

@@ -62,6 +62,24 @@ class CounterIds:
                         rows[per_row][key] = (measurement, c.field, c.convert)
             self.metric_ids[kind] = tuple(ids)
             self.rows[kind] = rows
+        self._split: dict[str, tuple[object, tuple[tuple[int, str], ...], tuple[tuple[int, str], ...]]] = {}
+
+    def split(self, kind: str, wanted: dict[str, frozenset[str] | None] | None,
+              ) -> tuple[tuple[tuple[int, str], ...], tuple[tuple[int, str], ...]]:
+        """(metric ids whose history is `wanted`, the rest) of an entity of this kind; `wanted` maps a
+        measurement to the fields needed (None: all of them), and None wants every metric id."""
+        if wanted is None:
+            return self.metric_ids[kind], ()
+        hit = self._split.get(kind)
+        if hit is None or hit[0] is not wanted:
+            history, rest = [], []
+            for mid in self.metric_ids[kind]:
+                plan = self.rows[kind][mid[1] != ""].get(mid[0])
+                fields = wanted.get(plan[0], frozenset()) if plan is not None else frozenset()
+                needed = plan is not None and (fields is None or plan[1] in fields)
+                (history if needed else rest).append(mid)
+            hit = self._split[kind] = (wanted, tuple(history), tuple(rest))
+        return hit[1], hit[2]
 
 
 def read_counters(session: Any) -> dict[str, int]:
@@ -82,20 +100,34 @@ def read_counters(session: Any) -> dict[str, int]:
 
 
 def chunk(specs: list[Spec], max_metrics: int, max_entities: int) -> list[list[Spec]]:
-    """Pack specs into calls of at most max_entities specs and max_metrics metric ids (0 = no cap)."""
+    """Pack specs into calls of at most max_entities specs and max_metrics metric ids (0 = no cap). An entity's
+    specs in a row (its history and its newest samples) go in one call where the cap allows: to_samples
+    joins their samples of one time into one."""
     calls: list[list[Spec]] = []
     cur: list[Spec] = []
     n = 0
-    for s in specs:
-        ids = s.metric_ids
-        step = max_metrics or len(ids) or 1
-        for i in range(0, len(ids), step):
-            part = ids[i:i + step]
-            if cur and (len(cur) >= max_entities or (max_metrics and n + len(part) > max_metrics)):
-                calls.append(cur)
-                cur, n = [], 0
-            cur.append(replace(s, metric_ids=part) if len(part) != len(ids) else s)
-            n += len(part)
+    i = 0
+    while i < len(specs):
+        j = i + 1
+        while j < len(specs) and specs[j].moid == specs[i].moid and specs[j].kind == specs[i].kind:
+            j += 1
+        group = specs[i:j]
+        size = sum(len(s.metric_ids) for s in group)
+        if cur and (len(cur) + len(group) > max(max_entities, len(group))
+                    or (max_metrics and n + size > max(max_metrics, size))):
+            calls.append(cur)
+            cur, n = [], 0
+        for s in group:
+            ids = s.metric_ids
+            step = max_metrics or len(ids) or 1
+            for k in range(0, len(ids), step):  # only an entity past the metrics cap on its own is cut
+                part = ids[k:k + step]
+                if cur and (len(cur) >= max_entities or (max_metrics and n + len(part) > max_metrics)):
+                    calls.append(cur)
+                    cur, n = [], 0
+                cur.append(replace(s, metric_ids=part) if len(part) != len(ids) else s)
+                n += len(part)
+        i = j
     if cur:
         calls.append(cur)
     return calls
@@ -226,39 +258,48 @@ class PerfState:
 
 
 def to_samples(results: Iterable[EntityResult], kinds: dict[str, str], ids: CounterIds, inv: Inventory,
-               maps: TagMaps, vcenter: str, state: PerfState | None) -> list[Sample]:
-    """Normalised samples; with a state, only samples newer than the marks (which advance)."""
+               maps: TagMaps, vcenter: str, state: PerfState | None,
+               marks: dict[str, int] | None = None) -> list[Sample]:
+    """Normalised samples; with a state, only samples newer than the marks (which advance). `marks`: the
+    marks as they were when the query was planned (an entity answered in parts, or by two specs, is held to
+    the same mark by each). The results of one entity become one sample per series and time."""
     out: list[Sample] = []
+    by_moid: dict[str, list[EntityResult]] = {}
     for r in results:
-        kind = kinds.get(r.moid)
-        if kind is None or not r.stamps:
+        if r.stamps:
+            by_moid.setdefault(r.moid, []).append(r)
+    for moid, parts in by_moid.items():
+        kind = kinds.get(moid)
+        if kind is None:
             continue
-        base, cpus = _entity_tags(kind, r.moid, inv, vcenter)
+        base, cpus = _entity_tags(kind, moid, inv, vcenter)
         if base is None:
             continue
         rows: dict[tuple[str, str], dict[int, dict]] = {}   # (measurement, instance) -> ts -> fields
-        newest = max(r.stamps)
-        mark = state.entity_start.get(r.moid, 0) if state is not None else 0
+        newest = max(max(r.stamps) for r in parts)
+        mark = (marks if marks is not None else state.entity_start).get(moid, 0) if state is not None else 0
         whole, per_instance = ids.rows[kind]
-        for key, inst, values in r.series:
-            plan = (per_instance if inst else whole).get(key)
-            if plan is None:
-                continue
-            measurement, field, conversion = plan
-            row_cpus = (1 if inst else cpus) if conversion == MS_PCT else 1
-            by_ts = rows.setdefault((measurement, inst), {})
-            for ts, interval, raw in zip(r.stamps, r.intervals, values, strict=False):
-                if ts <= mark or raw is None or raw < 0:  # -1 is vCenter's "no sample"
+        for r in parts:
+            for key, inst, values in r.series:
+                plan = (per_instance if inst else whole).get(key)
+                if plan is None:
                     continue
-                value = convert(conversion, raw, interval or REALTIME_S, row_cpus)
-                by_ts.setdefault(ts, {})[field] = value
+                measurement, field, conversion = plan
+                row_cpus = (1 if inst else cpus) if conversion == MS_PCT else 1
+                by_ts = rows.setdefault((measurement, inst), {})
+                for ts, interval, raw in zip(r.stamps, r.intervals, values, strict=False):
+                    if ts <= mark or raw is None or raw < 0:  # -1 is vCenter's "no sample"
+                        continue
+                    value = convert(conversion, raw, interval or REALTIME_S, row_cpus)
+                    by_ts.setdefault(ts, {})[field] = value
         if state is not None:
-            state.entity_start[r.moid] = max(mark, newest)
+            state.entity_start[moid] = max(state.entity_start.get(moid, 0), mark, newest)
         for (measurement, inst), by_ts in rows.items():
             # one tags dict per series, shared by its samples (nothing downstream changes a sample's tags):
             # an hour's catch-up is 180 samples of each
-            tags = _row_tags(measurement, inst, base, r.moid, maps)
-            for ts, fields in by_ts.items():
+            tags = _row_tags(measurement, inst, base, moid, maps)
+            for ts in sorted(by_ts) if len(parts) > 1 else by_ts:
+                fields = by_ts[ts]
                 if measurement == "vsphere_vm":
                     fields["vcpus"] = cpus
                 out.append(Sample(measurement, tags, fields, ts * 1_000_000_000))
