@@ -35,18 +35,23 @@ async def _fresh(c: BaseCollector, lookback_s: float, vms: set[str] | None, fact
     facts: list[Fact] = []
     counts = [0, 0]  # samples kept, samples left out
 
+    limit: asyncio.Timeout | None = None  # the look back's: the time spent keeping its pages is not its
+
     def take(records: list[Any]) -> None:
+        started = time.monotonic()
         now, skew = time.time_ns(), int(c.clock_skew_s * 1e9)
         earliest = now - int(lookback_s * 1e9) - skew
         good = [r for r in records if isinstance(r, Sample) and record_problem(r, earliest, now + skew) is None]
-        for r in good:
-            r.fields = clean_fields(r.fields)
         counts[0] += len(good)
         counts[1] += sum(isinstance(r, Sample) for r in records) - len(good)
         if keep is None:
+            for r in good:
+                r.fields = clean_fields(r.fields)
             samples.extend(good)
-        else:
+        else:  # the columns keep only values a store could hold: clean_fields on the fields kept
             keep(good)
+        if limit is not None and limit.when() is not None:
+            limit.reschedule(limit.when() + time.monotonic() - started)  # type: ignore[operator]
 
     try:
         await asyncio.wait_for(c.start(), c.timeout)
@@ -58,7 +63,8 @@ async def _fresh(c: BaseCollector, lookback_s: float, vms: set[str] | None, fact
         # a source that keeps its own history gives "now" with it: for named VMs, that hour is all we need
         if not (vms and keeps_history):
             take(await asyncio.wait_for(c.collect(), c.timeout))
-        take(await asyncio.wait_for(c.lookback(lookback_s, vms, emit=take), max(c.timeout, 60.0)))
+        async with asyncio.timeout(max(c.timeout, 60.0)) as limit:
+            take(await c.lookback(lookback_s, vms, emit=take))
         bad = counts[1]
         status = f"ok: {counts[0]} samples, {len(facts)} facts" + (
             f", {bad} samples left out (time outside the lookback and clock skew)" if bad else "")

@@ -122,3 +122,24 @@ def test_judged_a_minute_at_a_time_from_pages_it_is_what_judged_at_once_is(sim, 
         (v["stack"] for v in verdicts if v["layer"]), key=lambda s: next(
             ({"high": 0, "medium": 1, "low": 2}.get(v["confidence"], 3), s) for v in verdicts if v["stack"] == s))
     assert shown.healthy == sum(1 for v in verdicts if not v["layer"])
+
+
+def test_columns_give_back_what_came_in_time_order_without_values_no_store_could_hold():
+    from db2vtop.agent.core.model import Sample, clean_fields
+
+    tags = {"vcenter": "vc1", "vm": "db01"}
+    came = [Sample("vsphere_vm", tags, {"cpu_ready_pct": 1.5, "vcpus": 4, "state": "on"}, 40),
+            Sample("vsphere_vm", dict(tags), {"cpu_ready_pct": float("nan"), "vcpus": 2**70}, 20),
+            Sample("vsphere_vm", tags, {"cpu_ready_pct": 2, "flag": True, "other": 1}, 60),
+            Sample("vsphere_vm", tags, {"cpu_ready_pct": float("inf"), "vcpus": None}, 40)]
+    kept = ColumnSource({"vsphere_vm": frozenset({"cpu_ready_pct", "vcpus", "state", "flag"})})
+    assert kept.add(came[:2]) == 2 and kept.add(came[2:], rank=1) == 2
+    expect = [(s.ts, {k: v for k, v in clean_fields(s.fields).items() if k != "other"})
+              for s in sorted(came, key=lambda s: s.ts)]
+    rows = [r for part in kept.in_time_order({"vsphere_vm"}, step_ns=25) for r in part]
+    assert [(r.ts, r.fields) for r in rows] == expect
+    assert [type(r.fields.get("cpu_ready_pct")) for r in rows] == [type(None), float, type(None), int]
+    (series,) = kept.series("vsphere_vm")
+    assert kept.window(series.id, "vcpus", 0, 100) == [(40, 4)]
+    assert kept.window(series.id, "cpu_ready_pct", 30, 60) == [(40, 1.5), (60, 2)]
+    assert kept.count({"vsphere_vm"}) == 4 and kept.time_range() == (20, 60)

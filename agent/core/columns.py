@@ -14,7 +14,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import Any
 
-from db2vtop.agent.core.model import Fact, FieldValue
+from db2vtop.agent.core.model import INT64_MAX, INT64_MIN, Fact, FieldValue
 from db2vtop.agent.core.source import MemorySource, Row, Series
 
 _END = 2**63 - 1
@@ -34,19 +34,22 @@ class _Column:
         self.vals: Any = None  # made at the first value, typed by it
         self.missing: bytearray | None = bytearray(b"\1" * before) if before else None
 
-    def put(self, v: FieldValue) -> None:
+    def put(self, v: FieldValue, n: int) -> None:
+        """The value of the row at index n (the column's length); one no store could hold (NaN, an
+        infinity, None, an int beyond 64 bits, anything but a number, bool or text) is left out, as
+        clean_fields would."""
         vals = self.vals
         t = type(v)
+        if not ((t is float and v - v == 0) or (t is int and INT64_MIN <= v <= INT64_MAX)  # type: ignore[operator]
+                or t is str or t is bool):
+            self.skip(n)
+            return
         if vals is None:
             vals = self.vals = array("q") if t is int else array("d") if t is float else []
             vals.extend([0 if type(vals) is array else None] * (len(self.missing) if self.missing else 0))
         if type(vals) is array:
             if (t is int and vals.typecode == "q") or (t is float and vals.typecode == "d"):
-                try:
-                    vals.append(v)  # type: ignore[arg-type]
-                except OverflowError:  # an int beyond 64 bits
-                    self.vals = vals = vals.tolist()
-                    vals.append(v)
+                vals.append(v)  # type: ignore[arg-type]
             else:  # another type: every value kept as it came
                 self.vals = vals = vals.tolist()
                 vals.append(v)
@@ -100,14 +103,20 @@ class ColumnSource(MemorySource):
             self._count += [0] * (rank + 1 - len(self._count))
         seq = rank * _RANK + self._count[rank]
         ids, keep, n = self._ids, self._keep, 0
+        known: dict[tuple[int, str], tuple[dict, int]] = {}  # a series' samples share one tags dict (held here)
         for r in samples:
             tags = r.tags
-            key = (r.measurement, *sorted(tags.items()))
-            sid = ids.get(key)
-            if sid is None:
-                sid = ids[key] = len(self._series)
-                self._series.append(Series(sid, r.measurement, dict(tags)))
-                self._pts.append(_Points())
+            hit = known.get((id(tags), r.measurement))
+            if hit is not None and hit[0] is tags:
+                sid = hit[1]
+            else:
+                key = (r.measurement, *sorted(tags.items()))
+                sid = ids.get(key)
+                if sid is None:
+                    sid = ids[key] = len(self._series)
+                    self._series.append(Series(sid, r.measurement, dict(tags)))
+                    self._pts.append(_Points())
+                known[(id(tags), r.measurement)] = (tags, sid)
             p = self._pts[sid]
             i = len(p.ts)
             p.ts.append(r.ts)
@@ -117,7 +126,7 @@ class ColumnSource(MemorySource):
             cols = p.cols
             for name, col in cols.items():
                 if name in fields:
-                    col.put(fields[name])
+                    col.put(fields[name], i)
                 else:
                     col.skip(i)
             if not p.known.issuperset(fields.keys()):
@@ -125,7 +134,7 @@ class ColumnSource(MemorySource):
                 for name, v in fields.items():
                     if name not in p.known and (wanted is None or name in wanted):
                         col = cols[name] = _Column(i)
-                        col.put(v)
+                        col.put(v, i)
                 p.known.update(fields.keys())
         self._count[rank] += n
         self._sealed = False
