@@ -44,7 +44,7 @@ CLUSTER = ("name",)
 DS_FULL = ("name", "summary.type", "summary.capacity", "summary.freeSpace", "info", "host")
 VIEW_TYPES = ("VirtualMachine", "HostSystem", "ComputeResource", "Datastore")
 PAGE = 1000        # objects per PropertyCollector page
-#: VMs per page with their device lists (~1.2 MB parsed of the simulator's; vCenter caps elements too). A facts
+#: VMs per page with their device lists (~2.4 MB parsed of the simulator's; vCenter caps elements too). A facts
 #: pass holds the page being made facts and PAGES_AHEAD more: at 100 a page that was ~3 MB of a 2,000-VM first
 #: cycle's peak RSS (78.5 -> 76 MB; 25 a page saved nothing more, and the wall time did not move)
 FULL_PAGE = 50
