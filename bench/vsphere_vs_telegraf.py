@@ -11,8 +11,14 @@ both tools in turn, in one run:
   runs, so both are compared with its one-shot. `--repeat` rounds (default 3) of the three
   runs, interleaved; each figure is the median of its rounds;
 - steady: each tool runs with a 20 s interval; after its first cycles, CPU (its own and the
-  simulator's) is sampled over `--cycles` whole 20 s periods and divided by their number;
-  peak RSS is the whole run's.
+  simulator's) is sampled every half second over `--cycles` (default 5) whole 20 s periods plus one.
+  Each period is cut at the tool's own quiet moment (the phase of the period where its CPU moved
+  least: Telegraf's cycles start on the minute's 20 s marks, db2vtop's every 20 s from its start), so
+  a window holds exactly one of its cycles, and each figure is the median of the per-cycle values
+  (the mean is printed beside it). Both tools are measured by this one procedure, one after the
+  other. Before, the figure was the mean of three periods: one period of other work on these
+  shared cores, or of the simulator's garbage collector, moved it by a third; the median of five
+  does not follow one such period. Peak RSS is the whole run's.
 
 Telegraf 1.36.4 is built once with `go install` (tags custom,inputs.vsphere,outputs.discard)
 into ~/.cache/db2vtop/telegraf-1.36.4/. Telegraf asks for the same counters db2vtop reads
@@ -24,14 +30,15 @@ Every ratio is db2vtop / Telegraf: at or below 1.0 db2vtop is the lighter.
 `--vms` sets the size (a multiple of 40; repeat it to run several sizes, each on its own
 simulator, and get each tool's peak-RSS growth per VM between the smallest and the largest).
 The simulator holds its whole inventory in memory: 10,000 VMs take ~5 GB and 75 s to start on an
-idle machine (3 minutes on a busy one); at that size the whole run takes about 15 minutes.
+idle machine (3 minutes on a busy one); at that size the whole run takes about 17 minutes.
 
-    .venv/bin/python bench/vsphere_vs_telegraf.py [--vms 2000 [--vms 10000]] [--cycles 3] [--repeat 3]
+    .venv/bin/python bench/vsphere_vs_telegraf.py [--vms 2000 [--vms 10000]] [--cycles 5] [--repeat 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import signal
@@ -143,18 +150,19 @@ def one_shot(cmd: list[str], sim: Simulator, env: dict[str, str], log: Path) -> 
 
 
 def steady(cmd: list[str], sim: Simulator, env: dict[str, str], log: Path, cycles: int, warm: int = 2) -> dict:
-    """CPU per 20 s cycle once running: sampled on the same phase of two cycles `cycles` apart."""
+    """CPU per 20 s cycle once running: the median of `cycles` single cycles (see per_cycle)."""
+    samples: list[tuple[float, float, float]] = []   # (monotonic s, the tool's CPU s, the simulator's CPU s)
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
         try:
-            # the first cycle (discovery, facts) lands in the first `warm` periods; start counting after them,
-            # mid-period, so both samples are at the same phase of the schedule
+            # the first cycle (discovery, facts) lands in the first `warm` periods; start sampling after them
             time.sleep(INTERVAL_S * warm + INTERVAL_S / 2 - (time.time() % INTERVAL_S))
-            if proc.poll() is not None:
-                raise RuntimeError(f"{cmd[0]} exited early; see {log}")
-            c0, s0 = process_cpu_seconds(proc.pid), sim.cpu_seconds()
-            time.sleep(INTERVAL_S * cycles)
-            c1, s1 = process_cpu_seconds(proc.pid), sim.cpu_seconds()
+            end = time.monotonic() + INTERVAL_S * (cycles + 1)
+            while time.monotonic() < end:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{cmd[0]} exited early; see {log}")
+                samples.append((time.monotonic(), process_cpu_seconds(proc.pid), sim.cpu_seconds()))
+                time.sleep(SAMPLE_S)
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -162,8 +170,39 @@ def steady(cmd: list[str], sim: Simulator, env: dict[str, str], log: Path, cycle
             except TimeoutError:
                 proc.kill()
                 rc, _, rss = _wait(proc)
-    return {"cycles": cycles, "cpu_s_per_cycle": round((c1 - c0) / cycles, 3),
-            "vcenter_cpu_s_per_cycle": round((s1 - s0) / cycles, 3), "peak_rss_mb": round(rss, 1), "exit": rc}
+    own, vc = per_cycle(samples, cycles)
+    return {"cycles": len(own), "cpu_s_per_cycle": round(statistics.median(own), 3),
+            "vcenter_cpu_s_per_cycle": round(statistics.median(vc), 3),
+            "cpu_s_per_cycle_mean": round(statistics.fmean(own), 3),
+            "vcenter_cpu_s_per_cycle_mean": round(statistics.fmean(vc), 3),
+            "cpu_s_each_cycle": [round(x, 3) for x in own], "vcenter_cpu_s_each_cycle": [round(x, 3) for x in vc],
+            "peak_rss_mb": round(rss, 1), "exit": rc}
+
+
+SAMPLE_S = 0.5
+
+
+def per_cycle(samples: list[tuple[float, float, float]], cycles: int) -> tuple[list[float], list[float]]:
+    """Each whole period's CPU, the tool's own and the simulator's, cut at the tool's quiet moment: the
+    phase (of SAMPLE_S steps) around which the tool's CPU moved least over every period sampled. Whatever
+    a tool's schedule, each window then holds one of its cycles whole."""
+    t0 = samples[0][0]
+    steps = round(INTERVAL_S / SAMPLE_S)
+    busy = [0.0] * steps
+    for (ta, ca, _), (_, cb, _) in itertools.pairwise(samples):
+        busy[round((ta - t0) / SAMPLE_S) % steps] += cb - ca
+    # the quietest two seconds of the period, and its middle
+    spread = round(2 / SAMPLE_S)
+    quiet = min(range(steps), key=lambda i: sum(busy[(i + k) % steps] for k in range(-spread, spread + 1)))
+
+    def at(t: float) -> tuple[float, float]:
+        nearest = min(samples, key=lambda s: abs(s[0] - t))
+        return nearest[1], nearest[2]
+    cuts = [at(t0 + (quiet + k * steps) * SAMPLE_S) for k in range(cycles + 1)
+            if t0 + (quiet + k * steps) * SAMPLE_S <= samples[-1][0]]
+    own = [b[0] - a[0] for a, b in itertools.pairwise(cuts)]
+    vc = [b[1] - a[1] for a, b in itertools.pairwise(cuts)]
+    return own, vc
 
 
 def _wait_timeout(proc: subprocess.Popen, timeout: float) -> tuple[int, float, float]:
@@ -264,7 +303,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--vms", type=int, action="append",
                     help="VMs on the simulator, 40 a host (default 2000; repeat it for several sizes)")
-    ap.add_argument("--cycles", type=int, default=3, help="20 s cycles measured in steady state (0: one-shot only)")
+    ap.add_argument("--cycles", type=int, default=5,
+                    help="20 s cycles measured one by one in steady state, their median taken (0: one-shot only)")
     ap.add_argument("--only", choices=("db2vtop", "telegraf"), help="run one tool only (no ratios)")
     ap.add_argument("--repeat", type=int, default=3, help="one-shot rounds; each figure is their median")
     args = ap.parse_args()

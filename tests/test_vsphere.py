@@ -12,8 +12,11 @@ import dataclasses
 import io
 import itertools
 import json
+import os
 import signal
 import ssl
+import subprocess
+import sys
 import time
 import zlib
 from pathlib import Path
@@ -32,7 +35,7 @@ from db2vtop.collectors.vsphere.connection import SMALL_MAX_BYTES, _parse_stream
 from db2vtop.collectors.vsphere.inventory import parse_objects
 from db2vtop.collectors.vsphere.perf import RETURNVAL, Spec, chunk, entity_result
 from db2vtop.collectors.vsphere.soapxml import Ref
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
 from tests.vsphere_sim import Simulator
 
 GiB, MiB = 2**30, 2**20
@@ -612,6 +615,32 @@ def test_agent_once_fills_the_store(sim, tmp_path):
         assert [f.tags["host"] for f in s.facts("vsphere_host")] == ["esx01"]
         (row,) = [r for r in s.latest("vsphere_vm") if r.tags["vm"] == "db2prod01"]
         assert row.fields["mem_balloon_bytes"] == 2 * GiB
+
+
+#: what an agent watching a vCenter has no use for: the TUI (textual, rich, pyte), SSH (paramiko), the InfluxDB client,
+#: pyvmomi (the tests' administrator client; the agent speaks its own SOAP) and the test tools. Each costs every
+#: agent memory for the process's life (textual with rich alone is ~15 MB): imported only where used.
+NOT_FOR_A_VCENTER_AGENT = ("textual", "rich", "pyte", "paramiko", "influxdb_client", "pyVmomi", "hypothesis", "pytest")
+
+
+def test_an_agent_watching_a_vcenter_imports_no_tui_ssh_or_influxdb_client(sim, tmp_path):
+    """The whole `agent --once` of a vCenter (config, store, checks, the vSphere collector, shutdown), in a
+    process of its own: the modules it ended with."""
+    cfg = tmp_path / "db2vtop.toml"
+    cfg.write_text(f'[store]\npath = "{tmp_path / "m.db"}"\n[guest]\nenabled = false\n[[vcenter]]\nname = "vc1"\n'
+                   f'url = "{sim.url}"\nuser = "monitor"\npassword_env = "VC_TEST_PASSWORD"\nverify_tls = false\n')
+    cfg.chmod(0o600)
+    seen = tmp_path / "modules.json"
+    code = ("import atexit, json, runpy, sys\n"
+            f"atexit.register(lambda: open({str(seen)!r}, 'w').write(json.dumps(sorted(sys.modules))))\n"
+            f"sys.argv = ['db2vtop', 'agent', '--once', '-c', {str(cfg)!r}]\n"
+            "runpy.run_module('db2vtop.agent', run_name='__main__')\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "VC_TEST_PASSWORD": "x"})
+    assert done.returncode == 0, done.stderr
+    modules = json.loads(seen.read_text())
+    assert "db2vtop.collectors.vsphere.collector" in modules   # it did watch the vCenter
+    assert not [m for m in modules if m.split(".")[0] in NOT_FOR_A_VCENTER_AGENT]
 
 
 _XML_TEXT = st.text(alphabet=st.sampled_from(list("<>/=\"' abcxyz:0123456789,-TZ.\n")) , max_size=300)

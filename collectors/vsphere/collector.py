@@ -240,7 +240,7 @@ class VSphereCollector(BaseCollector):
 
     async def _full_pass(self, conn: _Conn, early: list[asyncio.Future] | None,
                          slots: asyncio.Semaphore | None = None) -> list[Fact]:
-        """Hosts and datastores, then every VM's full row, 100 VMs a page, each made a fact as it comes.
+        """Hosts and datastores, then every VM's full row, FULL_PAGE VMs a page, each made a fact as it comes.
         Pages are asked for by reference, two in flight: vCenter prepares the next while this one is made
         facts (a single paged read would have it prepare every VM before the first page), and a page of
         parsed XML is dropped before the next but one is read. With `early` (a collect cycle's cold
@@ -352,7 +352,7 @@ class VSphereCollector(BaseCollector):
             removals.append(self._vm_removal(self._identity.pop(gone)))
             self.maps.vm_disks.pop(gone, None)
         changed = [(obj, p) for obj, p in light if (self._identity.get(obj.value) or ("",))[0] != inv_mod.identity(p)]
-        if len(changed) > inv_mod.FULL_PAGE:  # a mass change, or an older db2vtop's facts: the paged pass
+        if len(changed) > inv_mod.CHANGED_MAX:  # a mass change, or an older db2vtop's facts: the paged pass
             log.info("vcenter %s: %d VMs changed, reading every VM again", self.cfg.name, len(changed))
             return removals + await self._full_pass(conn, None)
         if not changed:
