@@ -468,6 +468,7 @@ def test_a_cycle_hands_its_records_on_in_parts_each_vm_fact_before_its_samples(s
     (only,) = whole.batches
 
     monkeypatch.setattr(collector_mod, "HANDOFF", 3)
+    monkeypatch.setattr(collector_mod, "HANDOFF_FIRST", 3)
     parts = Batches()
     c = VSphereCollector(vcenter(sim.url))
     run(Runtime([c], [parts])._cycle(c))
@@ -488,6 +489,30 @@ def test_a_cycle_hands_its_records_on_in_parts_each_vm_fact_before_its_samples(s
     assert keys(parts.batches) == keys([only])  # the same series, none twice
     (me,) = [x for samples, _ in parts.batches for x in samples if x.measurement == SELF_MEASUREMENT]
     assert me.fields["samples"] == len(keys([only])) and me.fields["status"] == "ok"
+
+
+def test_a_first_cycle_hands_on_in_smaller_parts_than_a_steady_one(sim, monkeypatch):
+    """A first cycle (the facts pass, every entity's history) hands its records on in parts of HANDOFF_FIRST,
+    so the store and checks work while vCenter is still answering; a steady cycle keeps HANDOFF (one store
+    transaction for a cycle below it). The parts hold the same series as one batch would, none twice."""
+    from db2vtop.collectors.vsphere import collector as collector_mod
+
+    monkeypatch.setattr(collector_mod, "HANDOFF", 1_000_000)
+    monkeypatch.setattr(collector_mod, "HANDOFF_FIRST", 5)
+    out = Batches()
+    c = VSphereCollector(vcenter(sim.url))
+    c.history_samples, c.history_fields = 10, {"vsphere_vm": frozenset({"cpu_ready_pct"})}
+    rt = Runtime([c], [out])
+    run(rt._cycle(c))
+    first = len(out.batches)
+    assert first > 2
+    series = [(x.measurement, canonical_tags(x.tags), x.ts) for samples, _ in out.batches for x in samples]
+    assert len(series) == len(set(series))
+    out.batches.clear()
+    time.sleep(0.1)
+    run(rt._cycle(c))   # steady: one batch, whatever it holds
+    run(c.close())
+    assert len(out.batches) == 1
 
 
 def test_a_first_cycle_reaches_back_only_for_the_counters_the_live_rules_read(sim):

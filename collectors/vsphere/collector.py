@@ -56,6 +56,9 @@ FULL_PASS_TIMEOUT_S = 600.0
 #: records a cycle holds before it hands them on (BaseCollector.handoff): a 4,000-VM part of a cycle; a
 #: 2,000-VM vCenter's cycle stays one batch (each batch is a store transaction and a sealing step)
 HANDOFF = 20_000
+#: the same for a first cycle (the facts pass, or a reach-back over every entity's history): handed on in smaller
+#: parts, the store and checks take them while vCenter is still answering, not all at its end
+HANDOFF_FIRST = 5_000
 #: faults vCenter gives a whole QueryPerf call for one entity that is gone or unreachable
 ENTITY_FAULTS = frozenset({"ManagedObjectNotFound", "NotFound", "HostNotConnected", "HostNotReachable"})
 
@@ -124,6 +127,7 @@ class VSphereCollector(BaseCollector):
         #: VM moid -> (digest of what its last fact was built from, its host then, its name then)
         self._identity: dict[str, tuple[str, str, str]] = {}
         self._held: list[Record | Fact] = []   # records of the cycle under way not handed on yet
+        self._part = HANDOFF                   # how many of them are handed on at a time
 
     # --- session ----------------------------------------------------------------------
 
@@ -195,8 +199,10 @@ class VSphereCollector(BaseCollector):
     def cycle_timeout(self) -> float:
         """The whole facts pass, or a first cycle that reaches back for every entity's history (a restart:
         held to the pace of the store and checks), may run longer than a steady cycle."""
-        first = not self._identity or (self.history_samples > 1 and not self.perf_state.entity_start)
-        return max(self.timeout, FULL_PASS_TIMEOUT_S) if first else self.timeout
+        return max(self.timeout, FULL_PASS_TIMEOUT_S) if self._first_cycle() else self.timeout
+
+    def _first_cycle(self) -> bool:
+        return not self._identity or (self.history_samples > 1 and not self.perf_state.entity_start)
 
     def facts_due(self) -> bool:
         """The first facts pass is collect()'s own (it queries perf page by page as the VMs come)."""
@@ -401,6 +407,7 @@ class VSphereCollector(BaseCollector):
             return out
 
         self._held = []
+        self._part = HANDOFF_FIRST if self._first_cycle() else HANDOFF
         try:
             return await self._with_session(step)
         finally:
@@ -409,10 +416,10 @@ class VSphereCollector(BaseCollector):
                 self.handoff(held)
 
     def _emit(self, records: list[Record | Fact]) -> None:
-        """Records of the cycle under way, in order: handed on (BaseCollector.handoff) whenever HANDOFF of
-        them wait, else kept for collect()'s answer."""
+        """Records of the cycle under way, in order: handed on (BaseCollector.handoff) whenever a part of them
+        (HANDOFF, HANDOFF_FIRST in a first cycle) waits, else kept for collect()'s answer."""
         self._held.extend(records)
-        if self.handoff is not None and len(self._held) >= HANDOFF:
+        if self.handoff is not None and len(self._held) >= self._part:
             held, self._held = self._held, []
             self.handoff(held)
 
