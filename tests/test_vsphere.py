@@ -542,6 +542,46 @@ def test_a_first_cycle_reaches_back_only_for_the_counters_the_live_rules_read(si
     assert c.perf_state.entity_start  # the marks moved to the newest: the next cycle asks for what is new
 
 
+def test_a_restart_resumes_after_the_samples_the_store_holds_and_fills_the_gap(sim):
+    """Given where each entity's stored samples end (a restart: Pipeline reads it from the store), the first cycle
+    asks vCenter for nothing older: no history the store holds comes again (the engine reads that from the
+    store), a VM whose samples stopped a minute earlier gets exactly the samples it missed with every counter,
+    and an entity the store never saw still reaches back for its history."""
+    history = {"vsphere_vm": frozenset({"cpu_ready_pct"}), "vsphere_host": None}
+
+    def first_cycle(marks):
+        out = Batches()
+        c = VSphereCollector(vcenter(sim.url))
+        c.history_samples, c.history_fields = 10, history
+        if marks is not None:
+            assert c.resume_marks(lambda m: [(tags, ts) for mm, tags, ts in marks if mm == m])
+        run(Runtime([c], [out])._cycle(c))
+        run(c.close())
+        return [x for samples, _ in out.batches for x in samples if x.measurement != SELF_MEASUREMENT]
+
+    stored = first_cycle(None)
+    vm_rows = pick(stored, "vsphere_vm")
+    newest_ts = max(x.ts for x in vm_rows)
+    assert len({x.ts for x in vm_rows}) >= 4 and len(pick(stored, "vsphere_host")) >= 4  # history to resume after
+    marks = {}
+    for x in vm_rows + pick(stored, "vsphere_host"):
+        key = (x.measurement, tuple(sorted(x.tags.items())))
+        marks[key] = max(marks.get(key, 0), x.ts)
+    gap = 3 * 20 * 10**9
+    series = [(m, dict(tags), ts - gap if dict(tags).get("vm") == "db2prod01" else ts)
+              for (m, tags), ts in marks.items() if dict(tags).get("vm") != "app01"]   # app01: never stored
+    again = first_cycle(series)
+    for x in again:
+        if x.tags.get("vm") in ("db2prod01", "app01"):
+            continue
+        assert x.ts > newest_ts - 20 * 10**9, x  # nothing the store holds (a new sample may have come)
+    filled = sorted(x.ts for x in pick(again, "vsphere_vm", vm="db2prod01"))
+    assert filled[:3] == [newest_ts - gap + k * 20 * 10**9 for k in (1, 2, 3)]
+    full = set(newest(stored, "vsphere_vm", vm="db2prod01"))
+    assert all(set(x.fields) == full for x in pick(again, "vsphere_vm", vm="db2prod01"))
+    assert len(pick(again, "vsphere_vm", vm="app01")) == len(pick(stored, "vsphere_vm", vm="app01")) >= 4
+
+
 def test_an_entity_asked_in_two_specs_stays_in_one_call():
     ids = tuple((k, "") for k in range(8))
     specs = [Spec("vm", f"vm-{i}", s, ids[:k]) for i in range(5) for s, k in ((1.0, 3), (None, 5))]

@@ -128,6 +128,8 @@ class VSphereCollector(BaseCollector):
         self._identity: dict[str, tuple[str, str, str]] = {}
         self._held: list[Record | Fact] = []   # records of the cycle under way not handed on yet
         self._part = HANDOFF                   # how many of them are handed on at a time
+        #: (kind, name) -> the newest sample the store holds of that VM or host (epoch s), until its moid is known
+        self._stored: dict[tuple[str, str], int] = {}
 
     # --- session ----------------------------------------------------------------------
 
@@ -243,6 +245,29 @@ class VSphereCollector(BaseCollector):
             self.maps.vm_disks[moid] = {str(x.get("instance")): (x.get("datastore") or "",
                                                                   sys.intern(",".join(x.get("luns") or [])))
                                         for x in d.get("disks") or [] if isinstance(x, dict)}
+
+    def resume_marks(self, newest: Callable[[str], Iterable[tuple[dict[str, str], int]]]) -> bool:
+        """An entity's realtime samples resume after the newest its main series (vsphere_vm, vsphere_host) has
+        in the store: a restart does not ask vCenter again for the history the store holds, nor write it
+        again, and a downtime within vCenter's hour is filled (one past it is annotated as a gap). An entity
+        moved to another host has a series per host: the newest of them counts. The samples of one entity and
+        call are handed on, and written, together, so its other measurements are stored as far."""
+        for measurement, kind in (("vsphere_vm", "vm"), ("vsphere_host", "host")):
+            for tags, ts in newest(measurement):
+                name = tags.get(kind)
+                if tags.get("vcenter") == self.cfg.name and name:
+                    key = (kind, name)
+                    self._stored[key] = max(self._stored.get(key, 0), ts // 1_000_000_000)
+        return bool(self._stored)
+
+    def _resume_mark(self, kind: str, moid: str, inv: Inventory) -> None:
+        """The stored mark of an entity not asked for yet in this process, by its name (see resume_marks)."""
+        if not self._stored or moid in self.perf_state.entity_start:
+            return
+        entity = inv.vms.get(moid) if kind == "vm" else inv.hosts.get(moid)
+        mark = self._stored.pop((kind, entity.name), None) if entity is not None else None
+        if mark:
+            self.perf_state.entity_start[moid] = mark
 
     async def _full_pass(self, conn: _Conn, early: list[asyncio.Future] | None,
                          slots: asyncio.Semaphore | None = None) -> list[Fact]:
@@ -391,6 +416,11 @@ class VSphereCollector(BaseCollector):
                 elif time.monotonic() - self._inventory_at > self.interval / 2:
                     self._emit(await self._changed_facts(conn, await self._light(conn)))
                 self._emit(self._quickstats())
+                if self._stored:  # a restart: where each entity's stored samples end (a gap past the hour is said)
+                    for kind, moids in (("vm", self.inventory.vms), ("host", self.inventory.hosts)):
+                        for moid in moids:
+                            self._resume_mark(kind, moid, self.inventory)
+                    self._stored.clear()
                 lost = self.perf_state.lost(conn.session.server_now())
                 if lost is not None:
                     self._emit([self._gap(*lost)])
@@ -517,6 +547,8 @@ class VSphereCollector(BaseCollector):
             history, rest = conn.ids.split(kind, self.history_fields)
             for moid in moids:
                 kinds[moid] = kind
+                if since is None:
+                    self._resume_mark(kind, moid, (tagging or (self.inventory, self.maps))[0])
                 start = since if since is not None else self.perf_state.start_for(moid, now)
                 if start is not None or self.history_samples <= 1:
                     specs.append(Spec(kind, moid, start, ids))
