@@ -250,14 +250,16 @@ class VSphereCollector(BaseCollector):
         """An entity's realtime samples resume after the newest its main series (vsphere_vm, vsphere_host) has
         in the store: a restart does not ask vCenter again for the history the store holds, nor write it
         again, and a downtime within vCenter's hour is filled (one past it is annotated as a gap). An entity
-        moved to another host has a series per host: the newest of them counts. The samples of one entity and
-        call are handed on, and written, together, so its other measurements are stored as far."""
+        moved to another host has a series per host, and two VMs may share a name: the oldest of their newest
+        counts (what is asked again is written again unchanged; nothing is skipped). The samples of one entity
+        and call are handed on, and written, together, so its other measurements are stored as far."""
         for measurement, kind in (("vsphere_vm", "vm"), ("vsphere_host", "host")):
             for tags, ts in newest(measurement):
                 name = tags.get(kind)
                 if tags.get("vcenter") == self.cfg.name and name:
                     key = (kind, name)
-                    self._stored[key] = max(self._stored.get(key, 0), ts // 1_000_000_000)
+                    mark = ts // 1_000_000_000
+                    self._stored[key] = min(self._stored.get(key, mark), mark)
         return bool(self._stored)
 
     def _resume_mark(self, kind: str, moid: str, inv: Inventory) -> None:
