@@ -584,6 +584,62 @@ def test_a_restart_resumes_after_the_samples_the_store_holds_and_fills_the_gap(s
     assert len(pick(again, "vsphere_vm", vm="app01")) == len(pick(stored, "vsphere_vm", vm="app01")) >= 4
 
 
+def test_a_restart_asks_for_samples_while_the_inventory_is_read_and_tags_them_from_it(sim, monkeypatch):
+    """A restart on stored facts asks vCenter for the samples of the VMs powered on in them while the light
+    inventory (a hundred round trips at 10,000 VMs) is still read; they are made samples from that inventory
+    once it is in, after the cycle's facts: every VM and host once, nothing twice, nothing the store holds."""
+    from db2vtop.collectors.vsphere import collector as collector_mod
+    from db2vtop.collectors.vsphere.watch import InventoryWatch
+
+    history = {"vsphere_vm": frozenset({"cpu_ready_pct"})}
+    out = Batches()
+    c = VSphereCollector(vcenter(sim.url))
+    c.history_samples, c.history_fields = 10, history
+    run(Runtime([c], [out])._cycle(c))
+    run(c.close())
+    stored = [x for samples, _ in out.batches for x in samples if x.measurement != SELF_MEASUREMENT]
+    facts = [f for _, fs in out.batches for f in fs]
+    newest_ts = max(x.ts for x in pick(stored, "vsphere_vm"))
+
+    events: list[str] = []
+    poll, query = InventoryWatch.poll, collector_mod.perf_query
+
+    def watched_poll(self):
+        try:
+            return poll(self)
+        finally:
+            events.append("inventory read")
+
+    def watched_query(session, pm, specs, window=None):
+        events.append("perf " + ",".join(sorted({x.kind for x in specs})))
+        return query(session, pm, specs, window)
+    monkeypatch.setattr(InventoryWatch, "poll", watched_poll)
+    monkeypatch.setattr(collector_mod, "perf_query", watched_query)
+
+    time.sleep((time.time() // 20 + 1) * 20 + 1 - time.time())  # a new 20 s sample: what the restart must get
+    again = VSphereCollector(vcenter(sim.url))
+    again.history_samples, again.history_fields = 10, history
+    again.resume([f for f in facts if f.kind in again.resumes])
+    ends: dict[tuple, int] = {}  # each series' newest, as the store answers
+    for x in stored:
+        key = (x.measurement, tuple(sorted(x.tags.items())))
+        ends[key] = max(ends.get(key, 0), x.ts)
+    assert again.resume_marks(lambda m: [(dict(tags), ts) for (mm, tags), ts in ends.items() if mm == m])
+    out = Batches()
+    run(Runtime([again], [out])._cycle(again))
+    run(again.close())
+    assert events.index("perf vm") < events.index("inventory read")
+    samples = [x for b, _ in out.batches for x in b if x.measurement not in (SELF_MEASUREMENT,
+                                                                               "vsphere_vm_quickstats",
+                                                                               "vsphere_host_quickstats")]
+    keys = [(x.measurement, canonical_tags(x.tags), x.ts) for x in samples]
+    assert len(keys) == len(set(keys))
+    assert all(x.ts > newest_ts - 20 * 10**9 for x in samples)
+    assert {x.tags.get("host") for x in samples} == {"esx01"} and all(x.tags.get("cluster") == "prod" for x in samples)
+    assert sorted(x.tags["vm"] for x in pick(samples, "vsphere_vm")) == ["app01", "db2prod01"]
+    assert len(pick(samples, "vsphere_host")) == 1
+
+
 def test_an_entity_asked_in_two_specs_stays_in_one_call():
     ids = tuple((k, "") for k in range(8))
     specs = [Spec("vm", f"vm-{i}", s, ids[:k]) for i in range(5) for s, k in ((1.0, 3), (None, 5))]

@@ -130,6 +130,9 @@ class VSphereCollector(BaseCollector):
         self._part = HANDOFF                   # how many of them are handed on at a time
         #: (kind, name) -> the newest sample the store holds of that VM or host (epoch s), until its moid is known
         self._stored: dict[tuple[str, str], int] = {}
+        self._resumed_on: list[str] = []  # VMs powered on in the stored facts, until a restart's first cycle
+        #: a restart's QueryPerf calls asked for while describe() reads the inventory: (tasks, their go, VMs)
+        self._ahead: tuple[list[asyncio.Future], asyncio.Event, list[str]] | None = None
 
     # --- session ----------------------------------------------------------------------
 
@@ -221,13 +224,31 @@ class VSphereCollector(BaseCollector):
             host_rows, ds_rows = await asyncio.gather(self.run_blocking(inv_mod.read_hosts, s, view, True),
                                                       self.run_blocking(inv_mod.read_datastores, s, view))
             builder = FactsBuilder(self.cfg.name, inv_mod.hosts_from(host_rows), ds_rows, time.time_ns())
+            self._ask_ahead(conn)
             light = await self._light(conn)
             for obj, p in light:
                 builder.count(obj, p)
             builder.maps.vm_disks = self.maps.vm_disks
             facts, self.maps = builder.finish(host_rows)
             return self._retire(facts) + facts + await self._changed_facts(conn, light)
-        return await self._with_session(step)
+        try:
+            return await self._with_session(step)
+        except BaseException:
+            ahead, self._ahead = self._ahead, None
+            for task in ahead[0] if ahead is not None else ():
+                task.cancel()
+            raise
+
+    def _ask_ahead(self, conn: _Conn) -> None:
+        """A restart on stored facts: the light inventory's first read is ~100 round trips at 10,000 VMs; the
+        VMs powered on when the last run stopped are asked for their samples meanwhile (a worker left to the
+        inventory). collect() makes them samples, after this pass's facts, tagged from the inventory read."""
+        if not self._resumed_on or self.inventory.hosts or self._ahead is not None:
+            return
+        ready, asked = asyncio.Event(), self._take_resumed()
+        task = asyncio.ensure_future(self._perf(conn, None, asked, [], emit=self._emit,
+                                                slots=asyncio.Semaphore(max(1, self.workers - 1)), ready=ready))
+        self._ahead = ([task], ready, asked)
 
     def resume(self, facts: Iterable[Fact]) -> None:
         """This vCenter's facts as the last run left them. A VM whose identity digest is the same at the first
@@ -242,6 +263,8 @@ class VSphereCollector(BaseCollector):
                 continue
             moid = str(d.get("moid"))
             self._identity[moid] = _seen(f)
+            if d.get("power_state") == "poweredOn":
+                self._resumed_on.append(moid)
             self.maps.vm_disks[moid] = {str(x.get("instance")): (x.get("datastore") or "",
                                                                   sys.intern(",".join(x.get("luns") or [])))
                                         for x in d.get("disks") or [] if isinstance(x, dict)}
@@ -261,6 +284,15 @@ class VSphereCollector(BaseCollector):
                     mark = ts // 1_000_000_000
                     self._stored[key] = min(self._stored.get(key, mark), mark)
         return bool(self._stored)
+
+    def _take_resumed(self) -> list[str]:
+        """The VMs powered on in the stored facts, their marks resumed by the names the facts give."""
+        moids, self._resumed_on = self._resumed_on, []
+        for moid in moids:
+            mark = self._stored.pop(("vm", self._identity[moid][2]), None) if moid in self._identity else None
+            if mark and moid not in self.perf_state.entity_start:
+                self.perf_state.entity_start[moid] = mark
+        return [m for m in moids if m in self._identity]
 
     def _resume_mark(self, kind: str, moid: str, inv: Inventory) -> None:
         """The stored mark of an entity not asked for yet in this process, by its name (see resume_marks)."""
@@ -409,10 +441,19 @@ class VSphereCollector(BaseCollector):
         realtime perf asked for page by page as the VMs come: samples first, not after the whole
         vCenter's configuration. Under a runtime, records go out in parts as they are ready (_emit), and
         those of a cycle that fails midway still go out: their samples' marks have moved."""
+        ahead, self._ahead = self._ahead, None
+
         async def step(conn: _Conn) -> list[Record | Fact]:
+            nonlocal ahead
             early: list[asyncio.Future] = []
+            paged = not self._identity
+            asked: list[str] = []
+            if ahead is not None:  # asked for by describe(): its facts are out, they may become samples now
+                early, ready, asked = ahead
+                ahead = None
+                ready.set()
             try:
-                if not self._identity:
+                if paged:
                     self._emit(await self._full_pass(conn, early, asyncio.Semaphore(self.workers)))
                     self.facts_done()
                 elif time.monotonic() - self._inventory_at > self.interval / 2:
@@ -426,10 +467,13 @@ class VSphereCollector(BaseCollector):
                 lost = self.perf_state.lost(conn.session.server_now())
                 if lost is not None:
                     self._emit([self._gap(*lost)])
-                if early:
+                if paged:
                     await asyncio.gather(*early)
                 else:
-                    await self._perf(conn, None, *self._entities(), emit=self._emit)
+                    vms, hosts = self._entities()
+                    done = set(asked)
+                    await asyncio.gather(self._perf(conn, None, [m for m in vms if m not in done], hosts,
+                                                    emit=self._emit), *early)
             except BaseException:
                 for task in early:
                     task.cancel()
@@ -443,6 +487,8 @@ class VSphereCollector(BaseCollector):
         try:
             return await self._with_session(step)
         finally:
+            for task in ahead[0] if ahead is not None else ():  # the cycle ended before it took them
+                task.cancel()
             if self._held and self.handoff is not None:
                 held, self._held = self._held, []
                 self.handoff(held)
@@ -529,12 +575,13 @@ class VSphereCollector(BaseCollector):
     async def _perf(self, conn: _Conn, since: float | None, vms: list[str], hosts: list[str],
                     tagging: tuple[Inventory, TagMaps] | None = None,
                     emit: Callable[[list[Record | Fact]], None] | None = None,
-                    slots: asyncio.Semaphore | None = None) -> list[Sample]:
+                    slots: asyncio.Semaphore | None = None, ready: asyncio.Event | None = None) -> list[Sample]:
         """Realtime samples of these entities: new ones since the marks (since=None), or all after `since`;
         tagged from `tagging` (a facts pass still under way) or the collector's inventory and maps. With
         `emit`, each call's samples go there as soon as they are made, and none are returned. At most
         `workers` calls are in flight (or `slots`' count), each asked for once the outputs have taken enough
-        of what came before (paced): a 10,000-VM first cycle is held to the pace of the store and checks."""
+        of what came before (paced): a 10,000-VM first cycle is held to the pace of the store and checks. With
+        `ready`, answers wait for it before they are made samples (asked while the inventory is still read)."""
         s = conn.session
         now = s.server_now()
         kinds: dict[str, str] = {}
@@ -573,6 +620,8 @@ class VSphereCollector(BaseCollector):
             async with slots:
                 await self.paced()
                 results = await self._query(s, batch)
+            if ready is not None:  # asked before the inventory that tags them was read
+                await ready.wait()
             inv, maps = tagging or (self.inventory, self.maps)
             samples = to_samples(results, kinds, conn.ids, inv, maps, self.cfg.name, state, marks)
             if emit is None:
