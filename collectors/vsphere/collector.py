@@ -242,7 +242,8 @@ class VSphereCollector(BaseCollector):
     def _ask_ahead(self, conn: _Conn) -> None:
         """A restart on stored facts: the light inventory's first read is ~100 round trips at 10,000 VMs; the
         VMs powered on when the last run stopped are asked for their samples meanwhile (a worker left to the
-        inventory). collect() makes them samples, after this pass's facts, tagged from the inventory read."""
+        inventory; the answers of workers - 1 calls held at most). collect() makes them samples, after this
+        pass's facts, tagged from the inventory read."""
         if not self._resumed_on or self.inventory.hosts or self._ahead is not None:
             return
         ready, asked = asyncio.Event(), self._take_resumed()
@@ -581,7 +582,8 @@ class VSphereCollector(BaseCollector):
         `emit`, each call's samples go there as soon as they are made, and none are returned. At most
         `workers` calls are in flight (or `slots`' count), each asked for once the outputs have taken enough
         of what came before (paced): a 10,000-VM first cycle is held to the pace of the store and checks. With
-        `ready`, answers wait for it before they are made samples (asked while the inventory is still read)."""
+        `ready`, answers wait for it before they are made samples (asked while the inventory is still read), each
+        holding its slot: at most that many answers are held (all of a 10,000-VM vCenter's would be ~80 MB)."""
         s = conn.session
         now = s.server_now()
         kinds: dict[str, str] = {}
@@ -620,8 +622,8 @@ class VSphereCollector(BaseCollector):
             async with slots:
                 await self.paced()
                 results = await self._query(s, batch)
-            if ready is not None:  # asked before the inventory that tags them was read
-                await ready.wait()
+                if ready is not None:  # asked before the inventory that tags them was read: held, a slot each
+                    await ready.wait()
             inv, maps = tagging or (self.inventory, self.maps)
             samples = to_samples(results, kinds, conn.ids, inv, maps, self.cfg.name, state, marks)
             if emit is None:
