@@ -87,8 +87,16 @@ class Pipeline:
         assert self.checks is not None
         facts = store.facts()
         span_s = min(engine.history_samples() * max((c.interval for c in collectors), default=0.0), HISTORY_MAX_S)
-        # what a collector hands on again itself in its first cycle (vCenter's realtime hour) is not read twice
-        again = {m for c in collectors if c.history_samples > 1 for m in c.reaches_back}
+        now = time.time_ns()
+
+        def newest(measurement: str) -> Iterator[tuple[dict[str, str], int]]:
+            """(tags, newest ts) of each series of the measurement with a sample in the last hour."""
+            found = dict(store.newest(measurement, now - int(HISTORY_MAX_S * 1e9), now))
+            return ((s.tags, found[s.id]) for s in store.series(measurement) if s.id in found)
+
+        # what a collector hands on again itself in its first cycle (vCenter's realtime hour) is not read twice;
+        # one that resumes after the samples the store holds hands on none of them again: they are read here
+        again = {m for c in collectors if c.history_samples > 1 and not c.resume_marks(newest) for m in c.reaches_back}
         measurements = sorted(engine.live_measurements() & set(store.measurements()) - again)
         fields = engine.history_fields()
         path = store.path
@@ -96,7 +104,6 @@ class Pipeline:
         def history() -> Iterator[list[Row]]:
             """The span in time slices, each every measurement's rows of it: a 10,000-VM store's history is
             held a slice at a time (about HISTORY_BATCH rows), never whole."""
-            now = time.time_ns()
             since = now - int(span_s * 1e9)
             with Store(path) as reader:
                 rows = sum(reader.series_count(m) for m in measurements) * engine.history_samples()

@@ -141,6 +141,13 @@ class BaseCollector:
         """The facts of `resumes` kinds the last run stored, before start(): a source whose facts are costly
         to read (vCenter's device lists) reads again only what changed since."""
 
+    def resume_marks(self, newest: Callable[[str], Iterable[tuple[dict[str, str], int]]]) -> bool:
+        """Where the last run's samples end, for a source that keeps history (vCenter's realtime hour): `newest`
+        gives a measurement's series in the store, each as (tags, its newest sample's ts). True when the
+        collector will ask its source only for samples after those (its first cycle then hands on no history
+        the store holds: the check engine reads that from the store)."""
+        return False
+
     def remember(self, facts: Iterable[Fact]) -> None:
         """Entities reported before (a resumed run's stored facts): removals() compares with them."""
         for f in facts:

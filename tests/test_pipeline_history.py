@@ -54,10 +54,11 @@ def test_the_stores_history_is_judged_in_bounded_batches_in_time_order(tmp_path,
     assert f.subject["guest"] == "g007" and f.first_seen == now - 9 * 10 * S and f.resolved_at is None
 
 
-def test_history_a_collector_hands_on_again_itself_is_not_read_and_rows_keep_what_rules_read(tmp_path, monkeypatch):
-    """vCenter's first cycle reaches back for its realtime counters' last samples: the store's copy of them is
-    not read as well; its quickStats (which vCenter keeps no history of) are, with only the fields a live
-    rule reads."""
+def test_a_restarts_vcenter_history_is_read_from_the_store_with_only_what_rules_read(tmp_path, monkeypatch):
+    """A restart resumes vCenter's realtime samples after the newest the store holds (collectors/vsphere asks
+    for nothing older): the store's copy of their history is what the engine starts from, and so is that of
+    the quickStats (which vCenter keeps no history of), each row with only the fields a live rule reads. A
+    series of another vCenter resumes nothing: that collector reaches back itself, its measurements not read."""
     store = tmp_path / "m.db"
     now = time.time_ns()
     tags = {"vcenter": "vc1", "vm": "db01", "host": "esx01"}
@@ -66,14 +67,26 @@ def test_history_a_collector_hands_on_again_itself_is_not_read_and_rows_keep_wha
                  for k in range(1, 6)] +
                 [Sample("vsphere_vm_quickstats", tags, {"balloon_bytes": 0, "cpu_usage_mhz": 900}, now - k * 20 * S)
                  for k in range(1, 6)])
-    cfg = tmp_path / "c.toml"
-    cfg.write_text('[guest]\nenabled = false\n[[vcenter]]\nname = "vc1"\nurl = "https://127.0.0.1:9/sdk"\n'
-                   'user = "u"\npassword_env = "VC1_PASSWORD"\n')
-    cfg.chmod(0o600)
     monkeypatch.setenv("VC1_PASSWORD", "secret")
-    batches = watch_history(monkeypatch)
-    p = Pipeline(load_config(cfg), store)
-    p.close()
-    seen = [r for b in batches for r in b]
-    assert {r.measurement for r in seen} == {"vsphere_vm_quickstats"}
-    assert len(seen) == 5 and all(set(r.fields) == {"balloon_bytes"} for r in seen)
+    reads = {}
+    for name in ("vc1", "vc2"):
+        cfg = tmp_path / f"{name}.toml"
+        cfg.write_text(f'[guest]\nenabled = false\n[[vcenter]]\nname = "{name}"\nurl = "https://127.0.0.1:9/sdk"\n'
+                       'user = "u"\npassword_env = "VC1_PASSWORD"\n')
+        cfg.chmod(0o600)
+        batches = watch_history(monkeypatch)
+        p = Pipeline(load_config(cfg), store)
+        (c,) = [c for c in p.runtime.collectors if c.name.startswith("vsphere")]
+        marks = dict(c._stored)
+        p.close()  # the history is judged on the checks' thread, before it ends
+        reads[name] = ([r for b in batches for r in b], marks)
+        monkeypatch.undo()
+        monkeypatch.setenv("VC1_PASSWORD", "secret")
+    seen, marks = reads["vc1"]
+    assert marks == {("vm", "db01"): (now - 20 * S) // S}
+    assert {r.measurement for r in seen} == {"vsphere_vm", "vsphere_vm_quickstats"}
+    assert len(seen) == 10
+    assert all(set(r.fields) == {"balloon_bytes"} for r in seen if r.measurement == "vsphere_vm_quickstats")
+    assert all(set(r.fields) == {"cpu_ready_pct"} for r in seen if r.measurement == "vsphere_vm")
+    seen, marks = reads["vc2"]
+    assert marks == {} and {r.measurement for r in seen} == {"vsphere_vm_quickstats"}

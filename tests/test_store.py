@@ -51,6 +51,25 @@ def test_same_series_and_time_merges_fields(store_path):
     assert len(rows) == 1 and rows[0].fields == {"x": 1, "y": 3, "z": "s", "w": 0.5}
 
 
+def test_a_sample_the_store_holds_already_is_not_written_again(store_path):
+    """A restart's first cycle hands on again samples the store holds (vCenter's history for the checks), some
+    with only some of their fields: nothing in the file changes for them; a field that is new or different
+    still merges."""
+    tags = {"vm": "db01"}
+    with Store(store_path, writer=True) as w:
+        w.write([Sample("m", tags, {"x": 1, "y": 2.5}, T0 + i * 10**9) for i in range(3)]
+                + [Sample("m", {"vm": "other"}, f, T0) for f in ({"x": 1}, {"x": 1, "y": 1, "z": "a"})])
+        before = w.db.total_changes  # (the field sets below are known already)
+        w.write([Sample("m", tags, {"x": 1}, T0 + i * 10**9) for i in range(3)]
+                + [Sample("m", tags, {"x": 1, "y": 2.5}, T0 + 1 * 10**9)])
+        assert w.db.total_changes == before
+        w.write([Sample("m", tags, {"x": 2}, T0), Sample("m", tags, {"z": "new"}, T0 + 10**9)])
+        assert w.db.total_changes > before
+        rows = sorted(w.rows("m"), key=lambda r: r.ts)
+    assert [r.fields for r in rows if r.tags == tags] == [{"x": 2, "y": 2.5}, {"x": 1, "y": 2.5, "z": "new"},
+                                                           {"x": 1, "y": 2.5}]
+
+
 def test_reads_latest_window_and_series(store_path):
     with Store(store_path, writer=True) as w:
         w.write([Sample("disk", {"device": d}, {"util_pct": float(i), "s": "x"}, T0 + i * 10**9)

@@ -471,6 +471,7 @@ def test_a_cycle_hands_its_records_on_in_parts_each_vm_fact_before_its_samples(s
     (only,) = whole.batches
 
     monkeypatch.setattr(collector_mod, "HANDOFF", 3)
+    monkeypatch.setattr(collector_mod, "HANDOFF_FIRST", 3)
     parts = Batches()
     c = VSphereCollector(vcenter(sim.url))
     run(Runtime([c], [parts])._cycle(c))
@@ -491,6 +492,30 @@ def test_a_cycle_hands_its_records_on_in_parts_each_vm_fact_before_its_samples(s
     assert keys(parts.batches) == keys([only])  # the same series, none twice
     (me,) = [x for samples, _ in parts.batches for x in samples if x.measurement == SELF_MEASUREMENT]
     assert me.fields["samples"] == len(keys([only])) and me.fields["status"] == "ok"
+
+
+def test_a_first_cycle_hands_on_in_smaller_parts_than_a_steady_one(sim, monkeypatch):
+    """A first cycle (the facts pass, every entity's history) hands its records on in parts of HANDOFF_FIRST,
+    so the store and checks work while vCenter is still answering; a steady cycle keeps HANDOFF (one store
+    transaction for a cycle below it). The parts hold the same series as one batch would, none twice."""
+    from db2vtop.collectors.vsphere import collector as collector_mod
+
+    monkeypatch.setattr(collector_mod, "HANDOFF", 1_000_000)
+    monkeypatch.setattr(collector_mod, "HANDOFF_FIRST", 5)
+    out = Batches()
+    c = VSphereCollector(vcenter(sim.url))
+    c.history_samples, c.history_fields = 10, {"vsphere_vm": frozenset({"cpu_ready_pct"})}
+    rt = Runtime([c], [out])
+    run(rt._cycle(c))
+    first = len(out.batches)
+    assert first > 2
+    series = [(x.measurement, canonical_tags(x.tags), x.ts) for samples, _ in out.batches for x in samples]
+    assert len(series) == len(set(series))
+    out.batches.clear()
+    time.sleep(0.1)
+    run(rt._cycle(c))   # steady: one batch, whatever it holds
+    run(c.close())
+    assert len(out.batches) == 1
 
 
 def test_a_first_cycle_reaches_back_only_for_the_counters_the_live_rules_read(sim):
@@ -518,6 +543,104 @@ def test_a_first_cycle_reaches_back_only_for_the_counters_the_live_rules_read(si
     assert all(len(xs) == 1 for (m, _), xs in by_series.items() if m in ("vsphere_vm_disk", "vsphere_host",
                                                                           "vsphere_host_lun"))
     assert c.perf_state.entity_start  # the marks moved to the newest: the next cycle asks for what is new
+
+
+def test_a_restart_resumes_after_the_samples_the_store_holds_and_fills_the_gap(sim):
+    """Given where each entity's stored samples end (a restart: Pipeline reads it from the store), the first cycle
+    asks vCenter for nothing older: no history the store holds comes again (the engine reads that from the
+    store), a VM one of whose series stopped a minute earlier gets every sample since with every counter, and
+    an entity the store never saw still reaches back for its history."""
+    history = {"vsphere_vm": frozenset({"cpu_ready_pct"}), "vsphere_host": None}
+
+    def first_cycle(marks):
+        out = Batches()
+        c = VSphereCollector(vcenter(sim.url))
+        c.history_samples, c.history_fields = 10, history
+        if marks is not None:
+            assert c.resume_marks(lambda m: [(tags, ts) for mm, tags, ts in marks if mm == m])
+        run(Runtime([c], [out])._cycle(c))
+        run(c.close())
+        return [x for samples, _ in out.batches for x in samples if x.measurement != SELF_MEASUREMENT]
+
+    stored = first_cycle(None)
+    vm_rows = pick(stored, "vsphere_vm")
+    newest_ts = max(x.ts for x in vm_rows)
+    assert len({x.ts for x in vm_rows}) >= 4 and len(pick(stored, "vsphere_host")) >= 4  # history to resume after
+    marks = {}
+    for x in vm_rows + pick(stored, "vsphere_host"):
+        key = (x.measurement, tuple(sorted(x.tags.items())))
+        marks[key] = max(marks.get(key, 0), x.ts)
+    gap = 3 * 20 * 10**9
+    series = [(m, dict(tags), ts) for (m, tags), ts in marks.items() if dict(tags).get("vm") != "app01"]
+    # app01: never stored; db2prod01 also has a series of the host it left, which ends a minute earlier (the
+    # oldest of a VM's series counts: a VM moved meanwhile, or two VMs of one name, skip nothing)
+    series.append(("vsphere_vm", {"vcenter": "vc1", "vm": "db2prod01", "host": "esx-before"}, newest_ts - gap))
+    again = first_cycle(series)
+    for x in again:
+        if x.tags.get("vm") in ("db2prod01", "app01"):
+            continue
+        assert x.ts > newest_ts - 20 * 10**9, x  # nothing the store holds (a new sample may have come)
+    filled = sorted(x.ts for x in pick(again, "vsphere_vm", vm="db2prod01"))
+    assert filled[:3] == [newest_ts - gap + k * 20 * 10**9 for k in (1, 2, 3)]
+    full = set(newest(stored, "vsphere_vm", vm="db2prod01"))
+    assert all(set(x.fields) == full for x in pick(again, "vsphere_vm", vm="db2prod01"))
+    assert len(pick(again, "vsphere_vm", vm="app01")) == len(pick(stored, "vsphere_vm", vm="app01")) >= 4
+
+
+def test_a_restart_asks_for_samples_while_the_inventory_is_read_and_tags_them_from_it(sim, monkeypatch):
+    """A restart on stored facts asks vCenter for the samples of the VMs powered on in them while the light
+    inventory (a hundred round trips at 10,000 VMs) is still read; they are made samples from that inventory
+    once it is in, after the cycle's facts: every VM and host once, nothing twice, nothing the store holds."""
+    from db2vtop.collectors.vsphere import collector as collector_mod
+    from db2vtop.collectors.vsphere.watch import InventoryWatch
+
+    history = {"vsphere_vm": frozenset({"cpu_ready_pct"})}
+    out = Batches()
+    c = VSphereCollector(vcenter(sim.url))
+    c.history_samples, c.history_fields = 10, history
+    run(Runtime([c], [out])._cycle(c))
+    run(c.close())
+    stored = [x for samples, _ in out.batches for x in samples if x.measurement != SELF_MEASUREMENT]
+    facts = [f for _, fs in out.batches for f in fs]
+    newest_ts = max(x.ts for x in pick(stored, "vsphere_vm"))
+
+    events: list[str] = []
+    poll, query = InventoryWatch.poll, collector_mod.perf_query
+
+    def watched_poll(self):
+        try:
+            return poll(self)
+        finally:
+            events.append("inventory read")
+
+    def watched_query(session, pm, specs, window=None):
+        events.append("perf " + ",".join(sorted({x.kind for x in specs})))
+        return query(session, pm, specs, window)
+    monkeypatch.setattr(InventoryWatch, "poll", watched_poll)
+    monkeypatch.setattr(collector_mod, "perf_query", watched_query)
+
+    time.sleep((time.time() // 20 + 1) * 20 + 1 - time.time())  # a new 20 s sample: what the restart must get
+    again = VSphereCollector(vcenter(sim.url))
+    again.history_samples, again.history_fields = 10, history
+    again.resume([f for f in facts if f.kind in again.resumes])
+    ends: dict[tuple, int] = {}  # each series' newest, as the store answers
+    for x in stored:
+        key = (x.measurement, tuple(sorted(x.tags.items())))
+        ends[key] = max(ends.get(key, 0), x.ts)
+    assert again.resume_marks(lambda m: [(dict(tags), ts) for (mm, tags), ts in ends.items() if mm == m])
+    out = Batches()
+    run(Runtime([again], [out])._cycle(again))
+    run(again.close())
+    assert events.index("perf vm") < events.index("inventory read")
+    samples = [x for b, _ in out.batches for x in b if x.measurement not in (SELF_MEASUREMENT,
+                                                                               "vsphere_vm_quickstats",
+                                                                               "vsphere_host_quickstats")]
+    keys = [(x.measurement, canonical_tags(x.tags), x.ts) for x in samples]
+    assert len(keys) == len(set(keys))
+    assert all(x.ts > newest_ts - 20 * 10**9 for x in samples)
+    assert {x.tags.get("host") for x in samples} == {"esx01"} and all(x.tags.get("cluster") == "prod" for x in samples)
+    assert sorted(x.tags["vm"] for x in pick(samples, "vsphere_vm")) == ["app01", "db2prod01"]
+    assert len(pick(samples, "vsphere_host")) == 1
 
 
 def test_an_entity_asked_in_two_specs_stays_in_one_call():

@@ -116,6 +116,21 @@ class StoreAccessError(StoreError):
 _VALUES_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+def _series_keys(samples: Sequence[Sample]) -> list[str]:
+    """Each sample's series key: the measurement and its sorted tags in one string (cheaper than the canonical
+    text, same identity). Made once per tags dict: a collector's samples of one series share theirs (a first
+    cycle reaching back hands on ten of each)."""
+    made: dict[tuple[str, int], str] = {}
+    out = []
+    for s in samples:
+        key = made.get((s.measurement, id(s.tags)))
+        if key is None:
+            key = made[(s.measurement, id(s.tags))] = "\0".join(
+                (s.measurement, *(f"{k}\0{v}" for k, v in sorted(s.tags.items()))))
+        out.append(key)
+    return out
+
+
 def _encode(fields: dict[str, FieldValue]) -> tuple[tuple[str, ...], str]:
     """(names, JSON array of values) of one sample's fields."""
     try:
@@ -322,8 +337,10 @@ class Store:
         ones made in one statement and looked up in turn; the canonical tags of those still unknown (a
         lone one, made by _series_id), by key."""
         unknown: dict[tuple[str, str], str] = {}
+        asked: set[str] = set()  # a series' samples share its key: its canonical text made once, not per sample
         for s, key in zip(samples, keys, strict=True):
-            if key not in self._series:
+            if key not in self._series and key not in asked:
+                asked.add(key)
                 unknown.setdefault((s.measurement, canonical_tags(s.tags)), key)
         if len(unknown) > 1:
             self._look_up(unknown)
@@ -374,7 +391,7 @@ class Store:
             samples = [s for s in samples if s.fields]
             # cheaper than the canonical text, same identity; one string, not a tuple of pairs (a fleet has
             # tens of thousands of series)
-            keys = ["\0".join((s.measurement, *(f"{k}\0{v}" for k, v in sorted(s.tags.items())))) for s in samples]
+            keys = _series_keys(samples)
             texts = self._learn_series(samples, keys)
             rows = []
             for s, key in zip(samples, keys, strict=True):
@@ -416,7 +433,10 @@ class Store:
                 old = stored.get((sid, ts))
                 if old is None or old == (fid, vals):
                     continue
-                merged = {**self._decode(*old), **self._decode(fid, vals)}
+                was = self._decode(*old)
+                merged = {**was, **self._decode(fid, vals)}
+                if merged == was:  # what the store holds already (a reach-back over stored samples): no write
+                    continue
                 names, text = _encode(merged)
                 stored[(sid, ts)] = (self._fieldset_id(names), text)
                 self.db.execute("UPDATE samples SET fieldset=?, vals=? WHERE series_id=? AND ts=?",

@@ -81,10 +81,11 @@ class HostSwapVM(LiveRule):
         values = {k: as_float(row.fields.get(k)) for k in self.fields if k in row.fields}
         if not values:
             return None
-        bad = any(v > 0 for v in values.values())
+        if not any(v > 0 for v in values.values()):  # the engine reads no summary of a clean verdict
+            return Verdict(self.subject(row), None, "", values)
         what = ", ".join(f"{k} {format_bytes(v)}{'/s' if k.endswith('_per_s') else ''}" for k, v in values.items())
         name = row.tags.get("vm") or row.tags.get("host")
-        return Verdict(self.subject(row), "critical" if bad else None, f"{name}: host swapping: {what}", values)
+        return Verdict(self.subject(row), "critical", f"{name}: host swapping: {what}", values)
 
 
 class HostSwapQuickStats(HostSwapVM):
@@ -139,6 +140,8 @@ class CpuReady(LiveRule):
             return None
         severity = ("critical" if per_vcpu >= as_float(t["crit_pct"]) else
                     "warning" if per_vcpu >= as_float(t["warn_pct"]) else None)
+        if severity is None:  # most samples of a fleet: the engine reads no summary or values of a clean verdict
+            return Verdict(self.subject(row), None)
         return Verdict(self.subject(row), severity,
                        f"{row.tags.get('vm')}: {self.label} {per_vcpu:.1f}% per vCPU ({int(vcpus)} vCPUs)",
                        {self.field: round(float(per_vcpu), 2), "vcpus": vcpus})

@@ -56,6 +56,9 @@ FULL_PASS_TIMEOUT_S = 600.0
 #: records a cycle holds before it hands them on (BaseCollector.handoff): a 4,000-VM part of a cycle; a
 #: 2,000-VM vCenter's cycle stays one batch (each batch is a store transaction and a sealing step)
 HANDOFF = 20_000
+#: the same for a first cycle (the facts pass, or a reach-back over every entity's history): handed on in smaller
+#: parts, the store and checks take them while vCenter is still answering, not all at its end
+HANDOFF_FIRST = 5_000
 #: faults vCenter gives a whole QueryPerf call for one entity that is gone or unreachable
 ENTITY_FAULTS = frozenset({"ManagedObjectNotFound", "NotFound", "HostNotConnected", "HostNotReachable"})
 
@@ -124,6 +127,12 @@ class VSphereCollector(BaseCollector):
         #: VM moid -> (digest of what its last fact was built from, its host then, its name then)
         self._identity: dict[str, tuple[str, str, str]] = {}
         self._held: list[Record | Fact] = []   # records of the cycle under way not handed on yet
+        self._part = HANDOFF                   # how many of them are handed on at a time
+        #: (kind, name) -> the newest sample the store holds of that VM or host (epoch s), until its moid is known
+        self._stored: dict[tuple[str, str], int] = {}
+        self._resumed_on: list[str] = []  # VMs powered on in the stored facts, until a restart's first cycle
+        #: a restart's QueryPerf calls asked for while describe() reads the inventory: (tasks, their go, VMs)
+        self._ahead: tuple[list[asyncio.Future], asyncio.Event, list[str]] | None = None
 
     # --- session ----------------------------------------------------------------------
 
@@ -195,8 +204,10 @@ class VSphereCollector(BaseCollector):
     def cycle_timeout(self) -> float:
         """The whole facts pass, or a first cycle that reaches back for every entity's history (a restart:
         held to the pace of the store and checks), may run longer than a steady cycle."""
-        first = not self._identity or (self.history_samples > 1 and not self.perf_state.entity_start)
-        return max(self.timeout, FULL_PASS_TIMEOUT_S) if first else self.timeout
+        return max(self.timeout, FULL_PASS_TIMEOUT_S) if self._first_cycle() else self.timeout
+
+    def _first_cycle(self) -> bool:
+        return not self._identity or (self.history_samples > 1 and not self.perf_state.entity_start)
 
     def facts_due(self) -> bool:
         """The first facts pass is collect()'s own (it queries perf page by page as the VMs come)."""
@@ -213,13 +224,32 @@ class VSphereCollector(BaseCollector):
             host_rows, ds_rows = await asyncio.gather(self.run_blocking(inv_mod.read_hosts, s, view, True),
                                                       self.run_blocking(inv_mod.read_datastores, s, view))
             builder = FactsBuilder(self.cfg.name, inv_mod.hosts_from(host_rows), ds_rows, time.time_ns())
+            self._ask_ahead(conn)
             light = await self._light(conn)
             for obj, p in light:
                 builder.count(obj, p)
             builder.maps.vm_disks = self.maps.vm_disks
             facts, self.maps = builder.finish(host_rows)
             return self._retire(facts) + facts + await self._changed_facts(conn, light)
-        return await self._with_session(step)
+        try:
+            return await self._with_session(step)
+        except BaseException:
+            ahead, self._ahead = self._ahead, None
+            for task in ahead[0] if ahead is not None else ():
+                task.cancel()
+            raise
+
+    def _ask_ahead(self, conn: _Conn) -> None:
+        """A restart on stored facts: the light inventory's first read is ~100 round trips at 10,000 VMs; the
+        VMs powered on when the last run stopped are asked for their samples meanwhile (a worker left to the
+        inventory; the answers of workers - 1 calls held at most). collect() makes them samples, after this
+        pass's facts, tagged from the inventory read."""
+        if not self._resumed_on or self.inventory.hosts or self._ahead is not None:
+            return
+        ready, asked = asyncio.Event(), self._take_resumed()
+        task = asyncio.ensure_future(self._perf(conn, None, asked, [], emit=self._emit,
+                                                slots=asyncio.Semaphore(max(1, self.workers - 1)), ready=ready))
+        self._ahead = ([task], ready, asked)
 
     def resume(self, facts: Iterable[Fact]) -> None:
         """This vCenter's facts as the last run left them. A VM whose identity digest is the same at the first
@@ -234,9 +264,45 @@ class VSphereCollector(BaseCollector):
                 continue
             moid = str(d.get("moid"))
             self._identity[moid] = _seen(f)
+            if d.get("power_state") == "poweredOn":
+                self._resumed_on.append(moid)
             self.maps.vm_disks[moid] = {str(x.get("instance")): (x.get("datastore") or "",
                                                                   sys.intern(",".join(x.get("luns") or [])))
                                         for x in d.get("disks") or [] if isinstance(x, dict)}
+
+    def resume_marks(self, newest: Callable[[str], Iterable[tuple[dict[str, str], int]]]) -> bool:
+        """An entity's realtime samples resume after the newest its main series (vsphere_vm, vsphere_host) has
+        in the store: a restart does not ask vCenter again for the history the store holds, nor write it
+        again, and a downtime within vCenter's hour is filled (one past it is annotated as a gap). An entity
+        moved to another host has a series per host, and two VMs may share a name: the oldest of their newest
+        counts (what is asked again is written again unchanged; nothing is skipped). The samples of one entity
+        and call are handed on, and written, together, so its other measurements are stored as far."""
+        for measurement, kind in (("vsphere_vm", "vm"), ("vsphere_host", "host")):
+            for tags, ts in newest(measurement):
+                name = tags.get(kind)
+                if tags.get("vcenter") == self.cfg.name and name:
+                    key = (kind, name)
+                    mark = ts // 1_000_000_000
+                    self._stored[key] = min(self._stored.get(key, mark), mark)
+        return bool(self._stored)
+
+    def _take_resumed(self) -> list[str]:
+        """The VMs powered on in the stored facts, their marks resumed by the names the facts give."""
+        moids, self._resumed_on = self._resumed_on, []
+        for moid in moids:
+            mark = self._stored.pop(("vm", self._identity[moid][2]), None) if moid in self._identity else None
+            if mark and moid not in self.perf_state.entity_start:
+                self.perf_state.entity_start[moid] = mark
+        return [m for m in moids if m in self._identity]
+
+    def _resume_mark(self, kind: str, moid: str, inv: Inventory) -> None:
+        """The stored mark of an entity not asked for yet in this process, by its name (see resume_marks)."""
+        if not self._stored or moid in self.perf_state.entity_start:
+            return
+        entity = inv.vms.get(moid) if kind == "vm" else inv.hosts.get(moid)
+        mark = self._stored.pop((kind, entity.name), None) if entity is not None else None
+        if mark:
+            self.perf_state.entity_start[moid] = mark
 
     async def _full_pass(self, conn: _Conn, early: list[asyncio.Future] | None,
                          slots: asyncio.Semaphore | None = None) -> list[Fact]:
@@ -376,22 +442,39 @@ class VSphereCollector(BaseCollector):
         realtime perf asked for page by page as the VMs come: samples first, not after the whole
         vCenter's configuration. Under a runtime, records go out in parts as they are ready (_emit), and
         those of a cycle that fails midway still go out: their samples' marks have moved."""
+        ahead, self._ahead = self._ahead, None
+
         async def step(conn: _Conn) -> list[Record | Fact]:
+            nonlocal ahead
             early: list[asyncio.Future] = []
+            paged = not self._identity
+            asked: list[str] = []
+            if ahead is not None:  # asked for by describe(): its facts are out, they may become samples now
+                early, ready, asked = ahead
+                ahead = None
+                ready.set()
             try:
-                if not self._identity:
+                if paged:
                     self._emit(await self._full_pass(conn, early, asyncio.Semaphore(self.workers)))
                     self.facts_done()
                 elif time.monotonic() - self._inventory_at > self.interval / 2:
                     self._emit(await self._changed_facts(conn, await self._light(conn)))
                 self._emit(self._quickstats())
+                if self._stored:  # a restart: where each entity's stored samples end (a gap past the hour is said)
+                    for kind, moids in (("vm", self.inventory.vms), ("host", self.inventory.hosts)):
+                        for moid in moids:
+                            self._resume_mark(kind, moid, self.inventory)
+                    self._stored.clear()
                 lost = self.perf_state.lost(conn.session.server_now())
                 if lost is not None:
                     self._emit([self._gap(*lost)])
-                if early:
+                if paged:
                     await asyncio.gather(*early)
                 else:
-                    await self._perf(conn, None, *self._entities(), emit=self._emit)
+                    vms, hosts = self._entities()
+                    done = set(asked)
+                    await asyncio.gather(self._perf(conn, None, [m for m in vms if m not in done], hosts,
+                                                    emit=self._emit), *early)
             except BaseException:
                 for task in early:
                     task.cancel()
@@ -401,18 +484,21 @@ class VSphereCollector(BaseCollector):
             return out
 
         self._held = []
+        self._part = HANDOFF_FIRST if self._first_cycle() else HANDOFF
         try:
             return await self._with_session(step)
         finally:
+            for task in ahead[0] if ahead is not None else ():  # the cycle ended before it took them
+                task.cancel()
             if self._held and self.handoff is not None:
                 held, self._held = self._held, []
                 self.handoff(held)
 
     def _emit(self, records: list[Record | Fact]) -> None:
-        """Records of the cycle under way, in order: handed on (BaseCollector.handoff) whenever HANDOFF of
-        them wait, else kept for collect()'s answer."""
+        """Records of the cycle under way, in order: handed on (BaseCollector.handoff) whenever a part of them
+        (HANDOFF, HANDOFF_FIRST in a first cycle) waits, else kept for collect()'s answer."""
         self._held.extend(records)
-        if self.handoff is not None and len(self._held) >= HANDOFF:
+        if self.handoff is not None and len(self._held) >= self._part:
             held, self._held = self._held, []
             self.handoff(held)
 
@@ -501,12 +587,14 @@ class VSphereCollector(BaseCollector):
     async def _perf(self, conn: _Conn, since: float | None, vms: list[str], hosts: list[str],
                     tagging: tuple[Inventory, TagMaps] | None = None,
                     emit: Callable[[list[Record | Fact]], None] | None = None,
-                    slots: asyncio.Semaphore | None = None) -> list[Sample]:
+                    slots: asyncio.Semaphore | None = None, ready: asyncio.Event | None = None) -> list[Sample]:
         """Realtime samples of these entities: new ones since the marks (since=None), or all after `since`;
         tagged from `tagging` (a facts pass still under way) or the collector's inventory and maps. With
         `emit`, each call's samples go there as soon as they are made, and none are returned. At most
         `workers` calls are in flight (or `slots`' count), each asked for once the outputs have taken enough
-        of what came before (paced): a 10,000-VM first cycle is held to the pace of the store and checks."""
+        of what came before (paced): a 10,000-VM first cycle is held to the pace of the store and checks. With
+        `ready`, answers wait for it before they are made samples (asked while the inventory is still read), each
+        holding its slot: at most that many answers are held (all of a 10,000-VM vCenter's would be ~80 MB)."""
         s = conn.session
         now = s.server_now()
         kinds: dict[str, str] = {}
@@ -521,6 +609,8 @@ class VSphereCollector(BaseCollector):
             history, rest = conn.ids.split(kind, self.history_fields)
             for moid in moids:
                 kinds[moid] = kind
+                if since is None:
+                    self._resume_mark(kind, moid, (tagging or (self.inventory, self.maps))[0])
                 start = since if since is not None else self.perf_state.start_for(moid, now)
                 if start is not None or self.history_samples <= 1:
                     specs.append(Spec(kind, moid, start, ids))
@@ -543,6 +633,8 @@ class VSphereCollector(BaseCollector):
             async with slots:
                 await self.paced()
                 results = await self._query(s, batch)
+                if ready is not None:  # asked before the inventory that tags them was read: held, a slot each
+                    await ready.wait()
             inv, maps = tagging or (self.inventory, self.maps)
             samples = to_samples(results, kinds, conn.ids, inv, maps, self.cfg.name, state, marks)
             if emit is None:

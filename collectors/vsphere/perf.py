@@ -9,6 +9,7 @@ repeated sample; each sample keeps its own 20 s timestamp.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -146,11 +147,17 @@ def request_xml(perf_manager: str, specs: list[Spec]) -> bytes:
             out.append("<maxSample>1</maxSample>")
         else:
             out.append(f"<startTime>{_iso(s.start)}</startTime>")
-        for key, inst in s.metric_ids:
-            out.append(f"<metricId><counterId>{key}</counterId><instance>{escape(inst)}</instance></metricId>")
+        out.append(_metric_ids_xml(s.metric_ids))
         out.append(f"<intervalId>{REALTIME_S}</intervalId><format>csv</format></querySpec>")
     out.append("</QueryPerf>")
     return envelope("".join(out))
+
+
+@functools.lru_cache(maxsize=64)
+def _metric_ids_xml(metric_ids: tuple[tuple[int, str], ...]) -> str:
+    """A spec's metricId elements: the same few id lists go with every entity of a call (10,000 VMs)."""
+    return "".join(f"<metricId><counterId>{key}</counterId><instance>{escape(inst)}</instance></metricId>"
+                   for key, inst in metric_ids)
 
 
 @dataclass(slots=True)
