@@ -351,9 +351,14 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
         if st.vm or guest:
             sources[key] = ("vm", st.vm, ent.vcenter) if st.vm else ("guest", guest or "", None)
 
-    keys = set(vm_rows) | {(None, name) for name in esx_vms if not any(vm == name for _, vm in vm_rows)}
+    named = {vm for _, vm in vm_rows}
+    keys = set(vm_rows) | {(None, name) for name in esx_vms if name not in named}
     repeated = {vm for vm, n in Counter(vm for _, vm in keys).items() if n > 1}
-    for i, (vcenter, name) in enumerate(sorted(keys, key=lambda k: (k[1], k[0] or ""))):
+    order = rd.views.get("fleet-vm-order")  # the VMs in name order: the same 10,000 at most moments
+    if order is None or order[0] != keys:
+        order = rd.views["fleet-vm-order"] = (keys, sorted(keys, key=lambda k: (k[1], k[0] or "")))
+    with_findings = fx.by
+    for i, (vcenter, name) in enumerate(order[1]):
         if i % 2000 == 1999 and rd.cancelled():  # a load no longer wanted stops within a few milliseconds
             raise LoadCancelledError
         row = vm_rows.get((vcenter, name))
@@ -364,7 +369,8 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
         ready = value(f, "cpu_ready_pct")
         note, stale = age_note(row or esx, "vsphere_vm")
         shown = f"{vcenter}/{name}" if name in repeated and vcenter else name  # the vCenter tells them apart
-        add("vm", shown, (host or "") + note, fx.worst_of(("vm", name), vcenter=vcenter),
+        add("vm", shown, (host or "") + note,
+            fx.worst_of(("vm", name), vcenter=vcenter) if ("vm", name) in with_findings else None,
             (None, value(f, "cpu_usage_pct") if row else value(e, "used_pct"), ready,
              value(f, "mem_balloon_bytes") if row else value(e, "balloon_bytes"), None, vmdk.get((vcenter, name))),
             target(Target.of_vm, name, vcenter), stale)
