@@ -787,7 +787,9 @@ class Store:
         out: list[Row] = []
         kept_fields, times = self._fields, self._times
         wanted_of: dict[int, frozenset[str]] = {}
-        at: dict[int, int] = {}  # a grid's row at `until`, looked up once per grid (series sampled together share it)
+        # a grid's row at `until`, looked up once per grid (series sampled together share it); by the grid's id, the
+        # grid itself kept beside it (a cache evicted meanwhile could free it and its id be taken by another)
+        at: dict[int, tuple[Sequence[int], int]] = {}
         for s in series:
             h = head.get(s.id)
             newer_than = h[0] if h else -1
@@ -803,9 +805,10 @@ class Store:
                     found = self._latest_fields(s.id, until_ns, newer_than, c, fields)
                 else:
                     kept_fields.move_to_end(key)
-                    i = at.get(id(ts), -1)
-                    if i < 0:
-                        i = at[id(ts)] = bisect_right(ts, until_ns) - 1
+                    got = at.get(id(ts))
+                    if got is None or got[0] is not ts:
+                        got = at[id(ts)] = (ts, bisect_right(ts, until_ns) - 1)
+                    i = got[1]
                     t = ts[i]
                     if t > newer_than:
                         if h is None and t >= since_ns:  # the common case (no head row, in the window): inline
@@ -939,13 +942,13 @@ class Store:
                    since_ns: int, until_ns: int, newest: dict[int, int]) -> list[Row]:
         """`_latest_kept` from a plan: a series' head row if newer than its chunk's (or it has no chunk)."""
         out: list[Row] = []
-        at: dict[int, tuple] = {}  # a grid's row at `until`: series sampled on one clock share the lookup
+        at: dict[int, tuple] = {}  # a grid's row at `until`: series sampled on one clock share the lookup (by id)
         for s, ts, names, cols, dense in plan:
             got = at.get(id(ts))
-            if got is None:
+            if got is None or got[0] is not ts:
                 i = bisect_right(ts, until_ns) - 1
-                got = at[id(ts)] = (i, ts[i], itemgetter(i))
-            i, t, value_at = got
+                got = at[id(ts)] = (ts, i, ts[i], itemgetter(i))
+            _, i, t, value_at = got
             if head and s.id in head and head[s.id][0] >= t:
                 continue  # the head's row is the newer: below
             newest[s.id] = t
@@ -1036,16 +1039,17 @@ class Store:
                 (measurement, since_ns, until_ns)).fetchall())
             if self._chunked:
                 times = self._times
-                at: dict[int, int | None] = {}  # a grid's last time before `until`, looked up once per grid
+                at: dict[int, tuple[Sequence[int], int]] = {}  # a grid's last time before `until`, once per grid
                 for sid, cid, n, first_ts, last_ts in self._chunks_over(measurement, since_ns, until_ns, version):
                     if last_ts < since_ns or first_ts > until_ns:
                         continue
                     if last_ts > until_ns:  # the chunk runs past `until`: its last row before it (no LRU touch)
                         ts = times.get((cid, last_ts, n)) or self._chunk_times(cid, last_ts, n)
-                        last_ts = at.get(id(ts), -2)
-                        if last_ts == -2:
+                        got = at.get(id(ts))
+                        if got is None or got[0] is not ts:  # (the grid kept beside its id: see `_latest_kept`)
                             i = bisect_right(ts, until_ns) - 1
-                            last_ts = at[id(ts)] = ts[i] if i >= 0 else -1
+                            got = at[id(ts)] = (ts, ts[i] if i >= 0 else -1)
+                        last_ts = got[1]
                     if last_ts >= since_ns and last_ts > found.get(sid, -1):
                         found[sid] = last_ts
         if len(self._newest) > 256:  # a cursor moving about: keep the recent answers only
