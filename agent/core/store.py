@@ -201,11 +201,12 @@ class Store:
         #: chunk timestamps on a regular grid, one object for all equal ones: the series of a source sampled on one
         #: clock (a vCenter's 20 s) share it, and a moment is looked up once per grid, not once per series
         self._grids: dict[range, range] = {}
-        #: a measurement's chunks over a few spans (series, chunk, rows, first and last time), while the file is
-        #: unchanged: "which series moved" at each tick of a cursor moving through the past asks it again and again
-        #: column-shaped reads of a measurement's few fields within one span (`_plan`)
+        #: column-shaped reads of a measurement's few fields within one span (`_plan`), and the moments the last
+        #: `_candidates` answer holds for
         self._plans: dict[tuple[str, tuple[str, ...]], tuple[tuple[int, int], int, int, list]] = {}
         self._candidates_hold = (0, 0)
+        #: a measurement's chunks over a few spans (series, chunk, rows, first and last time), while the file is
+        #: unchanged: "which series moved" at each tick of a cursor moving through the past asks it again and again
         self._span_chunks: dict[tuple[str, int, int], tuple[tuple[int, int], list[tuple[int, int, int, int, int]]]] \
             = {}
         self._chunked = self._has_chunks()
@@ -1064,7 +1065,7 @@ class Store:
         key = (measurement, *self._spans(since_ns, until_ns))
         hit = self._span_chunks.get(key)
         if hit is None or hit[0] != version:
-            if len(self._span_chunks) > 64:
+            if len(self._span_chunks) > 24:  # ~1 MB for each of a 10,000-VM vCenter's large measurements
                 self._span_chunks.clear()
             hit = self._span_chunks[key] = (version, self.db.execute(
                 "SELECT c.series_id, c.id, c.n, c.first_ts, c.last_ts FROM series s JOIN chunks c "
