@@ -11,25 +11,48 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from db2vtop.agent.assemble import build_collectors
+from db2vtop.agent.core.columns import ColumnSource
 from db2vtop.agent.core.config import Config
 from db2vtop.agent.core.influx_source import InfluxSource
 from db2vtop.agent.core.model import Fact, Finding, Sample, clean_fields, record_problem
-from db2vtop.agent.core.source import CachedSource, MemorySource
+from db2vtop.agent.core.source import CachedSource
 from db2vtop.agent.core.store import Store, StoreError
 from db2vtop.checks.topology import infer_stacks, pick
-from db2vtop.checks.triage import TriageResult, judge
+from db2vtop.checks.triage import TriageResult, judge, kept_fields
 from db2vtop.collectors.base import BaseCollector
 
 
-async def _fresh(c: BaseCollector, lookback_s: float, vms: set[str] | None,
-                 facts_only: bool = False) -> tuple[list[Sample], list[Fact], str]:
-    """One look at a source now (plus its own history where it keeps one); `facts_only`: what it describes."""
+async def _fresh(c: BaseCollector, lookback_s: float, vms: set[str] | None, facts_only: bool = False,
+                 keep: Callable[[list[Sample]], object] | None = None) -> tuple[list[Sample], list[Fact], str]:
+    """One look at a source now (plus its own history where it keeps one); `facts_only`: what it describes.
+    With `keep`, its samples go there as they come (vCenter's hour page by page), none are returned."""
     samples: list[Sample] = []
     facts: list[Fact] = []
+    counts = [0, 0]  # samples kept, samples left out
+
+    limit: asyncio.Timeout | None = None  # the look back's: the time spent keeping its pages is not its
+
+    def take(records: list[Any]) -> None:
+        started = time.monotonic()
+        now, skew = time.time_ns(), int(c.clock_skew_s * 1e9)
+        earliest = now - int(lookback_s * 1e9) - skew
+        good = [r for r in records if isinstance(r, Sample) and record_problem(r, earliest, now + skew) is None]
+        counts[0] += len(good)
+        counts[1] += sum(isinstance(r, Sample) for r in records) - len(good)
+        if keep is None:
+            for r in good:
+                r.fields = clean_fields(r.fields)
+            samples.extend(good)
+        else:  # the columns keep only values a store could hold: clean_fields on the fields kept
+            keep(good)
+        if limit is not None and limit.when() is not None:
+            limit.reschedule(limit.when() + time.monotonic() - started)  # type: ignore[operator]
+
     try:
         await asyncio.wait_for(c.start(), c.timeout)
         await asyncio.sleep(c.first_delay)
@@ -38,15 +61,12 @@ async def _fresh(c: BaseCollector, lookback_s: float, vms: set[str] | None,
             return [], facts, f"ok: {len(facts)} facts"
         keeps_history = type(c).lookback is not BaseCollector.lookback
         # a source that keeps its own history gives "now" with it: for named VMs, that hour is all we need
-        records = [] if vms and keeps_history else await asyncio.wait_for(c.collect(), c.timeout)
-        records += await asyncio.wait_for(c.lookback(lookback_s, vms), max(c.timeout, 60.0))
-        now, skew = time.time_ns(), int(c.clock_skew_s * 1e9)
-        earliest = now - int(lookback_s * 1e9) - skew
-        samples = [r for r in records if isinstance(r, Sample) and record_problem(r, earliest, now + skew) is None]
-        for r in samples:
-            r.fields = clean_fields(r.fields)
-        bad = sum(isinstance(r, Sample) for r in records) - len(samples)
-        status = f"ok: {len(samples)} samples, {len(facts)} facts" + (
+        if not (vms and keeps_history):
+            take(await asyncio.wait_for(c.collect(), c.timeout))
+        async with asyncio.timeout(max(c.timeout, 60.0)) as limit:
+            take(await c.lookback(lookback_s, vms, emit=take))
+        bad = counts[1]
+        status = f"ok: {counts[0]} samples, {len(facts)} facts" + (
             f", {bad} samples left out (time outside the lookback and clock skew)" if bad else "")
     except TimeoutError:
         status = f"error: timed out after {c.timeout:g}s"
@@ -66,10 +86,11 @@ def bare_vm(cfg: Config, name: str) -> str:
 
 
 def look_now(cfg: Config, lookback_s: float = 0.0, vms: set[str] | None = None,
-             progress: Callable[[str], None] = lambda _m: None,
-             facts_only: bool = False) -> tuple[list[Sample], list[Fact], dict[str, str]]:
+             progress: Callable[[str], None] = lambda _m: None, facts_only: bool = False,
+             keep: ColumnSource | None = None) -> tuple[list[Sample], list[Fact], dict[str, str]]:
     """Every configured source read once now, at once (`vms`: only those VMs' realtime hour); with
-    `facts_only`, only what each describes (what `db2vtop stacks` infers stacks from)."""
+    `facts_only`, only what each describes (what `db2vtop stacks` infers stacks from). With `keep`, the
+    samples are kept there as they come, each source's after the ones before it (rank 1, 2, ...)."""
     samples: list[Sample] = []
     facts: list[Fact] = []
     sources: dict[str, str] = {}
@@ -82,7 +103,9 @@ def look_now(cfg: Config, lookback_s: float = 0.0, vms: set[str] | None = None,
 
     async def gather() -> list[tuple[list[Sample], list[Fact], str]]:
         try:
-            return await asyncio.gather(*(_fresh(c, lookback_s, vms, facts_only) for c in collectors))
+            return await asyncio.gather(*(
+                _fresh(c, lookback_s, vms, facts_only, None if keep is None else partial(keep.add, rank=rank))
+                for rank, c in enumerate(collectors, 1)))
         finally:  # after all of them: collectors of one host share its SSH connection
             for c in collectors:
                 with contextlib.suppress(Exception):
@@ -106,7 +129,7 @@ def run_triage(cfg: Config, store_path: Path, lookback_s: float,
     now = now_ns if now_ns is not None else time.time_ns()
     since = now - int(lookback_s * 1e9)
     sources: dict[str, str] = {}
-    samples: list[Any] = []
+    samples = ColumnSource(kept_fields(cfg))
     facts: list[Fact] = []
     recorded: list[Finding] = []
     fleet = source == "influxdb" and cfg.influxdb is not None
@@ -117,7 +140,7 @@ def run_triage(cfg: Config, store_path: Path, lookback_s: float,
             with InfluxSource(cfg.influxdb) if fleet and cfg.influxdb else Store(store_path) as reader:
                 facts += reader.facts()
                 for m in reader.measurements():
-                    samples += reader.rows(m, since, now)
+                    samples.add(reader.rows(m, since, now))
                 if fleet:
                     recorded = [f for f in reader.findings(open_only=False) if f.last_seen >= since]
             sources[name] = f"ok: {len(samples)} samples"
@@ -127,11 +150,11 @@ def run_triage(cfg: Config, store_path: Path, lookback_s: float,
         sources["store"] = f"error: no store at {store_path}"
     else:
         sources["store"] = f"ok: none at {store_path} (nothing recorded there)"
-    s, f, looked = look_now(cfg, lookback_s, {bare_vm(cfg, v) for v in vms} or None, progress)
-    samples += s
+    _, f, looked = look_now(cfg, lookback_s, {bare_vm(cfg, v) for v in vms} or None, progress, keep=samples)
     facts += f
     sources.update(looked)
-    found = [i for i in infer_stacks(cfg, CachedSource(MemorySource(samples, facts))) if i.rule != "guest"]
+    samples.set_facts(facts)
+    found = [i for i in infer_stacks(cfg, CachedSource(samples)) if i.rule != "guest"]
     chosen, missing = pick(found, vms, stacks)
     if missing:
         raise NoSuchTargetError(f"no stack or VM named {', '.join(missing)} (db2vtop stacks lists them)")

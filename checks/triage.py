@@ -10,19 +10,20 @@ judge (no sample of any layer and no configuration read), triage is UNKNOWN and 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from db2vtop.agent.core.columns import ColumnSource
 from db2vtop.agent.core.config import Config, StackConfig
 from db2vtop.agent.core.model import THREAD_MEASUREMENT, Fact, Finding, Severity, severity_rank
-from db2vtop.agent.core.source import CachedSource, MemorySource
+from db2vtop.agent.core.source import CachedSource
 from db2vtop.agent.core.units import format_duration
 from db2vtop.checks.catalog import references_of
 from db2vtop.checks.evidence import describe
 from db2vtop.checks.figures import TABLE
 from db2vtop.checks.runner import build_engine
-from db2vtop.checks.topology import resolve
+from db2vtop.checks.topology import VM_PLACEMENT, resolve
 from db2vtop.checks.verdict import earlier_text, iso, since_text, stack_verdict
 
 EXIT_OK, EXIT_WARNING, EXIT_CRITICAL, EXIT_UNKNOWN = 0, 1, 2, 3
@@ -73,19 +74,36 @@ class TriageResult:
         return EXIT_OK
 
 
-def judge(cfg: Config, samples: list[Any], facts: list[Fact], sources: dict[str, str], lookback_s: float,
-          now: int, stacks: list[StackConfig] | None = None, targeted: bool = False,
+def kept_fields(cfg: Config) -> dict[str, frozenset[str] | None]:
+    """What triage keeps of each measurement's samples as they arrive: the fields the live rules read, the
+    verdict's figures and where a VM ran (None: every field; an agent's thread states are kept whole)."""
+    keep = build_engine(cfg).history_fields()
+    wanted = [(f.measurement, {f.field}) for f in TABLE] + [(m, set(names)) for m, names in VM_PLACEMENT.items()]
+    for m, names in wanted:
+        if m not in keep or keep[m] is not None:
+            keep[m] = frozenset(keep.get(m) or frozenset()) | names
+    keep[THREAD_MEASUREMENT] = None
+    return keep
+
+
+def judge(cfg: Config, samples: ColumnSource | Iterable[Any], facts: list[Fact], sources: dict[str, str],
+          lookback_s: float, now: int, stacks: list[StackConfig] | None = None, targeted: bool = False,
           recorded: Sequence[Finding] = ()) -> TriageResult:
-    """Everything gathered, judged in time order by the engine the agent runs. A verdict for each of
+    """Everything gathered, judged in time order by the engine the agent runs (fed a slice of time at a
+    time from the columns the samples were kept in as they came). A verdict for each of
     `stacks` (default: the configured ones); targeted (`--vm`, `--stack`), only those stacks' findings
     count and every verdict is shown, else the configured stacks and those with a layer to blame are
     shown and the healthy inferred ones counted. `recorded`: findings agents stored that this pass did
     not find itself (its own judgement of a rule and subject wins)."""
+    if not isinstance(samples, ColumnSource):
+        kept = ColumnSource(kept_fields(cfg))
+        kept.add(samples)
+        samples = kept
     engine = build_engine(cfg)
     since = now - int(lookback_s * 1e9)
     engine.feed(facts=facts)
-    samples.sort(key=lambda s: s.ts)
-    engine.feed(samples)
+    for rows in samples.in_time_order(engine.live_measurements()):
+        engine.feed(rows)
     engine.mark_stale(now)
     changed = {f.key: f for f in engine.changes()}
     for f in engine.open_findings():
@@ -94,12 +112,12 @@ def judge(cfg: Config, samples: list[Any], facts: list[Fact], sources: dict[str,
         changed.setdefault(f.key, f)
     findings = sorted(changed.values(), key=lambda f: (f.resolved_at is not None, f.stale_since is not None,
                                                        severity_rank(f.severity), f.rule, sorted(f.subject.items())))
-    judged = _FIGURES | engine.live_measurements()
-    seen = sum(1 for s in samples if s.measurement in judged)
+    seen = samples.count(_FIGURES | engine.live_measurements())
     blind = None if seen or facts else (f"nothing to judge in the last {format_duration(lookback_s)}: no guest, "
                                         "VM, host, DB2 or storage data")
     stacks = cfg.stack if stacks is None else stacks
-    source = CachedSource(MemorySource(samples, facts))
+    samples.set_facts(facts)
+    source = CachedSource(samples)
     entities = [resolve(source, s, since, now) for s in stacks]
     verdicts = []
     for e in entities:
@@ -113,10 +131,10 @@ def judge(cfg: Config, samples: list[Any], facts: list[Fact], sources: dict[str,
     shown.sort(key=lambda v: (v.layer is None, {"high": 0, "medium": 1, "low": 2}.get(v.confidence, 3), v.stack))
     return TriageResult(now, lookback_s, findings, [v.to_json() for v in shown], sources=sources, samples=seen,
                         healthy=len([v for v in verdicts if v.layer is None]), blind=blind,
-                        threads=threads_in_trouble(samples))
+                        threads=threads_in_trouble(samples.rows(THREAD_MEASUREMENT)))
 
 
-def threads_in_trouble(samples: list[Any]) -> list[dict[str, Any]]:
+def threads_in_trouble(samples: Iterable[Any]) -> list[dict[str, Any]]:
     """The newest `db2vtop_thread` state of each agent's thread that is not clean (retrying, failed, or
     records set aside): what the history the store or InfluxDB holds may be missing, and why."""
     newest: dict[tuple[str, str], Any] = {}

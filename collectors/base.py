@@ -163,9 +163,11 @@ class BaseCollector:
         """Facts for triage of the named VMs; a source that can narrow its read (vCenter) does."""
         return await self.describe()
 
-    async def lookback(self, seconds: float, vms: Iterable[str] | None = None) -> list[Record]:
+    async def lookback(self, seconds: float, vms: Iterable[str] | None = None,
+                       emit: Callable[[list[Record]], object] | None = None) -> list[Record]:
         """Samples of the past `seconds` the source itself keeps (vCenter's realtime hour), for triage;
-        `vms` narrows it to the VMs that matter (a whole vCenter's hour can be millions of samples)."""
+        `vms` narrows it to the VMs that matter (a whole vCenter's hour can be millions of samples). With
+        `emit`, a source that reads it in parts hands each part there as it comes and returns the rest."""
         return []
 
     async def close(self) -> None:
