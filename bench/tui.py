@@ -12,8 +12,9 @@ each), an hour at 20 s (tests/tui_fixture.py builds it; kept in bench/results/, 
   thread did, rendering included) and the loader thread's wall time per load.
 - keys: time from a key press to the screen reflecting it (the first frame drawn after the
   key changed the app's state), and to the new data being on screen when the key needs a
-  load. A frame counts when Textual hands it to the terminal: frames drawn inside a batch
-  (Textual holds them during a screen switch) are dropped, not shown. Whether a frame shows
+  load (loader_ms: the loader thread's wall time for the last load). A frame counts when
+  Textual hands it to the terminal: frames drawn inside a batch (Textual holds them during
+  a screen switch) are dropped, not shown. Whether a frame shows
   the key's effect is checked as it is drawn; polling for the effect first, then taking the
   next frame, would add the poll's own delay whenever the main thread is busy. A screen's
   first visit finds it composed once the app has settled (it composes the other screens
@@ -191,6 +192,7 @@ async def in_process(store: Path, config: Path, seconds: float) -> dict:
             """Send the keys as the terminal would; reflected = the first frame drawn once the key
             changed the state, data = the first one drawn once the load it needed was shown."""
             before = len(app.timings.show_ms)
+            loads = len(app.timings.load_ms)
             reflected_at: list[float] = []
             data_at: list[float] = []
             watched[:] = [(reflected, reflected_at)]
@@ -206,6 +208,8 @@ async def in_process(store: Path, config: Path, seconds: float) -> dict:
             r = (reflected_at[0] - t) * 1000
             d = (data_at[0] - t) * 1000 if data_at else r
             keys[name] = {"reflected_ms": round(r, 1), "data_shown_ms": round(d, 1)}
+            if data is not None and len(app.timings.load_ms) > loads:  # the loader's part of it (its last load)
+                keys[name]["loader_ms"] = round(app.timings.load_ms[-1], 1)
 
         await key("fleet down (cursor)", "down", reflected=lambda: fleet.table.cursor == 1)
         await key("fleet R (sort by rdy%)", "R", reflected=lambda: fleet.table.sort_col == READY, data=lambda: True)

@@ -180,6 +180,33 @@ def test_a_few_fields_of_the_newest_rows_are_those_of_the_whole_rows_at_every_mo
                            if x.ts < T0 + 3 * CHUNK_SPAN_NS - 60 * S)  # sealed rows hold the fields asked for alone
 
 
+def test_a_measurement_read_again_within_a_span_is_its_whole_rows_and_asks_no_chunk_again(store_path):
+    """The few fields of a whole measurement at moment after moment of one span come from what the first read there
+    kept (no chunk asked for again), and are still the whole rows' fields: a series that begins inside the span, rows
+    of the head newer than the chunks, a late row written at a moment already read, a cursor past the chunks."""
+    on_grid = [Sample("m", {"k": k}, {"v": float(i), "w": i, "s": "x" if i % 3 else None}, T0 + i * 20 * S)
+               for k in "abc" for i in range(200)]
+    late_starter = [Sample("m", {"k": "d"}, {"v": -1.0 * i, "w": i}, T0 + 40 * 60 * S + i * 20 * S) for i in range(60)]
+    fields = ("v", "w", "s")
+    with Store(store_path, writer=True) as w:
+        w.write([*on_grid, *late_starter])
+        w.compact()  # sealed but each series' newest row: the head holds those
+        with Store(store_path) as r:
+            asked: list[str] = []
+            r.db.set_trace_callback(asked.append)
+            moments = [T0 + 35 * 60 * S + 7 * S, T0 + 36 * 60 * S, T0 + 31 * 60 * S, T0 + 40 * 60 * S + 30 * S,
+                       T0 + 39 * 60 * S, T0 + 66 * 60 * S + 3 * S, T0 + 70 * 60 * S, T0 + 59 * 60 * S + 59 * S]
+            for k, until in enumerate(moments):
+                if k == 4:  # a late row at a moment read before, in the head beside its sealed span
+                    w.write([Sample("m", {"k": "b"}, {"v": 99.5, "w": 7}, T0 + 38 * 60 * S + 50 * S)])
+                asked.clear()
+                got = r.latest("m", until - 300 * S, until, fields=fields)
+                with Store(store_path) as fresh:
+                    assert only(got, fields) == only(fresh.latest("m", until - 300 * S, until), fields), k
+                if k in (1, 2):  # the same span, nothing written: what the first read kept answers
+                    assert not [q for q in asked if "chunks" in q], (k, asked)
+
+
 def test_which_series_moved_is_asked_again_once_the_file_changed(store_path):
     """newest() answers a question asked again from what it said (a paused cursor, at every key), but only
     while nothing was written: a row written since, by this connection or another, is in the answer."""

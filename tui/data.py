@@ -68,7 +68,7 @@ class Reader(CachedSource):
         self.made_rows: dict[str, tuple[tuple, Any]] = {}
         self.made_targets: dict[tuple, Any] = {}  # what a Fleet row opens, by how it is made
         #: what a screen's load made last, with what it was made from (reused while that is the same)
-        self.views: dict[str, tuple[tuple, Any]] = {}
+        self.views: dict[str, tuple[Any, Any]] = {}
         #: counts the changes to the newest rows kept (a load that saw none made nothing new from them), and the
         #: facts read again
         self.changes = 0

@@ -43,10 +43,10 @@ def ago(seconds: float) -> str:
     return f"{seconds / 86400:.0f}d ago"
 
 
-_NUMBERS = (int, float)
+NUMBERS = (int, float)  # exact types: a bool is not a number here
 
 
 def value(fields: dict, name: str) -> float | None:
     """A numeric field, or None when the sample does not carry it (left out, not zero)."""
     v = fields.get(name)
-    return float(v) if type(v) in _NUMBERS else None  # exact types: a bool is not a number here
+    return float(v) if type(v) in NUMBERS else None  # exact types: a bool is not a number here

@@ -307,12 +307,14 @@ class GridTable(ScrollView, can_focus=True, inherit_bindings=False):
             if index == 0 and self.empty_text:
                 return Strip([Segment(self.empty_text, style("italic"))]).crop_extend(0, width, base)
             return Strip.blank(width, base)
-        key = (index, width, self.show_cursor and index == self.cursor, self.has_focus)
+        # focus shows on the cursor's row alone: `/` moving it to the filter bar draws that row again, not all
+        cursor = self.has_focus if self.show_cursor and index == self.cursor else None
+        key = (index, width, cursor, base)
         strip = self._strips.get(key)
         if strip is None:
             strip = row_strip(self.shown[index], widths, self.model.columns)
-            if key[2]:
-                strip = strip.apply_style(_CURSOR_FOCUSED if self.has_focus else _CURSOR)
+            if cursor is not None:
+                strip = strip.apply_style(_CURSOR_FOCUSED if cursor else _CURSOR)
             strip = self._strips[key] = strip.crop_extend(0, width, base).apply_style(base)
         return strip
 

@@ -32,6 +32,7 @@ from collections import OrderedDict
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -212,6 +213,17 @@ class Store:
         self._newest: dict[tuple[str, int, int], tuple[tuple[int, int], list[tuple[int, int]]]] = {}
         #: each series' newest row time at a moment, from the last whole read of a measurement there
         self._newest_at: dict[str, tuple[tuple[int, int], int, dict[int, int]]] = {}
+        #: chunk timestamps on a regular grid, one object for all equal ones: the series of a source sampled on one
+        #: clock (a vCenter's 20 s) share it, and a moment is looked up once per grid, not once per series
+        self._grids: dict[range, range] = {}
+        #: column-shaped reads of a measurement's few fields within one span (`_plan`), and the moments the last
+        #: `_candidates` answer holds for
+        self._plans: dict[tuple[str, tuple[str, ...]], tuple[tuple[int, int], int, int, list]] = {}
+        self._candidates_hold = (0, 0)
+        #: a measurement's chunks over a few spans (series, chunk, rows, first and last time), while the file is
+        #: unchanged: "which series moved" at each tick of a cursor moving through the past asks it again and again
+        self._span_chunks: dict[tuple[str, int, int], tuple[tuple[int, int], list[tuple[int, int, int, int, int]]]] \
+            = {}
         self._chunked = self._has_chunks()
 
     def _open_immutable(self) -> None:
@@ -764,9 +776,17 @@ class Store:
         Nearly always the chunk of `until`'s own span (one index probe each); the newest chunk before it for
         the few series without one there (ended, or not begun in that span yet)."""
         span = until_ns // CHUNK_SPAN_NS
-        found = {sid: (cid, last, fid, n) for sid, cid, last, fid, n in self.db.execute(
-            "SELECT s.id, c.id, c.last_ts, c.fieldset, c.n FROM series s JOIN chunks c ON c.series_id = s.id "
-            "AND c.span = ? WHERE s.measurement=? AND c.first_ts <= ?", (span, measurement, until_ns))}
+        found: dict[int, tuple[int, int, int, int]] = {}
+        lo, hi = span * CHUNK_SPAN_NS, (span + 1) * CHUNK_SPAN_NS
+        for sid, cid, last, fid, n, first in self.db.execute(
+                "SELECT s.id, c.id, c.last_ts, c.fieldset, c.n, c.first_ts FROM series s JOIN chunks c "
+                "ON c.series_id = s.id AND c.span = ? WHERE s.measurement=?", (span, measurement)):
+            if first <= until_ns:
+                found[sid] = (cid, last, fid, n)
+                lo = max(lo, first)
+            else:
+                hi = min(hi, first)
+        self._candidates_hold = (lo, hi)  # the moments these same candidates are every series' (see `_plan`)
         missing = [s.id for s in series if s.id not in found]
         if len(missing) > 200:
             found.update({sid: (cid, last, fid, n) for sid, cid, last, fid, n in self.db.execute(
@@ -785,9 +805,12 @@ class Store:
                      candidates: dict[int, tuple[int, int, int, int, bytes | None]], since_ns: int, until_ns: int,
                      fields: Collection[str], newest: dict[int, int]) -> list[Row]:
         """`_latest_sealed`'s loop for a few fields: a chunk whose fields are kept decoded is a lookup."""
-        out = []
+        out: list[Row] = []
         kept_fields, times = self._fields, self._times
         wanted_of: dict[int, frozenset[str]] = {}
+        # a grid's row at `until`, looked up once per grid (series sampled together share it); by the grid's id, the
+        # grid itself kept beside it (a cache evicted meanwhile could free it and its id be taken by another)
+        at: dict[int, tuple[Sequence[int], int]] = {}
         for s in series:
             h = head.get(s.id)
             newer_than = h[0] if h else -1
@@ -803,9 +826,18 @@ class Store:
                     found = self._latest_fields(s.id, until_ns, newer_than, c, fields)
                 else:
                     kept_fields.move_to_end(key)
-                    i = bisect_right(ts, until_ns) - 1
-                    if ts[i] > newer_than:
-                        found = ts[i], {name: v for name in wanted if (v := kept[name][i]) is not None}
+                    got = at.get(id(ts))
+                    if got is None or got[0] is not ts:
+                        got = at[id(ts)] = (ts, bisect_right(ts, until_ns) - 1)
+                    i = got[1]
+                    t = ts[i]
+                    if t > newer_than:
+                        if h is None and t >= since_ns:  # the common case (no head row, in the window): inline
+                            newest[s.id] = t
+                            out.append(Row(t, s.measurement, s.tags,
+                                           {name: v for name in wanted if (v := kept[name][i]) is not None}))
+                            continue
+                        found = t, {name: v for name in wanted if (v := kept[name][i]) is not None}
             self._keep_row(out, newest, s, found, h, since_ns)
         return out
 
@@ -851,7 +883,7 @@ class Store:
                 raise StoreError(f"{self.path}: chunk {cid}: {e}") from None
             kept = {**(kept or {}), **{names[i]: column for i, column in columns.items()}}
             self._fields[key] = kept
-            self._times[key] = ts
+            self._times[key] = ts = self._grid(ts)
             for cache, most in ((self._fields, _CACHED_FIELDS), (self._times, _CACHED_TIMES)):
                 while len(cache) > most:
                     cache.popitem(last=False)
@@ -879,10 +911,79 @@ class Store:
                 return [Row(ts, measurement, json.loads(tags), self._decode(fid, vals))
                         for ts, fid, vals, tags in head.values() if ts >= since_ns]
             newest: dict[int, int] = {}
-            rows = self._latest_sealed(self._kept_series(measurement), head, since_ns, until, measurement, fields,
-                                       newest)
+            plan = self._plan(measurement, until, fields, version) if fields is not None else None
+            if plan is not None:
+                rows = self._from_plan(measurement, plan, head, since_ns, until, newest)
+            else:
+                series = self._kept_series(measurement)
+                rows = self._latest_sealed(series, head, since_ns, until, measurement, fields, newest)
+                if fields is not None:
+                    self._make_plan(measurement, series, until, fields, version)
         self._newest_at[measurement] = (version, until, newest)
         return rows
+
+    def _plan(self, measurement: str, until_ns: int, fields: Collection[str],
+              version: tuple[int, int]) -> list[tuple] | None:
+        """A whole measurement's few fields at a moment, column-shaped: for each series the timestamps and kept
+        columns of its chunk at `until`, made by the last read in this span (`_make_plan`) and good while the file is
+        unchanged and `until` picks the same chunks. A moment is then one lookup per grid and one per value."""
+        hit = self._plans.get((measurement, tuple(fields)))
+        if hit is None or hit[0] != version or not hit[1] <= until_ns < hit[2]:
+            return None
+        return hit[3]
+
+    def _make_plan(self, measurement: str, series: list[Series], until_ns: int, fields: Collection[str],
+                   version: tuple[int, int]) -> None:
+        """After a whole read at `until`: the plan `_plan` answers the next moments from, if every series' chunk
+        has its fields kept (else none: the next read decodes what is missing)."""
+        lo, hi = self._candidates_hold
+        if not lo <= until_ns < hi:
+            return
+        found = self._candidates(measurement, series, until_ns)
+        entries = []
+        for s in series:
+            c = found.get(s.id)
+            if c is None:
+                continue
+            key = (c[0], c[1], c[3])
+            kept, ts = self._fields.get(key), self._times.get(key)
+            wanted = self._wanted(c[2], fields)
+            if kept is None or ts is None or not wanted <= kept.keys():
+                return
+            names = tuple(sorted(wanted))
+            cols = tuple(kept[name] for name in names)
+            # a column without gaps (an array) has no None to leave out: its row is made in C (`_from_plan`)
+            entries.append((s, ts, names, cols, all(isinstance(c, array) for c in cols)))
+        if len(self._plans) > 32:
+            self._plans.clear()
+        lo, hi = self._candidates_hold
+        self._plans[(measurement, tuple(fields))] = (version, lo, hi, entries)
+
+    def _from_plan(self, measurement: str, plan: list[tuple], head: dict[int, tuple],
+                   since_ns: int, until_ns: int, newest: dict[int, int]) -> list[Row]:
+        """`_latest_kept` from a plan: a series' head row if newer than its chunk's (or it has no chunk)."""
+        out: list[Row] = []
+        at: dict[int, tuple] = {}  # a grid's row at `until`: series sampled on one clock share the lookup (by id)
+        for s, ts, names, cols, dense in plan:
+            got = at.get(id(ts))
+            if got is None or got[0] is not ts:
+                i = bisect_right(ts, until_ns) - 1
+                got = at[id(ts)] = (ts, i, ts[i], itemgetter(i))
+            _, i, t, value_at = got
+            if head and s.id in head and head[s.id][0] >= t:
+                continue  # the head's row is the newer: below
+            newest[s.id] = t
+            if t >= since_ns:
+                out.append(Row(t, measurement, s.tags, dict(zip(names, map(value_at, cols), strict=True)) if dense else
+                               {name: v for name, col in zip(names, cols, strict=True) if (v := col[i]) is not None}))
+        if head:
+            tags = {s.id: s.tags for s in self._kept_series(measurement)}
+            for sid, (t, fid, vals, _) in head.items():
+                if newest.get(sid, -1) < t and sid in tags:
+                    newest[sid] = t
+                    if t >= since_ns:
+                        out.append(Row(t, measurement, tags[sid], self._decode(fid, vals)))
+        return out
 
     def latest_of(self, series: Iterable[Series], since_ns: int = 0, until_ns: int | None = None,
                   fields: Collection[str] | None = None) -> list[Row]:
@@ -959,20 +1060,37 @@ class Store:
                 (measurement, since_ns, until_ns)).fetchall())
             if self._chunked:
                 times = self._times
-                for sid, cid, n, last_ts, past in self.db.execute(
-                        "SELECT c.series_id, c.id, c.n, c.last_ts, c.last_ts > ? "
-                        "FROM series s JOIN chunks c ON c.series_id = s.id WHERE s.measurement=? "
-                        "AND c.span BETWEEN ? AND ? AND c.last_ts >= ? AND c.first_ts <= ?",
-                        (until_ns, measurement, *self._spans(since_ns, until_ns), since_ns, until_ns)).fetchall():
-                    if past:  # the chunk runs past `until`: its last row before it (10,000 a second: no LRU touch)
+                at: dict[int, tuple[Sequence[int], int]] = {}  # a grid's last time before `until`, once per grid
+                for sid, cid, n, first_ts, last_ts in self._chunks_over(measurement, since_ns, until_ns, version):
+                    if last_ts < since_ns or first_ts > until_ns:
+                        continue
+                    if last_ts > until_ns:  # the chunk runs past `until`: its last row before it (no LRU touch)
                         ts = times.get((cid, last_ts, n)) or self._chunk_times(cid, last_ts, n)
-                        last_ts = ts[bisect_right(ts, until_ns) - 1]
+                        got = at.get(id(ts))
+                        if got is None or got[0] is not ts:  # (the grid kept beside its id: see `_latest_kept`)
+                            i = bisect_right(ts, until_ns) - 1
+                            got = at[id(ts)] = (ts, ts[i] if i >= 0 else -1)
+                        last_ts = got[1]
                     if last_ts >= since_ns and last_ts > found.get(sid, -1):
                         found[sid] = last_ts
         if len(self._newest) > 256:  # a cursor moving about: keep the recent answers only
             self._newest.clear()
         answer = self._newest[(measurement, since_ns, until_ns)] = (version, sorted(found.items()))
         return list(answer[1])
+
+    def _chunks_over(self, measurement: str, since_ns: int, until_ns: int,
+                     version: tuple[int, int]) -> list[tuple[int, int, int, int, int]]:
+        """(series, chunk, rows, first time, last time) of a measurement's chunks in the spans of [since, until],
+        read once while the file is unchanged (a tick moves `until` a second, within the same spans)."""
+        key = (measurement, *self._spans(since_ns, until_ns))
+        hit = self._span_chunks.get(key)
+        if hit is None or hit[0] != version:
+            if len(self._span_chunks) > 24:  # ~1 MB for each of a 10,000-VM vCenter's large measurements
+                self._span_chunks.clear()
+            hit = self._span_chunks[key] = (version, self.db.execute(
+                "SELECT c.series_id, c.id, c.n, c.first_ts, c.last_ts FROM series s JOIN chunks c "
+                "ON c.series_id = s.id WHERE s.measurement=? AND c.span BETWEEN ? AND ?", key).fetchall())
+        return hit[1]
 
     def _file_version(self) -> tuple[int, int]:
         """Changes whenever anything is written to the file, by another connection or this one."""
@@ -989,12 +1107,20 @@ class Store:
         if ts is None:
             if data is None:
                 (data,) = self.db.execute("SELECT data FROM chunks WHERE id=?", (cid,)).fetchone()
-            ts = self._times[key] = array("q", chunks.timestamps(data))
+            ts = self._times[key] = self._grid(chunks.timestamps(data))
             if len(self._times) > _CACHED_TIMES:
                 self._times.popitem(last=False)
         else:
             self._times.move_to_end(key)
         return ts
+
+    def _grid(self, ts: Sequence[int]) -> Sequence[int]:
+        """Timestamps as kept: a regular grid as the one object shared by all equal ones, others as an array."""
+        if isinstance(ts, range):
+            if len(self._grids) > 4096:
+                self._grids.clear()
+            return self._grids.setdefault(ts, ts)
+        return array("q", ts)
 
     def series_version(self) -> int:
         """Changes whenever a series is added or removed: readers cache `series()` until it does."""
