@@ -14,10 +14,9 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import Any
 
-from db2vtop.agent.core.model import INT64_MAX, INT64_MIN, Fact, FieldValue
+from db2vtop.agent.core.model import INT64_MAX, Fact, FieldValue, storable
 from db2vtop.agent.core.source import MemorySource, Row, Series
 
-_END = 2**63 - 1
 #: one arrival rank's share of the sequence numbers (a source's samples keep its rank's order among ties)
 _RANK = 1 << 44
 #: the engine is fed a minute of samples at a time: a 10,000-VM hour is ~60 slices of ~120,000 rows
@@ -38,12 +37,11 @@ class _Column:
         """The value of the row at index n (the column's length); one no store could hold (NaN, an
         infinity, None, an int beyond 64 bits, anything but a number, bool or text) is left out, as
         clean_fields would."""
-        vals = self.vals
-        t = type(v)
-        if not ((t is float and v - v == 0) or (t is int and INT64_MIN <= v <= INT64_MAX)  # type: ignore[operator]
-                or t is str or t is bool):
+        if not storable(v):
             self.skip(n)
             return
+        vals = self.vals
+        t = type(v)
         if vals is None:
             vals = self.vals = array("q") if t is int else array("d") if t is float else []
             vals.extend([0 if type(vals) is array else None] * (len(self.missing) if self.missing else 0))
@@ -196,7 +194,7 @@ class ColumnSource(MemorySource):
     def _range(self, series_id: int, since_ns: int, until_ns: int | None) -> tuple[_Points, int, int]:
         self.seal()
         p = self._pts[series_id]
-        return p, bisect_left(p.ts, since_ns), bisect_right(p.ts, until_ns if until_ns is not None else _END)
+        return p, bisect_left(p.ts, since_ns), bisect_right(p.ts, until_ns if until_ns is not None else INT64_MAX)
 
     def _in(self, series_id: int, since_ns: int, until_ns: int | None) -> Iterator[tuple[int, dict[str, FieldValue]]]:
         p, lo, hi = self._range(series_id, since_ns, until_ns)

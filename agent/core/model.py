@@ -172,7 +172,8 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 CLOCK_SKEW_S = 86400.0
 
 
-def _storable(v: object) -> bool:
+def storable(v: object) -> bool:
+    """Whether a time-series store can hold this value (see clean_fields)."""
     if isinstance(v, float):
         return math.isfinite(v)
     if isinstance(v, int) and not isinstance(v, bool):
@@ -184,9 +185,9 @@ def clean_fields(fields: dict[str, FieldValue]) -> dict[str, FieldValue]:
     """Drop values no time-series store can hold: NaN, infinities, None, integers outside 64 bits,
     anything but a number, a bool or a string. The same dict when it holds none (nearly always): a cycle
     of a large vCenter has a hundred thousand samples, each would be copied."""
-    if all(map(_storable, fields.values())):
+    if all(map(storable, fields.values())):
         return fields
-    return {k: v for k, v in fields.items() if _storable(v)}
+    return {k: v for k, v in fields.items() if storable(v)}
 
 
 def record_problem(r: Sample | Annotation | Fact, earliest_ns: int, latest_ns: int) -> str | None:
