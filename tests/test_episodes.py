@@ -72,9 +72,9 @@ SCENARIO = one_host(LUNS, [
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
     d = tmp_path_factory.mktemp("episodes-sim")
-    (d / "scenario.json").write_text(json.dumps(SCENARIO))
+    sim = Simulator.of(SCENARIO, d)
     before = time.time()
-    with Simulator(d / "scenario.json") as s:
+    with sim as s:
         after = time.time()
         s.anchor = int(after) // STEP * STEP  # the sample the lists end at (the simulator's start)
         assert int(before) // STEP * STEP in (s.anchor, s.anchor - STEP)

@@ -69,8 +69,7 @@ def fleet(tmp_path_factory):
         for site in ("a", "b"):
             d = base / f"agent-{site}"
             d.mkdir()
-            (d / "scenario.json").write_text(json.dumps(scenario(site)))
-            sim = Simulator(d / "scenario.json").start()
+            sim = Simulator.of(scenario(site), d).start()
             sims.append(sim)
             agents.append(subprocess.Popen(
                 [sys.executable, "-m", "db2vtop.agent", "agent", "--duration", "50", "-c",

@@ -44,8 +44,7 @@ SCENARIO = one_host(
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
     d = tmp_path_factory.mktemp("inferred-sim")
-    (d / "scenario.json").write_text(json.dumps(SCENARIO))
-    with Simulator(d / "scenario.json") as s:
+    with Simulator.of(SCENARIO, d) as s:
         yield s
 
 
@@ -126,8 +125,7 @@ def test_a_db2_vm_found_by_its_guest_ip_is_judged_from_db2_down(sshd, tmp_path):
                                     "disk.deviceLatency.average": {lun: 1}},
                            "vms": [{**_vm("db2vm"), "disks": [{"datastore": "ds_db", "size_gb": 100}],
                                     "ips": ["10.1.1.1", "127.0.0.1"]}]}]}
-    (tmp_path / "scenario.json").write_text(json.dumps(scenario))
-    with Simulator(tmp_path / "scenario.json") as sim:
+    with Simulator.of(scenario, tmp_path) as sim:
         ca = tmp_path / "sim-ca.pem"
         ca.write_text(ssl.get_server_certificate(("127.0.0.1", sim.port)))
         ssh = sshd.ssh_config(name="db")

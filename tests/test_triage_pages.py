@@ -86,8 +86,7 @@ def all_at_once(cfg, samples, facts, now, stacks) -> tuple[list[dict], list[dict
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
     d = tmp_path_factory.mktemp("pages-sim")
-    (d / "scenario.json").write_text(json.dumps(SCENARIO))
-    with Simulator(d / "scenario.json") as s:
+    with Simulator.of(SCENARIO, d) as s:
         yield s
 
 

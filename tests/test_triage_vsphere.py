@@ -42,8 +42,7 @@ SCENARIO = {
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
     d = tmp_path_factory.mktemp("triage-sim")
-    (d / "scenario.json").write_text(json.dumps(SCENARIO))
-    with Simulator(d / "scenario.json") as s:
+    with Simulator.of(SCENARIO, d) as s:
         yield s
 
 

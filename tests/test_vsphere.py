@@ -19,7 +19,6 @@ import subprocess
 import sys
 import time
 import zlib
-from pathlib import Path
 
 import pytest
 from hypothesis import example, given, settings
@@ -86,15 +85,9 @@ SCENARIO = {
 }
 
 
-def write_scenario(tmp: Path, scenario: dict) -> Path:
-    path = tmp / "scenario.json"
-    path.write_text(json.dumps(scenario))
-    return path
-
-
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
-    with Simulator(write_scenario(tmp_path_factory.mktemp("sim"), SCENARIO)) as s:
+    with Simulator.of(SCENARIO, tmp_path_factory.mktemp("sim")) as s:
         yield s
 
 
@@ -280,7 +273,7 @@ def test_tls_is_verified_by_default(sim, tmp_path):
 def test_a_refused_login_says_so_and_never_shows_the_password(tmp_path, monkeypatch):
     scenario = {"login": {"user": "monitor", "password": "the-right-one"},
                 "hosts": [{"name": "h1", "vms": [{"name": "vm1"}]}]}
-    with Simulator(write_scenario(tmp_path, scenario)) as s:
+    with Simulator.of(scenario, tmp_path) as s:
         monkeypatch.setenv("VC_TEST_PASSWORD", "a-wrong-secret")
         with pytest.raises(CollectorError, match="vcenter vc1: login refused for user 'monitor'") as e:
             run(one_cycle(VSphereCollector(vcenter(s.url))))
@@ -309,7 +302,7 @@ def test_batches_respect_vcenter_max_query_metrics(tmp_path):
     """vCenter's config.vpxd.stats.maxQueryMetrics = 64: the simulator refuses bigger calls."""
     scenario = {"max_query_metrics": 64, "hosts": [{"name": f"h{i}", "vms": [{"name": f"vm{i}{j}"} for j in range(3)]}
                                                    for i in range(2)]}
-    with Simulator(write_scenario(tmp_path, scenario)) as s:
+    with Simulator.of(scenario, tmp_path) as s:
         c = VSphereCollector(vcenter(s.url))
         before = s.stats()["methods"].get("QueryPerf", 0)
         _, samples = run(one_cycle(c))
@@ -409,7 +402,7 @@ def test_chunking_splits_by_entities_and_metrics():
 def test_esx_standalone_host(tmp_path):
     scenario = {"hosts": [{"name": "esx-solo", "perf": {"cpu.usage.average": 1234},
                            "vms": [{"name": "db2solo", "num_cpu": 4, "perf": {"cpu.ready.summation": 1600}}]}]}
-    with Simulator(write_scenario(tmp_path, scenario), esx=True) as s:
+    with Simulator.of(scenario, tmp_path, esx=True) as s:
         facts, samples = run(one_cycle(VSphereCollector(vcenter(s.url))))
     assert newest(samples, "vsphere_host", host="esx-solo")["cpu_usage_pct"] == pytest.approx(12.34)
     assert newest(samples, "vsphere_vm", vm="db2solo")["cpu_ready_pct"] == pytest.approx(2.0)  # 1600/20000/4
@@ -654,8 +647,7 @@ def test_an_entity_asked_in_two_specs_stays_in_one_call():
 
 @pytest.mark.slow
 def test_vcenter_down_is_recorded_others_continue_and_it_recovers_without_gaps(tmp_path):
-    scenario = write_scenario(tmp_path, {"hosts": [{"name": "h1", "vms": [{"name": "vm1"}]}]})
-    sim = Simulator(scenario).start()
+    sim = Simulator.of({"hosts": [{"name": "h1", "vms": [{"name": "vm1"}]}]}, tmp_path).start()
     try:
         vc = VSphereCollector(vcenter(sim.url, interval=1.0, timeout=5.0))
         vc.connector.max_backoff_s = 2.0  # retry soon after the restart; the doubling itself is unchanged
@@ -895,7 +887,7 @@ def test_inventory_watch_reads_everything_once_then_only_changes(tmp_path):
     """The light inventory is a PropertyCollector filter: the first poll is the full read (truncated
     update sets followed to the end: 120 VMs is more than a page), later ones bring only changes."""
     from pyVmomi import vim
-    with Simulator(write_scenario(tmp_path, {"generate": {"hosts": 3, "vms_per_host": 40}})) as s:
+    with Simulator.of({"generate": {"hosts": 3, "vms_per_host": 40}}, tmp_path) as s:
         async def go(c):
             cold = await c.collect()             # the first cycle is the facts pass, perf asked page by page
             base = s.stats()["methods"]
@@ -962,7 +954,7 @@ def test_reconfigured_and_moved_vms_have_new_facts_within_a_cycle(tmp_path):
     """After the first facts pass a VM's fact follows its own changes: a reservation change (vCenter's
     config.changeVersion moves) and a vMotion are read again, by reference, in the next cycle, with
     both hosts' totals; nothing else is read again."""
-    with Simulator(write_scenario(tmp_path, {"generate": {"hosts": 3, "vms_per_host": 4}})) as s:
+    with Simulator.of({"generate": {"hosts": 3, "vms_per_host": 4}}, tmp_path) as s:
         async def go(c):
             first = await c.describe()
             await c.collect()
@@ -991,7 +983,7 @@ def test_a_restart_resumed_from_stored_facts_reads_again_only_what_changed_meanw
     """A new collector handed the last run's VM facts (as the pipeline hands it the store's) makes facts
     only for the VMs reconfigured or moved while it was down, keeps every other VM's disk tags, and lets a
     fact whose digest no longer matches (an older db2vtop's) be read again."""
-    with Simulator(write_scenario(tmp_path, {"generate": {"hosts": 3, "vms_per_host": 4}})) as s:
+    with Simulator.of({"generate": {"hosts": 3, "vms_per_host": 4}}, tmp_path) as s:
         async def go(first):
             before = await first.collect()         # the cold start: every VM's full row
             _reserve_and_move(s, first, "gen-esx001-vm03", 2345, "gen-esx002-vm01", "gen-esx000")
@@ -1029,7 +1021,7 @@ def test_agent_restarted_on_its_store_reads_again_only_the_vms_changed_meanwhile
     from pyVmomi import vim
 
     from db2vtop.agent.core.store import Store
-    with Simulator(write_scenario(tmp_path, {"generate": {"hosts": 2, "vms_per_host": 3}})) as s:
+    with Simulator.of({"generate": {"hosts": 2, "vms_per_host": 3}}, tmp_path) as s:
         cfg, store = tmp_path / "db2vtop.toml", tmp_path / "m.db"
         cfg.write_text(f'[store]\npath = "{store}"\n[guest]\nenabled = false\n[[vcenter]]\nname = "vc1"\n'
                        f'url = "{s.url}"\nuser = "monitor"\npassword_env = "VC_TEST_PASSWORD"\nverify_tls = false\n')
@@ -1059,7 +1051,7 @@ def test_deleted_and_renamed_vms_and_a_host_gone_meanwhile_get_removals(tmp_path
     """A VM deleted or renamed is followed within a cycle by a removal of the fact it had (so its findings
     resolve); a restart on stored facts gives removals for what went while it was down, hosts included."""
     from pyVmomi import vim
-    with Simulator(write_scenario(tmp_path, {"generate": {"hosts": 2, "vms_per_host": 3}})) as s:
+    with Simulator.of({"generate": {"hosts": 2, "vms_per_host": 3}}, tmp_path) as s:
         async def go(c):
             before = await c.collect()
             with operator(s) as stub:

@@ -53,6 +53,13 @@ class Simulator:
         self.url = ""
         self._tmp = ""
 
+    @classmethod
+    def of(cls, scenario: dict[str, Any], directory: Path, **kw: Any) -> Simulator:
+        """A simulator (not started) of this scenario, its file written in `directory`."""
+        path = directory / "scenario.json"
+        path.write_text(json.dumps(scenario))
+        return cls(path, **kw)
+
     @property
     def port(self) -> int:
         return int(self.url.rsplit(":", 1)[1].split("/", 1)[0])

@@ -10,7 +10,6 @@ with the other sources' samples stored and the exit status saying what failed.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import subprocess
 import time
@@ -43,8 +42,7 @@ BOUND_MB = 400  # the agent's peak RSS with a 64 MiB answer bound; the unbounded
 @pytest.fixture(scope="module")
 def vcenter(tmp_path_factory):
     d = tmp_path_factory.mktemp("sim")
-    (d / "scenario.json").write_text(json.dumps(SCENARIO))
-    with Simulator(d / "scenario.json") as sim, HostileVCenter(sim.url) as proxy:
+    with Simulator.of(SCENARIO, d) as sim, HostileVCenter(sim.url) as proxy:
         yield proxy
 
 
