@@ -870,30 +870,35 @@ class Store:
         if candidate is None or candidate[1] <= newer_than:
             return None
         cid, last_ts, fid, n, data = candidate
-        key = (cid, last_ts, n)
-        names = self._names(fid)
-        kept = self._fields.get(key)
         wanted = self._wanted(fid, fields)
-        if kept is None or not wanted <= kept.keys():
-            if data is None:
-                (data,) = self.db.execute("SELECT data FROM chunks WHERE id=?", (cid,)).fetchone()
-            try:
-                ts, columns = chunks.select(data, {i for i, name in enumerate(names) if name in wanted})
-            except chunks.ChunkError as e:
-                raise StoreError(f"{self.path}: chunk {cid}: {e}") from None
-            kept = {**(kept or {}), **{names[i]: column for i, column in columns.items()}}
-            self._fields[key] = kept
-            self._times[key] = ts = self._grid(ts)
-            for cache, most in ((self._fields, _CACHED_FIELDS), (self._times, _CACHED_TIMES)):
-                while len(cache) > most:
-                    cache.popitem(last=False)
-        else:
-            self._fields.move_to_end(key)
+        kept = self._kept(cid, last_ts, n, fid, data, wanted)
         ts = self._chunk_times(cid, last_ts, n, data)
         i = bisect_right(ts, until_ns) - 1
         if ts[i] <= newer_than:
             return None
         return ts[i], {name: v for name in wanted if (v := kept[name][i]) is not None}
+
+    def _kept(self, cid: int, last_ts: int, n: int, fid: int, data: bytes | None,
+              wanted: frozenset[str]) -> dict[str, Sequence[Any]]:
+        """A chunk's columns `wanted`, decoded once and kept (the other columns not at all)."""
+        key = (cid, last_ts, n)
+        kept = self._fields.get(key)
+        if kept is not None and wanted <= kept.keys():
+            self._fields.move_to_end(key)
+            return kept
+        if data is None:
+            (data,) = self.db.execute("SELECT data FROM chunks WHERE id=?", (cid,)).fetchone()
+        names = self._names(fid)
+        try:
+            ts, columns = chunks.select(data, {i for i, name in enumerate(names) if name in wanted})
+        except chunks.ChunkError as e:
+            raise StoreError(f"{self.path}: chunk {cid}: {e}") from None
+        kept = self._fields[key] = {**(kept or {}), **{names[i]: column for i, column in columns.items()}}
+        self._times[key] = self._grid(ts)
+        for cache, most in ((self._fields, _CACHED_FIELDS), (self._times, _CACHED_TIMES)):
+            while len(cache) > most:
+                cache.popitem(last=False)
+        return kept
 
     def latest(self, measurement: str, since_ns: int = 0, until_ns: int | None = None,
                fields: Collection[str] | None = None) -> list[Row]:
@@ -940,7 +945,7 @@ class Store:
         if not lo <= until_ns < hi:
             return
         found = self._candidates(measurement, series, until_ns)
-        entries = []
+        grids: dict[int, tuple[Sequence[int], list, list]] = {}  # by id(grid): (grid, dense entries, the rest)
         for s in series:
             c = found.get(s.id)
             if c is None:
@@ -952,30 +957,34 @@ class Store:
                 return
             names = tuple(sorted(wanted))
             cols = tuple(kept[name] for name in names)
+            group = grids.get(id(ts))
+            if group is None:
+                group = grids[id(ts)] = (ts, [], [])
             # a column without gaps (an array) has no None to leave out: its row is made in C (`_from_plan`)
-            entries.append((s, ts, names, cols, all(isinstance(c, array) for c in cols)))
+            group[1 if all(isinstance(c, array) for c in cols) else 2].append((s.id, s.tags, names, cols))
         if len(self._plans) > 32:
             self._plans.clear()
         lo, hi = self._candidates_hold
-        self._plans[(measurement, tuple(fields))] = (version, lo, hi, entries)
+        self._plans[(measurement, tuple(fields))] = (version, lo, hi, list(grids.values()))
 
     def _from_plan(self, measurement: str, plan: list[tuple], head: dict[int, tuple],
                    since_ns: int, until_ns: int, newest: dict[int, int]) -> list[Row]:
-        """`_latest_kept` from a plan: a series' head row if newer than its chunk's (or it has no chunk)."""
+        """`_latest_kept` from a plan: a series' head row if newer than its chunk's (or it has no chunk). The series
+        sampled on one clock share a grid, and the row at `until` is found once for all of them."""
         out: list[Row] = []
-        at: dict[int, tuple] = {}  # a grid's row at `until`: series sampled on one clock share the lookup (by id)
-        for s, ts, names, cols, dense in plan:
-            got = at.get(id(ts))
-            if got is None or got[0] is not ts:
-                i = bisect_right(ts, until_ns) - 1
-                got = at[id(ts)] = (ts, i, ts[i], itemgetter(i))
-            _, i, t, value_at = got
-            if head and s.id in head and head[s.id][0] >= t:
-                continue  # the head's row is the newer: below
-            newest[s.id] = t
+        for ts, dense, sparse in plan:
+            i = bisect_right(ts, until_ns) - 1
+            t, value_at = ts[i], itemgetter(i)
+            if head:  # the head's row is the newer: below
+                dense = [e for e in dense if not (e[0] in head and head[e[0]][0] >= t)]
+                sparse = [e for e in sparse if not (e[0] in head and head[e[0]][0] >= t)]
+            newest.update(dict.fromkeys([e[0] for e in dense], t))
+            newest.update(dict.fromkeys([e[0] for e in sparse], t))
             if t >= since_ns:
-                out.append(Row(t, measurement, s.tags, dict(zip(names, map(value_at, cols), strict=True)) if dense else
-                               {name: v for name, col in zip(names, cols, strict=True) if (v := col[i]) is not None}))
+                out += [Row(t, measurement, tags, dict(zip(names, map(value_at, cols), strict=True)))
+                        for _, tags, names, cols in dense]
+                out += [Row(t, measurement, tags, {name: v for name, col in zip(names, cols, strict=True)
+                                                   if (v := col[i]) is not None}) for _, tags, names, cols in sparse]
         if head:
             tags = {s.id: s.tags for s in self._kept_series(measurement)}
             for sid, (t, fid, vals, _) in head.items():
@@ -1135,15 +1144,21 @@ class Store:
         out: dict[int, FieldValue] = {}
         with self._snapshot():
             if self._chunked:
-                for cid, fid, data in self.db.execute(
-                        "SELECT id, fieldset, data FROM chunks WHERE series_id=? AND span BETWEEN ? AND ?",
+                for cid, fid, data, last_ts, n in self.db.execute(
+                        "SELECT id, fieldset, data, last_ts, n FROM chunks WHERE series_id=? AND span BETWEEN ? AND ?",
                         (series_id, *self._spans(since_ns, until))):
-                    ts, names, columns = self._chunk(cid, fid, data)
-                    if field_name in names:
-                        col = columns[names.index(field_name)]
-                        for i in range(bisect_left(ts, since_ns), bisect_right(ts, until)):
-                            if col[i] is not None:
-                                out[ts[i]] = col[i]
+                    hit = self._chunk_cache.get(cid)
+                    names = hit[1] if hit is not None else self._names(fid)
+                    if field_name not in names:
+                        continue
+                    if hit is not None:
+                        ts, col = hit[0], hit[2][names.index(field_name)]
+                    else:  # the one column (a trend's field; the Fleet's are kept by `latest(fields=)` already)
+                        col = self._kept(cid, last_ts, n, fid, data, frozenset((field_name,)))[field_name]
+                        ts = self._chunk_times(cid, last_ts, n, data)
+                    for i in range(bisect_left(ts, since_ns), bisect_right(ts, until)):
+                        if col[i] is not None:
+                            out[ts[i]] = col[i]
             positions: dict[int, int] = {}
             for ts, fid, vals in self.db.execute(
                     "SELECT ts, fieldset, vals FROM samples WHERE series_id=? AND ts >= ? AND ts <= ? ORDER BY ts",
