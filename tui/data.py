@@ -65,7 +65,7 @@ class Reader(CachedSource):
         self._memo: dict[Any, tuple[float, Any]] = {}
         #: a view's table rows by key, with what each was made from: a row whose inputs did not change since the
         #: last load is not formatted again (a 10,000-VM Fleet moves a twentieth of its rows a second)
-        self.made_rows: dict[str, tuple[tuple, Any]] = {}
+        self.made_rows: dict[str, Any] = {}
         self.made_targets: dict[tuple, Any] = {}  # what a Fleet row opens, by how it is made
         #: what a screen's load made last, with what it was made from (reused while that is the same)
         self.views: dict[str, tuple[Any, Any]] = {}
@@ -119,7 +119,7 @@ class Reader(CachedSource):
             if moved:
                 self.changes += 1
             if len(moved) > len(rows) // 4:  # a vCenter's whole cycle, all of its VMs at one time: one bulk read
-                rows = {self._series_id(measurement, r.tags): r for r in self.latest(measurement, 0, until_ns, fields)}
+                rows = self._by_id(measurement, self.latest(measurement, 0, until_ns, fields))
             elif moved:
                 by_id = {s.id: s for s in self.series(measurement)}
                 for row in CachedSource.latest_of(self, [by_id[sid] for sid in moved if sid in by_id], 0, until_ns,
@@ -127,7 +127,7 @@ class Reader(CachedSource):
                     rows[self._series_id(measurement, row.tags)] = row
         else:
             read_at = now
-            rows = {self._series_id(measurement, r.tags): r for r in self.latest(measurement, 0, until_ns, fields)}
+            rows = self._by_id(measurement, self.latest(measurement, 0, until_ns, fields))
             self.changes += 1
         self._latest[(measurement, fields)] = (until_ns, read_at, rows, now)
         return [r for r in rows.values() if r.ts >= since_ns]
@@ -143,6 +143,14 @@ class Reader(CachedSource):
             rows = cached[2]
             return [rows[s.id] for s in chosen if s.id in rows and rows[s.id].ts >= since_ns]
         return super().latest_of(chosen, since_ns, until_ns, fields)
+
+    def _by_id(self, measurement: str, rows: list[Row]) -> dict[int, Row]:
+        """Rows by series id: `_series_id`'s lookup by identity inlined (30,000 rows at a 10,000-VM Fleet's moment)."""
+        seen, out = self._seen, {}
+        for r in rows:
+            hit = seen.get(id(r.tags))
+            out[hit[1] if hit is not None and hit[0] is r.tags else self._series_id(measurement, r.tags)] = r
+        return out
 
     def _series_id(self, measurement: str, tags: dict[str, str]) -> int:
         # a source hands the same tags object for a series again and again (the store's kept series lists):

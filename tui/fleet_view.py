@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 from db2vtop.agent.core.cadence import stale_age_s
@@ -157,6 +156,17 @@ def without_subject(f: Finding) -> str:
     return f.summary
 
 
+def _cells(kind: str, name: str, where: str, finding: Finding | None, figures: tuple, status: Cell | None,
+           stale: bool, levels: tuple[Level, Level, Level, Level]) -> list[Cell]:
+    """A Fleet row's cells (made when first drawn): `stale` styles the whole row, not a cell."""
+    busy, ready_level, log_level, io_level = levels
+    cell = status if status is not None else _finding_cell(finding)  # an agent's delivery error, or a finding
+    tps_v, cpu, ready, balloon, log, io = figures
+    return [kind, name, _cell(cpu, busy), _cell(ready, ready_level),
+            (size(balloon), "bold red" if balloon else "") if balloon is not None else "—",
+            _cell(io, io_level), _cell(log, log_level, 2), _cell(tps_v), cell, "", "", where]
+
+
 def _cell(v: float | None, level: Level | None = None, digits: int = 1) -> Cell:
     return (num(v, digits), level_style(level, v, "") if level else "")
 
@@ -257,8 +267,6 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
     stale_after = {m: rd.period(m, list(by.values())) for m, by in  # one period per source
                    (("vsphere_vm", vm_rows), ("vsphere_host", hosts), ("guest_cpu", guest_cpu))}
     stale_after["db2_database"] = rd.period("db2_database", db)
-    busy, ready_level, log_level, io_level = levels["cpu_busy"], levels["ready"], levels["log_write"], \
-        levels["io_latency"]
 
     rows: list[TableRow] = []
     targets: dict[str, Target] = {}
@@ -284,7 +292,7 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
         return "", False
 
     made = rd.made_rows
-    levels_now = (busy, ready_level, log_level, io_level)
+    levels_now = (levels["cpu_busy"], levels["ready"], levels["log_write"], levels["io_latency"])  # what cells use
     made_targets = rd.made_targets
 
     def target(make: Callable[..., Target], *args: str | None) -> Target:
@@ -296,35 +304,30 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
 
     longest = {NAME_COL: 0, WHERE_COL: 0}  # the two columns as wide as their text: measured here, not from the cells
 
-    def cells(kind: str, name: str, where: str, finding: Finding | None, figures: tuple,
-              status: Cell | None) -> list[Cell]:
-        cell = status if status is not None else _finding_cell(finding)  # an agent's delivery error, or a finding
-        tps_v, cpu, ready, balloon, log, io = figures
-        return [kind, name, _cell(cpu, busy), _cell(ready, ready_level),
-                (size(balloon), "bold red" if balloon else "") if balloon is not None else "—",
-                _cell(io, io_level), _cell(log, log_level, 2), _cell(tps_v), cell, "", "", where]
-
     def add(kind: str, name: str, where: str, finding: Finding | None, figures: tuple, target: Target,
-            stale: bool, status: Cell | None = None) -> None:
+            stale: bool, status: Cell | None = None, key: str | None = None, lower: str | None = None) -> None:
+        """A row; `key` and `lower` (its name lowercased, the sort key) when known already (a VM's, kept). Made
+        again only if what its cells are made from changed."""
         nonlocal stale_rows
-        key = f"{kind}:{name}"
-        inputs = (where, finding and (finding.rule, finding.severity, finding.summary), figures, stale,
-                  str(status), levels_now)
+        if key is None:
+            key = f"{kind}:{name}"
+        args = (kind, name, where, finding, figures, status, stale, levels_now)
         hit = made.get(key)
-        if hit is not None and hit[0] == inputs:
-            rows.append(hit[1])
+        if hit is not None and hit.args == args:
+            rows.append(hit)
         else:
             rank = (0, "") if status is not None else (severity_rank(finding.severity), finding.rule) if finding \
                 else None
             tps_v, cpu, ready, balloon, log, io = figures
             # the cells are made when the row is first drawn: at a moment all figures moved, only the rows on screen
-            rows.append(TableRow(key, None, (KIND_ORDER[kind], name.lower(), cpu, ready, balloon, io, log, tps_v,
-                                             rank, None, None, where),
-                                 f"{kind} {name} {where} {finding.rule if finding else ''}", "dim" if stale else None,
-                                 partial(cells, kind, name, where, finding, figures, status)))
-            made[key] = (inputs, rows[-1])
+            row = made[key] = TableRow(key, None, (KIND_ORDER[kind], lower or name.lower(), cpu, ready, balloon, io,
+                                                   log, tps_v, rank, None, None, where),
+                                       f"{kind} {name} {where} {finding.rule if finding else ''}",
+                                       "dim" if stale else None, _cells, args)
+            rows.append(row)
         targets[key] = target
-        stale_rows += stale
+        if stale:
+            stale_rows += 1
         if len(name) > longest[NAME_COL]:
             longest[NAME_COL] = len(name)
         if len(where) > longest[WHERE_COL]:
@@ -353,28 +356,34 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
 
     named = {vm for _, vm in vm_rows}
     keys = set(vm_rows) | {(None, name) for name in esx_vms if name not in named}
-    repeated = {vm for vm, n in Counter(vm for _, vm in keys).items() if n > 1}
-    order = rd.views.get("fleet-vm-order")  # the VMs in name order: the same 10,000 at most moments
-    if order is None or order[0] != keys:
-        order = rd.views["fleet-vm-order"] = (keys, sorted(keys, key=lambda k: (k[1], k[0] or "")))
+    order = rd.views.get("fleet-vm-order")  # the VMs in name order, with what each one's row keeps: the same
+    if order is None or order[0] != keys:  # 10,000 at most moments
+        repeated = {vm for vm, n in Counter(vm for _, vm in keys).items() if n > 1}
+        made_vms = []
+        for vm_key in sorted(keys, key=lambda k: (k[1], k[0] or "")):
+            vcenter, name = vm_key
+            shown = f"{vcenter}/{name}" if name in repeated and vcenter else name  # the vCenter tells them apart
+            made_vms.append((vm_key, name, shown, f"vm:{shown}", shown.lower(), ("vm", name, vcenter),
+                             target(Target.of_vm, name, vcenter)))
+        order = rd.views["fleet-vm-order"] = (keys, made_vms)
     with_findings = fx.by
-    for i, (vcenter, name) in enumerate(order[1]):
+    for i, (vm_key, name, shown, key, lower, source, vm_target) in enumerate(order[1]):
         if i % 2000 == 1999 and rd.cancelled():  # a load no longer wanted stops within a few milliseconds
             raise LoadCancelledError
-        row = vm_rows.get((vcenter, name))
-        esx = esx_vms.get(name)
-        f = row.fields if row else {}
-        e = esx.fields if esx else {}
-        host = (row or esx).tags.get("host") if (row or esx) else None
-        ready = value(f, "cpu_ready_pct")
-        note, stale = age_note(row or esx, "vsphere_vm")
-        shown = f"{vcenter}/{name}" if name in repeated and vcenter else name  # the vCenter tells them apart
-        add("vm", shown, (host or "") + note,
-            fx.worst_of(("vm", name), vcenter=vcenter) if ("vm", name) in with_findings else None,
-            (None, value(f, "cpu_usage_pct") if row else value(e, "used_pct"), ready,
-             value(f, "mem_balloon_bytes") if row else value(e, "balloon_bytes"), None, vmdk.get((vcenter, name))),
-            target(Target.of_vm, name, vcenter), stale)
-        sources[f"vm:{shown}"] = ("vm", name, vcenter)
+        row = vm_rows.get(vm_key)
+        if row is not None:
+            f = row.fields
+            figures = (None, value(f, "cpu_usage_pct"), value(f, "cpu_ready_pct"), value(f, "mem_balloon_bytes"),
+                       None, vmdk.get(vm_key))
+        else:
+            row = esx_vms[name]
+            f = row.fields
+            figures = (None, value(f, "used_pct"), None, value(f, "balloon_bytes"), None, vmdk.get(vm_key))
+        note, stale = age_note(row, "vsphere_vm")
+        add("vm", shown, (row.tags.get("host") or "") + note,
+            fx.worst_of(("vm", name), vcenter=vm_key[0]) if ("vm", name) in with_findings else None, figures,
+            vm_target, stale, key=key, lower=lower)
+        sources[key] = source
 
     vms_on: dict[str, int] = defaultdict(int)
     for r in vm_rows.values():
