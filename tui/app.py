@@ -254,14 +254,16 @@ class Db2vtopApp(App):
             self._reader.begin()
             # no cyclic garbage collection during a load: a 10,000-VM Fleet at a new moment makes some 100,000
             # objects that live on (rows, their figures), and the collector's passes over them while they were made
-            # (full ones among them) took a third of the load; one young-generation pass over them follows, here
-            # rather than on the main thread at its next allocation
+            # (full ones among them) took a third of the load. The passes over them follow here, not on the main
+            # thread: the young and middle generations (a young pass alone left them for the main thread's next
+            # middle pass, 25-35 ms at 10,000 VMs, often in the frame that shows this load), and the full pass once it
+            # is due (the middle passes since the last one reached its threshold)
             gc.disable()
             try:
                 view = screen.load_view(self._reader, since, until)
             finally:
                 gc.enable()
-                gc.collect(0)
+                gc.collect(2 if gc.get_count()[2] >= gc.get_threshold()[2] else 1)
         except LoadCancelledError:
             return None
         except StoreError as e:
