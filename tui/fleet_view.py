@@ -365,16 +365,18 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
             shown = f"{vcenter}/{name}" if name in repeated and vcenter else name  # the vCenter tells them apart
             made_vms.append((vm_key, name, shown, f"vm:{shown}", shown.lower(), ("vm", name, vcenter),
                              target(Target.of_vm, name, vcenter)))
-        order = rd.views["fleet-vm-order"] = (keys, made_vms)
+        order = rd.views["fleet-vm-order"] = (keys, made_vms, {short_name(name) for _, name in keys})
     with_findings = fx.by
     for i, (vm_key, name, shown, key, lower, source, vm_target) in enumerate(order[1]):
         if i % 2000 == 1999 and rd.cancelled():  # a load no longer wanted stops within a few milliseconds
             raise LoadCancelledError
         row = vm_rows.get(vm_key)
-        if row is not None:
+        if row is not None:  # `value` inlined: 10,000 VMs at each new moment
             f = row.fields
-            figures = (None, value(f, "cpu_usage_pct"), value(f, "cpu_ready_pct"), value(f, "mem_balloon_bytes"),
-                       None, vmdk.get(vm_key))
+            cpu, ready, balloon = f.get("cpu_usage_pct"), f.get("cpu_ready_pct"), f.get("mem_balloon_bytes")
+            figures = (None, float(cpu) if type(cpu) in NUMBERS else None,
+                       float(ready) if type(ready) in NUMBERS else None,
+                       float(balloon) if type(balloon) in NUMBERS else None, None, vmdk.get(vm_key))
         else:
             row = esx_vms[name]
             f = row.fields
@@ -398,7 +400,7 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
              gavg.get(name)), target(Target.of_host, name), stale)
         sources[f"host:{name}"] = ("host", name, None)
 
-    vmshort_name = {short_name(v) for _, v in vm_rows} | {short_name(v) for v in esx_vms}
+    vmshort_name = order[2]  # the VMs' short names (of vCenter's VMs and esxtop's)
     for name, row in sorted(guest_cpu.items()):
         if name in guests_in_use or short_name(name) in vmshort_name:
             continue

@@ -213,6 +213,9 @@ class Store:
         self._newest: dict[tuple[str, int, int], tuple[tuple[int, int], list[tuple[int, int]]]] = {}
         #: each series' newest row time at a moment, from the last whole read of a measurement there
         self._newest_at: dict[str, tuple[tuple[int, int], int, dict[int, int]]] = {}
+        #: by measurement, a moment at or before which the head held no row of it (the head query said so), while
+        #: the file is unchanged: a cursor in the past asks 10,000 series' heads for nothing once, not at each moment
+        self._no_head: dict[str, tuple[tuple[int, int], int]] = {}
         #: chunk timestamps on a regular grid, one object for all equal ones: the series of a source sampled on one
         #: clock (a vCenter's 20 s) share it, and a moment is looked up once per grid, not once per series
         self._grids: dict[range, range] = {}
@@ -908,10 +911,16 @@ class Store:
         until = until_ns if until_ns is not None else _END
         version = self._file_version()
         with self._snapshot():
-            head = {sid: (ts, fid, vals, tags) for sid, ts, fid, vals, tags in self.db.execute(
-                "SELECT s.id, x.ts, x.fieldset, x.vals, s.tags FROM series s JOIN samples x ON x.series_id = s.id "
-                "AND x.ts = (SELECT max(ts) FROM samples WHERE series_id = s.id AND ts <= ?) "
-                "WHERE s.measurement=? ORDER BY s.id", (until, measurement))}
+            none_before = self._no_head.get(measurement)
+            if none_before is not None and none_before[0] == version and until <= none_before[1]:
+                head = {}
+            else:
+                head = {sid: (ts, fid, vals, tags) for sid, ts, fid, vals, tags in self.db.execute(
+                    "SELECT s.id, x.ts, x.fieldset, x.vals, s.tags FROM series s JOIN samples x ON x.series_id = s.id "
+                    "AND x.ts = (SELECT max(ts) FROM samples WHERE series_id = s.id AND ts <= ?) "
+                    "WHERE s.measurement=? ORDER BY s.id", (until, measurement))}
+                if not head and until_ns is not None:
+                    self._no_head[measurement] = (version, until)
             if until_ns is None or not self._chunked:
                 return [Row(ts, measurement, json.loads(tags), self._decode(fid, vals))
                         for ts, fid, vals, tags in head.values() if ts >= since_ns]
@@ -1147,15 +1156,14 @@ class Store:
                 for cid, fid, data, last_ts, n in self.db.execute(
                         "SELECT id, fieldset, data, last_ts, n FROM chunks WHERE series_id=? AND span BETWEEN ? AND ?",
                         (series_id, *self._spans(since_ns, until))):
-                    hit = self._chunk_cache.get(cid)
-                    names = hit[1] if hit is not None else self._names(fid)
-                    if field_name not in names:
-                        continue
-                    if hit is not None:
-                        ts, col = hit[0], hit[2][names.index(field_name)]
-                    else:  # the one column (a trend's field; the Fleet's are kept by `latest(fields=)` already)
-                        col = self._kept(cid, last_ts, n, fid, data, frozenset((field_name,)))[field_name]
-                        ts = self._chunk_times(cid, last_ts, n, data)
+                    kept = self._fields.get((cid, last_ts, n))
+                    if kept is not None and field_name in kept:  # kept decoded by `latest(fields=)`: a Fleet trend
+                        ts, col = self._chunk_times(cid, last_ts, n, data), kept[field_name]
+                    else:  # decoded whole and kept: a screen reads several fields of a chunk, and `latest` its row
+                        ts, names, columns = self._chunk(cid, fid, data)
+                        if field_name not in names:
+                            continue
+                        col = columns[names.index(field_name)]
                     for i in range(bisect_left(ts, since_ns), bisect_right(ts, until)):
                         if col[i] is not None:
                             out[ts[i]] = col[i]
