@@ -51,7 +51,7 @@ from db2vtop.agent.core.model import (
     clean_fields,
     describe_record,
 )
-from db2vtop.agent.core.source import Row, Series
+from db2vtop.agent.core.source import Columns, Row, Series
 from db2vtop.agent.core.supervise import Supervisor
 
 log = logging.getLogger(__name__)
@@ -911,16 +911,7 @@ class Store:
         until = until_ns if until_ns is not None else _END
         version = self._file_version()
         with self._snapshot():
-            none_before = self._no_head.get(measurement)
-            if none_before is not None and none_before[0] == version and until <= none_before[1]:
-                head = {}
-            else:
-                head = {sid: (ts, fid, vals, tags) for sid, ts, fid, vals, tags in self.db.execute(
-                    "SELECT s.id, x.ts, x.fieldset, x.vals, s.tags FROM series s JOIN samples x ON x.series_id = s.id "
-                    "AND x.ts = (SELECT max(ts) FROM samples WHERE series_id = s.id AND ts <= ?) "
-                    "WHERE s.measurement=? ORDER BY s.id", (until, measurement))}
-                if not head and until_ns is not None:
-                    self._no_head[measurement] = (version, until)
+            head = self._head(measurement, until, version)
             if until_ns is None or not self._chunked:
                 return [Row(ts, measurement, json.loads(tags), self._decode(fid, vals))
                         for ts, fid, vals, tags in head.values() if ts >= since_ns]
@@ -935,6 +926,44 @@ class Store:
                     self._make_plan(measurement, series, until, fields, version)
         self._newest_at[measurement] = (version, until, newest)
         return rows
+
+    def _head(self, measurement: str, until: int, version: tuple[int, int]) -> dict[int, tuple]:
+        """Each series' newest head row at or before `until`: (ts, fieldset, vals, tags) by series id."""
+        none_before = self._no_head.get(measurement)
+        if none_before is not None and none_before[0] == version and until <= none_before[1]:
+            return {}
+        head = {sid: (ts, fid, vals, tags) for sid, ts, fid, vals, tags in self.db.execute(
+            "SELECT s.id, x.ts, x.fieldset, x.vals, s.tags FROM series s JOIN samples x ON x.series_id = s.id "
+            "AND x.ts = (SELECT max(ts) FROM samples WHERE series_id = s.id AND ts <= ?) "
+            "WHERE s.measurement=? ORDER BY s.id", (until, measurement))}
+        if not head and until < _END:
+            self._no_head[measurement] = (version, until)
+        return head
+
+    def latest_columns(self, measurement: str, until_ns: int, fields: Collection[str]) -> Columns | None:
+        """`latest(measurement, 0, until, fields)` column-shaped, from the plan a whole read made in this span
+        (`_plan`) when one holds and the head has no row at or before `until` (a cursor in the past); else None,
+        and the caller reads rows. No row object is made: a list per field, an item per series."""
+        version = self._file_version()
+        plan = self._plan(measurement, until_ns, fields, version)
+        if plan is None:
+            return None
+        with self._snapshot():
+            if self._head(measurement, until_ns, version):
+                return None
+        ids: list[int] = []
+        tags: list[dict[str, str]] = []
+        ts: list[int] = []
+        values: dict[str, list[FieldValue | None]] = {name: [] for name in fields}
+        for grid, dense, sparse, by_name in plan:
+            i = bisect_right(grid, until_ns) - 1
+            ids += [e[0] for e in dense] + [e[0] for e in sparse]
+            tags += [e[1] for e in dense] + [e[1] for e in sparse]
+            ts += [grid[i]] * (len(dense) + len(sparse))
+            for name, out in values.items():
+                out += [c[i] if c is not None else None for c in by_name[name]]
+        self._newest_at[measurement] = (version, until_ns, dict(zip(ids, ts, strict=True)))
+        return Columns(measurement, ids, tags, ts, values)
 
     def _plan(self, measurement: str, until_ns: int, fields: Collection[str],
               version: tuple[int, int]) -> list[tuple] | None:
@@ -974,14 +1003,18 @@ class Store:
         if len(self._plans) > 32:
             self._plans.clear()
         lo, hi = self._candidates_hold
-        self._plans[(measurement, tuple(fields))] = (version, lo, hi, list(grids.values()))
+        # each grid's series, and for `latest_columns` each field's column of each of them in that order
+        self._plans[(measurement, tuple(fields))] = (version, lo, hi, [
+            (ts, dense, sparse, {name: [cols[names.index(name)] if name in names else None
+                                        for _, _, names, cols in dense + sparse] for name in fields})
+            for ts, dense, sparse in grids.values()])
 
     def _from_plan(self, measurement: str, plan: list[tuple], head: dict[int, tuple],
                    since_ns: int, until_ns: int, newest: dict[int, int]) -> list[Row]:
         """`_latest_kept` from a plan: a series' head row if newer than its chunk's (or it has no chunk). The series
         sampled on one clock share a grid, and the row at `until` is found once for all of them."""
         out: list[Row] = []
-        for ts, dense, sparse in plan:
+        for ts, dense, sparse, _ in plan:
             i = bisect_right(ts, until_ns) - 1
             t, value_at = ts[i], itemgetter(i)
             if head:  # the head's row is the newer: below
