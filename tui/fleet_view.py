@@ -406,6 +406,8 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
         order = rd.views["fleet-vm-order"] = (keys, made_vms, {short_name(name) for _, name in keys})
     with_findings = fx.by
     cpus, readies, balloons = (vm.values[n] for n in FIELDS["vsphere_vm"])
+    vm_most = stale_age.get("vsphere_vm")
+    vm_oldest = END  # the oldest fresh VM row's time (its row goes stale first): `age_note` inlined
     for i, (vm_key, name, shown, key, lower, source, vm_target) in enumerate(order[1]):
         if i % 2000 == 1999 and rd.cancelled():  # a load no longer wanted stops within a few milliseconds
             raise LoadCancelledError
@@ -421,11 +423,21 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
             figures = (None, value(row.fields, "used_pct"), None, value(row.fields, "balloon_bytes"), None,
                        vmdk.get(vm_key))
             ts, tags = row.ts, row.tags
-        note, stale = age_note(ts, "vsphere_vm")
+        if vm_most is None:
+            note, stale = "", False
+        elif (until - ts) / 1e9 > vm_most:
+            note, stale = age_note(ts, "vsphere_vm")
+        else:
+            note, stale = "", False
+            if ts < vm_oldest:
+                vm_oldest = ts
         add("vm", shown, (tags.get("host") or "") + note,
             fx.worst_of(("vm", name), vcenter=vm_key[0]) if ("vm", name) in with_findings else None, figures,
             vm_target, stale, key=key, lower=lower)
         sources[key] = source
+
+    if vm_most is not None and vm_oldest < END:
+        valid_until = min(valid_until, vm_oldest + int(vm_most * 1e9))
 
     vms_on: dict[str, int] = defaultdict(int)
     for at in vm_at.values():

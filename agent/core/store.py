@@ -1210,7 +1210,7 @@ class Store:
                     pos = positions[fid] = names.index(field_name) if field_name in names else -1
                 if pos >= 0:
                     out[ts] = json.loads(vals)[pos]
-        return sorted(out.items(), key=lambda kv: kv[0])
+        return sorted(out.items())  # times are unique: the values are never compared
 
     def time_range(self) -> tuple[int, int] | None:
         """First and last sample time: index probes per series, not a scan of every sample."""
