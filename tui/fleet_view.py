@@ -185,12 +185,12 @@ def without_subject(f: Finding) -> str:
     return f.summary
 
 
-def _cells(kind: str, name: str, where: str, finding: Finding | None, figures: tuple, status: Cell | None,
+def _cells(kind: str, name: str, where: str, finding: Finding | None, tps_v: float | None, cpu: float | None,
+           ready: float | None, balloon: float | None, log: float | None, io: float | None, status: Cell | None,
            stale: bool, levels: tuple[Level, Level, Level, Level]) -> list[Cell]:
     """A Fleet row's cells (made when first drawn): `stale` styles the whole row, not a cell."""
     busy, ready_level, log_level, io_level = levels
     cell = status if status is not None else _finding_cell(finding)  # an agent's delivery error, or a finding
-    tps_v, cpu, ready, balloon, log, io = figures
     return [kind, name, _cell(cpu, busy), _cell(ready, ready_level),
             (size(balloon), "bold red" if balloon else "") if balloon is not None else "—",
             _cell(io, io_level), _cell(log, log_level, 2), _cell(tps_v), cell, "", "", where]
@@ -347,7 +347,7 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
         nonlocal stale_rows
         if key is None:
             key = f"{kind}:{name}"
-        args = (kind, name, where, finding, figures, status, stale, levels_now)
+        args = (kind, name, where, finding, *figures, status, stale, levels_now)  # flat: one object kept, not two
         hit = made.get(key)
         if hit is not None and hit.args == args:
             rows.append(hit)
