@@ -73,6 +73,7 @@ NAMED_BY = {"vm": ("vsphere_vm", "esxtop_vm"), "host": (*HOST_MEASUREMENTS, "esx
             "guest": ("guest_cpu",)}  # the measurements whose tag names the VMs, hosts and guests
 MAX_DEPTH = 8
 FLASH_S = 5.0  # how long a message stays on the key bar's line
+FULL_GC_EVERY = 10  # the loader's middle-generation passes between two full ones (Python's own default)
 PREFETCH_AFTER_S = 0.5  # a paused cursor left alone this long: the screen under the current one is loaded too
 
 
@@ -125,6 +126,7 @@ class Db2vtopApp(App):
         self._last_tick = time.monotonic()
         self._reload_timer = None
         self._prefetch_timer: Timer | None = None
+        self._gc_threshold: tuple[int, ...] | None = None  # Python's, while the loader runs the full passes
         self._start_target: Target | None = None
         self._switching = False
         self._settled = False
@@ -256,14 +258,14 @@ class Db2vtopApp(App):
             # objects that live on (rows, their figures), and the collector's passes over them while they were made
             # (full ones among them) took a third of the load. The passes over them follow here, not on the main
             # thread: the young and middle generations (a young pass alone left them for the main thread's next
-            # middle pass, 25-35 ms at 10,000 VMs, often in the frame that shows this load), and the full pass once it
-            # is due (the middle passes since the last one reached its threshold)
+            # middle pass, 25-35 ms at 10,000 VMs, often in the frame that shows this load), and the full pass when
+            # it is due (40-70 ms; the main thread's own are put off once the app has settled, see `_settle`)
             gc.disable()
             try:
                 view = screen.load_view(self._reader, since, until)
             finally:
                 gc.enable()
-                gc.collect(2 if gc.get_count()[2] >= gc.get_threshold()[2] else 1)
+                gc.collect(2 if gc.get_count()[2] >= FULL_GC_EVERY else 1)
         except LoadCancelledError:
             return None
         except StoreError as e:
@@ -306,16 +308,22 @@ class Db2vtopApp(App):
         """Once the first view is up: compose the other screens, one per idle moment, so that a first
         visit costs no more than any later one; then take everything built so far (modules, widgets,
         the loader's series lists) out of the garbage collector's full passes, which otherwise
-        stop both threads for ~100 ms every few seconds, typically in the middle of a keypress."""
+        stop both threads for ~100 ms every few seconds, typically in the middle of a keypress. The full passes
+        that remain (40-70 ms at 10,000 VMs) are the loader's from then on (`_read`), between two loads: the main
+        thread's own came in the middle of a screen switch."""
         waiting = [m for m in self.MODES if m not in self._screen_stacks]
         if waiting:
             self._init_mode(waiting[0])  # Textual's own first step of switch_mode, without the switch
             self.set_timer(0.1, self._settle)
         else:
             gc.freeze()
+            self._gc_threshold = gc.get_threshold()
+            gc.set_threshold(self._gc_threshold[0], self._gc_threshold[1], 1_000_000)
 
     def on_unmount(self) -> None:
-        gc.unfreeze()  # hand what _settle froze back to the collector
+        gc.unfreeze()  # hand what _settle froze back to the collector, and its full passes
+        if self._gc_threshold is not None:
+            gc.set_threshold(*self._gc_threshold)
 
     def _store_error(self, screen: Screen, message: str) -> None:
         if screen.is_attached:
