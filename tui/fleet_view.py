@@ -129,17 +129,14 @@ def _worst_at(cols: Columns, keys: list, *names: str) -> dict[Any, float]:
 
 def _worst_by(rows: list[Row], tag: str, *names: str, how: str = "max") -> dict[Any, float]:
     out: dict[Any, float] = {}
-    for r in rows:  # 10,000 VMs' disks at each new moment: `value` and `_vm_key` inlined
-        tags = r.tags
-        key = tags.get(tag) if tag != "vm" else (tags.get("vcenter"), tags["vm"]) if tags.get("vm") else None
+    for r in rows:
+        key = r.tags.get(tag)
         if not key:
             continue
-        fields = r.fields
         for n in names:
-            v = fields.get(n)
-            if type(v) not in NUMBERS:
+            v = value(r.fields, n)
+            if v is None:
                 continue
-            v = float(v)
             if how == "sum":
                 out[key] = out.get(key, 0.0) + v
             elif key not in out or v > out[key]:
@@ -292,9 +289,8 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
 
 
 def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Levels, vm: Columns, vm_at: dict,
-                esx_vms: dict,
-                vmdk: dict, hosts: dict, gavg: dict, db: list[Row], tps: dict, log_ms: dict, guest_cpu: dict,
-                guest_await: dict, agent_cpu: dict, sinks: dict, findings: list[Finding]) -> tuple:
+                esx_vms: dict, vmdk: dict, hosts: dict, gavg: dict, db: list[Row], tps: dict, log_ms: dict,
+                guest_cpu: dict, guest_await: dict, agent_cpu: dict, sinks: dict, findings: list[Finding]) -> tuple:
     """The Fleet's rows at `until` from what was read: (rows, targets, trend sources, stale rows, text widths, the
     last moment they hold for)."""
     fx = _FindingIndex(findings)
