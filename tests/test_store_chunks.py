@@ -207,6 +207,34 @@ def test_a_measurement_read_again_within_a_span_is_its_whole_rows_and_asks_no_ch
                     assert not [q for q in asked if "chunks" in q], (k, asked)
 
 
+def test_a_measurement_read_column_shaped_is_its_rows_at_each_moment(store_path):
+    """latest_columns (the Fleet's read of 10,000 VMs): at each moment of a span a whole read planned, each series'
+    time and fields of its row at that moment (None where the row has none); no answer (rows are read) before a
+    plan, in another span, or at a moment the head holds a row of."""
+    on_grid = [Sample("m", {"k": k}, {"v": float(i), "w": i, "s": "x" if i % 3 else None}, T0 + i * 20 * S)
+               for k in "abc" for i in range(200)]
+    fields = ("v", "w", "s")
+    with Store(store_path, writer=True) as w:
+        w.write(on_grid)
+        w.compact()  # sealed but each series' newest row (T0 + 66m20s): the head holds those
+    with Store(store_path) as r:
+        first = T0 + 35 * 60 * S + 7 * S
+        assert r.latest_columns("m", first, fields) is None  # nothing planned yet
+        r.latest("m", 0, first, fields=fields)
+        for until in (first, T0 + 36 * 60 * S, T0 + 30 * 60 * S + 19 * S, T0 + 59 * 60 * S + 59 * S):
+            cols = r.latest_columns("m", until, fields)
+            assert cols is not None, until - T0
+            got = sorted(((cols.ts[i], cols.tags[i], {n: cols.values[n][i] for n in fields
+                                                      if cols.values[n][i] is not None}) for i in range(len(cols.ids))),
+                         key=lambda x: x[1]["k"])
+            with Store(store_path) as fresh:
+                assert got == sorted(only(fresh.latest("m", 0, until), fields), key=lambda x: x[1]["k"]), until - T0
+                assert sorted((cols.row(i) for i in range(len(cols.ids))), key=lambda x: x.tags["k"]) == sorted(
+                    fresh.latest("m", 0, until, fields=fields), key=lambda x: x.tags["k"]), until - T0
+        assert r.latest_columns("m", T0 + 61 * 60 * S, fields) is None  # another span: not planned
+        assert r.latest_columns("m", T0 + 199 * 20 * S, fields) is None  # the head holds the rows then
+
+
 def test_which_series_moved_is_asked_again_once_the_file_changed(store_path):
     """newest() answers a question asked again from what it said (a paused cursor, at every key), but only
     while nothing was written: a row written since, by this connection or another, is in the answer."""

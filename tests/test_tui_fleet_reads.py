@@ -3,6 +3,7 @@ made from changed, the screen under a Stack screen loaded at a paused moment) sh
 
 from __future__ import annotations
 
+import gc
 import shutil
 import time
 
@@ -90,12 +91,14 @@ def test_a_row_written_late_at_a_paused_moment_is_shown_once_asked_again(recorde
 
 async def test_back_to_the_fleet_after_a_paused_stack_was_moved_shows_that_moment(recorded, utc):
     """A Stack screen paused and scrubbed, left alone: the Fleet under it is loaded at that moment meanwhile, and
-    Esc shows it, as a fresh reader has it."""
+    Esc shows it, as a fresh reader has it. (The garbage collector's thresholds, the app's while it runs, are
+    Python's again after it.)"""
     path, stacks = recorded
     with Store(path) as s:
         first, last = s.time_range()
     cursor = TimeCursor(window_s=300.0, live=False, end_ns=last - 600 * S, first_ns=first, last_ns=last)
     app = Db2vtopApp(path, None, cursor=cursor, clock=lambda: last, stacks=stacks, refresh_s=0.2)
+    threshold = gc.get_threshold()
     async with app.run_test(size=(170, 50)) as pilot:
         fleet = app.screen
         assert isinstance(fleet, FleetScreen)
@@ -119,4 +122,9 @@ async def test_back_to_the_fleet_after_a_paused_stack_was_moved_shows_that_momen
             await pilot.pause(0.05)
         state = TableState.of(fleet.table)
         assert table(fleet.view, state) == fresh(path, stacks, *moment, state)
+        while app._gc_threshold is None:  # settled: the loader runs the full garbage collections
+            assert time.monotonic() < deadline
+            await pilot.pause(0.05)
+        assert gc.get_threshold()[2] > threshold[2]
         await pilot.press("q")
+    assert gc.get_threshold() == threshold  # Python's own again once the app is gone

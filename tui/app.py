@@ -73,6 +73,8 @@ NAMED_BY = {"vm": ("vsphere_vm", "esxtop_vm"), "host": (*HOST_MEASUREMENTS, "esx
             "guest": ("guest_cpu",)}  # the measurements whose tag names the VMs, hosts and guests
 MAX_DEPTH = 8
 FLASH_S = 5.0  # how long a message stays on the key bar's line
+FULL_GC_EVERY = 10  # the loader's middle-generation passes between two full ones (Python's own default)
+FULL_GC_IDLE_S = 0.3  # a full collection that is due waits for this long without a view shown
 PREFETCH_AFTER_S = 0.5  # a paused cursor left alone this long: the screen under the current one is loaded too
 
 
@@ -125,6 +127,8 @@ class Db2vtopApp(App):
         self._last_tick = time.monotonic()
         self._reload_timer = None
         self._prefetch_timer: Timer | None = None
+        self._gc_threshold: tuple[int, ...] | None = None  # Python's, while the app runs the full passes
+        self._gc_timer: Timer | None = None
         self._start_target: Target | None = None
         self._switching = False
         self._settled = False
@@ -254,14 +258,16 @@ class Db2vtopApp(App):
             self._reader.begin()
             # no cyclic garbage collection during a load: a 10,000-VM Fleet at a new moment makes some 100,000
             # objects that live on (rows, their figures), and the collector's passes over them while they were made
-            # (full ones among them) took a third of the load; one young-generation pass over them follows, here
-            # rather than on the main thread at its next allocation
+            # (full ones among them) took a third of the load. The young and middle generations' passes over them
+            # follow here, not on the main thread (a young pass alone left them for the main thread's next middle
+            # pass, 25-35 ms at 10,000 VMs, often in the frame that shows this load); the full passes (15-70 ms) wait
+            # for a quiet moment (`_full_gc`), unless loads have left none for long
             gc.disable()
             try:
                 view = screen.load_view(self._reader, since, until)
             finally:
                 gc.enable()
-                gc.collect(0)
+                gc.collect(2 if gc.get_count()[2] >= 3 * FULL_GC_EVERY else 1)
         except LoadCancelledError:
             return None
         except StoreError as e:
@@ -286,6 +292,20 @@ class Db2vtopApp(App):
         if not self._settled:
             self._settled = True
             self.set_timer(0.1, self._settle)
+        if self._gc_threshold is not None and gc.get_count()[2] >= FULL_GC_EVERY:
+            if self._gc_timer is not None:
+                self._gc_timer.stop()
+            self._gc_timer = self.set_timer(FULL_GC_IDLE_S, self._full_gc)
+
+    def _full_gc(self) -> None:
+        """A full garbage collection once due (`_settle` put Python's own off), when no view has been shown for a
+        moment and no load is under way: between keys, or between two ticks, not in a key's frame or load."""
+        self._gc_timer = None
+        if self._reload_timer is not None or any(
+                w.group == "load" and w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in self.workers):
+            self._gc_timer = self.set_timer(FULL_GC_IDLE_S, self._full_gc)
+            return
+        gc.collect(2)
 
     def _prefetch(self) -> None:
         """The cursor paused and moved on a screen opened from another (a Stack screen over the Fleet): once the
@@ -304,16 +324,22 @@ class Db2vtopApp(App):
         """Once the first view is up: compose the other screens, one per idle moment, so that a first
         visit costs no more than any later one; then take everything built so far (modules, widgets,
         the loader's series lists) out of the garbage collector's full passes, which otherwise
-        stop both threads for ~100 ms every few seconds, typically in the middle of a keypress."""
+        stop both threads for ~100 ms every few seconds, typically in the middle of a keypress. The full passes
+        that remain (15-70 ms at 10,000 VMs) are the app's from then on, at a quiet moment (`_full_gc`): Python's
+        own came in the middle of screen switches."""
         waiting = [m for m in self.MODES if m not in self._screen_stacks]
         if waiting:
             self._init_mode(waiting[0])  # Textual's own first step of switch_mode, without the switch
             self.set_timer(0.1, self._settle)
         else:
             gc.freeze()
+            self._gc_threshold = gc.get_threshold()
+            gc.set_threshold(self._gc_threshold[0], self._gc_threshold[1], 1_000_000)
 
     def on_unmount(self) -> None:
-        gc.unfreeze()  # hand what _settle froze back to the collector
+        gc.unfreeze()  # hand what _settle froze back to the collector, and its full passes
+        if self._gc_threshold is not None:
+            gc.set_threshold(*self._gc_threshold)
 
     def _store_error(self, screen: Screen, message: str) -> None:
         if screen.is_attached:

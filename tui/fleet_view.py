@@ -10,13 +10,12 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 from db2vtop.agent.core.cadence import stale_age_s
 from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.model import AGENT_MEASUREMENT, SINK_MEASUREMENT, Annotation, Finding, severity_rank
-from db2vtop.agent.core.source import Row
+from db2vtop.agent.core.source import Columns, Row
 from db2vtop.checks.figures import LATENCY_FLOOR_MS
 from db2vtop.checks.scales import Level, Levels
 from db2vtop.checks.topology import resolve, short_name
@@ -85,33 +84,59 @@ def _newest_by(rows: list[Row], tag: str) -> dict[str, Row]:
     return out
 
 
-def _vm_key(tags: dict[str, str]) -> tuple[str | None, str] | None:
-    """A VM is its vCenter's: names repeat across vCenters."""
-    return (tags.get("vcenter"), tags["vm"]) if tags.get("vm") else None
+def _keys(rd: Reader, cols: Columns, tag: str) -> list:
+    """Each series' row key, in the columns' order: a VM's is (vCenter, name) (names repeat across vCenters), else
+    the tag's value; None without one. Kept by series id: the same 10,000 at every moment."""
+    known = rd.views.setdefault(("fleet-keys", cols.measurement, tag), {})
+    try:
+        return [known[sid] for sid in cols.ids]
+    except KeyError:
+        for sid, tags in zip(cols.ids, cols.tags, strict=True):
+            if sid not in known:
+                known[sid] = ((tags.get("vcenter"), tags["vm"]) if tags.get("vm") else None) if tag == "vm" else \
+                    tags.get(tag) or None
+        return [known[sid] for sid in cols.ids]
 
 
-def _newest_vm(rows: list[Row]) -> dict[tuple[str | None, str], Row]:
-    out: dict[tuple[str | None, str], Row] = {}
-    for r in rows:
-        key = _vm_key(r.tags)
-        if key and (key not in out or r.ts > out[key].ts):
-            out[key] = r
+def _newest_at(cols: Columns, keys: list) -> dict[Any, int]:
+    """The position of each key's newest row (a VM that moved host has a series for each)."""
+    out = dict(zip(keys, range(len(keys)), strict=True))
+    out.pop(None, None)
+    if len(out) + keys.count(None) < len(keys):  # a key with several series: the newest (the first of equal times)
+        out, ts = {}, cols.ts
+        for i, key in enumerate(keys):
+            if key is not None and (key not in out or ts[i] > ts[out[key]]):
+                out[key] = i
+    return out
+
+
+def _worst_at(cols: Columns, keys: list, *names: str) -> dict[Any, float]:
+    """`_worst_by` of columns: each key's highest value of the fields."""
+    out: dict[Any, float] = {}
+    columns = [cols.values[n] for n in names]
+    for i, key in enumerate(keys):
+        if key is None:
+            continue
+        for column in columns:
+            v = column[i]
+            if type(v) not in NUMBERS:
+                continue
+            v = float(v)
+            if key not in out or v > out[key]:
+                out[key] = v
     return out
 
 
 def _worst_by(rows: list[Row], tag: str, *names: str, how: str = "max") -> dict[Any, float]:
     out: dict[Any, float] = {}
-    for r in rows:  # 10,000 VMs' disks at each new moment: `value` and `_vm_key` inlined
-        tags = r.tags
-        key = tags.get(tag) if tag != "vm" else (tags.get("vcenter"), tags["vm"]) if tags.get("vm") else None
+    for r in rows:
+        key = r.tags.get(tag)
         if not key:
             continue
-        fields = r.fields
         for n in names:
-            v = fields.get(n)
-            if type(v) not in NUMBERS:
+            v = value(r.fields, n)
+            if v is None:
                 continue
-            v = float(v)
             if how == "sum":
                 out[key] = out.get(key, 0.0) + v
             elif key not in out or v > out[key]:
@@ -157,6 +182,17 @@ def without_subject(f: Finding) -> str:
     return f.summary
 
 
+def _cells(kind: str, name: str, where: str, finding: Finding | None, tps_v: float | None, cpu: float | None,
+           ready: float | None, balloon: float | None, log: float | None, io: float | None, status: Cell | None,
+           stale: bool, levels: tuple[Level, Level, Level, Level]) -> list[Cell]:
+    """A Fleet row's cells (made when first drawn): `stale` styles the whole row, not a cell."""
+    busy, ready_level, log_level, io_level = levels
+    cell = status if status is not None else _finding_cell(finding)  # an agent's delivery error, or a finding
+    return [kind, name, _cell(cpu, busy), _cell(ready, ready_level),
+            (size(balloon), "bold red" if balloon else "") if balloon is not None else "—",
+            _cell(io, io_level), _cell(log, log_level, 2), _cell(tps_v), cell, "", "", where]
+
+
 def _cell(v: float | None, level: Level | None = None, digits: int = 1) -> Cell:
     return (num(v, digits), level_style(level, v, "") if level else "")
 
@@ -197,11 +233,15 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
     def latest(measurement: str, pred: Callable[[dict[str, str]], bool] | None = None) -> list[Row]:
         return rd.latest_at(measurement, until, pred, fields=FIELDS.get(measurement))
 
-    vm_rows = _newest_vm(latest("vsphere_vm"))
+    # the three measurements with a series per VM (or per LUN), column-shaped: no row object for each
+    vm = rd.columns_at("vsphere_vm", until, FIELDS["vsphere_vm"])
+    vm_at = _newest_at(vm, _keys(rd, vm, "vm"))
+    disks = rd.columns_at("vsphere_vm_disk", until, FIELDS["vsphere_vm_disk"])
+    luns = rd.columns_at("vsphere_host_lun", until, FIELDS["vsphere_host_lun"])
     esx_vms = _newest_by(latest("esxtop_vm"), "vm")
-    vmdk = _worst_by(latest("vsphere_vm_disk"), "vm", *FIELDS["vsphere_vm_disk"])
+    vmdk = _worst_at(disks, _keys(rd, disks, "vm"), *FIELDS["vsphere_vm_disk"])
     hosts = _newest_by(latest("vsphere_host"), "host")
-    gavg = _worst_by(latest("vsphere_host_lun"), "host", "total_latency_ms")
+    gavg = _worst_at(luns, _keys(rd, luns, "host"), "total_latency_ms")
     for host, v in _worst_by(latest("esxtop_device"), "host", "guest_latency_ms").items():
         gavg.setdefault(host, v)
     db = latest("db2_database")
@@ -224,7 +264,7 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
     else:
         last = None
         rows, targets, sources, stale_rows, longest, valid_until = _fleet_rows(
-            rd, stacks, until, levels, vm_rows, esx_vms, vmdk, hosts, gavg, db, tps, log_ms, guest_cpu, guest_await,
+            rd, stacks, until, levels, vm, vm_at, esx_vms, vmdk, hosts, gavg, db, tps, log_ms, guest_cpu, guest_await,
             agent_cpu, sinks, findings)
         valid = (until, valid_until)
     model = TableModel(COLUMNS, rows, fitted_widths(COLUMNS, longest))
@@ -248,17 +288,16 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
                      len(findings), stale_rows)
 
 
-def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Levels, vm_rows: dict, esx_vms: dict,
-                vmdk: dict, hosts: dict, gavg: dict, db: list[Row], tps: dict, log_ms: dict, guest_cpu: dict,
-                guest_await: dict, agent_cpu: dict, sinks: dict, findings: list[Finding]) -> tuple:
+def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Levels, vm: Columns, vm_at: dict,
+                esx_vms: dict, vmdk: dict, hosts: dict, gavg: dict, db: list[Row], tps: dict, log_ms: dict,
+                guest_cpu: dict, guest_await: dict, agent_cpu: dict, sinks: dict, findings: list[Finding]) -> tuple:
     """The Fleet's rows at `until` from what was read: (rows, targets, trend sources, stale rows, text widths, the
     last moment they hold for)."""
     fx = _FindingIndex(findings)
-    stale_after = {m: rd.period(m, list(by.values())) for m, by in  # one period per source
-                   (("vsphere_vm", vm_rows), ("vsphere_host", hosts), ("guest_cpu", guest_cpu))}
+    stale_after = {m: rd.period(m, lambda by=by: list(by.values())) for m, by in  # one period per source
+                   (("vsphere_host", hosts), ("guest_cpu", guest_cpu))}
+    stale_after["vsphere_vm"] = rd.period("vsphere_vm", lambda: [vm.row(i) for i in vm_at.values()])
     stale_after["db2_database"] = rd.period("db2_database", db)
-    busy, ready_level, log_level, io_level = levels["cpu_busy"], levels["ready"], levels["log_write"], \
-        levels["io_latency"]
 
     rows: list[TableRow] = []
     targets: dict[str, Target] = {}
@@ -269,22 +308,23 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
 
     stale_age = {m: stale_age_s(p) for m, p in stale_after.items() if p}  # `is_stale` of each source's period
 
-    def age_note(row: Row | None, measurement: str) -> tuple[str, bool]:
+    def age_note(ts: int | None, measurement: str) -> tuple[str, bool]:
+        """A row's note (` STALE 2m ago`) and whether it is stale, from its newest sample's time."""
         nonlocal valid_until
-        if row is None:
+        if ts is None:
             return "", False
-        age = (until - row.ts) / 1e9
+        age = (until - ts) / 1e9
         most = stale_age.get(measurement)
         if most is None:
             return "", False
         if age > most:
             valid_until = until
             return f" STALE {ago(age)}", True
-        valid_until = min(valid_until, row.ts + int(most * 1e9))
+        valid_until = min(valid_until, ts + int(most * 1e9))
         return "", False
 
     made = rd.made_rows
-    levels_now = (busy, ready_level, log_level, io_level)
+    levels_now = (levels["cpu_busy"], levels["ready"], levels["log_write"], levels["io_latency"])  # what cells use
     made_targets = rd.made_targets
 
     def target(make: Callable[..., Target], *args: str | None) -> Target:
@@ -296,35 +336,30 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
 
     longest = {NAME_COL: 0, WHERE_COL: 0}  # the two columns as wide as their text: measured here, not from the cells
 
-    def cells(kind: str, name: str, where: str, finding: Finding | None, figures: tuple,
-              status: Cell | None) -> list[Cell]:
-        cell = status if status is not None else _finding_cell(finding)  # an agent's delivery error, or a finding
-        tps_v, cpu, ready, balloon, log, io = figures
-        return [kind, name, _cell(cpu, busy), _cell(ready, ready_level),
-                (size(balloon), "bold red" if balloon else "") if balloon is not None else "—",
-                _cell(io, io_level), _cell(log, log_level, 2), _cell(tps_v), cell, "", "", where]
-
     def add(kind: str, name: str, where: str, finding: Finding | None, figures: tuple, target: Target,
-            stale: bool, status: Cell | None = None) -> None:
+            stale: bool, status: Cell | None = None, key: str | None = None, lower: str | None = None) -> None:
+        """A row; `key` and `lower` (its name lowercased, the sort key) when known already (a VM's, kept). Made
+        again only if what its cells are made from changed."""
         nonlocal stale_rows
-        key = f"{kind}:{name}"
-        inputs = (where, finding and (finding.rule, finding.severity, finding.summary), figures, stale,
-                  str(status), levels_now)
+        if key is None:
+            key = f"{kind}:{name}"
+        args = (kind, name, where, finding, *figures, status, stale, levels_now)  # flat: one object kept, not two
         hit = made.get(key)
-        if hit is not None and hit[0] == inputs:
-            rows.append(hit[1])
+        if hit is not None and hit.args == args:
+            rows.append(hit)
         else:
             rank = (0, "") if status is not None else (severity_rank(finding.severity), finding.rule) if finding \
                 else None
             tps_v, cpu, ready, balloon, log, io = figures
             # the cells are made when the row is first drawn: at a moment all figures moved, only the rows on screen
-            rows.append(TableRow(key, None, (KIND_ORDER[kind], name.lower(), cpu, ready, balloon, io, log, tps_v,
-                                             rank, None, None, where),
-                                 f"{kind} {name} {where} {finding.rule if finding else ''}", "dim" if stale else None,
-                                 partial(cells, kind, name, where, finding, figures, status)))
-            made[key] = (inputs, rows[-1])
+            row = made[key] = TableRow(key, None, (KIND_ORDER[kind], lower or name.lower(), cpu, ready, balloon, io,
+                                                   log, tps_v, rank, None, None, where),
+                                       f"{kind} {name} {where} {finding.rule if finding else ''}",
+                                       "dim" if stale else None, _cells, args)
+            rows.append(row)
         targets[key] = target
-        stale_rows += stale
+        if stale:
+            stale_rows += 1
         if len(name) > longest[NAME_COL]:
             longest[NAME_COL] = len(name)
         if len(where) > longest[WHERE_COL]:
@@ -333,14 +368,16 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
     guests_in_use: set[str] = set()
     for st in stacks:  # each stack's entities at the cursor (checks/topology.py), as its Stack screen has them
         ent = resolve(rd, st, until, until)
-        vm = vm_rows.get((ent.vcenter, st.vm)) if st.vm else None
+        at = vm_at.get((ent.vcenter, st.vm)) if st.vm else None
+        vm_row = vm.row(at) if at is not None else None
         guest, host = ent.guest, ent.host
         guests_in_use.add(guest or "")
-        f = vm.fields if vm else {}
+        f = vm_row.fields if vm_row else {}
         cpu = value(guest_cpu[guest].fields, "busy_pct") if guest in guest_cpu else None
         io = vmdk.get((ent.vcenter, st.vm)) if st.vm else guest_await.get(guest or "")
         db_row = next((r for r in db if r.tags.get("db2") == st.db2), None) if st.db2 else None
-        note, stale = age_note(vm, "vsphere_vm") if vm else age_note(db_row, "db2_database")
+        note, stale = age_note(vm_row.ts, "vsphere_vm") if vm_row else \
+            age_note(db_row.ts if db_row else None, "db2_database")
         where = "/".join(x for x in (st.vm or guest, host) if x) + note
         finding = fx.worst_of(("db2", st.db2), ("vm", st.vm), ("guest", guest), ("host", host),
                         *(("storage", s) for s in ent.arrays), vcenter=ent.vcenter)
@@ -351,49 +388,71 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
         if st.vm or guest:
             sources[key] = ("vm", st.vm, ent.vcenter) if st.vm else ("guest", guest or "", None)
 
-    named = {vm for _, vm in vm_rows}
-    keys = set(vm_rows) | {(None, name) for name in esx_vms if name not in named}
-    repeated = {vm for vm, n in Counter(vm for _, vm in keys).items() if n > 1}
-    order = rd.views.get("fleet-vm-order")  # the VMs in name order: the same 10,000 at most moments
-    if order is None or order[0] != keys:
-        order = rd.views["fleet-vm-order"] = (keys, sorted(keys, key=lambda k: (k[1], k[0] or "")))
+    named = {name for _, name in vm_at}
+    keys = set(vm_at) | {(None, name) for name in esx_vms if name not in named}
+    order = rd.views.get("fleet-vm-order")  # the VMs in name order, with what each one's row keeps: the same
+    if order is None or order[0] != keys:  # 10,000 at most moments
+        repeated = {name for name, n in Counter(name for _, name in keys).items() if n > 1}
+        made_vms = []
+        for vm_key in sorted(keys, key=lambda k: (k[1], k[0] or "")):
+            vcenter, name = vm_key
+            shown = f"{vcenter}/{name}" if name in repeated and vcenter else name  # the vCenter tells them apart
+            made_vms.append((vm_key, name, shown, f"vm:{shown}", shown.lower(), ("vm", name, vcenter),
+                             target(Target.of_vm, name, vcenter)))
+        order = rd.views["fleet-vm-order"] = (keys, made_vms, {short_name(name) for _, name in keys})
     with_findings = fx.by
-    for i, (vcenter, name) in enumerate(order[1]):
+    cpus, readies, balloons = (vm.values[n] for n in FIELDS["vsphere_vm"])
+    vm_most = stale_age.get("vsphere_vm")
+    vm_oldest = END  # the oldest fresh VM row's time (its row goes stale first): `age_note` inlined
+    for i, (vm_key, name, shown, key, lower, source, vm_target) in enumerate(order[1]):
         if i % 2000 == 1999 and rd.cancelled():  # a load no longer wanted stops within a few milliseconds
             raise LoadCancelledError
-        row = vm_rows.get((vcenter, name))
-        esx = esx_vms.get(name)
-        f = row.fields if row else {}
-        e = esx.fields if esx else {}
-        host = (row or esx).tags.get("host") if (row or esx) else None
-        ready = value(f, "cpu_ready_pct")
-        note, stale = age_note(row or esx, "vsphere_vm")
-        shown = f"{vcenter}/{name}" if name in repeated and vcenter else name  # the vCenter tells them apart
-        add("vm", shown, (host or "") + note,
-            fx.worst_of(("vm", name), vcenter=vcenter) if ("vm", name) in with_findings else None,
-            (None, value(f, "cpu_usage_pct") if row else value(e, "used_pct"), ready,
-             value(f, "mem_balloon_bytes") if row else value(e, "balloon_bytes"), None, vmdk.get((vcenter, name))),
-            target(Target.of_vm, name, vcenter), stale)
-        sources[f"vm:{shown}"] = ("vm", name, vcenter)
+        at = vm_at.get(vm_key)
+        if at is not None:  # `value` inlined: 10,000 VMs at each new moment
+            cpu, ready, balloon = cpus[at], readies[at], balloons[at]
+            figures = (None, float(cpu) if type(cpu) in NUMBERS else None,
+                       float(ready) if type(ready) in NUMBERS else None,
+                       float(balloon) if type(balloon) in NUMBERS else None, None, vmdk.get(vm_key))
+            ts, tags = vm.ts[at], vm.tags[at]
+        else:
+            row = esx_vms[name]
+            figures = (None, value(row.fields, "used_pct"), None, value(row.fields, "balloon_bytes"), None,
+                       vmdk.get(vm_key))
+            ts, tags = row.ts, row.tags
+        if vm_most is None:
+            note, stale = "", False
+        elif (until - ts) / 1e9 > vm_most:
+            note, stale = age_note(ts, "vsphere_vm")
+        else:
+            note, stale = "", False
+            if ts < vm_oldest:
+                vm_oldest = ts
+        add("vm", shown, (tags.get("host") or "") + note,
+            fx.worst_of(("vm", name), vcenter=vm_key[0]) if ("vm", name) in with_findings else None, figures,
+            vm_target, stale, key=key, lower=lower)
+        sources[key] = source
+
+    if vm_most is not None and vm_oldest < END:
+        valid_until = min(valid_until, vm_oldest + int(vm_most * 1e9))
 
     vms_on: dict[str, int] = defaultdict(int)
-    for r in vm_rows.values():
-        vms_on[r.tags.get("host", "")] += 1
+    for at in vm_at.values():
+        vms_on[vm.tags[at].get("host", "")] += 1
     for name in sorted(set(hosts) | {r.tags.get("host", "") for r in esx_vms.values()} - {""}):
         row = hosts.get(name)
         f = row.fields if row else {}
-        note, stale = age_note(row, "vsphere_host")
+        note, stale = age_note(row.ts if row else None, "vsphere_host")
         where = (row.tags.get("cluster", "") if row else "") + f" {vms_on.get(name, 0)} VMs" + note
         add("host", name, where.strip(), fx.worst_of(("host", name), exclude="vm"),
             (None, value(f, "cpu_usage_pct"), value(f, "cpu_ready_pct"), value(f, "mem_balloon_bytes"), None,
              gavg.get(name)), target(Target.of_host, name), stale)
         sources[f"host:{name}"] = ("host", name, None)
 
-    vmshort_name = {short_name(v) for _, v in vm_rows} | {short_name(v) for v in esx_vms}
+    vmshort_name = order[2]  # the VMs' short names (of vCenter's VMs and esxtop's)
     for name, row in sorted(guest_cpu.items()):
         if name in guests_in_use or short_name(name) in vmshort_name:
             continue
-        note, stale = age_note(row, "guest_cpu")
+        note, stale = age_note(row.ts, "guest_cpu")
         add("guest", name, ("guest OS" + note).strip(), fx.worst_of(("guest", name)),
             (None, value(row.fields, "busy_pct"), None, None, None, guest_await.get(name)), Target.of_guest(name),
             stale)
@@ -405,7 +464,7 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
         f = row.fields
         last = f.get("last_success_ns")
         wrote = f"wrote {ago((until - last) / 1e9)}" if isinstance(last, int) and last else "nothing delivered yet"
-        note, stale = age_note(row, SINK_MEASUREMENT)
+        note, stale = age_note(row.ts, SINK_MEASUREMENT)
         error = str(f.get("last_error") or "")
         add("agent", name, f"sink {f.get('state', '?')} · {wrote} · backlog {num(value(f, 'pending'), 0)}{note}",
             None, (None, value(agent_cpu[name].fields, "cpu_pct") if name in agent_cpu else None, None, None, None,

@@ -40,22 +40,22 @@ class Column:
 
 class TableRow:
     """One row: its cells, one sort key per column (comparable or None), what `/` matches (the text cells when
-    empty). `make` instead of cells: they are made when first asked for (drawn, measured), so a 10,000-row
-    table whose figures all moved formats the rows on screen, not every row."""
+    empty). `make(*args)` instead of cells: they are made when first asked for (drawn, measured), so a 10,000-row
+    table whose figures all moved formats the rows on screen, not every row (and holds no list per row meanwhile)."""
 
-    __slots__ = ("_cells", "_make", "key", "search", "sort", "style")
+    __slots__ = ("_cells", "_make", "args", "key", "search", "sort", "style")
 
     def __init__(self, key: str, cells: list[Cell] | None = None, sort: tuple = (), search: str = "",
-                 style: str | None = None, make: Callable[[], list[Cell]] | None = None):
+                 style: str | None = None, make: Callable[..., list[Cell]] | None = None, args: tuple = ()):
         self.key, self.sort, self.search, self.style = key, sort, search, style
-        self._cells = cells if cells is not None else []
-        self._make = make
+        self._cells = cells if cells is not None or make is not None else []
+        self._make, self.args = make, args  # what `make` is called with (kept: to tell whether a row is the same)
 
     @property
     def cells(self) -> list[Cell]:
         make = self._make
         if make is not None:  # the loader (a trend cell) and the main thread (drawing) may both ask: made once
-            cells = make()
+            cells = make(*self.args)
             if self._make is make:
                 self._cells, self._make = cells, None
         return self._cells

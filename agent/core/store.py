@@ -51,7 +51,7 @@ from db2vtop.agent.core.model import (
     clean_fields,
     describe_record,
 )
-from db2vtop.agent.core.source import Row, Series
+from db2vtop.agent.core.source import Columns, Row, Series
 from db2vtop.agent.core.supervise import Supervisor
 
 log = logging.getLogger(__name__)
@@ -213,6 +213,9 @@ class Store:
         self._newest: dict[tuple[str, int, int], tuple[tuple[int, int], list[tuple[int, int]]]] = {}
         #: each series' newest row time at a moment, from the last whole read of a measurement there
         self._newest_at: dict[str, tuple[tuple[int, int], int, dict[int, int]]] = {}
+        #: by measurement, a moment at or before which the head held no row of it (the head query said so), while
+        #: the file is unchanged: a cursor in the past asks 10,000 series' heads for nothing once, not at each moment
+        self._no_head: dict[str, tuple[tuple[int, int], int]] = {}
         #: chunk timestamps on a regular grid, one object for all equal ones: the series of a source sampled on one
         #: clock (a vCenter's 20 s) share it, and a moment is looked up once per grid, not once per series
         self._grids: dict[range, range] = {}
@@ -870,30 +873,35 @@ class Store:
         if candidate is None or candidate[1] <= newer_than:
             return None
         cid, last_ts, fid, n, data = candidate
-        key = (cid, last_ts, n)
-        names = self._names(fid)
-        kept = self._fields.get(key)
         wanted = self._wanted(fid, fields)
-        if kept is None or not wanted <= kept.keys():
-            if data is None:
-                (data,) = self.db.execute("SELECT data FROM chunks WHERE id=?", (cid,)).fetchone()
-            try:
-                ts, columns = chunks.select(data, {i for i, name in enumerate(names) if name in wanted})
-            except chunks.ChunkError as e:
-                raise StoreError(f"{self.path}: chunk {cid}: {e}") from None
-            kept = {**(kept or {}), **{names[i]: column for i, column in columns.items()}}
-            self._fields[key] = kept
-            self._times[key] = ts = self._grid(ts)
-            for cache, most in ((self._fields, _CACHED_FIELDS), (self._times, _CACHED_TIMES)):
-                while len(cache) > most:
-                    cache.popitem(last=False)
-        else:
-            self._fields.move_to_end(key)
+        kept = self._kept(cid, last_ts, n, fid, data, wanted)
         ts = self._chunk_times(cid, last_ts, n, data)
         i = bisect_right(ts, until_ns) - 1
         if ts[i] <= newer_than:
             return None
         return ts[i], {name: v for name in wanted if (v := kept[name][i]) is not None}
+
+    def _kept(self, cid: int, last_ts: int, n: int, fid: int, data: bytes | None,
+              wanted: frozenset[str]) -> dict[str, Sequence[Any]]:
+        """A chunk's columns `wanted`, decoded once and kept (the other columns not at all)."""
+        key = (cid, last_ts, n)
+        kept = self._fields.get(key)
+        if kept is not None and wanted <= kept.keys():
+            self._fields.move_to_end(key)
+            return kept
+        if data is None:
+            (data,) = self.db.execute("SELECT data FROM chunks WHERE id=?", (cid,)).fetchone()
+        names = self._names(fid)
+        try:
+            ts, columns = chunks.select(data, {i for i, name in enumerate(names) if name in wanted})
+        except chunks.ChunkError as e:
+            raise StoreError(f"{self.path}: chunk {cid}: {e}") from None
+        kept = self._fields[key] = {**(kept or {}), **{names[i]: column for i, column in columns.items()}}
+        self._times[key] = self._grid(ts)
+        for cache, most in ((self._fields, _CACHED_FIELDS), (self._times, _CACHED_TIMES)):
+            while len(cache) > most:
+                cache.popitem(last=False)
+        return kept
 
     def latest(self, measurement: str, since_ns: int = 0, until_ns: int | None = None,
                fields: Collection[str] | None = None) -> list[Row]:
@@ -903,10 +911,7 @@ class Store:
         until = until_ns if until_ns is not None else _END
         version = self._file_version()
         with self._snapshot():
-            head = {sid: (ts, fid, vals, tags) for sid, ts, fid, vals, tags in self.db.execute(
-                "SELECT s.id, x.ts, x.fieldset, x.vals, s.tags FROM series s JOIN samples x ON x.series_id = s.id "
-                "AND x.ts = (SELECT max(ts) FROM samples WHERE series_id = s.id AND ts <= ?) "
-                "WHERE s.measurement=? ORDER BY s.id", (until, measurement))}
+            head = self._head(measurement, until, version)
             if until_ns is None or not self._chunked:
                 return [Row(ts, measurement, json.loads(tags), self._decode(fid, vals))
                         for ts, fid, vals, tags in head.values() if ts >= since_ns]
@@ -921,6 +926,44 @@ class Store:
                     self._make_plan(measurement, series, until, fields, version)
         self._newest_at[measurement] = (version, until, newest)
         return rows
+
+    def _head(self, measurement: str, until: int, version: tuple[int, int]) -> dict[int, tuple]:
+        """Each series' newest head row at or before `until`: (ts, fieldset, vals, tags) by series id."""
+        none_before = self._no_head.get(measurement)
+        if none_before is not None and none_before[0] == version and until <= none_before[1]:
+            return {}
+        head = {sid: (ts, fid, vals, tags) for sid, ts, fid, vals, tags in self.db.execute(
+            "SELECT s.id, x.ts, x.fieldset, x.vals, s.tags FROM series s JOIN samples x ON x.series_id = s.id "
+            "AND x.ts = (SELECT max(ts) FROM samples WHERE series_id = s.id AND ts <= ?) "
+            "WHERE s.measurement=? ORDER BY s.id", (until, measurement))}
+        if not head and until < _END:
+            self._no_head[measurement] = (version, until)
+        return head
+
+    def latest_columns(self, measurement: str, until_ns: int, fields: Collection[str]) -> Columns | None:
+        """`latest(measurement, 0, until, fields)` column-shaped, from the plan a whole read made in this span
+        (`_plan`) when one holds and the head has no row at or before `until` (a cursor in the past); else None,
+        and the caller reads rows. No row object is made: a list per field, an item per series."""
+        version = self._file_version()
+        plan = self._plan(measurement, until_ns, fields, version)
+        if plan is None:
+            return None
+        with self._snapshot():
+            if self._head(measurement, until_ns, version):
+                return None
+        ids: list[int] = []
+        tags: list[dict[str, str]] = []
+        ts: list[int] = []
+        values: dict[str, list[FieldValue | None]] = {name: [] for name in fields}
+        for grid, dense, sparse, by_name in plan:
+            i = bisect_right(grid, until_ns) - 1
+            ids += [e[0] for e in dense] + [e[0] for e in sparse]
+            tags += [e[1] for e in dense] + [e[1] for e in sparse]
+            ts += [grid[i]] * (len(dense) + len(sparse))
+            for name, out in values.items():
+                out += [c[i] if c is not None else None for c in by_name[name]]
+        self._newest_at[measurement] = (version, until_ns, dict(zip(ids, ts, strict=True)))
+        return Columns(measurement, ids, tags, ts, values)
 
     def _plan(self, measurement: str, until_ns: int, fields: Collection[str],
               version: tuple[int, int]) -> list[tuple] | None:
@@ -940,7 +983,7 @@ class Store:
         if not lo <= until_ns < hi:
             return
         found = self._candidates(measurement, series, until_ns)
-        entries = []
+        grids: dict[int, tuple[Sequence[int], list, list]] = {}  # by id(grid): (grid, dense entries, the rest)
         for s in series:
             c = found.get(s.id)
             if c is None:
@@ -952,30 +995,38 @@ class Store:
                 return
             names = tuple(sorted(wanted))
             cols = tuple(kept[name] for name in names)
+            group = grids.get(id(ts))
+            if group is None:
+                group = grids[id(ts)] = (ts, [], [])
             # a column without gaps (an array) has no None to leave out: its row is made in C (`_from_plan`)
-            entries.append((s, ts, names, cols, all(isinstance(c, array) for c in cols)))
+            group[1 if all(isinstance(c, array) for c in cols) else 2].append((s.id, s.tags, names, cols))
         if len(self._plans) > 32:
             self._plans.clear()
         lo, hi = self._candidates_hold
-        self._plans[(measurement, tuple(fields))] = (version, lo, hi, entries)
+        # each grid's series, and for `latest_columns` each field's column of each of them in that order
+        self._plans[(measurement, tuple(fields))] = (version, lo, hi, [
+            (ts, dense, sparse, {name: [cols[names.index(name)] if name in names else None
+                                        for _, _, names, cols in dense + sparse] for name in fields})
+            for ts, dense, sparse in grids.values()])
 
     def _from_plan(self, measurement: str, plan: list[tuple], head: dict[int, tuple],
                    since_ns: int, until_ns: int, newest: dict[int, int]) -> list[Row]:
-        """`_latest_kept` from a plan: a series' head row if newer than its chunk's (or it has no chunk)."""
+        """`_latest_kept` from a plan: a series' head row if newer than its chunk's (or it has no chunk). The series
+        sampled on one clock share a grid, and the row at `until` is found once for all of them."""
         out: list[Row] = []
-        at: dict[int, tuple] = {}  # a grid's row at `until`: series sampled on one clock share the lookup (by id)
-        for s, ts, names, cols, dense in plan:
-            got = at.get(id(ts))
-            if got is None or got[0] is not ts:
-                i = bisect_right(ts, until_ns) - 1
-                got = at[id(ts)] = (ts, i, ts[i], itemgetter(i))
-            _, i, t, value_at = got
-            if head and s.id in head and head[s.id][0] >= t:
-                continue  # the head's row is the newer: below
-            newest[s.id] = t
+        for ts, dense, sparse, _ in plan:
+            i = bisect_right(ts, until_ns) - 1
+            t, value_at = ts[i], itemgetter(i)
+            if head:  # the head's row is the newer: below
+                dense = [e for e in dense if not (e[0] in head and head[e[0]][0] >= t)]
+                sparse = [e for e in sparse if not (e[0] in head and head[e[0]][0] >= t)]
+            newest.update(dict.fromkeys([e[0] for e in dense], t))
+            newest.update(dict.fromkeys([e[0] for e in sparse], t))
             if t >= since_ns:
-                out.append(Row(t, measurement, s.tags, dict(zip(names, map(value_at, cols), strict=True)) if dense else
-                               {name: v for name, col in zip(names, cols, strict=True) if (v := col[i]) is not None}))
+                out += [Row(t, measurement, tags, dict(zip(names, map(value_at, cols), strict=True)))
+                        for _, tags, names, cols in dense]
+                out += [Row(t, measurement, tags, {name: v for name, col in zip(names, cols, strict=True)
+                                                   if (v := col[i]) is not None}) for _, tags, names, cols in sparse]
         if head:
             tags = {s.id: s.tags for s in self._kept_series(measurement)}
             for sid, (t, fid, vals, _) in head.items():
@@ -1135,15 +1186,20 @@ class Store:
         out: dict[int, FieldValue] = {}
         with self._snapshot():
             if self._chunked:
-                for cid, fid, data in self.db.execute(
-                        "SELECT id, fieldset, data FROM chunks WHERE series_id=? AND span BETWEEN ? AND ?",
+                for cid, fid, data, last_ts, n in self.db.execute(
+                        "SELECT id, fieldset, data, last_ts, n FROM chunks WHERE series_id=? AND span BETWEEN ? AND ?",
                         (series_id, *self._spans(since_ns, until))):
-                    ts, names, columns = self._chunk(cid, fid, data)
-                    if field_name in names:
+                    kept = self._fields.get((cid, last_ts, n))
+                    if kept is not None and field_name in kept:  # kept decoded by `latest(fields=)`: a Fleet trend
+                        ts, col = self._chunk_times(cid, last_ts, n, data), kept[field_name]
+                    else:  # decoded whole and kept: a screen reads several fields of a chunk, and `latest` its row
+                        ts, names, columns = self._chunk(cid, fid, data)
+                        if field_name not in names:
+                            continue
                         col = columns[names.index(field_name)]
-                        for i in range(bisect_left(ts, since_ns), bisect_right(ts, until)):
-                            if col[i] is not None:
-                                out[ts[i]] = col[i]
+                    for i in range(bisect_left(ts, since_ns), bisect_right(ts, until)):
+                        if col[i] is not None:
+                            out[ts[i]] = col[i]
             positions: dict[int, int] = {}
             for ts, fid, vals in self.db.execute(
                     "SELECT ts, fieldset, vals FROM samples WHERE series_id=? AND ts >= ? AND ts <= ? ORDER BY ts",
@@ -1154,7 +1210,7 @@ class Store:
                     pos = positions[fid] = names.index(field_name) if field_name in names else -1
                 if pos >= 0:
                     out[ts] = json.loads(vals)[pos]
-        return sorted(out.items(), key=lambda kv: kv[0])
+        return sorted(out.items())  # times are unique: the values are never compared
 
     def time_range(self) -> tuple[int, int] | None:
         """First and last sample time: index probes per series, not a scan of every sample."""
