@@ -109,6 +109,25 @@ def test_static_vsphere_rules(rule, bad, good):
     assert rule not in judged(facts=good), f"{rule} tripped on the near miss"
 
 
+def test_a_vm_wider_than_its_node_is_found_when_its_host_comes_after_it_and_resolved_when_narrowed():
+    """A first facts pass hands VMs on in parts before their hosts: nothing is judged without the host, the VM is
+    judged (with its text and values) once the host comes, and a VM-only feed later resolves it."""
+    from db2vtop.checks.engine import Engine
+    from db2vtop.checks.rules import all_rules
+
+    e = Engine(all_rules(), {})
+    e.feed(facts=[vm_fact(num_cpu=24, memory_mb=196608)])
+    assert not [f for f in e.open_findings() if f.rule == "vm-fits-numa-node"]
+    e.feed(facts=[host_fact()])
+    (f,) = [f for f in e.open_findings() if f.rule == "vm-fits-numa-node"]
+    assert f.summary == "db2prod01 is wider than a NUMA node of esx01: 24 vCPUs > 16 cores per node; 192.0GiB > " \
+                        "128.0GiB per node", f.summary
+    assert f.evidence["values"] == {"vcpus": 24, "memory_bytes": 196608 * MIB, "numa_nodes": 2, "cores_per_node": 16,
+                                    "node_memory_bytes": 128 * 2**30}
+    e.feed(facts=[vm_fact(num_cpu=16)])
+    assert not [f for f in e.open_findings() if f.rule == "vm-fits-numa-node"]
+
+
 def test_vcpu_overallocation_states_the_seed_penalty_within_what_it_measured():
     (f,) = judged(facts=[host_fact(vcpus_powered_on=96)])["vcpu-le-threads"]
     assert f.evidence["values"]["ratio"] == 1.5 and "~6.5% lower peak" in f.summary

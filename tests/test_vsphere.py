@@ -826,6 +826,20 @@ def test_a_gzip_bomb_stops_at_the_answer_bound_not_in_memory():
         _parse_stream(_Answer(many), None, None)
 
 
+def test_a_whole_answer_is_held_to_its_element_bound_counting_start_tags_only():
+    """A whole answer (no per-element events) is bounded by its start tags, counted in the bytes before they are
+    parsed: end tags do not count, so an answer of paired elements up to the bound parses, one more is refused."""
+    limit = 32 * 1000   # max_response_bytes: a thirty-second of it in elements, 1,000
+    paired = _ENVELOPE.format("<a>1</a>" * 990).encode()
+    assert len(paired) <= limit
+    root = _parse_stream(_Answer(paired), None, None, limit)
+    assert len(root.findall(".//{urn:vim25}a")) == 990
+    with pytest.raises(CollectorError, match="answer of more than 1000 elements"):
+        _parse_stream(_Answer(_ENVELOPE.format("<a/>" * 1001).encode()), None, None, limit)
+    with pytest.raises(CollectorError, match="answer of more than 1000 elements"):  # the same bound, streamed
+        _parse_stream(_Answer(_ENVELOPE.format("<a/>" * 1001).encode()), RETURNVAL, entity_result, limit)
+
+
 ENTITIES = ('<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;&lol;&lol;">]>'
             '<s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/"><s:Body><R>&lol2;</R></s:Body>'
             '</s:Envelope>')
@@ -849,6 +863,23 @@ def test_samples_dated_outside_the_clock_skew_are_left_out_not_taken():
                               f'<instance></instance></id><value>5,7</value></value></returnval>')
     (r,) = [entity_result(rv, (now - 86400, now + 86400)) for rv in soap_body(answer.encode()).iter(RETURNVAL)]
     assert r.rejected == 1 and len(r.stamps) == 1 and r.series == [(2, "", [5])]
+
+
+def test_a_series_with_a_gap_keeps_it_aligned_and_one_without_is_all_numbers():
+    """vCenter's CSV leaves a missing sample empty: None in its place, the values after it on their own times;
+    a series without a gap is taken whole; anything else in a value is a malformed answer."""
+    def series(values: str) -> list:
+        answer = _ENVELOPE.format('<returnval><entity type="VirtualMachine">vm-1</entity><sampleInfoCSV>'
+                                  '20,2026-11-22T02:56:00Z,20,2026-11-22T02:56:20Z,20,2026-11-22T02:56:40Z'
+                                  f'</sampleInfoCSV><value><id><counterId>2</counterId><instance></instance></id>'
+                                  f'<value>{values}</value></value></returnval>')
+        (r,) = [entity_result(rv) for rv in soap_body(answer.encode()).iter(RETURNVAL)]
+        return r.series[0][2]
+    assert series("5,,-1") == [5, None, -1]
+    assert series(",7,8") == [None, 7, 8]
+    assert series("5,6,7") == [5, 6, 7]
+    with pytest.raises(CollectorError, match="malformed QueryPerf"):
+        series("5,x,7")
 
 
 def test_facts_of_named_vms_are_those_of_the_full_read(sim, collected):

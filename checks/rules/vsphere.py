@@ -213,7 +213,12 @@ class VmFitsNumaNode(StaticRule):
            "DB2 can place memory; a VM spanning two sockets gets about half its memory accesses remote.")
 
     def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
-        out = []
+        """Every VM against its host's nodes. The engine asks again each time VM facts come (a first facts pass
+        hands on 10,000 VMs in parts, before their hosts): without a host fact there is nothing to judge, and a
+        clean VM's verdict carries no text (the engine reads neither summary nor values of a clean verdict)."""
+        out: list[Verdict] = []
+        if not facts.by_kind.get("vsphere_host"):
+            return out
         for vm in _vm_facts(facts):
             host = _host_of(facts, vm)
             if host is None or not host.data.get("numa_nodes"):
@@ -223,10 +228,13 @@ class VmFitsNumaNode(StaticRule):
             node_mem = min((n.get("memory_bytes") or 0 for n in host.data.get("numa") or []), default=0) or (
                 as_float(host.data.get("memory_bytes")) / max(nodes, 1))
             vcpus, memory = int(vm.data.get("num_cpu") or 0), as_float(vm.data.get("memory_mb")) * MIB
-            wide = [w for w, bad in ((f"{vcpus} vCPUs > {cores} cores per node", cores and vcpus > cores),
-                                     (f"{format_bytes(memory)} > {format_bytes(node_mem)} per node",
-                                      node_mem and memory > node_mem)) if bad]
-            out.append(Verdict({"layer": "vm", **vm.tags}, "warning" if wide else None,
+            too_many, too_big = bool(cores and vcpus > cores), bool(node_mem and memory > node_mem)
+            if not (too_many or too_big):
+                out.append(Verdict({"layer": "vm", **vm.tags}, None, ""))
+                continue
+            wide = [w for w, bad in ((f"{vcpus} vCPUs > {cores} cores per node", too_many),
+                                     (f"{format_bytes(memory)} > {format_bytes(node_mem)} per node", too_big)) if bad]
+            out.append(Verdict({"layer": "vm", **vm.tags}, "warning",
                                f"{vm.tags.get('vm')} is wider than a NUMA node of {host.tags.get('host')}: "
                                + "; ".join(wide),
                                {"vcpus": vcpus, "memory_bytes": memory, "numa_nodes": nodes,

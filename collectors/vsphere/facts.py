@@ -152,7 +152,9 @@ def _devices(p: dict, ds_names: dict[str, str], maps: TagMaps) -> tuple[list, li
             ctrl = controllers.get(d.get("controllerKey"), {})
             prefix = CONTROLLER_PREFIX.get(ctrl.type, "disk") if isinstance(ctrl, Node) else "disk"
             instance = sys.intern(f"{prefix}{ctrl.get('busNumber', 0)}:{d.get('unitNumber', 0)}")
-            b = d.get("backing") if isinstance(d.get("backing"), Node) else {}
+            b = d.get("backing")
+            if not isinstance(b, Node):
+                b = {}
             ds_ref = b.get("datastore")
             ds = ds_names.get(ds_ref.value, "") if isinstance(ds_ref, Ref) else ""
             backing = _disk_backing(b)

@@ -44,10 +44,12 @@ CLUSTER = ("name",)
 DS_FULL = ("name", "summary.type", "summary.capacity", "summary.freeSpace", "info", "host")
 VIEW_TYPES = ("VirtualMachine", "HostSystem", "ComputeResource", "Datastore")
 PAGE = 1000        # objects per PropertyCollector page
-#: VMs per page with their device lists (~2.4 MB parsed of the simulator's; vCenter caps elements too). A facts
-#: pass holds the page being made facts and PAGES_AHEAD more: at 100 a page that was ~3 MB of a 2,000-VM first
-#: cycle's peak RSS (78.5 -> 76 MB; 25 a page saved nothing more, and the wall time did not move)
-FULL_PAGE = 50
+#: VMs per page with their device lists (~5 MB parsed of the simulator's; vCenter caps elements too). A facts
+#: pass holds the page being made facts and PAGES_AHEAD more, and asks QueryPerf for each page's VMs in one call.
+#: 50 a page was ~2.5 MB less of a first cycle's RSS, which since first cycles hand on in parts is no longer any
+#: peak (2,000 VMs: 64-69 MB against the steady agent's 74; 10,000: 133-135 against a restart's 176), and cost
+#: twice the round trips: 100 a page took a 2,000-VM first cycle 2.8 s against 2.95-3.1 (200: no faster, 75 MB)
+FULL_PAGE = 100
 #: VMs changed within a cycle that are read again by reference in one call; more (a mass change, an older
 #: db2vtop's facts) and the whole paged pass is cheaper for vCenter
 CHANGED_MAX = 100

@@ -215,7 +215,8 @@ def _entity(rv: ET.Element, window: tuple[float, float] | None) -> EntityResult:
         key = int(ident.findtext(_NS + "counterId") or -1)
         inst = ident.findtext(_NS + "instance") or ""
         raw = (v.findtext(_NS + "value") or "").split(",")
-        series.append((key, inst, [int(x) if x else None for x in raw]))
+        # a series without a gap (nearly all of them) converted in one C loop
+        series.append((key, inst, list(map(int, raw)) if "" not in raw else [int(x) if x else None for x in raw]))
     result = EntityResult(entity, stamps, intervals, series)
     if window is not None and not all(window[0] <= t <= window[1] for t in stamps):
         _keep_within(result, window)

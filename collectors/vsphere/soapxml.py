@@ -70,18 +70,24 @@ class Node:
 
 
 def value(el: ET.Element) -> Any:
-    xtype = el.get(XSI_TYPE)
     if len(el) == 0:
         # interned: rows kept for the process's life (the light inventory of every VM, facts) repeat a
         # state, a type or a host's id thousands of times; held once each
-        text = sys.intern(el.text) if el.text and len(el.text) <= SHORT_TEXT else el.text or ""
-        if "type" in el.attrib:
-            return Ref(sys.intern(el.attrib["type"]), text)
+        text = el.text
+        if not text:
+            text = ""
+        elif len(text) <= SHORT_TEXT:
+            text = sys.intern(text)
+        ref_type = el.get("type")  # (not el.attrib: that makes a dict for every element asked)
+        if ref_type is not None:
+            return Ref(sys.intern(ref_type), text)
+        xtype = el.get(XSI_TYPE)
         if xtype in _INT_TYPES:
             return to_int(text, text)
         if xtype == "xsd:boolean":
             return text == "true"
         return text
+    xtype = el.get(XSI_TYPE)
     if xtype and xtype.startswith("ArrayOf"):
         return [value(c) for c in el]
     return Node(el)
