@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import shutil
 import time
+from datetime import datetime
 
 import pytest
 
@@ -20,6 +21,7 @@ from db2vtop.tui.screens.fleet import FleetScreen
 from db2vtop.tui.screens.stack import StackScreen
 from db2vtop.tui.table import arrange, cell_text
 from db2vtop.tui.timecursor import TimeCursor
+from db2vtop.tui.widgets import TitleBar
 from tests.tui_fixture import STEP_S, T0, Fleet, build_store, write_config
 
 S = 10**9
@@ -122,6 +124,8 @@ async def test_back_to_the_fleet_after_a_paused_stack_was_moved_shows_that_momen
             await pilot.pause(0.05)
         state = TableState.of(fleet.table)
         assert table(fleet.view, state) == fresh(path, stacks, *moment, state)
+        shown = datetime.fromtimestamp(moment[1] / 1e9).strftime("%Y-%m-%d %H:%M:%S")
+        assert fleet.query_one(TitleBar).text.startswith(shown), "the Fleet's title bar names another moment"
         while app._gc_threshold is None:  # settled: the loader runs the full garbage collections
             assert time.monotonic() < deadline
             await pilot.pause(0.05)

@@ -205,9 +205,9 @@ class Db2vtopApp(App):
         ro = " · read-only" if self.read_only else ""
         text = (f"{end} · {self.cursor.describe()} · window {format_duration(self.cursor.window_s)} · "
                 f"{mode}{ro} · {self.store_label}")
-        if text != self.status_title:
-            self.status_title = text
-            for bar in self.screen.query(TitleBar):
+        self.status_title = text
+        for bar in self.screen.query(TitleBar):  # the screen's own bar: one shown again may hold an older moment
+            if bar.text != text:
                 bar.show(text)
 
     def reload(self) -> None:

@@ -87,10 +87,13 @@ class TitleBar(Static):
 
     DEFAULT_CSS = "TitleBar { dock: top; height: 1; background: $panel; text-style: bold; padding: 0 1; }"
 
+    text = ""  # what it shows: each screen has its own bar, and one under another misses the cursor's moves
+
     def on_mount(self) -> None:
         self.show(getattr(self.app, "status_title", ""))
 
     def show(self, text: str) -> None:
+        self.text = text
         self.update(Text(f"{self.app.title} — {text}", no_wrap=True, overflow="ellipsis"), layout=False)
 
 
