@@ -711,6 +711,36 @@ def test_consecutive_cycles_neither_lose_nor_repeat_a_sample(sim):
         assert sorted(stamps) == list(range(min(stamps), max(stamps) + 1, 20 * 10**9)), key
 
 
+def test_a_steady_cycle_takes_balloon_and_swapped_from_quickstats_and_a_reach_back_from_the_counters(tmp_path):
+    """The light inventory reads every VM's quickStats each cycle; a steady cycle does not ask vCenter's counters
+    for the same levels (two metric ids a VM in every call). Here the counters and quickStats disagree, so each
+    value says where it came from: a first cycle and a lookback reach back and keep the counters' own, a steady
+    cycle's newest sample has quickStats' (a level quickStats leave out is 0 there, as in vsphere_vm_quickstats)."""
+    scenario = {"hosts": [{"name": "esx01", "vms": [
+        {"name": "db2a", "quickstats": {"balloonedMemory": 3072, "swappedMemory": 512},
+         "perf": {"mem.vmmemctl.average": 1048576, "mem.swapped.average": 2048}},
+        {"name": "db2b", "perf": {"mem.vmmemctl.average": 1048576}}]}]}
+
+    async def go(c):
+        await c.describe()
+        first = await c.collect()
+        await asyncio.sleep((time.time() // 20 + 1) * 20 + 1 - time.time())  # a new sample
+        steady = await c.collect()
+        return first, steady, await c.lookback(120)
+
+    with Simulator.of(scenario, tmp_path) as s:
+        first, steady, back = run(using(s.url, go))
+    assert newest(first, "vsphere_vm", vm="db2a")["mem_balloon_bytes"] == GiB
+    assert newest(first, "vsphere_vm", vm="db2a")["mem_swapped_bytes"] == 2 * MiB
+    (a,) = pick(steady, "vsphere_vm", vm="db2a")
+    assert (a.fields["mem_balloon_bytes"], a.fields["mem_swapped_bytes"]) == (3 * GiB, 512 * MiB)
+    assert a.fields["cpu_usage_pct"] is not None  # the rest of the sample still from the counters
+    (b,) = pick(steady, "vsphere_vm", vm="db2b")
+    assert (b.fields["mem_balloon_bytes"], b.fields["mem_swapped_bytes"]) == (0, 0)
+    assert newest(steady, "vsphere_vm_quickstats", vm="db2b")["balloon_bytes"] == 0
+    assert {x.fields["mem_balloon_bytes"] for x in pick(back, "vsphere_vm", vm="db2a")} == {GiB}
+
+
 def test_agent_once_fills_the_store(sim, tmp_path):
     from db2vtop.agent.core.store import Store
 

@@ -601,7 +601,7 @@ class VSphereCollector(BaseCollector):
         specs: list[Spec] = []
         reach = now - min(self.history_samples * REALTIME_S, REALTIME_KEEP_S - REALTIME_S)
         for kind, moids in (("host", hosts), ("vm", vms)):
-            ids = conn.ids.metric_ids[kind]
+            ids, steady = conn.ids.metric_ids[kind], conn.ids.steady[kind]
             if not ids:
                 continue
             # an entity's first samples: the history the live rules read (of the counters they read), and the
@@ -613,7 +613,9 @@ class VSphereCollector(BaseCollector):
                     self._resume_mark(kind, moid, (tagging or (self.inventory, self.maps))[0])
                 start = since if since is not None else self.perf_state.start_for(moid, now)
                 if start is not None or self.history_samples <= 1:
-                    specs.append(Spec(kind, moid, start, ids))
+                    # a steady cycle (its newest sample or two) leaves out what this cycle's quickStats give
+                    recent = since is None and start is not None and start >= now - 2 * REALTIME_S
+                    specs.append(Spec(kind, moid, start, steady if recent else ids))
                     continue
                 if history:
                     specs.append(Spec(kind, moid, reach, history))

@@ -25,10 +25,13 @@ class Counter:
     field: str           # field name, unit included
     convert: str
     per_instance: bool   # ask for every instance ("*") rather than the aggregate ("")
+    #: the VM quickStats property (MB) that gives the same level every cycle: the counter is asked only when
+    #: reaching back (an entity's history, a gap, a lookback), a steady cycle's newest sample takes quickStats'
+    quick: str = ""
 
 
-def _c(name: str, field: str, convert: str, per_instance: bool = False) -> Counter:
-    return Counter(name, field, convert, per_instance)
+def _c(name: str, field: str, convert: str, per_instance: bool = False, quick: str = "") -> Counter:
+    return Counter(name, field, convert, per_instance, quick)
 
 
 def _io(group: str, throughput: bool = True, latency: bool = True) -> tuple[Counter, ...]:
@@ -44,9 +47,7 @@ def _io(group: str, throughput: bool = True, latency: bool = True) -> tuple[Coun
     return tuple(out)
 
 
-#: memory counters VMs and hosts share
-_MEM_SHARED = (
-    _c("mem.vmmemctl.average", "mem_balloon_bytes", KB),
+_SWAP_RATES = (
     _c("mem.swapinRate.average", "mem_swapin_bytes_per_s", KBPS),
     _c("mem.swapoutRate.average", "mem_swapout_bytes_per_s", KBPS),
 )
@@ -56,16 +57,18 @@ _MEM_SHARED = (
 # active and compressed memory are its quickStats (vsphere_vm_quickstats). Every counter is a metric id per
 # entity in every QueryPerf request, which vCenter parses for each VM each cycle. CPU ready and co-stop are
 # asked for the VM as a whole (the instance ""): nothing reads a single vCPU's, and "*" would bring one
-# series per vCPU. Balloon and swapped stay: triage reads their last hour, which only the counters keep.
+# series per vCPU. A VM's balloon and swapped memory are asked only when reaching back (triage reads their
+# last hour, which only the counters keep): each steady cycle's light inventory has them as quickStats.
 VM_COUNTERS: tuple[Counter, ...] = (
     _c("cpu.usage.average", "cpu_usage_pct", PCT100),
     _c("cpu.ready.summation", "cpu_ready_pct", MS_PCT),
     _c("cpu.costop.summation", "cpu_costop_pct", MS_PCT),
     _c("cpu.maxlimited.summation", "cpu_maxlimited_pct", MS_PCT),
     _c("cpu.swapwait.summation", "cpu_swapwait_pct", MS_PCT),
-    *_MEM_SHARED,
+    _c("mem.vmmemctl.average", "mem_balloon_bytes", KB, quick="balloonedMemory"),
+    *_SWAP_RATES,
     _c("mem.vmmemctltarget.average", "mem_balloon_target_bytes", KB),
-    _c("mem.swapped.average", "mem_swapped_bytes", KB),
+    _c("mem.swapped.average", "mem_swapped_bytes", KB, quick="swappedMemory"),
     *_io("virtualDisk"),
     _c("virtualDisk.readOIO.latest", "read_oio", RAW, True),
     _c("virtualDisk.writeOIO.latest", "write_oio", RAW, True),
@@ -79,7 +82,8 @@ HOST_COUNTERS: tuple[Counter, ...] = (
     _c("cpu.usage.average", "cpu_usage_pct", PCT100),
     _c("cpu.ready.summation", "cpu_ready_pct", MS_PCT),
     _c("mem.state.latest", "mem_state", RAW),
-    *_MEM_SHARED,
+    _c("mem.vmmemctl.average", "mem_balloon_bytes", KB),
+    *_SWAP_RATES,
     _c("mem.swapused.average", "mem_swap_used_bytes", KB),
     _c("disk.deviceLatency.average", "device_latency_ms", RAW, True),
     _c("disk.kernelLatency.average", "kernel_latency_ms", RAW, True),

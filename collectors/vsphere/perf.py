@@ -42,14 +42,17 @@ class CounterIds:
     """Counter keys resolved by name once per connection; names the server lacks are skipped.
 
     `rows[kind][per_instance][key]` is where a series of that counter goes: (measurement, field,
-    conversion), worked out here once rather than for each of a cycle's ~90,000 series."""
+    conversion), worked out here once rather than for each of a cycle's ~90,000 series. `steady[kind]` leaves
+    out the counters whose level the light inventory's quickStats give (`quick[kind]`: field, property)."""
 
     def __init__(self, by_name: dict[str, int]):
         self.metric_ids: dict[str, tuple[tuple[int, str], ...]] = {}
+        self.steady: dict[str, tuple[tuple[int, str], ...]] = {}
+        self.quick: dict[str, tuple[tuple[str, str], ...]] = {}
         self.rows: dict[str, tuple[dict[int, tuple[str, str, str]], ...]] = {}
         self.missing: list[str] = []
         for kind, counters in (("vm", VM_COUNTERS), ("host", HOST_COUNTERS)):
-            ids = []
+            ids, steady, quick = [], [], []
             rows: tuple[dict[int, tuple[str, str, str]], ...] = ({}, {})
             for c in counters:
                 key = by_name.get(c.name)
@@ -57,11 +60,17 @@ class CounterIds:
                     self.missing.append(f"{kind}:{c.name}")
                     continue
                 ids.append((key, "*" if c.per_instance else ""))
+                if c.quick:
+                    quick.append((c.field, c.quick))
+                else:
+                    steady.append(ids[-1])
                 for per_row in (False, True):
                     measurement = MEASUREMENTS.get((kind, c.name.split(".", 1)[0], per_row))
                     if measurement is not None:
                         rows[per_row][key] = (measurement, c.field, c.convert)
             self.metric_ids[kind] = tuple(ids)
+            self.steady[kind] = tuple(steady)
+            self.quick[kind] = tuple(quick)
             self.rows[kind] = rows
         self._split: dict[str, tuple[object, tuple[tuple[int, str], ...], tuple[tuple[int, str], ...]]] = {}
 
@@ -302,6 +311,8 @@ def to_samples(results: Iterable[EntityResult], kinds: dict[str, str], ids: Coun
                     by_ts.setdefault(ts, {})[field] = value
         if state is not None:
             state.entity_start[moid] = max(state.entity_start.get(moid, 0), mark, newest)
+        if kind == "vm" and newest > mark:
+            _quick_levels(rows.get(("vsphere_vm", ""), {}).get(newest), ids.quick["vm"], inv.vms[moid].quickstats)
         for (measurement, inst), by_ts in rows.items():
             # one tags dict per series, shared by its samples (nothing downstream changes a sample's tags):
             # an hour's catch-up is 180 samples of each
@@ -312,6 +323,17 @@ def to_samples(results: Iterable[EntityResult], kinds: dict[str, str], ids: Coun
                     fields["vcpus"] = cpus
                 out.append(Sample(measurement, tags, fields, ts * 1_000_000_000))
     return out
+
+
+def _quick_levels(fields: dict | None, quick: tuple[tuple[str, str], ...], quickstats: dict[str, int]) -> None:
+    """A VM's newest sample takes the levels a steady cycle did not ask vCenter's counters for from the
+    quickStats the same cycle read (MB; a property left out is 0, as vsphere_vm_quickstats has it); a counter
+    that answered keeps its own value, and a VM without quickStats gets none."""
+    if fields is None or not quickstats:
+        return
+    for field, prop in quick:
+        if field not in fields:
+            fields[field] = quickstats.get(prop, 0) * 2**20
 
 
 def _row_tags(measurement: str, inst: str, base: dict[str, str], moid: str, maps: TagMaps) -> dict[str, str]:

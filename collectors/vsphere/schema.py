@@ -47,6 +47,8 @@ def _realtime() -> tuple[Measurement, ...]:
 
 def _meaning(c: Counter) -> str:
     per = {"ms_pct": ", as % of the 20 s interval per vCPU", "per_s": ", per second"}.get(c.convert, "")
+    if c.quick:
+        per += f" reaching back; a steady cycle's newest sample, quickStats.{c.quick} (the same level)"
     return f"vCenter `{c.name}`{per}"
 
 
