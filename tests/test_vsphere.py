@@ -32,7 +32,8 @@ from db2vtop.collectors.vsphere.collector import VSphereCollector
 from db2vtop.collectors.vsphere.config import VCenterConfig
 from db2vtop.collectors.vsphere.connection import SMALL_MAX_BYTES, _parse_stream, soap_body, spoken_version
 from db2vtop.collectors.vsphere.inventory import parse_objects
-from db2vtop.collectors.vsphere.perf import RETURNVAL, Spec, chunk, entity_result
+from db2vtop.collectors.vsphere.facts import TagMaps
+from db2vtop.collectors.vsphere.perf import RETURNVAL, CounterIds, Spec, chunk, entity_result
 from db2vtop.collectors.vsphere.soapxml import Ref
 from tests.conftest import ROOT, run_cli
 from tests.vsphere_sim import Simulator
@@ -397,6 +398,30 @@ def test_chunking_splits_by_entities_and_metrics():
     got = sorted((s.moid, k) for c in calls for s in c for k, _ in s.metric_ids)
     assert got == sorted((f"vm-{i}", k) for i in range(7) for k in range(10))  # nothing lost, nothing twice
     assert len(chunk(specs, 0, 250)) == 1
+
+
+def test_a_steady_cycle_asks_a_vm_with_one_vnic_for_it_by_name_and_any_other_for_every_instance():
+    """With "*" vCenter adds the aggregate of a VM's vNICs, a series of each net counter nothing reads; a VM
+    whose facts show one vNIC asks for that instance (the rows stay the vNIC's: see the consecutive-cycles
+    test), one with none, several or a vNIC without a key keeps "*"; nothing else changes."""
+    from db2vtop.collectors.vsphere.counters import VM_COUNTERS
+
+    ids = CounterIds({c.name: i for i, c in enumerate(VM_COUNTERS)})
+    net = {i for i, c in enumerate(VM_COUNTERS) if c.name.startswith("net.")}
+    maps = TagMaps()
+    for moid, nics in (("one", [{"key": 4000}]), ("none", []), ("two", [{"key": 4000}, {"key": 4001}]),
+                       ("nokey", [{"key": None}])):
+        maps.set_vm(moid, {}, nics)
+    assert maps.vm_nic == {"one": "4000"}
+    one = ids.steady_for("vm", maps.vm_nic.get("one"))
+    assert [(k, i) for k, i in one if k in net] == [(k, "4000") for k in sorted(net)]
+    assert [(k, i) for k, i in one if k not in net] == [(k, i) for k, i in ids.steady["vm"] if k not in net]
+    for other in ("none", "two", "nokey"):
+        assert ids.steady_for("vm", maps.vm_nic.get(other)) == ids.steady["vm"]
+    assert all(i == "*" for k, i in ids.steady["vm"] if k in net)
+    maps.set_vm("one", {}, [{"key": 4000}, {"key": 4001}])  # a vNIC added: "*" again
+    maps.forget_vm("two")
+    assert maps.vm_nic == {} and set(maps.vm_disks) == {"one", "none", "nokey"}
 
 
 def test_esx_standalone_host(tmp_path):

@@ -228,7 +228,7 @@ class VSphereCollector(BaseCollector):
             light = await self._light(conn)
             for obj, p in light:
                 builder.count(obj, p)
-            builder.maps.vm_disks = self.maps.vm_disks
+            builder.maps.add_vms_of(self.maps)
             facts, self.maps = builder.finish(host_rows)
             return self._retire(facts) + facts + await self._changed_facts(conn, light)
         try:
@@ -266,9 +266,10 @@ class VSphereCollector(BaseCollector):
             self._identity[moid] = _seen(f)
             if d.get("power_state") == "poweredOn":
                 self._resumed_on.append(moid)
-            self.maps.vm_disks[moid] = {str(x.get("instance")): (x.get("datastore") or "",
-                                                                  sys.intern(",".join(x.get("luns") or [])))
-                                        for x in d.get("disks") or [] if isinstance(x, dict)}
+            self.maps.set_vm(moid, {str(x.get("instance")): (x.get("datastore") or "",
+                                                             sys.intern(",".join(x.get("luns") or [])))
+                                    for x in d.get("disks") or [] if isinstance(x, dict)},
+                             [x for x in d.get("nics") or [] if isinstance(x, dict)])
 
     def resume_marks(self, newest: Callable[[str], Iterable[tuple[dict[str, str], int]]]) -> bool:
         """An entity's realtime samples resume after the newest its main series (vsphere_vm, vsphere_host) has
@@ -416,7 +417,7 @@ class VSphereCollector(BaseCollector):
         removals = []
         for gone in set(self._identity) - present:
             removals.append(self._vm_removal(self._identity.pop(gone)))
-            self.maps.vm_disks.pop(gone, None)
+            self.maps.forget_vm(gone)
         changed = [(obj, p) for obj, p in light if (self._identity.get(obj.value) or ("",))[0] != inv_mod.identity(p)]
         if len(changed) > inv_mod.CHANGED_MAX:  # a mass change, or an older db2vtop's facts: the paged pass
             log.info("vcenter %s: %d VMs changed, reading every VM again", self.cfg.name, len(changed))
@@ -426,7 +427,7 @@ class VSphereCollector(BaseCollector):
         olds = [old for obj, _ in changed if (old := self._identity.get(obj.value))]
         left = {old[1] for old in olds if old[1]}
         facts, maps = await self._facts_of(conn, [obj for obj, _ in changed], left, light)
-        maps.vm_disks = {**self.maps.vm_disks, **maps.vm_disks}
+        maps.add_vms_of(self.maps)
         self.maps = maps
         vm_facts = [f for f in facts if f.kind == "vsphere_vm"]
         for f in vm_facts:
@@ -599,9 +600,10 @@ class VSphereCollector(BaseCollector):
         now = s.server_now()
         kinds: dict[str, str] = {}
         specs: list[Spec] = []
+        maps = (tagging or (self.inventory, self.maps))[1]
         reach = now - min(self.history_samples * REALTIME_S, REALTIME_KEEP_S - REALTIME_S)
         for kind, moids in (("host", hosts), ("vm", vms)):
-            ids, steady = conn.ids.metric_ids[kind], conn.ids.steady[kind]
+            ids = conn.ids.metric_ids[kind]
             if not ids:
                 continue
             # an entity's first samples: the history the live rules read (of the counters they read), and the
@@ -615,7 +617,8 @@ class VSphereCollector(BaseCollector):
                 if start is not None or self.history_samples <= 1:
                     # a steady cycle (its newest sample or two) leaves out what this cycle's quickStats give
                     recent = since is None and start is not None and start >= now - 2 * REALTIME_S
-                    specs.append(Spec(kind, moid, start, steady if recent else ids))
+                    specs.append(Spec(kind, moid, start, conn.ids.steady_for(kind, maps.vm_nic.get(moid))
+                                      if recent else ids))
                     continue
                 if history:
                     specs.append(Spec(kind, moid, reach, history))

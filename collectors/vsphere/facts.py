@@ -30,6 +30,26 @@ class TagMaps:
     ds_luns: dict[str, list[str]] = field(default_factory=dict)      # datastore -> NAA ids
     lun_ds: dict[str, str] = field(default_factory=dict)             # NAA id -> datastore
     vm_disks: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)  # vm moid -> instance -> (ds, lun)
+    vm_nic: dict[str, str] = field(default_factory=dict)  # vm moid -> the perf instance of its only vNIC
+
+    def set_vm(self, moid: str, disks: dict[str, tuple[str, str]], nics: list) -> None:
+        """A VM's disk tags and vNIC, from its fact's devices (`nics`: each with its device `key`). Only a VM
+        with exactly one vNIC of a known key has one here; the others are asked for every instance ("*")."""
+        self.vm_disks[moid] = disks
+        key = nics[0].get("key") if len(nics) == 1 else None
+        if key is None:
+            self.vm_nic.pop(moid, None)
+        else:
+            self.vm_nic[moid] = sys.intern(str(key))
+
+    def forget_vm(self, moid: str) -> None:
+        self.vm_disks.pop(moid, None)
+        self.vm_nic.pop(moid, None)
+
+    def add_vms_of(self, older: TagMaps) -> None:
+        """Keep the per-VM maps of the VMs this pass did not read (this pass's win where both have one)."""
+        self.vm_disks = {**older.vm_disks, **self.vm_disks}
+        self.vm_nic = {**older.vm_nic, **self.vm_nic}
 
 
 def _alloc(a: Any) -> dict:
@@ -171,7 +191,8 @@ def _devices(p: dict, ds_names: dict[str, str], maps: TagMaps) -> tuple[list, li
 
 def _vm_fact(vcenter: str, vm: VM, host: Host | None, obj: Ref, p: dict, ds_names: dict[str, str], maps: TagMaps,
              ts: int) -> Fact:
-    nics, scsi, disks, maps.vm_disks[obj.value] = _devices(p, ds_names, maps)
+    nics, scsi, disks, vm_disks = _devices(p, ds_names, maps)
+    maps.set_vm(obj.value, vm_disks, nics)
     cpu, mem = _alloc(p.get("config.cpuAllocation")), _alloc(p.get("config.memoryAllocation"))
     cores = to_int(p.get("config.hardware.numCoresPerSocket"), 1) or 1
     memory_mb = to_int(p.get("config.hardware.memoryMB"), 0) or 0
