@@ -31,8 +31,8 @@ from db2vtop.collectors.vsphere import inventory as inv_mod
 from db2vtop.collectors.vsphere.collector import VSphereCollector
 from db2vtop.collectors.vsphere.config import VCenterConfig
 from db2vtop.collectors.vsphere.connection import SMALL_MAX_BYTES, _parse_stream, soap_body, spoken_version
-from db2vtop.collectors.vsphere.inventory import parse_objects
 from db2vtop.collectors.vsphere.facts import TagMaps
+from db2vtop.collectors.vsphere.inventory import parse_objects
 from db2vtop.collectors.vsphere.perf import RETURNVAL, CounterIds, Spec, chunk, entity_result
 from db2vtop.collectors.vsphere.soapxml import Ref
 from tests.conftest import ROOT, run_cli
