@@ -31,6 +31,7 @@ from db2vtop.collectors.vsphere import inventory as inv_mod
 from db2vtop.collectors.vsphere.collector import VSphereCollector
 from db2vtop.collectors.vsphere.config import VCenterConfig
 from db2vtop.collectors.vsphere.connection import SMALL_MAX_BYTES, _parse_stream, soap_body, spoken_version
+from db2vtop.collectors.vsphere.counters import VM_COUNTERS
 from db2vtop.collectors.vsphere.facts import TagMaps
 from db2vtop.collectors.vsphere.inventory import parse_objects
 from db2vtop.collectors.vsphere.perf import RETURNVAL, CounterIds, Spec, chunk, entity_result
@@ -404,8 +405,6 @@ def test_a_steady_cycle_asks_a_vm_with_one_vnic_for_it_by_name_and_any_other_for
     """With "*" vCenter adds the aggregate of a VM's vNICs, a series of each net counter nothing reads; a VM
     whose facts show one vNIC asks for that instance (the rows stay the vNIC's: see the consecutive-cycles
     test), one with none, several or a vNIC without a key keeps "*"; nothing else changes."""
-    from db2vtop.collectors.vsphere.counters import VM_COUNTERS
-
     ids = CounterIds({c.name: i for i, c in enumerate(VM_COUNTERS)})
     net = {i for i, c in enumerate(VM_COUNTERS) if c.name.startswith("net.")}
     maps = TagMaps()

@@ -600,7 +600,7 @@ class VSphereCollector(BaseCollector):
         now = s.server_now()
         kinds: dict[str, str] = {}
         specs: list[Spec] = []
-        maps = (tagging or (self.inventory, self.maps))[1]
+        inv, maps = tagging or (self.inventory, self.maps)
         reach = now - min(self.history_samples * REALTIME_S, REALTIME_KEEP_S - REALTIME_S)
         for kind, moids in (("host", hosts), ("vm", vms)):
             ids = conn.ids.metric_ids[kind]
@@ -612,10 +612,10 @@ class VSphereCollector(BaseCollector):
             for moid in moids:
                 kinds[moid] = kind
                 if since is None:
-                    self._resume_mark(kind, moid, (tagging or (self.inventory, self.maps))[0])
+                    self._resume_mark(kind, moid, inv)
                 start = since if since is not None else self.perf_state.start_for(moid, now)
                 if start is not None or self.history_samples <= 1:
-                    # a steady cycle (its newest sample or two) leaves out what this cycle's quickStats give
+                    # a steady cycle (its newest sample or two) asks less: see CounterIds.steady_for
                     recent = since is None and start is not None and start >= now - 2 * REALTIME_S
                     specs.append(Spec(kind, moid, start, conn.ids.steady_for(kind, maps.vm_nic.get(moid))
                                       if recent else ids))
