@@ -185,7 +185,13 @@ class Db2vtopApp(App):
 
     # --- the time cursor and the loader -------------------------------------------------------
 
+    def _screens_gone(self) -> bool:
+        """True once the app has begun tearing its screens down: a timer may still fire then."""
+        return not self._screen_stacks.get(self._current_mode)
+
     def _tick(self) -> None:
+        if self._screens_gone():
+            return
         now = time.monotonic()
         self.cursor.advance(now - self._last_tick, self.clock())
         self._last_tick = now
@@ -212,8 +218,8 @@ class Db2vtopApp(App):
 
     def reload(self) -> None:
         self._reload_timer = None
-        if not self._screen_stacks.get(self._current_mode):
-            return  # a timer that fires while the app is closing
+        if self._screens_gone():
+            return
         self._title()
         if self._prefetch_timer is not None:
             self._prefetch_timer.stop()
