@@ -186,7 +186,7 @@ class Db2vtopApp(App):
     # --- the time cursor and the loader -------------------------------------------------------
 
     def _screens_gone(self) -> bool:
-        """True once the app has begun tearing its screens down: a timer may still fire then."""
+        """True once the app has begun tearing its screens down: its timers may still fire then."""
         return not self._screen_stacks.get(self._current_mode)
 
     def _tick(self) -> None:
@@ -318,6 +318,8 @@ class Db2vtopApp(App):
         user stops there, the screen under it is loaded at that moment too, and going back shows it at once (a
         10,000-VM Fleet at a moment it has not read takes a good part of a second). Any key's load comes first."""
         self._prefetch_timer = None
+        if self._screens_gone():
+            return
         base = self.screen_stack[0]
         now = self.clock()
         busy = self._reload_timer is not None or any(
@@ -333,6 +335,8 @@ class Db2vtopApp(App):
         stop both threads for ~100 ms every few seconds, typically in the middle of a keypress. The full passes
         that remain (15-70 ms at 10,000 VMs) are the app's from then on, at a quiet moment (`_full_gc`): Python's
         own came in the middle of screen switches."""
+        if self._screens_gone():
+            return
         waiting = [m for m in self.MODES if m not in self._screen_stacks]
         if waiting:
             self._init_mode(waiting[0])  # Textual's own first step of switch_mode, without the switch
