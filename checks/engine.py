@@ -75,7 +75,8 @@ class Engine:
         for r in self.rules:
             if isinstance(r, LiveRule):
                 self._live.setdefault(r.measurement, []).append(r)
-        self._tracks: dict[tuple[str, str], _Track] = {}
+        #: rule id -> subject's canonical tags -> its track (a rule without any: its clean samples need no lookup)
+        self._tracks: dict[str, dict[str, _Track]] = {}
         self._static: dict[str, Finding] = {}
         self._changed: dict[str, Finding] = {}
         self._judged: dict[str, dict[str, int]] = {}  # measurement -> tags -> the newest ts of history judged
@@ -186,12 +187,13 @@ class Engine:
     def _forget(self, gone: Fact) -> None:
         """An entity is gone (a VM deleted or renamed): no sample will clear its live findings, so they
         resolve now, and its tracks go. Its subject is any whose tags include all of the removed fact's."""
-        for key, track in list(self._tracks.items()):
-            subject = json.loads(key[1])
-            if all(subject.get(k) == v for k, v in gone.tags.items()):
-                if track.finding is not None:
-                    self._resolve(track.finding, gone.ts)
-                del self._tracks[key]
+        for tracks in self._tracks.values():
+            for key, track in list(tracks.items()):
+                subject = json.loads(key)
+                if all(subject.get(k) == v for k, v in gone.tags.items()):
+                    if track.finding is not None:
+                        self._resolve(track.finding, gone.ts)
+                    del tracks[key]
 
     def _canonical(self, subject: dict[str, str]) -> str:
         """canonical_tags of a subject, remembered: every sample of every VM asks it for each of its rules, and
@@ -208,18 +210,24 @@ class Engine:
         return key
 
     def _judge_live(self, rule: LiveRule, row: Sample | Row) -> None:
-        t = self.thresholds(rule, lambda: rule.subject(row))  # type: ignore[arg-type]
+        # each sample of 10,000 VMs, for each of its rules: the thresholds of a rule no stack overrides are one dict
+        t = self._plain.get(id(rule)) if self._scoped == [] else None
+        if t is None:
+            t = self.thresholds(rule, lambda: rule.subject(row))  # type: ignore[arg-type]
         if t.get("enabled") is False:
             return
         verdict = rule.judge(row, t, self.facts)  # type: ignore[arg-type]
         if verdict is None:
             return
-        key = (rule.id, self._canonical(verdict.subject))
-        track = self._tracks.get(key)
+        tracks = self._tracks.get(rule.id)
+        if verdict.severity is None and not tracks:  # a clean subject needs no state: most of a healthy fleet
+            return
+        key = self._canonical(verdict.subject)
+        track = tracks.get(key) if tracks else None
         if track is None:
-            if verdict.severity is None:  # a clean subject needs no state: most of a healthy fleet
+            if verdict.severity is None:
                 return
-            track = self._tracks[key] = _Track(recent=deque(maxlen=int(t["window"])))
+            track = self._tracks.setdefault(rule.id, {})[key] = _Track(recent=deque(maxlen=int(t["window"])))
         track.recent.append(verdict.severity)
         track.samples += 1
         if row.ts > track.last_ts:
@@ -233,7 +241,7 @@ class Engine:
             track.clean_run += 1
             if track.finding is None:
                 if not any(track.recent):  # all clean again: the same as no track at all
-                    del self._tracks[key]
+                    del self._tracks[rule.id][key]
             elif track.clean_run >= int(t["clear_samples"]):
                 self._resolve(track.finding, row.ts)
                 track.finding, track.first_bad_ts = None, None
@@ -345,7 +353,7 @@ class Engine:
         for m, ts in self._newest.items():
             if self._lag.get(m, (None, 0))[0] != ts:
                 self._lag[m] = (ts, max(0, now_ns - ts))
-        for track in self._tracks.values():
+        for track in (track for tracks in self._tracks.values() for track in tracks.values()):
             f = track.finding
             if f is None or f.stale_since is not None or not track.last_ts:
                 continue
@@ -356,7 +364,7 @@ class Engine:
                 self._changed[f.key] = f
 
     def open_findings(self) -> list[Finding]:
-        live = [t.finding for t in self._tracks.values() if t.finding is not None]
+        live = [t.finding for tracks in self._tracks.values() for t in tracks.values() if t.finding is not None]
         return live + list(self._static.values())
 
     def adopt(self, findings: Iterable[Finding]) -> None:
@@ -371,7 +379,7 @@ class Engine:
                 track = _Track(recent=deque([f.severity] * int(t["window"]), maxlen=int(t["window"])),
                                first_bad_ts=f.first_seen, samples=f.evidence.get("samples", 1), finding=f,
                                last_ts=f.last_seen)
-                self._tracks[(f.rule, canonical_tags(f.subject))] = track
+                self._tracks.setdefault(f.rule, {})[canonical_tags(f.subject)] = track
 
 
 def _entity_of(subject: dict[str, str]) -> tuple:

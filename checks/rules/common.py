@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from db2vtop.agent.core.source import Row
-from db2vtop.checks.rule import FactIndex, LiveRule, Thresholds, Verdict, as_float
+from db2vtop.checks.rule import FactIndex, LiveRule, Thresholds, Verdict, as_float, is_number
 
 
 class ThresholdRule(LiveRule):
@@ -25,7 +25,7 @@ class ThresholdRule(LiveRule):
 
     def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
         value = row.fields.get(self.field)
-        if not isinstance(value, int | float) or isinstance(value, bool):
+        if not is_number(value):
             return None
         if any(row.tags.get(k) != v for k, v in self.where.items()):
             return None

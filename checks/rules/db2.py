@@ -5,7 +5,7 @@ from __future__ import annotations
 from db2vtop.agent.core.model import Fact
 from db2vtop.agent.core.source import Row
 from db2vtop.checks.catalog import Practice, baselines, cite
-from db2vtop.checks.rule import FactIndex, LiveRule, PerFactRule, StaticRule, Thresholds, Verdict, as_float
+from db2vtop.checks.rule import FactIndex, LiveRule, PerFactRule, StaticRule, Thresholds, Verdict, as_float, is_number
 from db2vtop.checks.rules.common import ThresholdRule
 
 
@@ -172,7 +172,7 @@ class ContainerBalance(LiveRule):
 
     def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
         ms, pages = row.fields.get("read_ms_per_page"), as_float(row.fields.get("pages_read_per_s"))
-        if not isinstance(ms, int | float) or isinstance(ms, bool):
+        if not is_number(ms):
             return None
         subject = self.subject(row)
         by_container = self._latest.setdefault(tuple(sorted(subject.items())), {})

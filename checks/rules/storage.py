@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from db2vtop.agent.core.model import Fact
 from db2vtop.agent.core.source import Row
-from db2vtop.checks.rule import FactIndex, PerFactRule, StaticRule, Thresholds, Verdict, as_float
+from db2vtop.checks.rule import FactIndex, PerFactRule, StaticRule, Thresholds, Verdict, as_float, is_number
 from db2vtop.checks.rules.common import ThresholdRule
 
 QUEUE_FIX = ("Find where I/O queues: KAVG/QAVG > 0 means the VMkernel holds I/O back (raise the HBA LUN queue depth "
@@ -143,7 +143,7 @@ class SnapReserve(PerFactRule):
 
     def problem(self, f: Fact, t: Thresholds) -> str | None:
         reserve = f.data.get("snapshot_reserve_pct")
-        return f"snapshot reserve {reserve}% (WP-7109: 0)" if isinstance(reserve, int | float) and reserve > 0 else None
+        return f"snapshot reserve {reserve}% (WP-7109: 0)" if is_number(reserve) and reserve > 0 else None
 
 
 class NoSnapSchedule(PerFactRule):
@@ -202,7 +202,7 @@ class ThinLunVolume(PerFactRule):
 
     def problem(self, f: Fact, t: Thresholds) -> str | None:
         ratio = f.data.get("volume_to_luns_ratio")
-        if f.data.get("space_reserve") is False and isinstance(ratio, int | float) and ratio < as_float(t["min_ratio"]):
+        if f.data.get("space_reserve") is False and is_number(ratio) and ratio < as_float(t["min_ratio"]):
             return f"thin LUN in a volume only {ratio:.2f}x its LUNs (WP-7109: 2x)"
         return None
 

@@ -10,7 +10,17 @@ from __future__ import annotations
 from db2vtop.agent.core.model import Fact
 from db2vtop.agent.core.source import Row
 from db2vtop.agent.core.units import format_bytes
-from db2vtop.checks.rule import FactIndex, LiveRule, PerFactRule, StaticRule, Thresholds, Verdict, as_float, pct
+from db2vtop.checks.rule import (
+    FactIndex,
+    LiveRule,
+    PerFactRule,
+    StaticRule,
+    Thresholds,
+    Verdict,
+    as_float,
+    is_number,
+    pct,
+)
 from db2vtop.checks.rules.common import ThresholdRule
 
 MIB = 2**20
@@ -38,7 +48,7 @@ class BalloonZero(LiveRule):
 
     def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
         value = row.fields.get(self.field)
-        if not isinstance(value, int | float) or isinstance(value, bool):
+        if not is_number(value):
             return None
         subject = self.subject(row)
         key = tuple(sorted(subject.items()))
@@ -113,7 +123,7 @@ class HostSwapHost(HostSwapVM):
     def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
         v = super().judge(row, t, facts)
         used = row.fields.get("mem_swap_used_bytes")
-        if isinstance(used, int | float):
+        if is_number(used):
             key = tuple(sorted(self.subject(row).items()))
             before, self._used[key] = self._used.get(key), float(used)
             if before is not None and used > before:
@@ -135,13 +145,14 @@ class CpuReady(LiveRule):
 
     def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
         """The collector already gives these summation counters as % of the interval per vCPU."""
-        per_vcpu, vcpus = row.fields.get(self.field), as_float(row.fields.get("vcpus"))
-        if not isinstance(per_vcpu, int | float) or isinstance(per_vcpu, bool):
+        per_vcpu = row.fields.get(self.field)
+        if not is_number(per_vcpu):
             return None
         severity = ("critical" if per_vcpu >= as_float(t["crit_pct"]) else
                     "warning" if per_vcpu >= as_float(t["warn_pct"]) else None)
         if severity is None:  # most samples of a fleet: the engine reads no summary or values of a clean verdict
             return Verdict(self.subject(row), None)
+        vcpus = as_float(row.fields.get("vcpus"))
         return Verdict(self.subject(row), severity,
                        f"{row.tags.get('vm')}: {self.label} {per_vcpu:.1f}% per vCPU ({int(vcpus)} vCPUs)",
                        {self.field: round(float(per_vcpu), 2), "vcpus": vcpus})
@@ -305,7 +316,7 @@ class MemReservation(LiveRule):
         db2 = row.tags.get("db2")
         stack = next((s for s in facts.stacks if s.db2 == db2 and s.vm), None)
         committed = row.fields.get("committed_bytes")
-        if stack is None or not isinstance(committed, int | float):
+        if stack is None or not is_number(committed):
             return None
         sets = self._committed.setdefault((db2, stack.vm), {})
         key = "/".join(row.tags.get(k, "") for k in sorted(row.tags) if k not in ("db2",))
