@@ -3,6 +3,7 @@ with concurrent readers in other processes, and a kill -9 that loses only the op
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -104,6 +105,37 @@ def test_facts_keep_a_version_per_change(store_path):
         assert [f.ts for f in history] == [T0, T0 + 2]
         current = {f.tags["vm"]: f.data["num_cpu"] for f in r.facts("vm")}
     assert current == {"db2prod01": 12, "other": 2}
+
+
+def test_versions_in_one_batch_and_across_restarts_as_if_written_one_by_one(store_path):
+    vm, v1, v2 = {"vm": "db2prod01"}, {"num_cpu": 8}, {"num_cpu": 12}
+    with Store(store_path, writer=True) as w:
+        w.write(facts=[Fact("vm", vm, v1, T0), Fact("vm", vm, v1, T0 + 1), Fact("vm", vm, v2, T0 + 2),
+                       Fact("vm", vm, v1, T0 + 3), Fact("vm", vm, v1, T0 + 4), Fact("vm", {"vm": "b"}, v2, T0)])
+    with Store(store_path, writer=True) as w:  # a restart: what it knows of the stored versions is read back
+        w.write(facts=[Fact("vm", vm, v1, T0 + 5), Fact("vm", {"vm": "b"}, v1, T0 + 5)])
+    with Store(store_path) as r:
+        rows = r.db.execute("SELECT entity, data, first_seen, last_seen FROM facts ORDER BY id").fetchall()
+        assert [(json.loads(e)["vm"], json.loads(d)["num_cpu"], a - T0, b - T0) for e, d, a, b in rows] == [
+            ("db2prod01", 8, 0, 1), ("db2prod01", 12, 2, 2), ("db2prod01", 8, 3, 5), ("b", 12, 0, 0), ("b", 8, 5, 5)]
+        assert {f.tags["vm"]: f.data["num_cpu"] for f in r.facts("vm")} == {"db2prod01": 8, "b": 8}
+
+
+def test_a_batch_of_more_series_than_a_statement_holds(store_path, monkeypatch):
+    """Rows go in multi-row statements (a step per row kept the writer waiting for the GIL): every row of a batch
+    past their size, and every series, with tags that JSON must escape, is stored once and read back."""
+    monkeypatch.setattr("db2vtop.agent.core.store.ROWS_PER_STATEMENT", 7)
+    odd = ['a,b', 'quote"d', "tab\tand\x1erecord", "é ü 中", "x" * 300]
+    samples = [Sample("m", {"vm": f"{odd[i % len(odd)]}{i}", "n": str(i % 3)}, {"v": i}, T0 + k)
+               for i in range(50) for k in range(3)]
+    with Store(store_path, writer=True) as w:
+        w.write(samples[:75])
+        w.write(samples)  # the first half again: known series, rows the store holds
+    with Store(store_path) as r:
+        series = r.series("m")
+        assert sorted(s.tags["vm"] for s in series) == sorted(f"{odd[i % len(odd)]}{i}" for i in range(50))
+        got = {(row.tags["vm"], row.ts): row.fields["v"] for row in r.rows("m", 0, T0 + 10)}
+    assert got == {(s.tags["vm"], s.ts): s.fields["v"] for s in samples}
 
 
 def test_a_removed_entity_leaves_the_current_facts_and_keeps_its_history(store_path):

@@ -17,6 +17,7 @@ being written and never corrupts the file.
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import json
 import logging
@@ -96,7 +97,17 @@ CREATE TABLE IF NOT EXISTS findings(
 CREATE UNIQUE INDEX IF NOT EXISTS findings_open ON findings(key) WHERE resolved_at IS NULL;
 CREATE INDEX IF NOT EXISTS findings_seen ON findings(last_seen);
 """
-_INSERT_SAMPLE = "INSERT INTO samples(series_id, ts, fieldset, vals) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING"
+#: rows one INSERT carries at most (fewer where SQLite allows fewer parameters). sqlite3 lets the GIL go for each
+#: step of a statement and must win it back after, from threads that may keep it for their whole switch interval:
+#: executemany's step per row left the store writer of a 10,000-VM first cycle waiting most of its time (a
+#: convoy; 100,000 rows beside two busy threads: 0.3 s in 4,096-row statements, minutes one row a step)
+ROWS_PER_STATEMENT = 4096
+
+
+@functools.lru_cache(maxsize=32)
+def _values(width: int, n: int) -> str:
+    """`VALUES (?,?),(?,?)...`: n rows of `width` parameters."""
+    return "VALUES " + ",".join(["(" + ",".join("?" * width) + ")"] * n)
 
 
 class StoreError(Exception):
@@ -202,7 +213,7 @@ class Store:
         self._series: dict[str, int] = {}
         self._fieldset_ids: dict[tuple[str, ...], int] = {}
         self._fieldset_names: dict[int, tuple[str, ...]] = {}
-        self._facts: dict[tuple[str, str], tuple[int, bytes]] = {}
+        self._facts: dict[tuple[str, str], bytes] = {}  # (kind, entity) -> the digest of its newest stored version
         self._retention_cursor = 0
         self._seal_cursor = 0
         self._chunk_cache: OrderedDict[int, tuple[list[int], tuple[str, ...], list[list[Any]]]] = OrderedDict()
@@ -360,8 +371,7 @@ class Store:
         if len(unknown) > 1:
             self._look_up(unknown)
         if len(unknown) > 1:
-            self.db.executemany("INSERT INTO series(measurement, tags) VALUES (?, ?) ON CONFLICT DO NOTHING",
-                                list(unknown))
+            self._insert("INSERT INTO series(measurement, tags)", list(unknown), " ON CONFLICT DO NOTHING")
             self._look_up(unknown)
         return {key: text for (_, text), key in unknown.items()}
 
@@ -370,12 +380,17 @@ class Store:
         by_measurement: dict[str, list[str]] = {}
         for measurement, text in unknown:
             by_measurement.setdefault(measurement, []).append(text)
+        per = self._per_statement(1) - 1
         for measurement, texts in by_measurement.items():
-            for i in range(0, len(texts), 500):
-                part = texts[i:i + 500]
-                sql = f"SELECT id, tags FROM series WHERE measurement=? AND tags IN ({','.join(['?'] * len(part))})"
-                for sid, text in self.db.execute(sql, (measurement, *part)):
-                    self._series[unknown.pop((measurement, text))] = sid
+            for i in range(0, len(texts), per):
+                part = texts[i:i + per]
+                # one row, not one per series: a step each (see ROWS_PER_STATEMENT). Canonical tags are JSON, in
+                # which a control character such as the record separator is always escaped
+                ids, found = self.db.execute(
+                    "SELECT group_concat(id, ','), group_concat(tags, char(30)) FROM series WHERE measurement=? "
+                    f"AND tags IN ({','.join(['?'] * len(part))})", (measurement, *part)).fetchone()
+                for sid, text in zip(ids.split(",") if ids else (), found.split("\x1e") if ids else (), strict=True):
+                    self._series[unknown.pop((measurement, text))] = int(sid)
 
     def _fieldset_id(self, names: tuple[str, ...]) -> int:
         fid = self._fieldset_ids.get(names)
@@ -414,11 +429,10 @@ class Store:
                 rows.append((self._series_id(key, s.measurement, s.tags, texts.get(key)), s.ts,
                              self._fieldset_id(names), vals))
             before = self.db.total_changes
-            self.db.executemany(_INSERT_SAMPLE, rows)
+            self._insert("INSERT INTO samples(series_id, ts, fieldset, vals)", rows, " ON CONFLICT DO NOTHING")
             if self.db.total_changes - before < len(rows):
                 self._merge_conflicts(rows)
-            for f in facts:
-                self._write_fact(f)
+            self._write_facts(facts)
             self.db.executemany(
                 "INSERT INTO annotations(ts, kind, name, tags, text) VALUES (?, ?, ?, ?, ?)",
                 [(a.ts, a.event, a.name, canonical_tags(a.tags), a.text) for a in annotations])
@@ -457,22 +471,61 @@ class Store:
                 self.db.execute("UPDATE samples SET fieldset=?, vals=? WHERE series_id=? AND ts=?",
                                 (*stored[(sid, ts)], sid, ts))
 
-    def _write_fact(self, f: Fact) -> None:
-        key = (f.kind, canonical_tags(f.tags))
-        data = _doc(f.data)
-        digest = _digest(data)
-        known = self._facts.get(key)
-        if known is None:
-            row = self.db.execute("SELECT id, data FROM facts WHERE kind=? AND entity=? ORDER BY id DESC LIMIT 1",
-                                  key).fetchone()
-            known = (row[0], _digest(row[1])) if row else None
-        if known and known[1] == digest:
-            self.db.execute("UPDATE facts SET last_seen=max(last_seen, ?) WHERE id=?", (f.ts, known[0]))
-            self._facts[key] = known
+    def _per_statement(self, width: int) -> int:
+        return max(1, min(ROWS_PER_STATEMENT, self.db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width))
+
+    def _insert(self, head: str, rows: Sequence[tuple], tail: str = "") -> None:
+        """`head VALUES ... tail` of these rows, a few thousand a statement (see ROWS_PER_STATEMENT)."""
+        if not rows:
             return
-        cur = self.db.execute("INSERT INTO facts(kind, entity, data, first_seen, last_seen) VALUES (?,?,?,?,?)",
-                              (*key, data, f.ts, f.ts))
-        self._facts[key] = (cur.lastrowid, digest)
+        width = len(rows[0])
+        per = self._per_statement(width)
+        for i in range(0, len(rows), per):
+            part = rows[i:i + per]
+            self.db.execute(f"{head} {_values(width, len(part))}{tail}", [x for r in part for x in r])
+
+    def _write_facts(self, facts: Sequence[Fact]) -> None:
+        """Each fact a new version of its entity, or, the same as its newest stored version, that version's
+        last_seen moved on; in a few statements however many facts (a 10,000-VM facts pass), not a few each."""
+        if not facts:
+            return
+        keyed = [((f.kind, canonical_tags(f.tags)), f) for f in facts]
+        self._recall_facts(list({key for key, _ in keyed if key not in self._facts}))
+        inserts: list[tuple[str, str, str, int, int]] = []
+        added: dict[tuple[str, str], int] = {}  # entity -> its newest version in `inserts`
+        seen: dict[int, list[tuple[str, str]]] = {}  # ts -> the entities whose stored newest version it saw again
+        for key, f in keyed:
+            data = _doc(f.data)
+            digest = _digest(data)
+            if self._facts.get(key) == digest:
+                if key in added:  # this batch's own version, seen again
+                    row = inserts[added[key]]
+                    inserts[added[key]] = (*row[:4], max(row[4], f.ts))
+                else:
+                    seen.setdefault(f.ts, []).append(key)
+                continue
+            added[key] = len(inserts)
+            inserts.append((*key, data, f.ts, f.ts))
+            self._facts[key] = digest
+        per = self._per_statement(2)
+        for ts, keys in seen.items():  # before the inserts: their newest version is the stored one
+            for i in range(0, len(keys), per):
+                part = keys[i:i + per]
+                self.db.execute("UPDATE facts SET last_seen=max(last_seen, ?) WHERE id IN (SELECT max(id) FROM facts "
+                                f"WHERE (kind, entity) IN ({_values(2, len(part))}) GROUP BY kind, entity)",
+                                (ts, *(x for k in part for x in k)))
+        self._insert("INSERT INTO facts(kind, entity, data, first_seen, last_seen)", inserts)
+
+    def _recall_facts(self, keys: list[tuple[str, str]]) -> None:
+        """The digests of these entities' newest stored versions (a first facts pass finds none)."""
+        per = self._per_statement(2)
+        for i in range(0, len(keys), per):
+            part = keys[i:i + per]
+            for kind, entity, data in self.db.execute(
+                    "SELECT kind, entity, data FROM facts WHERE id IN (SELECT max(id) FROM facts "
+                    f"WHERE (kind, entity) IN ({_values(2, len(part))}) GROUP BY kind, entity)",
+                    [x for k in part for x in k]):
+                self._facts[(kind, entity)] = _digest(data)
 
     def _write_finding(self, f: Finding) -> None:
         """Open a finding, refresh the open one with the same rule and subject, or resolve it."""
