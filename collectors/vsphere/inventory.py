@@ -17,7 +17,7 @@ from xml.sax.saxutils import escape
 
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.vsphere.connection import SoapFaultError
-from db2vtop.collectors.vsphere.soapxml import NS, Ref, envelope, this, to_int, value
+from db2vtop.collectors.vsphere.soapxml import NS, Node, Ref, envelope, this, to_int, value
 
 VM_QUICKSTATS = ("balloonedMemory", "swappedMemory", "compressedMemory", "overallCpuUsage", "guestMemoryUsage",
                  "hostMemoryUsage", "consumedOverheadMemory")
@@ -33,6 +33,12 @@ VM_FULL = (*VM_LIGHT, "config.hardware.numCoresPerSocket", "config.cpuAllocation
            "config.memoryAllocation", "config.memoryReservationLockedToMax", "config.latencySensitivity.level",
            "config.cpuHotAddEnabled", "config.version", "config.swapPlacement", "config.hardware.device",
            "guest.toolsVersionStatus2", "guest.toolsVersion", "guest.net")
+#: the wholes a full row asks for instead of their parts (VM_FULL's paths under them): each path asked is a
+#: propSet of its own in the answer, evaluated and encoded apart (and deep-copied by the simulator) - eleven of
+#: a VM's twenty-eight, where the two wholes hold little more (a page of the simulator's VMs: 14 % fewer bytes)
+FULL_WHOLES = {whole: tuple(p[len(whole) + 1:] for p in VM_FULL if p.startswith(whole + "."))
+               for whole in ("summary.quickStats", "config.hardware")}
+VM_FULL_ASKED = (*(p for p in VM_FULL if not p.startswith(tuple(w + "." for w in FULL_WHOLES))), *FULL_WHOLES)
 HOST_LIGHT = ("name", "parent", "summary.hardware.numCpuThreads", "summary.quickStats.overallCpuUsage",
               "summary.quickStats.overallMemoryUsage")
 HOST_FULL = (*HOST_LIGHT, "summary.hardware.cpuModel", "summary.hardware.cpuMhz", "summary.hardware.numCpuPkgs",
@@ -218,7 +224,7 @@ def full_vm_rows(session: Any, vms: list[Ref]) -> Rows:
     simulated VM's 240 XML elements). A VM deleted since its reference was read fails the whole call
     in vCenter: the page is halved until only that VM is left out."""
     try:
-        return retrieve_objects(session, vms, {"VirtualMachine": VM_FULL})
+        return [(obj, _parts(p)) for obj, p in retrieve_objects(session, vms, {"VirtualMachine": VM_FULL_ASKED})]
     except SoapFaultError as e:
         if e.name != "ManagedObjectNotFound":
             raise
@@ -226,6 +232,20 @@ def full_vm_rows(session: Any, vms: list[Ref]) -> Rows:
             return []
     half = len(vms) // 2
     return full_vm_rows(session, vms[:half]) + full_vm_rows(session, vms[half:])
+
+
+def _parts(p: dict[str, Any]) -> dict[str, Any]:
+    """A full row as asked (VM_FULL_ASKED) under VM_FULL's paths, as a light row has them: a part a whole leaves
+    out (vCenter omits an unset number) is left out. A part comes as text, not as the number its own path gives:
+    readers convert (to_int), and identity() digests its text."""
+    for whole, parts in FULL_WHOLES.items():
+        node = p.pop(whole, None)
+        if isinstance(node, Node):
+            for part in parts:
+                v = node.get(part)
+                if v is not None:
+                    p[f"{whole}.{part}"] = v
+    return p
 
 
 def read_hosts(session: Any, view: str, full: bool) -> Rows:
