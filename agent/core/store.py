@@ -97,17 +97,31 @@ CREATE TABLE IF NOT EXISTS findings(
 CREATE UNIQUE INDEX IF NOT EXISTS findings_open ON findings(key) WHERE resolved_at IS NULL;
 CREATE INDEX IF NOT EXISTS findings_seen ON findings(last_seen);
 """
-#: rows one INSERT carries at most (fewer where SQLite allows fewer parameters). sqlite3 lets the GIL go for each
-#: step of a statement and must win it back after, from threads that may keep it for their whole switch interval:
-#: executemany's step per row left the store writer of a 10,000-VM first cycle waiting most of its time (a
-#: convoy; 100,000 rows beside two busy threads: 0.3 s in 4,096-row statements, minutes one row a step)
-ROWS_PER_STATEMENT = 4096
+#: rows one statement carries at most (a power of two; fewer where SQLite allows fewer parameters). sqlite3 lets
+#: the GIL go for each step of a statement and must win it back after, from threads that may keep it for their
+#: whole switch interval: executemany's step per row left the store writer of a 10,000-VM first cycle waiting most
+#: of its time (a convoy; 100,000 rows beside two threads that never wait: 9 s in 256-row statements, minutes one
+#: row a step; beside the agent's own threads, which wait often, a few ms). Larger statements cost memory: sqlite3
+#: keeps each prepared (a 4,096-row one held some MB, a 2,000-VM agent's peak grew by 9 MB)
+ROWS_PER_STATEMENT = 256
 
 
-@functools.lru_cache(maxsize=32)
+@functools.lru_cache(maxsize=64)
 def _values(width: int, n: int) -> str:
     """`VALUES (?,?),(?,?)...`: n rows of `width` parameters."""
     return "VALUES " + ",".join(["(" + ",".join("?" * width) + ")"] * n)
+
+
+def _parts(items: Sequence[Any], per: int) -> Iterator[Sequence[Any]]:
+    """`items` in parts of at most `per` (a power of two), each a power of two long: however batches vary, a
+    statement has one of a few shapes, each prepared once."""
+    i, n = 0, len(items)
+    while i < n:
+        k = per
+        while k > n - i:
+            k //= 2
+        yield items[i:i + k]
+        i += k
 
 
 class StoreError(Exception):
@@ -380,10 +394,8 @@ class Store:
         by_measurement: dict[str, list[str]] = {}
         for measurement, text in unknown:
             by_measurement.setdefault(measurement, []).append(text)
-        per = self._per_statement(1) - 1
         for measurement, texts in by_measurement.items():
-            for i in range(0, len(texts), per):
-                part = texts[i:i + per]
+            for part in _parts(texts, self._per_statement(1) // 2):
                 # one row, not one per series: a step each (see ROWS_PER_STATEMENT). Canonical tags are JSON, in
                 # which a control character such as the record separator is always escaped
                 ids, found = self.db.execute(
@@ -472,16 +484,16 @@ class Store:
                                 (*stored[(sid, ts)], sid, ts))
 
     def _per_statement(self, width: int) -> int:
-        return max(1, min(ROWS_PER_STATEMENT, self.db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width))
+        """The most rows of `width` parameters a statement carries: a power of two."""
+        most = max(1, min(ROWS_PER_STATEMENT, self.db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width))
+        return 1 << (most.bit_length() - 1)
 
     def _insert(self, head: str, rows: Sequence[tuple], tail: str = "") -> None:
-        """`head VALUES ... tail` of these rows, a few thousand a statement (see ROWS_PER_STATEMENT)."""
+        """`head VALUES ... tail` of these rows, a few hundred a statement (see ROWS_PER_STATEMENT)."""
         if not rows:
             return
         width = len(rows[0])
-        per = self._per_statement(width)
-        for i in range(0, len(rows), per):
-            part = rows[i:i + per]
+        for part in _parts(rows, self._per_statement(width)):
             self.db.execute(f"{head} {_values(width, len(part))}{tail}", [x for r in part for x in r])
 
     def _write_facts(self, facts: Sequence[Fact]) -> None:
@@ -507,10 +519,8 @@ class Store:
             added[key] = len(inserts)
             inserts.append((*key, data, f.ts, f.ts))
             self._facts[key] = digest
-        per = self._per_statement(2)
         for ts, keys in seen.items():  # before the inserts: their newest version is the stored one
-            for i in range(0, len(keys), per):
-                part = keys[i:i + per]
+            for part in _parts(keys, self._per_statement(2) // 2):
                 self.db.execute("UPDATE facts SET last_seen=max(last_seen, ?) WHERE id IN (SELECT max(id) FROM facts "
                                 f"WHERE (kind, entity) IN ({_values(2, len(part))}) GROUP BY kind, entity)",
                                 (ts, *(x for k in part for x in k)))
@@ -518,9 +528,7 @@ class Store:
 
     def _recall_facts(self, keys: list[tuple[str, str]]) -> None:
         """The digests of these entities' newest stored versions (a first facts pass finds none)."""
-        per = self._per_statement(2)
-        for i in range(0, len(keys), per):
-            part = keys[i:i + per]
+        for part in _parts(keys, self._per_statement(2)):
             for kind, entity, data in self.db.execute(
                     "SELECT kind, entity, data FROM facts WHERE id IN (SELECT max(id) FROM facts "
                     f"WHERE (kind, entity) IN ({_values(2, len(part))}) GROUP BY kind, entity)",
