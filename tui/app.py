@@ -132,6 +132,8 @@ class Db2vtopApp(App):
         self._start_target: Target | None = None
         self._switching = False
         self._settled = False
+        self._quitting = False  # exit() was called
+        self._ran = False  # the app has been running (Textual's is_running is False before as after)
         self.flash: Flash | None = None
         self.DEFAULT_MODE = self._start_mode(prefer_fleet)  # read by App.__init__
         super().__init__()
@@ -185,12 +187,27 @@ class Db2vtopApp(App):
 
     # --- the time cursor and the loader -------------------------------------------------------
 
-    def _screens_gone(self) -> bool:
-        """True once the app has begun tearing its screens down: its timers may still fire then."""
-        return not self._screen_stacks.get(self._current_mode)
+    @property
+    def closing(self) -> bool:
+        """Whether the app has begun to close (a quit, or whoever runs it tearing it down): from then on the
+        loader, the timers and the workers leave it alone. Its timers may still fire and the loader thread may be
+        in the middle of a read while Textual takes the screens down, and a screen taken down has no app."""
+        if self.is_running:
+            self._ran = True
+            return self._quitting
+        return self._ran or self._quitting
+
+    def exit(self, *args: Any, **kwargs: Any) -> None:
+        self._quitting = True
+        super().exit(*args, **kwargs)
+
+    def _top(self) -> Screen | None:
+        """The screen shown (safe from the loader thread, and while the screens are taken down)."""
+        stack = self._screen_stacks.get(self._current_mode)
+        return stack[-1] if stack else None
 
     def _tick(self) -> None:
-        if self._screens_gone():
+        if self.closing:
             return
         now = time.monotonic()
         self.cursor.advance(now - self._last_tick, self.clock())
@@ -218,7 +235,7 @@ class Db2vtopApp(App):
 
     def reload(self) -> None:
         self._reload_timer = None
-        if self._screens_gone():
+        if self.closing:
             return
         self._title()
         if self._prefetch_timer is not None:
@@ -231,6 +248,8 @@ class Db2vtopApp(App):
         """Coalesce reloads asked for by resizes, scrolling and typing into one, 50 ms later; none while the
         cursor moves on its own, whose next tick loads within a second anyway (a 10,000-VM Fleet's load after
         each key would take the loader away from the keys that follow)."""
+        if self.closing:
+            return
         if now:
             self.reload()
         elif (self.cursor.live or self.cursor.playing) and self.refresh_s <= 1.0:
@@ -244,14 +263,35 @@ class Db2vtopApp(App):
         until, since = self.cursor.end(now), self.cursor.since(now)
         worker = get_current_worker()
         with self._load_lock:  # one store connection, one reader at a time
-            if worker.is_cancelled:
-                return  # a newer load is queued behind this one
+            if worker.is_cancelled or self.closing:
+                return  # a newer load is queued behind this one, or the app is closing
             t0 = time.perf_counter()
             view = self._read(screen, worker, since, until)
             if view is None:
                 return
             self.timings.load_ms.append((time.perf_counter() - t0) * 1000)
-        self.call_from_thread(self._show, screen, view)
+        self._on_main(self._show, screen, view)
+
+    def _on_main(self, callback: Callable[..., None], *args: Any) -> None:
+        """From the loader thread: run `callback` on the main thread and wait for it, unless the app closes first
+        (then it is dropped, not waited for: the loop may never run it)."""
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                if not self.closing:
+                    callback(*args)
+            finally:
+                done.set()
+
+        try:
+            if self.closing or not self.call_later(run):  # a message to the app: thread-safe
+                return
+        except RuntimeError:  # its loop has closed
+            return
+        while not done.wait(0.05):
+            if self.closing:
+                return
 
     def _read(self, screen: ViewScreen, worker: Any, since: int, until: int) -> Any:
         """`screen.load_view` in the loader thread: None if it was cancelled or the source failed (said on screen)."""
@@ -259,8 +299,9 @@ class Db2vtopApp(App):
             if self._reader is None:
                 self._reader = Reader(self._open())
             # a 10,000-VM Fleet's load takes a good part of a second: another screen's, after a key, does
-            # not wait for it to finish (the next tick's load of this one does: it would never finish)
-            self._reader.cancelled = lambda: worker.is_cancelled and not screen.is_current
+            # not wait for it to finish (the next tick's load of this one does: it would never finish); none
+            # goes on once the app is closing
+            self._reader.cancelled = lambda: self.closing or (worker.is_cancelled and self._top() is not screen)
             self._reader.begin()
             # no cyclic garbage collection during a load: a 10,000-VM Fleet at a new moment makes some 100,000
             # objects that live on (rows, their figures), and the collector's passes over them while they were made
@@ -277,7 +318,7 @@ class Db2vtopApp(App):
         except LoadCancelledError:
             return None
         except StoreError as e:
-            self.call_from_thread(self._store_error, screen, str(e))
+            self._on_main(self._store_error, screen, str(e))
             return None
         screen.loaded_at = (since, until)
         return view
@@ -285,7 +326,7 @@ class Db2vtopApp(App):
     def _show(self, screen: ViewScreen, view: Any) -> None:
         # a screen left (Esc) while its load ran is being taken down: its widgets may be gone already; it
         # loads again when it is shown again
-        if not screen.is_attached or not screen.is_current:
+        if not screen.is_attached or self._top() is not screen:
             return
         t0 = time.perf_counter()
         screen.show_view(view)
@@ -307,6 +348,8 @@ class Db2vtopApp(App):
         """A full garbage collection once due (`_settle` put Python's own off), when no view has been shown for a
         moment and no load is under way: between keys, or between two ticks, not in a key's frame or load."""
         self._gc_timer = None
+        if self.closing:
+            return
         if self._reload_timer is not None or any(
                 w.group == "load" and w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in self.workers):
             self._gc_timer = self.set_timer(FULL_GC_IDLE_S, self._full_gc)
@@ -318,7 +361,7 @@ class Db2vtopApp(App):
         user stops there, the screen under it is loaded at that moment too, and going back shows it at once (a
         10,000-VM Fleet at a moment it has not read takes a good part of a second). Any key's load comes first."""
         self._prefetch_timer = None
-        if self._screens_gone():
+        if self.closing:
             return
         base = self.screen_stack[0]
         now = self.clock()
@@ -335,7 +378,7 @@ class Db2vtopApp(App):
         stop both threads for ~100 ms every few seconds, typically in the middle of a keypress. The full passes
         that remain (15-70 ms at 10,000 VMs) are the app's from then on, at a quiet moment (`_full_gc`): Python's
         own came in the middle of screen switches."""
-        if self._screens_gone():
+        if self.closing:
             return
         waiting = [m for m in self.MODES if m not in self._screen_stacks]
         if waiting:
@@ -352,7 +395,7 @@ class Db2vtopApp(App):
             gc.set_threshold(*self._gc_threshold)
 
     def _store_error(self, screen: Screen, message: str) -> None:
-        if screen.is_attached:
+        if screen.is_attached and not self.closing:
             for status in screen.query(StatusLine):
                 status.update(Text(f"{self._source_name}: {message}", style="bold red"))
 
@@ -410,7 +453,8 @@ class Db2vtopApp(App):
             await mounted
         finally:
             self._end_batch()
-            self.screen.refresh()
+            if not self.closing:
+                self.screen.refresh()
 
     def delay_update(self, delay: float = 0.05) -> None:
         if not self._switching:  # switch_mode holds the frames itself
@@ -538,6 +582,8 @@ class Db2vtopApp(App):
         self.set_timer((timeout or FLASH_S) + 0.05, self._show_flash)
 
     def _show_flash(self) -> None:
+        if self.closing:
+            return
         for screen in self.screen_stack:
             for bar in screen.query(KeyBar):
                 bar.show_flash()

@@ -15,8 +15,8 @@ from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar
 
 
 class ViewScreen(Screen):
-    """`load_view` runs in the loader thread (store reads only); `show_view` on the main thread
-    (widget updates only). HELP lists the screen's own keys for `?`."""
+    """`load_view` runs in the loader thread (store reads only, never `self.app`: the app may be taking the
+    screen down); `show_view` on the main thread (widget updates only). HELP lists the screen's own keys for `?`."""
 
     HELP: ClassVar[list[tuple[str, str]]] = []
     BINDINGS: ClassVar = [Binding("slash", "filter", "Filter", key_display="/"),

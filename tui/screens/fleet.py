@@ -44,6 +44,9 @@ class FleetScreen(ViewScreen):
         self.table.set_sort(FINDING_COL, False)
         self.table.empty_text = EMPTY
         self.table.set_hidden(prefs.hidden_columns("fleet"))
+        # the loader thread asks for the stacks through this, never through `self.app`: a screen the app is
+        # taking down (a quit during a load) has none
+        self.stacks_for = self.app.stacks_for
 
     def compose(self) -> ComposeResult:
         yield TitleBar()
@@ -62,7 +65,7 @@ class FleetScreen(ViewScreen):
         return ["Fleet"]
 
     def load_view(self, reader: Reader, since_ns: int, until_ns: int) -> FleetView:
-        return load_fleet(reader, self.app.stacks_for(reader), since_ns, until_ns, TableState.of(self.table),
+        return load_fleet(reader, self.stacks_for(reader), since_ns, until_ns, TableState.of(self.table),
                           SPARK_COLS, self.levels)
 
     def show_view(self, view: FleetView) -> None:
