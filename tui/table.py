@@ -217,6 +217,9 @@ class GridTable(ScrollView, can_focus=True, inherit_bindings=False):
         self.sort_col: int | None = None
         self.sort_reverse = False
         self.cursor = 0
+        #: the user moved the cursor: from then on it follows its row when rows move (a sort, new data); until
+        #: then it stays on the top row, whatever the first frames held (htop, k9s)
+        self.moved = False
         self.show_cursor = cursor
         self.empty_text = ""
         self.hidden: frozenset[str] = frozenset()  # column names the field chooser took off
@@ -272,7 +275,7 @@ class GridTable(ScrollView, can_focus=True, inherit_bindings=False):
         self.shown = shown
         self._arranged_for = (self.filter_text, self.sort_col, self.sort_reverse)
         self._strips.clear()
-        if key is not None:
+        if key is not None and self.moved:
             self.cursor = next((i for i, r in enumerate(self.shown) if r.key == key), self.cursor)
         self.cursor = max(0, min(self.cursor, len(self.shown) - 1))
         self.virtual_size = Size(self.size.width, len(self.shown) + 1)
@@ -344,6 +347,7 @@ class GridTable(ScrollView, can_focus=True, inherit_bindings=False):
         if not self.shown:
             return
         before = int(self.scroll_y)
+        self.moved = True
         self.cursor = max(0, min(index, len(self.shown) - 1))
         rows = max(self.size.height - 1, 1)
         if self.cursor < self.scroll_y:

@@ -1,0 +1,43 @@
+"""The second newcomer review's TUI findings, each as the user met it: the real `db2vtop` in a pty, its screen
+read through a terminal emulator (tests/pty_term.py), at 80x24 unless the finding is about another size.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from db2vtop.agent.core.model import Sample
+from db2vtop.agent.core.store import Store
+from tests.pty_term import Terminal
+from tests.test_tui_terminal import ROOT, db2vtop, env_for
+
+S = 10**9
+
+
+def vcenter_config(path: Path) -> Path:
+    """A config naming a vCenter (the Fleet is the first screen); nothing is collected from it here."""
+    path.write_text('[[vcenter]]\nname = "vc1"\nurl = "https://127.0.0.1:9/sdk"\nuser = "monitor"\n'
+                    'password_env = "VC1_PASSWORD"\nverify_tls = false\n')
+    return path
+
+
+def test_the_fleet_starts_on_its_top_row_when_later_rows_sort_above_the_first_ones(tmp_path):
+    """N8: the first frame held one row (a guest); the VMs that came next sorted above it and pushed it off the
+    screen. The cursor stays on the top row until the user moves it, so Enter opens what is on top."""
+    store = tmp_path / "m.db"
+    now = time.time_ns()
+    with Store(store, writer=True) as agent:  # the agent writing the store: watch attaches to it
+        agent.write([Sample("guest_cpu", {"guest": "zz-guest", "cpu": "total"}, {"busy_pct": 5.0}, now)])
+        term = Terminal([*db2vtop(), "watch", "-c", str(vcenter_config(tmp_path / "vc.toml")), "--store", str(store)],
+                        80, 24, truecolor=False, env=env_for(tmp_path / "home"), cwd=ROOT)
+        try:
+            term.wait(lambda s: " Fleet " in s and "zz-guest" in s, 30, "the Fleet's first row")
+            agent.write([Sample("vsphere_vm", {"vcenter": "vc1", "vm": f"vm{i:02d}", "host": "esx01"},
+                                {"cpu_usage_pct": 10.0, "cpu_ready_pct": 0.5}, now + S) for i in range(1, 31)])
+            term.wait(lambda s: "vm01" in s and "zz-guest" not in s, 30, "the VMs above the guest")
+            term.send("\r")
+            screen = term.wait_for("Fleet › vm vm01", 20)
+            assert "Local ›" not in screen
+        finally:
+            term.close()
