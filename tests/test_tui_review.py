@@ -4,11 +4,13 @@ read through a terminal emulator (tests/pty_term.py), at 80x24 unless the findin
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 from pathlib import Path
 
 from db2vtop.agent.core.model import Sample
-from db2vtop.agent.core.store import Store
+from db2vtop.agent.core.store import Store, store_writer
 from tests.pty_term import Terminal
 from tests.test_tui_terminal import ROOT, db2vtop, env_for
 
@@ -41,3 +43,31 @@ def test_the_fleet_starts_on_its_top_row_when_later_rows_sort_above_the_first_on
             assert "Local ›" not in screen
         finally:
             term.close()
+
+
+def test_watch_says_when_the_agent_it_is_attached_to_stops(tmp_path):
+    """N17: `watch` on a store an agent writes names that agent, and says so when it has stopped (it went on
+    saying "attached to the agent writing this store" with every collector STALE)."""
+    store = tmp_path / "m.db"
+    env = env_for(tmp_path / "home")
+    agent = subprocess.Popen([*db2vtop(), "agent", "--store", str(store), "--duration", "8s"], cwd=ROOT,
+                             env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    term = None
+    try:
+        deadline = time.monotonic() + 30
+        while store_writer(store) is None:  # the agent has the store
+            assert agent.poll() is None and time.monotonic() < deadline, agent.stderr.read() if agent.stderr else ""
+            time.sleep(0.1)
+        term = Terminal([*db2vtop(), "watch", "--store", str(store)], 80, 24, truecolor=False, env=env, cwd=ROOT)
+        term.wait(lambda s: f"attached to agent {agent.pid}" in s, 30, "the agent's pid in the title")
+        assert agent.wait(30) == 0
+        screen = term.wait(lambda s: "stopped at" in s, 20, "the agent's stop said")
+        flat = " ".join(line.strip() for line in screen.splitlines())
+        assert f"agent (pid {agent.pid}) stopped at" in flat, screen
+        assert f"attached to agent {agent.pid}" not in screen
+    finally:
+        if term is not None:
+            term.close()
+        if agent.poll() is None:
+            agent.kill()
+        agent.wait()

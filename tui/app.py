@@ -41,7 +41,7 @@ from db2vtop.agent.core.markers import deliver_marker
 from db2vtop.agent.core.model import Annotation, Output
 from db2vtop.agent.core.runs import find_run, runs
 from db2vtop.agent.core.source import Source
-from db2vtop.agent.core.store import Store, StoreError
+from db2vtop.agent.core.store import Store, StoreError, store_writer
 from db2vtop.agent.core.units import format_duration, parse_duration
 from db2vtop.checks.scales import Levels, levels
 from db2vtop.tui import commands
@@ -76,6 +76,7 @@ FLASH_S = 5.0  # how long a message stays on the key bar's line
 FULL_GC_EVERY = 10  # the loader's middle-generation passes between two full ones (Python's own default)
 FULL_GC_IDLE_S = 0.3  # a full collection that is due waits for this long without a view shown
 PREFETCH_AFTER_S = 0.5  # a paused cursor left alone this long: the screen under the current one is loaded too
+AGENT_CHECK_S = 2.0  # attached to an agent's store: how often whether it still writes it is looked at
 
 
 @dataclass
@@ -118,6 +119,12 @@ class Db2vtopApp(App):
         self.read_only = read_only
         self.store_label = store_label or str(store_path)
         self.replaying = cursor is not None and not cursor.live
+        # `watch` on a store an agent writes: that agent's pid while it writes it, and when it was found stopped
+        self.attached = runtime is None and not self.replaying and source is None
+        self.agent_pid: int | None = None
+        self.agent_stopped: str | None = None
+        self._agent_checked = 0.0
+        self.status_note = ""  # said first on every screen's status line (the agent stopped)
         self.timings = Timings.new()
         self.status_title = ""  # the title bar's text (not App.sub_title: that repaints every widget)
         self.last_target: Target | None = None
@@ -169,6 +176,7 @@ class Db2vtopApp(App):
             self.theme = "ansi-dark"  # 16 colours: stay within the terminal's own palette
         if self.runtime is not None:
             self._collecting = self.run_worker(self.runtime.run(), group="runtime", exit_on_error=False)
+        self._watch_agent()
         self._title()
         self.set_interval(self.refresh_s, self._tick)
         if self._start_target is not None:
@@ -212,10 +220,30 @@ class Db2vtopApp(App):
         now = time.monotonic()
         self.cursor.advance(now - self._last_tick, self.clock())
         self._last_tick = now
-        if self.cursor.live or self.cursor.playing:
+        news = now - self._agent_checked >= AGENT_CHECK_S and self._watch_agent()  # shown by a load
+        if news or self.cursor.live or self.cursor.playing:
             self.reload()
         else:
             self._title()
+
+    def _watch_agent(self) -> bool:
+        """Attached: whether the agent still writes the store (a new one may have started since); True when that
+        changed (the title and the status lines say it)."""
+        if not self.attached:
+            return False
+        self._agent_checked = time.monotonic()
+        pid = store_writer(self.store_path)
+        if pid is not None:
+            changed = (pid, None) != (self.agent_pid, self.agent_stopped)
+            self.agent_pid, self.agent_stopped, self.status_note = pid, None, ""
+        elif self.agent_stopped is None:
+            changed = True
+            self.agent_stopped = datetime.fromtimestamp(self.clock() / 1e9).strftime("%H:%M:%S")
+            who = f"agent (pid {self.agent_pid})" if self.agent_pid else "the agent writing this store"
+            self.status_note = f"{who} stopped at {self.agent_stopped}: nothing new is collected"
+        else:
+            changed = False
+        return changed
 
     def _title(self) -> None:
         end = datetime.fromtimestamp(self.cursor.end(self.clock()) / 1e9).strftime("%Y-%m-%d %H:%M:%S")
@@ -223,8 +251,12 @@ class Db2vtopApp(App):
             mode = "replay"
         elif self.runtime is not None:
             mode = "collecting"
+        elif self.agent_stopped is not None:
+            mode = f"agent {self.agent_pid or ''} stopped {self.agent_stopped}".replace("  ", " ")
+        elif self.agent_pid is not None:
+            mode = f"attached to agent {self.agent_pid}"
         else:
-            mode = "attached to the agent writing this store"
+            mode = "attached"
         ro = " · read-only" if self.read_only else ""
         text = (f"{end} · {self.cursor.describe()} · window {format_duration(self.cursor.window_s)} · "
                 f"{mode}{ro} · {self.store_label}")

@@ -161,7 +161,8 @@ def failing(collectors: list[Status]) -> list[Status]:
 
 class StatusLine(Static):
     """Collectors (all of them when few, else a count and the ones in trouble), then markers; under
-    that, one line per failing source with its reason in full (wrapped, never cut off).
+    that, the app's news (the agent it was attached to stopped) and one line per failing source with its
+    reason in full (wrapped, never cut off).
 
     A collector whose last cycle is older than three of its intervals is STALE: its
     data is not current, whatever its last status said. The agent's own threads (store writer,
@@ -170,10 +171,8 @@ class StatusLine(Static):
 
     _shown_lines = 1
 
-    def show(self, collectors: list[Status], markers: list[Annotation], note: str = "") -> None:
+    def show(self, collectors: list[Status], markers: list[Annotation]) -> None:
         t = Text(no_wrap=True, overflow="ellipsis")
-        if note:
-            t.append(note + "  ", style="bold yellow")
         trouble = [s for s in collectors if s.status != "ok" or s.stale]
         listed = sorted(collectors, key=lambda s: s.collector) if len(collectors) <= MAX_LISTED else \
             sorted(trouble, key=lambda s: (s.status == "ok", s.collector))
@@ -205,6 +204,9 @@ class StatusLine(Static):
             when = datetime.fromtimestamp(m.ts / 1e9).strftime("%H:%M:%S")
             t.append(f"▼ {m.name} {when}  ", style=MARKER_STYLE)
         lines: list[Text] = [t]
+        note = getattr(self.app, "status_note", "")  # the app's own news (the agent it was attached to stopped)
+        if note:
+            lines.append(Text(f"● {note}", style="bold yellow", overflow="fold"))
         for s in failing(collectors):
             line = Text(overflow="fold")
             line.append(f"✖ {s.collector} {s.status}", style="bold red")
