@@ -13,6 +13,7 @@ from db2vtop.agent.core.model import Sample
 from db2vtop.agent.core.store import Store, store_writer
 from tests.pty_term import Terminal
 from tests.test_tui_terminal import ROOT, db2vtop, env_for
+from tests.tui_fixture import T0
 
 S = 10**9
 
@@ -71,3 +72,34 @@ def test_watch_says_when_the_agent_it_is_attached_to_stops(tmp_path):
         if agent.poll() is None:
             agent.kill()
         agent.wait()
+
+
+def test_local_paused_before_the_guests_first_sample_shows_no_number_of_another_moment(tmp_path):
+    """N5: paused at a moment before the guest's first sample, Local showed the numbers it had shown last (the
+    live ones) as if they were then. Every figure belongs to the cursor's moment or is "—"."""
+    store = tmp_path / "m.db"
+    with Store(store, writer=True) as w:  # vCenter from 12:00, the guest only from 12:10
+        w.write([Sample("vsphere_host", {"vcenter": "vc1", "host": f"esx0{h}"}, {"cpu_usage_pct": 30.0},
+                        T0 + k * 20 * S) for h in (1, 2) for k in range(45)]
+                + [Sample("guest_cpu", {"guest": "db2prod01", "cpu": cpu}, {
+                    "busy_pct": 57.6, "user_pct": 39.4, "system_pct": 17.3, "iowait_pct": 3.5, "steal_pct": 0.0,
+                    "idle_pct": 42.4, "load1": 1.51, "load5": 1.89, "load15": 1.34, "procs_running": 3,
+                    "procs_blocked": 0}, T0 + 600 * S + k * 5 * S) for cpu in ("total", "0", "1") for k in range(60)]
+                + [Sample("guest_mem", {"guest": "db2prod01"}, {
+                    "total_bytes": 64 * 2**30, "used_bytes": 52 * 2**30, "used_pct": 81.3,
+                    "available_bytes": 12 * 2**30}, T0 + 600 * S + k * 5 * S) for k in range(60)])
+    term = Terminal([*db2vtop(), "replay", "--store", str(store)], 80, 24, truecolor=False,
+                    env=env_for(tmp_path / "home"), cwd=ROOT)
+    try:
+        term.wait_for(" Fleet ", 30)
+        term.send("\x1b[F")  # end: the recording's last moment
+        term.wait_for("12:14:55")
+        term.send("4")
+        term.wait(lambda s: "busy 57.6%" in s and "81.3%" in s, 20, "Local at the end")
+        term.send("\x1b[H")  # home: the recording's first moment, before the guest's first sample
+        screen = term.wait(lambda s: "12:05:00" in s and "no sample at 12:05:00" in s, 20, "Local at 12:05")
+        for shown_before in ("57.6", "39.4", "1.51", "81.3", "52.0GiB"):
+            assert shown_before not in screen, screen
+        assert "busy —%" in screen and "load — — —" in screen, screen
+    finally:
+        term.close()

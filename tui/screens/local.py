@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import ClassVar
 
 from rich.text import Text
@@ -11,11 +12,11 @@ from textual.containers import Horizontal, Vertical
 from textual.strip import Strip
 from textual.widgets import Static
 
-from db2vtop.agent.core.units import format_bytes, format_duration
+from db2vtop.agent.core.units import format_duration
 from db2vtop.checks.scales import Level
 from db2vtop.tui.chart import Marks, braille, buckets, level_style, nice_top, spark, time_axis
 from db2vtop.tui.data import LocalView, Reader, load_local, pick_guest
-from db2vtop.tui.format import ago, bar, num, rate, value
+from db2vtop.tui.format import NONE, ago, bar, num, rate, size, value
 from db2vtop.tui.screens.base import ViewScreen
 from db2vtop.tui.table import Column, GridTable, TableModel, TableRow
 from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, StripView, TitleBar
@@ -160,7 +161,11 @@ class LocalScreen(ViewScreen):
 
     def _stale_title(self, pane: str, title: str, view: LocalView) -> None:
         widget = self.query_one(pane)
-        if view.stale and view.age_s is not None:
+        if view.guest is not None and view.age_s is None:  # the cursor is before the guest's first sample
+            at = datetime.fromtimestamp(view.now_ns / 1e9).strftime("%H:%M:%S")
+            widget.border_title = f"{title} — no sample at {at}"
+            widget.add_class("stale")
+        elif view.stale and view.age_s is not None:
             widget.border_title = f"{title} — STALE, last sample {ago(view.age_s)}"
             widget.add_class("stale")
         else:
@@ -168,18 +173,17 @@ class LocalScreen(ViewScreen):
             widget.remove_class("stale")
 
     def _show_cpu(self, view: LocalView) -> None:
+        """The guest's CPU at the cursor; without a sample then, every figure "—" (never the last ones shown)."""
         c = view.cpu
-        if not c:
-            return
         summary = Text()
         summary.append(f"busy {num(value(c, 'busy_pct'))}%", style="bold")
         summary.append(f"  usr {num(value(c, 'user_pct'))}  sys {num(value(c, 'system_pct'))}"
                        f"  iowait {num(value(c, 'iowait_pct'))}  ")
-        steal = value(c, "steal_pct") or 0.0
+        steal = value(c, "steal_pct")
         summary.append(f"steal {num(steal)}", style=level_style(self.levels["steal"], steal, ""))
         summary.append(f"  idle {num(value(c, 'idle_pct'))}\n")
-        summary.append(f"load {c.get('load1', 0):.2f} {c.get('load5', 0):.2f} {c.get('load15', 0):.2f}"
-                       f"   runnable {c.get('procs_running', 0)}  blocked {c.get('procs_blocked', 0)}")
+        summary.append(f"load {num(value(c, 'load1'), 2)} {num(value(c, 'load5'), 2)} {num(value(c, 'load15'), 2)}"
+                       f"   runnable {num(value(c, 'procs_running'), 0)}  blocked {num(value(c, 'procs_blocked'), 0)}")
         self.query_one("#cpu-summary", Static).update(summary)
         cells = [f"{name:>3} {bar(busy, 8)} {busy:5.1f}%" for name, busy in view.cpus]
         bars = self.query_one("#cpu-bars", Static)
@@ -190,19 +194,15 @@ class LocalScreen(ViewScreen):
 
     def _show_mem(self, view: LocalView) -> None:
         m = view.mem
-        if not m:
-            return
         t = Text()
-        t.append(f"used {format_bytes(m.get('used_bytes', 0))} of {format_bytes(m.get('total_bytes', 0))}"
+        t.append(f"used {size(value(m, 'used_bytes'))} of {size(value(m, 'total_bytes'))}"
                  f" ({num(value(m, 'used_pct'))}%)", style="bold")
-        t.append(f"  available {format_bytes(m.get('available_bytes', 0))}"
-                 f"  cache {format_bytes(m.get('page_cache_bytes', 0))}\n")
-        swapping = (m.get("swap_in_bytes_per_s", 0) or 0) > 0 or (m.get("swap_out_bytes_per_s", 0) or 0) > 0
-        t.append(f"swap used {format_bytes(m.get('swap_used_bytes', 0))}"
+        t.append(f"  available {size(value(m, 'available_bytes'))}  cache {size(value(m, 'page_cache_bytes'))}\n")
+        swapping = (value(m, "swap_in_bytes_per_s") or 0) > 0 or (value(m, "swap_out_bytes_per_s") or 0) > 0
+        t.append(f"swap used {size(value(m, 'swap_used_bytes'))}"
                  f"  in {rate(value(m, 'swap_in_bytes_per_s'))}  out {rate(value(m, 'swap_out_bytes_per_s'))}",
                  style="bold red" if swapping else "")
         t.append(f"  major faults {num(value(m, 'major_faults_per_s'))}/s\n")
-        t.append(f"huge pages {m.get('hugepages_total', 0)} total, {m.get('hugepages_free', 0)} free,"
-                 f" {m.get('hugepages_rsvd', 0)} reserved  THP {m.get('thp_mode', '?')}")
+        t.append(f"huge pages {num(value(m, 'hugepages_total'), 0)} total, {num(value(m, 'hugepages_free'), 0)} free,"
+                 f" {num(value(m, 'hugepages_rsvd'), 0)} reserved  THP {m.get('thp_mode') or NONE}")
         self.query_one("#mem-summary", Static).update(t)
-
