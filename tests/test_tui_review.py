@@ -9,7 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from db2vtop.agent.core.model import Sample
+from db2vtop.agent.core.model import Fact, Sample
 from db2vtop.agent.core.store import Store, store_writer
 from tests.pty_term import Terminal
 from tests.test_tui_terminal import ROOT, db2vtop, env_for
@@ -101,5 +101,36 @@ def test_local_paused_before_the_guests_first_sample_shows_no_number_of_another_
         for shown_before in ("57.6", "39.4", "1.51", "81.3", "52.0GiB"):
             assert shown_before not in screen, screen
         assert "busy —%" in screen and "load — — —" in screen, screen
+    finally:
+        term.close()
+
+
+def test_the_tui_opens_every_stack_db2vtop_stacks_lists(tmp_path):
+    """F20: `db2vtop stacks` listed a stack per vCenter VM while `:stack NAME` said "stacks: none" and `2` "no
+    stack": the TUI knows every stack the one resolver infers."""
+    store = tmp_path / "m.db"
+    vms = [(f"web{i:02d}", f"esx0{i % 2 + 1}") for i in range(1, 5)]
+    with Store(store, writer=True) as w:
+        w.write([Sample("vsphere_vm", {"vcenter": "vc1", "vm": vm, "host": host}, {"cpu_ready_pct": 1.0},
+                        T0 + k * 20 * S) for vm, host in vms for k in range(15)]
+                + [Sample("vsphere_host", {"vcenter": "vc1", "host": host}, {"cpu_ready_pct": 1.0}, T0 + k * 20 * S)
+                   for host in ("esx01", "esx02") for k in range(15)],
+                facts=[Fact("vsphere_vm", {"vcenter": "vc1", "vm": vm}, {"host": host, "disks": [], "nics": [],
+                                                                          "ip_addresses": [], "guest_hostname": vm}, T0)
+                       for vm, host in vms])
+    env = env_for(tmp_path / "home")
+    listed = subprocess.run([*db2vtop(), "stacks", "--store", str(store)], cwd=ROOT, env={**os.environ, **env},
+                            capture_output=True, text=True, timeout=60)
+    names = [line.split(" (")[0] for line in listed.stdout.splitlines() if " (inferred)" in line]
+    assert names == ["web01", "web02", "web03", "web04"], listed.stdout + listed.stderr
+    term = Terminal([*db2vtop(), "replay", "--store", str(store)], 80, 24, truecolor=False, env=env, cwd=ROOT)
+    try:
+        term.wait(lambda s: " Fleet " in s and "web04" in s, 30, "the Fleet")
+        term.send("2")  # the first stack
+        term.wait_for("Fleet › stack web01", 20)
+        term.send(":")
+        term.wait_for("stack NAME  vm NAME")
+        term.send("stack web03\r")
+        term.wait(lambda s: "Fleet › stack web03" in s and "VM web03 on esx02" in s, 20, "web03's Stack screen")
     finally:
         term.close()

@@ -87,7 +87,7 @@ def test_make_run_in_a_real_terminal(tmp_path, cols, rows, colours):
         term.wait(lambda s: "Local ›" in s and "busy" in s and "●" in s, 30, "the Local screen with data")
         check(term, f"{label}, first screen")
         visit(term, label, [("1", " Fleet "), ("3", " Findings "), ("4", "Local ›"),
-                            ("2", "configure [[stack]] sections"), ("?", "db2vtop keys"),
+                            ("2", "Fleet › stack "), ("?", "db2vtop keys"),
                             (":", "stack NAME  vm NAME"), ("M", "Add a benchmark marker"), ("1", " Fleet ")])
         term.send("\x03")  # ctrl+c, as the terminal sends it: quits like q
         assert term.exited(15) == 0

@@ -52,7 +52,7 @@ from db2vtop.tui.screens.findings import FindingsScreen
 from db2vtop.tui.screens.fleet import FleetScreen
 from db2vtop.tui.screens.local import LocalScreen
 from db2vtop.tui.screens.stack import StackScreen
-from db2vtop.tui.stacks import HOST_MEASUREMENTS, Target, view_stacks
+from db2vtop.tui.stacks import HOST_MEASUREMENTS, Stacks, Target, view_stacks
 from db2vtop.tui.timecursor import SPEEDS, WINDOWS, TimeCursor
 from db2vtop.tui.widgets import Flash, KeyBar, StatusLine, TitleBar
 
@@ -115,7 +115,7 @@ class Db2vtopApp(App):
         self.clock = clock
         self.refresh_s = refresh_s
         self.configured = list(stacks or [])
-        self.known_stacks = list(self.configured)  # for the main thread; the loader refreshes it
+        self.stacks = Stacks.configured(self.configured)  # for the main thread; the loader refreshes it
         self.read_only = read_only
         self.store_label = store_label or str(store_path)
         self.replaying = cursor is not None and not cursor.live
@@ -157,10 +157,11 @@ class Db2vtopApp(App):
                     hosts.discard(None)
                     if len(hosts) > 1:
                         break
-                stacks = self.configured or self._infer(store)
+                if not self.configured:  # (else the Fleet's first load infers the others)
+                    self.stacks = self._infer(store)
         except StoreError:
-            hosts, stacks = set(), self.configured
-        self.known_stacks = stacks
+            hosts = set()
+        stacks = self.stacks.shown
         if prefer_fleet or len(stacks) > 1 or len(hosts) > 1:
             return "fleet"
         if len(stacks) == 1:
@@ -184,14 +185,25 @@ class Db2vtopApp(App):
         else:
             self.call_after_refresh(self.reload)
 
-    def _infer(self, source: Source) -> list[StackConfig]:
+    def _infer(self, source: Source) -> Stacks:
         cfg = self.config or (Config(stack=self.configured) if self.configured else None)
         return view_stacks(cfg, source)
 
     def stacks_for(self, reader: Reader) -> list[StackConfig]:
-        """The configured stacks and the inferred DB2 VMs' (looked at again every minute)."""
-        self.known_stacks = reader.memo("stacks", 60, lambda: self._infer(reader))
-        return self.known_stacks
+        """The stacks the Fleet shows (all of them looked at again every minute)."""
+        self.stacks = reader.memo("stacks", 60, lambda: self._infer(reader))
+        return list(self.stacks.shown)
+
+    def _stacks_now(self) -> Stacks:
+        """The stacks inferred again now, on the main thread: the loader's may be a minute old, and a name the user
+        typed may be a stack found since."""
+        try:
+            with self._open() as store:
+                if not self.configured:  # (else the Fleet's first load infers the others)
+                    self.stacks = self._infer(store)
+        except StoreError:
+            pass
+        return self.stacks
 
     # --- the time cursor and the loader -------------------------------------------------------
 
@@ -447,7 +459,7 @@ class Db2vtopApp(App):
 
     def open_subject(self, subject: dict[str, str]) -> None:
         """A finding's subject: the stack holding its DB2 or storage, else its VM, host or guest."""
-        for st in self.known_stacks:
+        for st in self.stacks.every:
             if (subject.get("db2") and subject["db2"] == st.db2) or \
                     (subject.get("storage") and subject["storage"] in st.storage):
                 self.open_target(Target.of_stack(st))
@@ -500,7 +512,8 @@ class Db2vtopApp(App):
         if name == "stack":
             target = self.last_target or self._first_stack()
             if target is None:
-                self.notify("no stack: configure [[stack]] sections, or record DB2 data", severity="warning")
+                self.notify(f"no stack: the {self._source_name} has no vCenter VM, DB2 database or guest yet, and "
+                            "no [[stack]] is configured", severity="warning")
                 return
             if isinstance(self.screen, StackScreen) and self.screen.target == target:
                 return
@@ -512,8 +525,10 @@ class Db2vtopApp(App):
             self.pop_screen()
 
     def _first_stack(self) -> Target | None:
-        stacks = self.known_stacks
-        return Target.of_stack(stacks[0]) if stacks else None
+        """The Fleet's first stack, else the first of those `db2vtop stacks` lists."""
+        stacks = self.stacks if self.stacks.every else self._stacks_now()
+        first = (stacks.shown or stacks.every)[:1]
+        return Target.of_stack(first[0]) if first else None
 
     # --- time ---------------------------------------------------------------------------------
 
@@ -632,7 +647,7 @@ class Db2vtopApp(App):
         except StoreError:
             names = []
         return commands.suggestions([f"zoom {format_duration(w)}" for w in WINDOWS]
-                                    + [f"stack {s.name}" for s in self.known_stacks] + [f"run {n}" for n in names]
+                                    + [f"stack {s.name}" for s in self.stacks.every] + [f"run {n}" for n in names]
                                     + [f"{kind} {n}" for kind in NAMED_BY for n in self.names(kind)]
                                     + [f"speed {v:g}x" for v in SPEEDS])
 
@@ -774,10 +789,20 @@ class Db2vtopApp(App):
             self.screen.show_crumbs()
 
     def _open_named_stack(self, name: str) -> None:
-        stacks = self.known_stacks
-        match = [s for s in stacks if s.name == name] or [s for s in stacks if s.name.startswith(name)]
-        if not match:
-            raise ValueError(f"no stack {name!r}; stacks: {', '.join(s.name for s in stacks) or 'none'}")
+        """Any stack `db2vtop stacks` lists: by its name, else the one name it starts, else an error naming the
+        closest ones."""
+        def matching(stacks: Stacks) -> list[StackConfig]:
+            exact = [s for s in stacks.every if s.name == name]
+            return exact or [s for s in stacks.every if s.name.startswith(name)]
+
+        match = matching(self.stacks) or matching(self._stacks_now())  # one found since the last look
+        if len(match) != 1 and not (match and match[0].name == name):
+            names = [s.name for s in self.stacks.every]
+            close = [s.name for s in match] or difflib.get_close_matches(name, names, n=5, cutoff=0.5)
+            hint = (f"did you mean {', '.join(close[:5])}?" if close else
+                    f"stacks: {', '.join(names[:8])}{', …' if len(names) > 8 else ''}" if names else
+                    "no stack yet: no [[stack]] is configured and no vCenter VM, DB2 database or guest is recorded")
+            raise ValueError(f"no stack {name!r}; {hint}")
         self.open_target(Target.of_stack(match[0]))
 
     def _parse_time(self, text: str) -> int:
@@ -801,7 +826,7 @@ class Db2vtopApp(App):
             if (not c.arg or c.optional) and not (c.verb == "mark" and self.read_only):
                 yield SystemCommand(f":{c.verb}", c.help, lambda v=c.verb: self.run_command(v))
         yield SystemCommand("pause / play", "key space", self.action_toggle)
-        for st in self.known_stacks:
+        for st in self.stacks.shown:
             yield SystemCommand(f":stack {st.name}", f"DB2 {st.db2 or '—'}, VM {st.vm or '—'}",
                                 lambda s=st: self.open_target(Target.of_stack(s)))
         for w in WINDOWS:
