@@ -777,11 +777,9 @@ class Db2vtopApp(App):
             raise ValueError(f"no column starting with {arg!r}")
 
     def _cmd_filter(self, arg: str) -> None:
-        if not isinstance(self.screen, ViewScreen) or (table := self.screen.filter_table()) is None:
+        if not isinstance(self.screen, ViewScreen) or self.screen.filter_table() is None:
             raise ValueError("this screen has no table to filter")
-        table.set_filter(arg)
-        self.screen.show_crumbs()
-        self.request_reload()
+        self.screen.set_filter(arg)
 
     def _filter_findings(self, text: str) -> None:
         if isinstance(self.screen, FindingsScreen):

@@ -64,10 +64,21 @@ class ViewScreen(Screen):
 
     # --- k9s `/` ------------------------------------------------------------------------
 
-    def filter_table(self) -> GridTable | None:
-        """The table `/` filters (the screen's main one)."""
+    def filter_tables(self) -> list[GridTable]:
+        """The tables `/` filters: the screen's main one (Local: each of its tables)."""
         tables = self.query(GridTable)
-        return tables.first() if tables else None
+        return [tables.first()] if tables else []
+
+    def filter_table(self) -> GridTable | None:
+        """The first table `/` filters: its filter is the screen's."""
+        tables = self.filter_tables()
+        return tables[0] if tables else None
+
+    def set_filter(self, text: str) -> None:
+        for table in self.filter_tables():
+            table.set_filter(text)
+        self.show_crumbs()
+        self.app.request_reload()  # trends are drawn for the rows now on screen
 
     def action_filter(self) -> None:
         table = self.filter_table()
@@ -75,12 +86,8 @@ class ViewScreen(Screen):
             self.query_one(FilterBar).open(table.filter_text)
 
     def on_input_changed(self, event: Input.Changed) -> None:
-        if isinstance(event.input, FilterBar) and event.input.display:
-            table = self.filter_table()
-            if table is not None:
-                table.set_filter(event.value)
-                self.show_crumbs()
-                self.app.request_reload()  # trends are drawn for the rows now on screen
+        if isinstance(event.input, FilterBar) and event.input.display and self.filter_tables():
+            self.set_filter(event.value)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if isinstance(event.input, FilterBar):
@@ -91,13 +98,11 @@ class ViewScreen(Screen):
         bars = self.query(FilterBar)
         if not bars or not bars.first().display:
             return False
-        bar = bars.first()
-        bar.close()
+        bars.first().close()
         table = self.filter_table()
         if table is not None:
             if not keep:
-                table.set_filter("")
-                self.app.request_reload()
+                self.set_filter("")
             table.focus()
         self.show_crumbs()
         return True
@@ -108,9 +113,7 @@ class ViewScreen(Screen):
             return
         table = self.filter_table()
         if table is not None and table.filter_text:
-            table.set_filter("")
-            self.show_crumbs()
-            self.app.request_reload()
+            self.set_filter("")
             return
         self.app.back()
 
