@@ -230,8 +230,12 @@ class StackEntities:
         return False
 
     def collectors(self) -> set[str]:
-        """Names of the collectors that feed this stack (collectors are named for their sections)."""
-        return {n for n in (self.db2, self.guest, self.vcenter, self.host, *self.arrays) if n}
+        """The collectors that feed this stack, by the names the agent gives them (agent/assemble.py, each for its
+        section): vsphere:VCENTER, esxtop:HOST, db2:NAME, storage:ARRAY, guest:TARGET (a remote guest; the local
+        one, this machine's, is plain `guest`)."""
+        sections = (("vsphere", (self.vcenter,)), ("esxtop", self.hosts or (self.host,)), ("db2", (self.db2,)),
+                    ("storage", self.arrays), ("guest", (self.guest,)))
+        return {f"{kind}:{name}" for kind, names in sections for name in names if name}
 
     def to_json(self) -> dict[str, Any]:
         s = self.stack

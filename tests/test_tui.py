@@ -351,7 +351,7 @@ PANEL_EXPECTATIONS = {
     "d": ("ds-data01",),
     "u": ("naa.600a0980383030", "netapp1:/vol/db2v0/lun0"),  # host and array views of the LUN, joined on NAA
     "v": ("scsi0:1", "sdb"),  # the VMDK and the guest's disk
-    "n": ("4000", "ens192"),
+    "n": ("Network adapter 1", "ens192"),  # the vNIC by its label (the VM's fact), not its device key
     "b": ("IBMDEFAULTBP", "BP_DATA"),
     "l": ("0",),
     "w": ("log disk", "pool read"),

@@ -374,11 +374,16 @@ class Status:
 
 
 def load_status(reader: Reader, until_ns: int, names: set[str] | None = None) -> list[Status]:
-    """Each collector's last cycle at the cursor's time, and whether it has gone quiet."""
+    """Each collector's last cycle at the cursor's time (of those `names`: a stack's sources), and whether it has
+    gone quiet."""
     out = []
-    for s in reader.series(SELF_MEASUREMENT):
+    series = reader.series(SELF_MEASUREMENT)
+    if names is not None:  # a guest no `guest:NAME` collector feeds is this machine's: the local `guest` collector
+        present = {s.tags.get("collector") for s in series}
+        names = names | ({"guest"} if any(n.startswith("guest:") and n not in present for n in names) else set())
+    for s in series:
         name = s.tags.get("collector", "?")
-        if names is not None and name not in names and name != "self":
+        if names is not None and name not in names:
             continue
         rows = reader.latest_of([s], 0, until_ns)
         if not rows:

@@ -166,6 +166,7 @@ def _draw_layers(rd: Reader, layers: list[Layer], since: int, until: int, geo: G
 
 
 _LEGEND = [("▼", MARKER_STYLE), (" marker  ", "dim"), ("┊", EVENT_STYLE), (" reset/gap  blank = no data", "dim")]
+_SHORT_LEGEND = [("▼", MARKER_STYLE), (" marker ", "dim"), ("┊", EVENT_STYLE), (" gap", "dim")]  # a narrow column
 SEPARATOR = ("  ", None)
 
 
@@ -211,7 +212,8 @@ def _block(layers: list[LayerView], axis_a: Strip, axis_b: Strip, geo: Geometry)
     empty = [x.title for x in layers if not x.data]
     if empty:  # layers without a sample in the window take one line between them, not a chart each
         out.append(_line([(" ", None), (" · ".join(empty), "dim bold"), ("  no data in the window", "dim")]))
-    legend = _line([(" ", None), *_LEGEND])
+    full = sum(len(t) for t, _ in _LEGEND) + 1 <= geo.figures
+    legend = _line([(" ", None), *(_LEGEND if full else _SHORT_LEGEND)])
     out.append(Strip.join([cell([legend], 0, geo.figures), cell([axis_a], 0, geo.a_cols),
                            cell([axis_b], 0, geo.b_cols)]))
     return out
