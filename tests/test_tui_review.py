@@ -5,15 +5,18 @@ read through a terminal emulator (tests/pty_term.py), at 80x24 unless the findin
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from db2vtop.agent.core.model import Fact, Sample
 from db2vtop.agent.core.store import Store, store_writer
-from tests.pty_term import Terminal
+from tests.pty_term import Terminal, contrast
 from tests.test_tui_terminal import ROOT, db2vtop, env_for
-from tests.tui_fixture import T0
+from tests.tui_fixture import T0, build_store, write_config
 
 S = 10**9
 
@@ -132,5 +135,128 @@ def test_the_tui_opens_every_stack_db2vtop_stacks_lists(tmp_path):
         term.wait_for("stack NAME  vm NAME")
         term.send("stack web03\r")
         term.wait(lambda s: "Fleet › stack web03" in s and "VM web03 on esx02" in s, 20, "web03's Stack screen")
+    finally:
+        term.close()
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    d = tmp_path_factory.mktemp("fleet")
+    return build_store(d / "fleet.db"), write_config(d / "stacks.toml")
+
+
+def replay(tmp_path: Path, fleet, cols: int = 80, rows: int = 24) -> Terminal:
+    store, config = fleet
+    term = Terminal([*db2vtop(), "replay", "--store", str(store), "-c", str(config)], cols, rows, truecolor=False,
+                    env=env_for(tmp_path / "home"), cwd=ROOT)
+    term.wait(lambda s: " Fleet " in s and "prod01" in s, 30, "the Fleet with data")
+    return term
+
+
+def command(term: Terminal, text: str) -> None:
+    term.send(":")
+    term.wait_for("stack NAME  vm NAME")
+    term.send(text)
+
+
+def test_fleet_keys_and_commands_at_80x24(tmp_path, fleet):
+    """The sorted column keeps its arrow at six cells; :zoom takes the window asked for (2h became 1h) and says
+    what it takes; an error on the key bar is readable (it was light grey on light red, 2:1); Tab again takes the
+    next match (it completed the first only); the help and the palette name the zoom steps alike (1d, not 24h)."""
+    term = replay(tmp_path, fleet)
+    try:
+        term.send("L")
+        term.wait_for("I/O m▼")
+        command(term, "zoom 2h\r")
+        term.wait_for("window 2h")
+        command(term, "zoom 9d\r")
+        term.wait_for("zoom is a window from 1m to 1d")
+        bar = [c for c in term.cells() if c.y == 23 and c.char.strip()]
+        worst = min(contrast(c.fg, c.bg) for c in bar)
+        assert worst >= 4.5, f"the error on the key bar at {worst:.1f}:1: {term.lines()[23]!r}"
+        command(term, "vm app000")
+        term.wait_for(":vm app000")
+        term.send("\t")
+        term.wait(lambda s: ":vm app0003" in s and "app0004  app0005" in s, 10, "the first match, and the others")
+        term.send("\t")
+        term.wait_for(":vm app0004", 10)
+        term.send("\x1b")
+        term.wait(lambda s: "tab: the next" not in s, 10, "the command line closed")
+        term.send("?")
+        screen = term.wait_for("db2vtop keys")
+        assert "1m 5m 15m 1h 4h 1d" in screen and "24h" not in screen, screen
+    finally:
+        term.close()
+
+
+def test_the_stack_screen_at_80x24_names_its_own_sources_and_its_vnics(tmp_path, fleet):
+    """The Stack screen's status line names the stack's sources (it named the agent's `self` instead: the stack
+    named its collectors vc1, prod01 while the agent names them vsphere:vc1, db2:prod01); the network panel names a
+    vNIC by its label, not its device key, and gives rates with their unit (221.5K/s, 0/s)."""
+    term = replay(tmp_path, fleet)
+    try:
+        term.send("2")
+        screen = term.wait(lambda s: "Fleet › stack prod01" in s and "● db2:prod01 ok" in s, 20, "the Stack screen")
+        assert "● self" not in screen, screen
+        term.send("n")
+        screen = term.wait(lambda s: "n network" in s and "Network adapter 1" in s, 20, "the network panel")
+        assert "3.9MiB/s" in screen and "4000" not in screen, screen
+    finally:
+        term.close()
+
+
+def test_local_at_80x24_keeps_each_figure_whole_and_filters_every_table(tmp_path, fleet):
+    """N2, F1, N3: at 80 columns a figure is never split over two lines (`major` / `faults 0.8/s`), a header never
+    cut mid-word (`%ut`), rates carry their unit; `/` filters the disks and the interfaces alike (it filtered the
+    disks only), and a table it empties says so."""
+    term = replay(tmp_path, fleet)
+    try:
+        term.send("4")
+        screen = term.wait(lambda s: "Local › guest db2prod01" in s and "ens192" in s and "busy 58.5%" in s, 20,
+                           "Local")
+        lines = screen.splitlines()
+        for phrase in (r"iowait \S+", r"load \S+ \S+ \S+", r"major faults \S+/s", r"swap used \S+", r"in \S+/s"):
+            assert any(re.search(phrase, line) for line in lines), (phrase, screen)
+        header = next(line for line in lines if "device" in line and "type" in line)
+        assert header.rstrip(" │").endswith(("%util", "%util trend")), header
+        assert "3.8MiB/s" in screen and "10.5MiB/s" in screen, screen
+        term.send("/")
+        term.wait_for("filter: regex")
+        for ch in "ens":
+            term.send(ch)
+        screen = term.wait(lambda s: "no row matches /ens" in s, 20, "the disks filtered out")
+        assert "ens192" in screen and "sdb" not in screen, screen
+        term.send("\x1b")  # clears it
+        term.wait(lambda s: "sdb" in s and "no row matches" not in s, 20, "the filter cleared")
+    finally:
+        term.close()
+
+
+def test_the_help_dialog_scrolls_with_a_bar_that_shows_at_80x24(tmp_path, fleet):
+    """The help's scroll thumb was a stray block inside the text: its track was the dialog's own colour. The bar is
+    against the dialog's edge, its track drawn in a colour of its own from top to bottom."""
+    term = replay(tmp_path, fleet)
+    try:
+        term.send("?")
+        term.wait_for("db2vtop keys")
+        cells = {(c.x, c.y): c for c in term.cells()}
+        edge = next(x for x in range(79, 0, -1) if cells[(x, 10)].char == "█")  # the dialog's right border
+        dialog_bg = cells[(edge - 3, 10)].bg
+        inside = [y for y in range(24) if cells[(edge, y)].char == "█" and cells[(edge - 4, y)].char not in "▀▄"]
+        column = [cells[(edge - 1, y)] for y in inside]  # against the border, top to bottom
+        bar = [c for c in column if c.bg != dialog_bg]  # the track and the thumb: all of it but the padding lines
+        assert len(bar) >= len(column) - 2 and [c.y for c in bar] == list(range(bar[0].y, bar[-1].y + 1)), \
+            [(c.y, c.char, c.fg, c.bg) for c in column]
+        assert all(c.char in " ▀▄█▁▔▂▃▅▆▇" for c in bar), term.text()  # the bar's glyphs, no text
+    finally:
+        term.close()
+
+
+def test_the_fleets_finding_column_takes_the_room_of_a_wide_terminal(tmp_path, fleet):
+    """At 160 columns the finding's text was cut at 36 cells with 40 free columns beside it."""
+    term = replay(tmp_path, fleet, 160, 45)
+    try:
+        screen = term.wait_for("CRIT CPU ready 12.9% per vCPU · cpu-ready", 20)
+        assert "cpu-re…" not in screen
     finally:
         term.close()
