@@ -26,7 +26,14 @@ from db2vtop.agent.core.secrets import SecretError
 from db2vtop.agent.core.store import Store, StoreError, StoreLockedError
 from db2vtop.agent.core.text import printable
 from db2vtop.agent.core.units import format_duration, parse_duration
-from db2vtop.agent.exits import EXIT_FAILED, EXIT_OK, EXIT_TRIAGE_UNKNOWN, EXIT_USAGE
+from db2vtop.agent.exits import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TRIAGE_UNKNOWN,
+    EXIT_USAGE,
+    interrupt_promptly,
+)
 from db2vtop.agent.logs import LOG_FORMATS, setup_logging
 from db2vtop.agent.service import AgentService
 from db2vtop.agent.sinks.spool import SpoolError
@@ -210,6 +217,18 @@ def main(argv: list[str] | None = None) -> int:
         argv, command = argv[:cut], argv[cut + 1:]
     args = build_parser().parse_args(argv)
     args.command_argv = command
+    if args.command in ONE_SHOT or (args.command == "agent" and args.once):
+        with interrupt_promptly():
+            return _dispatch(args)
+    return _dispatch(args)
+
+
+#: commands that end by themselves: Ctrl-C ends them at once (the TUI and `run` pass it on as their own, the
+#: agent stops gracefully); `agent --once` too
+ONE_SHOT = frozenset({"triage", "stacks", "config", "query", "report", "rules", "mark"})
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     try:
         if args.command == "watch":
             return cmd_watch(args)
@@ -243,8 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     except (CommandError, StoreError, SpoolError) as e:  # one line, whatever a remote side put in it
         print(f"db2vtop: {printable(str(e))}", file=sys.stderr)
         return getattr(e, "status", EXIT_FAILED)
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt:  # the handler said so (interrupt_promptly); the TUI's is a key of its own
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # output piped into head(1) and closed: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
@@ -486,9 +505,9 @@ def cmd_stacks(args: argparse.Namespace) -> int:
             recorded = bool(view.facts())
             stacks = infer_stacks(cfg, view)
     if not recorded:  # no facts recorded (yet): ask the sources, as triage does
-        _, facts, sources = look_now(cfg, facts_only=True)
-        stacks, where = infer_stacks(cfg, MemorySource(facts=facts)), "the sources, read now"
-        for name, status in sources.items():
+        looked = look_now(cfg, facts_only=True)
+        stacks, where = infer_stacks(cfg, MemorySource(facts=looked.facts)), "the sources, read now"
+        for name, status in looked.sources.items():
             if not status.startswith("ok"):
                 print(printable(f"db2vtop: {name}: {status}"), file=sys.stderr)
     if args.format == "json":

@@ -54,7 +54,7 @@ class AgentService:
         cfg = resolve_config(self.config)
         pipeline = Pipeline(cfg, self.store or cfg.store.path)
         deadline = None if self.duration is None else time.monotonic() + self.duration
-        signals = Signals(pipeline, deadline)
+        signals = Signals(pipeline, deadline, interactive=self.once)
         pipeline.supervisor.on_failure(signals.failed)
         try:
             while True:
@@ -72,6 +72,9 @@ class AgentService:
                     continue
                 pipeline.reload(*reread)
                 log.info("reload: configuration read again from %s", pipeline.cfg.source or "defaults")
+        except KeyboardInterrupt:  # Ctrl-C on --once (agent/exits.py): the store flushed, the sink's backlog spooled
+            pipeline.close(deliver=False)
+            raise
         finally:
             pipeline.close()
         if pipeline.supervisor.failed:  # also what could not be written at exit
@@ -117,14 +120,17 @@ class Signals:
 
     NAMES = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
-    def __init__(self, pipeline: Pipeline, deadline: float | None) -> None:
+    def __init__(self, pipeline: Pipeline, deadline: float | None, interactive: bool = False) -> None:
+        """`interactive` (`--once`): SIGINT is left to the command line's Ctrl-C (agent/exits.py), which ends
+        the run at once rather than letting in-flight cycles time out."""
         self.pipeline = pipeline
         self.stop = self.reload = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runtime: Runtime | None = None
         self._watchdog: threading.Timer | None = None
         for sig in self.NAMES:
-            signal.signal(sig, lambda signum, _frame: self._note(signum))
+            if not (interactive and sig == signal.SIGINT):
+                signal.signal(sig, lambda signum, _frame: self._note(signum))
         if deadline is not None:
             timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._note, (signal.SIGTERM,))
             timer.daemon = True

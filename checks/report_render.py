@@ -10,6 +10,7 @@ import html
 import json
 from typing import Any
 
+from db2vtop.agent.core.text import plural
 from db2vtop.checks.figures import LAYER_TITLES, LAYERS
 from db2vtop.checks.report import FIGURE_BY_ID, MOVE_FLOOR, Report, RunFigures, Stat, change_pct
 from db2vtop.checks.verdict import earlier_text, since_text
@@ -73,7 +74,7 @@ def _entities(report: Report, name: str) -> str:
         return ""
     vm = f"vm {e.vm}" + (f" of vCenter {e.vcenter}" if e.vcenter else "") if e.vm else ""
     parts = [f"db2 {e.db2}" if e.db2 else "", f"guest {e.guest}" if e.guest else "", vm,
-             f"host {', '.join(e.hosts)}" if e.hosts else "", f"{len(e.luns)} LUN(s)" if e.luns else "",
+             f"host {', '.join(e.hosts)}" if e.hosts else "", plural(len(e.luns), "LUN") if e.luns else "",
              f"arrays {', '.join(e.arrays)}" if e.arrays else ""]
     return "; ".join(p for p in parts if p)
 

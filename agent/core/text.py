@@ -1,4 +1,5 @@
-"""Text from remote sources made safe to print: control characters become visible escapes.
+"""Text from remote sources made safe to print: control characters become visible escapes; and counted
+nouns said right ("1 sample", "2 samples").
 
 A remote host's stderr, a DB2 message, a VM name or a marker's name can carry terminal
 escape sequences (retitle the window, clear the screen, hide text, OSC 52 to the clipboard)
@@ -28,3 +29,8 @@ def printable(text: str, limit: int | None = None, *, lines: bool = False) -> st
     if limit is not None and len(text) > limit:
         text = text[:limit] + "…"
     return (_KEEP_LINES if lines else _CONTROL).sub(_escape, text)
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """"1 sample", "2 samples"; `many` where adding an s is wrong ("1 copy", "2 copies")."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
