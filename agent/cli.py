@@ -461,6 +461,13 @@ def cmd_query(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _progress() -> Callable[[str], None]:
+    """What a command reading sources is doing, on a terminal's stderr ("… collecting now from vsphere:vc1")."""
+    if sys.stderr.isatty():
+        return lambda m: print(f"… {m}", file=sys.stderr, flush=True)
+    return lambda _m: None
+
+
 def cmd_triage(args: argparse.Namespace) -> int:
     import json
 
@@ -469,9 +476,8 @@ def cmd_triage(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
     cfg = resolve_config(args.config)
-    progress = (lambda m: print(f"… {m}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else (lambda m: None)
     try:
-        result = run_triage(cfg, _store_path(args, cfg), args.lookback, progress, vms=args.vm, stacks=args.stack,
+        result = run_triage(cfg, _store_path(args, cfg), args.lookback, _progress(), vms=args.vm, stacks=args.stack,
                             source=_source(args, cfg), store_named=bool(args.store))
     except NoSuchTargetError as e:
         print(f"db2vtop: {e}", file=sys.stderr)
@@ -505,7 +511,7 @@ def cmd_stacks(args: argparse.Namespace) -> int:
             recorded = bool(view.facts())
             stacks = infer_stacks(cfg, view)
     if not recorded:  # no facts recorded (yet): ask the sources, as triage does
-        looked = look_now(cfg, facts_only=True)
+        looked = look_now(cfg, progress=_progress(), facts_only=True)
         stacks, where = infer_stacks(cfg, MemorySource(facts=looked.facts)), "the sources, read now"
         for name, status in looked.sources.items():
             if not status.startswith("ok"):
