@@ -362,7 +362,11 @@ def cmd_mark(args: argparse.Namespace) -> int:
         marker = edge_marker(args.name, BEGIN if args.begin else END, args.text, {"by": "cli"})
     else:
         marker = Annotation("marker", args.name, {"by": "cli"}, args.text)
-    print(deliver_marker(_store_path(args, cfg), marker))
+    path = _store_path(args, cfg)
+    if not path.exists():  # a mistyped --store would make a store (and directories) nobody records into
+        raise CommandError(f"no store at {path}; a marker goes into the store an agent or watch records "
+                           "(start one first, or name its store with --store)")
+    print(deliver_marker(path, marker))
     return EXIT_OK
 
 
@@ -575,8 +579,10 @@ def cmd_config_init(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         return EXIT_OK
     flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if args.force else os.O_EXCL)
-    try:  # 0600 (an existing file of ours too) and never through a link
-        fd = open_private(args.output, flags)
+    output = Path(os.path.expanduser(str(args.output)))
+    try:  # 0600 (an existing file of ours too) and never through a link, in a 0700 directory made if missing
+        make_private_dir(output.parent)
+        fd = open_private(output, flags)
     except FileExistsError:
         raise CommandError(f"{args.output} exists; use --force to overwrite it", EXIT_USAGE) from None
     except OSError as e:

@@ -266,6 +266,8 @@ def test_report_errors_name_what_the_store_has(fleet):
 
 
 def test_marks_by_hand_bound_a_run(store_path):
+    with Store(store_path, writer=True):
+        pass
     assert run_cli("mark", "tpc", "--begin", "--store", str(store_path)).returncode == 0
     now = time.time_ns()
     with Store(store_path, writer=True) as w:
