@@ -14,7 +14,7 @@ from typing import Any
 from db2vtop.agent.core.text import plural
 from db2vtop.checks.figures import LAYER_TITLES, LAYERS
 from db2vtop.checks.report import FIGURE_BY_ID, MOVE_FLOOR, Report, RunFigures, Stat, change_pct
-from db2vtop.checks.verdict import earlier_text, since_text
+from db2vtop.checks.verdict import earlier_text, onset_text
 
 #: how a unit is shown: (divide by, label)
 DISPLAY = {"bytes/s": (1e6, "MB/s"), "bytes": (1e6, "MB"), "per second": (1.0, "/s"), "I/O per second": (1.0, "IOPS"),
@@ -121,7 +121,7 @@ def _verdict_line(v: dict[str, Any]) -> str:
     one that could not judge (too few buckets) is its summary alone, which says why."""
     if v["confidence"] == "none":
         return v["summary"]
-    blame = f"blame: {v['layer']} {since_text(v['since'], v['until'])}".rstrip() if v["layer"] else \
+    blame = f"blame: {v['layer']} {onset_text(v)}".rstrip() if v["layer"] else \
         "no layer to blame at its end"
     where = f"; VM {v['vm']} of vCenter {v['vcenter']}" if v.get("vm") and v.get("vcenter") else ""
     also = "".join(f"; also {c['layer']}: {c['summary']}" for c in v.get("causes", [])[1:])

@@ -25,7 +25,7 @@ from db2vtop.checks.evidence import describe
 from db2vtop.checks.figures import TABLE
 from db2vtop.checks.runner import build_engine
 from db2vtop.checks.topology import VM_PLACEMENT, resolve
-from db2vtop.checks.verdict import clock, earlier_text, iso, since_text, stack_verdict
+from db2vtop.checks.verdict import clock, earlier_text, iso, onset_text, stack_verdict
 
 EXIT_OK, EXIT_WARNING, EXIT_CRITICAL, EXIT_UNKNOWN = 0, 1, 2, 3
 STATUS = ("OK", "WARNING", "CRITICAL", "UNKNOWN")
@@ -210,13 +210,13 @@ def headline(r: TriageResult) -> str:
     blamed = [v for v in r.verdicts if v["layer"]]
     if blamed:
         v = blamed[0]
-        parts.append(f"stack {v['stack']}: {v['layer']} {since_text(v['since'], r.generated_at)}".rstrip())
+        parts.append(f"stack {v['stack']}: {v['layer']} {onset_text(v)}".rstrip())
     return f"{status}: {'; '.join(parts)}"
 
 
 def verdict_lines(v: dict[str, Any], now: int, markdown: bool = False) -> list[str]:
     """A verdict as text: its headline, the causes beside it, the earlier episodes and what is not known."""
-    blame = f"blame: {v['layer']} {since_text(v['since'], now)}".rstrip() if v["layer"] else "no layer to blame now"
+    blame = f"blame: {v['layer']} {onset_text(v)}".rstrip() if v["layer"] else "no layer to blame now"
     where = f"; VM {v['vm']} of vCenter {v['vcenter']}" if v.get("vm") and v.get("vcenter") else ""
     lines = [("## " if markdown else "") + f"Verdict for stack {v['stack']} ({blame}, confidence "
              f"{v['confidence']}, {v['buckets']} buckets of 20 s{where})", "", v["summary"]]

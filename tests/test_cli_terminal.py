@@ -5,13 +5,20 @@ controlling terminal, so Ctrl-C is the SIGINT a shell's foreground job gets.
   the findings only it could renew are stale, triage says UNKNOWN and names the source on its first line.
 - Ctrl-C while a source never answers (a TCP server on 127.0.0.1 that accepts and stays silent): the
   command ends with 130 and no traceback, long before the source's timeout.
+- One onset for one incident: triage's first line and the Stack screen say the same start, or that it began
+  before what was recorded.
+- First contact: `config init -o` into a directory that does not exist yet, `mark` with a mistyped
+  `--store`, a report of a run against the previous run of its name (text, and HTML in headless Chromium).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -20,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from db2vtop.agent.core.model import Fact, Sample
+from db2vtop.agent.core.runs import BEGIN, END, edge_marker
 from db2vtop.agent.core.store import Store
 from tests.conftest import run_cli
 from tests.pty_term import Terminal
@@ -180,3 +188,132 @@ def test_ctrl_c_ends_config_check_blocked_on_its_file(tmp_path):
         term.close()
     assert status == 130 and "db2vtop: interrupted" in screen, screen
     assert "Traceback" not in screen, screen
+
+
+# --- one onset for one incident ----------------------------------------------------------------------------
+
+def incident_store(path: Path, minutes: int, incident_minutes: int) -> tuple[int, int]:
+    """`minutes` of 20 s vCenter samples up to now, VM db2prod02 at 15 % CPU ready per vCPU for the last
+    `incident_minutes` (the whole recording when longer); the first hot sample's time and the last's."""
+    end = time.time_ns() // (20 * S) * 20 * S
+    steps = minutes * 3
+    samples, onset = [], None
+    for k in range(steps):
+        ts = end - (steps - 1 - k) * 20 * S
+        hot = (steps - 1 - k) * 20 < incident_minutes * 60
+        onset = ts if hot and onset is None else onset
+        for vm, ready in (("db2prod02", 15.0 if hot else 0.5), ("app01", 0.5)):
+            samples.append(Sample("vsphere_vm", {"vcenter": "vc1", "vm": vm, "host": "esx01", "cluster": "prod"},
+                                  {"cpu_ready_pct": ready, "cpu_usage_pct": 40.0, "cpu_costop_pct": 0.0,
+                                   "mem_balloon_bytes": 0, "mem_swapped_bytes": 0, "vcpus": 8}, ts))
+    facts = [Fact("vsphere_vm", {"vcenter": "vc1", "vm": vm}, {"host": "esx01", "num_cpu": 8}, end - steps * 20 * S)
+             for vm in ("db2prod02", "app01")]
+    with Store(path, writer=True) as store:
+        store.write(samples, facts=facts)
+    assert onset is not None
+    return onset, end
+
+
+def stack_screen_verdict(store: Path, end_ns: int, home: Path) -> str:
+    """The Stack screen of VM db2prod02 at the end of the recording (`replay`, End, `:vm db2prod02`), 120x40:
+    its VERDICT line."""
+    term = Terminal([*db2vtop(), "replay", "--store", str(store)], 120, 40, truecolor=False, env=env_for(home),
+                    cwd=ROOT)
+    try:
+        term.wait(lambda s: " replay " in s and "Help" in s, 30, "the replay")
+        term.send("\x1b[F")  # End: the recording's last moment
+        last = time.strftime("%H:%M:%S", time.gmtime(end_ns / S))
+        term.wait(lambda s: last in s.splitlines()[0], 20, f"the end of the recording, {last}")
+        term.send(":")
+        term.wait_for("vm NAME")
+        term.send("vm db2prod02\r")
+        screen = term.wait(lambda s: "VERDICT" in s and "vm db2prod02" in s, 30, "the Stack screen's verdict")
+    finally:
+        term.close()
+    return next(line for line in screen.splitlines() if "VERDICT" in line)
+
+
+@pytest.mark.parametrize(("minutes", "incident", "words"), [
+    (30, 8, "since {onset}, 8m"),  # began 8 minutes ago, in a 5-minute window: not the window's edge
+    (30, 40, "since before {onset} (≥ 30m)"),  # began before anything recorded: no onset to give
+], ids=["onset-before-the-window", "onset-before-the-data"])
+def test_the_stack_screen_and_triage_give_one_onset(tmp_path, minutes, incident, words):
+    """One incident, one onset: triage's first line and the Stack screen (window 5m) say the same start."""
+    store = tmp_path / "m.db"
+    onset_ns, end_ns = incident_store(store, minutes, incident)
+    onset = time.strftime("%H:%M", time.gmtime(onset_ns / S))
+    expected = words.format(onset=onset)
+    status, screen = run_in_terminal([*db2vtop(), "triage", "--store", str(store), "-c", os.devnull],
+                                     tmp_path / "home")
+    first = next(line for line in screen.splitlines() if line.startswith("db2vtop triage:"))
+    assert status == 2 and f"stack db2prod02: host {expected.replace(onset, onset + ' UTC')}" in first, first
+    verdict = stack_screen_verdict(store, end_ns, tmp_path / "home")
+    assert f"VERDICT  host {expected}:" in verdict, verdict
+
+
+# --- first contact: config init, mark, report ----------------------------------------------------------------
+
+def test_config_init_makes_the_missing_directory_private(tmp_path):
+    """The README's first command on a fresh machine: ~/.config/db2vtop/ does not exist yet."""
+    home = tmp_path / "home"
+    home.mkdir()
+    target = home / ".config" / "db2vtop" / "config.toml"
+    status, screen = run_in_terminal([*db2vtop(), "config", "init", "-o", str(target)], home)
+    assert status == 0 and f"wrote {target}; check it with: db2vtop config check -c {target}" in screen, screen
+    assert [oct(p.stat().st_mode & 0o777) for p in (home / ".config", target.parent, target)] == \
+        ["0o700", "0o700", "0o600"]
+    status, screen = run_in_terminal([*db2vtop(), "config", "check", "-c", str(target)], home)
+    assert status == 0 and ": OK (" in screen, screen
+
+
+def test_mark_refuses_a_store_that_does_not_exist(tmp_path):
+    """A mistyped --store: said, nothing made (no store, no directory); an existing store nobody records is
+    marked, with that said."""
+    home = tmp_path / "home"
+    typo = tmp_path / "stores" / "metrcs.db"
+    status, screen = run_in_terminal([*db2vtop(), "mark", "run 1", "--store", str(typo)], home)
+    assert status == 1 and f"db2vtop: no store at {typo}; a marker goes into the store an agent or watch" in screen, \
+        screen
+    assert not typo.parent.exists()
+    idle = tmp_path / "idle.db"
+    with Store(idle, writer=True):
+        pass
+    status, screen = run_in_terminal([*db2vtop(), "mark", "run 1", "--store", str(idle)], home)
+    assert status == 0, screen
+    assert f"marker 'run 1' stored in {idle}; no agent or watch is recording this store" in screen, screen
+
+
+def two_runs_of_one_name(path: Path) -> Path:
+    t0 = 1_714_564_800 * S
+    with Store(path, writer=True) as w:
+        w.write([Sample("guest_cpu", {"guest": "g", "cpu": "total"}, {"busy_pct": 10.0 + k, "steal_pct": 0.0},
+                        t0 + k * 5 * S) for k in range(200)],
+                annotations=[edge_marker("bench", BEGIN, ts=t0 + 10 * S), edge_marker("bench", END, ts=t0 + 100 * S),
+                             edge_marker("bench", BEGIN, tags={"command": "sleep 90"}, ts=t0 + 500 * S),
+                             edge_marker("bench", END, tags={"exit_status": "0", "command": "sleep 90"},
+                                         ts=t0 + 590 * S)])
+    return path
+
+
+def test_a_report_names_the_run_and_its_baseline_of_one_name_apart(tmp_path):
+    """`report bench --baseline bench~1`: the text and the HTML (as headless Chromium reads it) name each run as
+    `report --list` does; the HTML shows the command as code, not markdown back-ticks."""
+    store = two_runs_of_one_name(tmp_path / "b.db")
+    status, screen = run_in_terminal([*db2vtop(), "report", "bench", "--baseline", "bench~1", "--store", str(store)],
+                                     tmp_path / "home", cols=200)
+    lines = screen.splitlines()
+    assert status == 0 and lines[0] == "db2vtop report: run bench against bench~1", screen
+    assert lines[3].startswith("- baseline bench~1: 2024-05-01 12:00:10 UTC"), screen
+    page = tmp_path / "r.html"
+    status, screen = run_in_terminal([*db2vtop(), "report", "bench", "--baseline", "bench~1", "--store", str(store),
+                                      "--format", "html", "-o", str(page)], tmp_path / "home")
+    assert status == 0, screen
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "chromium is missing: tests/infra/install-deps.sh installs it"
+    dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=60, check=True,
+                         env={**os.environ, "HOME": str(tmp_path)}).stdout
+    text = re.sub(r"<[^>]+>", "", dom)  # what the page says, as the browser parsed it
+    assert "db2vtop report: run bench against bench~1" in text
+    assert "time from each run's start: bench (run)bench~1 (baseline)" in text
+    assert "command sleep 90)" in text and "<code>sleep 90</code>" in dom and "`" not in text
