@@ -22,7 +22,7 @@ from db2vtop.agent.core.influx_source import InfluxSource
 from db2vtop.agent.core.model import Fact, Finding, Sample, clean_fields, record_problem
 from db2vtop.agent.core.source import CachedSource
 from db2vtop.agent.core.store import Store, StoreError
-from db2vtop.agent.core.text import plural
+from db2vtop.agent.core.text import did_you_mean, plural
 from db2vtop.checks.topology import infer_stacks, pick
 from db2vtop.checks.triage import TriageResult, judge, kept_fields
 from db2vtop.collectors.base import BaseCollector
@@ -172,7 +172,9 @@ def run_triage(cfg: Config, store_path: Path, lookback_s: float,
     found = [i for i in infer_stacks(cfg, CachedSource(samples)) if i.rule != "guest"]
     chosen, missing = pick(found, vms, stacks)
     if missing:
-        raise NoSuchTargetError(f"no stack or VM named {', '.join(missing)} (db2vtop stacks lists them)")
+        known = {n for i in found for n in (i.stack.name, i.stack.vm) if n}
+        near = "".join(did_you_mean(m, known) for m in missing)
+        raise NoSuchTargetError(f"no stack or VM named {', '.join(missing)}{near}; db2vtop stacks lists them")
     progress(f"checking {plural(len(samples), 'sample')} and {plural(len(facts), 'fact')}, "
              f"{plural(len(chosen), 'stack')}")
     return judge(cfg, samples, facts, sources, lookback_s, now, [i.stack for i in chosen], bool(vms or stacks),

@@ -26,6 +26,7 @@ from db2vtop.agent.core.cadence import is_stale
 from db2vtop.agent.core.config import ConfigError, StackConfig, shown
 from db2vtop.agent.core.model import Fact, Finding, Sample, canonical_tags, worse
 from db2vtop.agent.core.source import MemorySource, Row
+from db2vtop.agent.core.text import did_you_mean
 from db2vtop.checks.rule import (
     FactIndex,
     Limit,
@@ -412,15 +413,16 @@ def validate_overrides(rules: Sequence[Rule], file: str, overrides: dict[str, di
     for rule_id, keys in overrides.items():
         same = by_id.get(rule_id)
         if same is None:
-            raise ConfigError(file, f"{where}.{rule_id}", "no such rule; `db2vtop rules` lists them")
+            raise ConfigError(file, f"{where}.{rule_id}",
+                              "no such rule" + did_you_mean(rule_id, by_id) + "; `db2vtop rules` lists them")
         limits = {"enabled": Limit(bool)}
         for r in same:
             for key in thresholds_of(r):
                 limits[key] = limits[key].widest(limit(r, key)) if key in limits else limit(r, key)
         for key, value in keys.items():
             if key not in limits:
-                raise ConfigError(file, f"{where}.{rule_id}.{key}",
-                                  "unknown threshold; expected one of " + ", ".join(sorted(limits)))
+                raise ConfigError(file, f"{where}.{rule_id}.{key}", f"unknown threshold{did_you_mean(key, limits)}; "
+                                  "expected one of " + ", ".join(sorted(limits)))
             if not limits[key].accepts(value):
                 raise ConfigError(file, f"{where}.{rule_id}.{key}",
                                   f"{shown(value)} is not valid; expected {limits[key].expected()}")

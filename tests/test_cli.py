@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -87,8 +88,13 @@ def test_agent_stops_cleanly_on_sigterm_and_keeps_its_samples(store_path):
 
 
 def test_agent_duration(store_path):
+    """It stops by itself, and says so as its last line (the counterpart of its first)."""
     r = run_cli("agent", "--store", str(store_path), "--duration", "2")
     assert r.returncode == 0, r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    into = re.escape(str(store_path))
+    assert re.search(rf"db2vtop agent \(pid \d+\) stopped after \d+s: \d+ cycles, \d+ samples into {into}, "
+                     r"0 collector errors; exit status 0$", last), r.stderr
     with Store(store_path) as s:
         assert s.latest("guest_mem")
 
