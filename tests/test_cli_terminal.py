@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from db2vtop.agent.core.model import Fact, Sample
+from db2vtop.agent.core.model import Fact, Finding, Sample, Severity
 from db2vtop.agent.core.runs import BEGIN, END, edge_marker
 from db2vtop.agent.core.store import Store
 from tests.conftest import run_cli
@@ -99,6 +99,31 @@ def test_a_vcenter_down_after_its_findings_makes_them_stale_and_triage_unknown(t
     assert doc["status"] == "UNKNOWN" and "vsphere:vc1" in doc["failed_sources"]
     ready = [f for f in doc["findings"] if f["rule"] == "cpu-ready"]
     assert len(ready) == 1 and ready[0]["stale_since"] is not None and ready[0]["resolved_at"] is None
+
+
+def test_the_findings_screen_shows_a_stale_finding_as_stale(tmp_path):
+    """The agent recorded the finding stale (its vCenter went quiet): the Findings screen lists it dimmed as
+    `CRIT stale`, not as a current critical one, and counts it apart."""
+    store = recorded_store(tmp_path / "m.db", ended_s_ago=360)
+    with Store(store, writer=True) as w:
+        last = w.time_range()[1]  # its newest sample: stale since then
+        w.write(findings=[Finding("cpu-ready", Severity.CRITICAL, {"layer": "vm", "vcenter": "vc1", "vm": "db2prod02"},
+                                  "db2prod02: CPU ready 15.0% per vCPU (8 vCPUs)",
+                                  {"values": {"cpu_ready_pct": 15.0}, "samples": 30, "stale_since_ns": last},
+                                  "why", "fix", [], last - 580 * S, last)])
+    term = Terminal([*db2vtop(), "replay", "--store", str(store)], 120, 30, truecolor=False,
+                    env=env_for(tmp_path / "home"), cwd=ROOT)
+    try:
+        term.wait(lambda s: " replay " in s and "Help" in s, 30, "the replay")
+        term.send("\x1b[F")  # End: the recording's last moment, after the finding went stale
+        term.wait(lambda s: "paused" in s.splitlines()[0], 20, "the end")
+        term.send("3")
+        screen = term.wait(lambda s: "cpu-ready" in s and " open, " in s, 30, "the Findings screen")
+    finally:
+        term.close()
+    assert "0 open, 1 stale, 0 resolved in the window" in screen, screen
+    row = next(line for line in screen.splitlines() if "cpu-ready" in line)
+    assert "CRIT stale" in row, screen
 
 
 def test_a_vcenter_down_with_a_fresh_store_keeps_the_findings_current(tmp_path):
