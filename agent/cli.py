@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "spooled data.")
     common(a)
     a.add_argument("--once", action="store_true", help="one cycle of every collector, then exit "
-                   "(status 1 if any collector failed)")
+                   "(status 1 if any collector failed; Ctrl-C ends it at once, status 130)")
     a.add_argument("--duration", type=_duration, metavar="SECONDS", help="stop after this long (e.g. 60, 10m)")
     a.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     a.add_argument("--log-format", default="text", choices=LOG_FORMATS,
@@ -121,9 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="allow benchmark markers (M, :mark) to be added to the recording")
 
     mk = sub.add_parser("mark", help="add a benchmark marker to the store and sinks",
-                        description="Add a marker (e.g. \"run 2 start\") at the current time. If an agent or watch "
-                                    "is writing the store, it is queued for that process, which records it and sends "
-                                    "it to its sinks.")
+                        description="Add a marker (e.g. \"run 2 start\") at the current time to a store that exists. "
+                                    "If an agent or watch is writing the store, it is queued for that process, which "
+                                    "records it and sends it to its sinks.")
     mk.add_argument("name", metavar="NAME")
     mk.add_argument("--text", default="", help="a longer description")
     edge = mk.add_mutually_exclusive_group()
@@ -202,7 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
     cc.add_argument("-c", "--config", type=Path, metavar="FILE", required=True)
     ci = csub.add_parser("init", help="print a commented config template",
                          description="Print a commented template covering every section, or write it to a file.")
-    ci.add_argument("-o", "--output", type=Path, metavar="FILE", help="write to FILE (mode 600) instead of stdout")
+    ci.add_argument("-o", "--output", type=Path, metavar="FILE",
+                    help="write to FILE (mode 600, its missing directories made 700) instead of stdout")
     ci.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     return p
 
