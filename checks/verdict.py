@@ -203,12 +203,12 @@ def since_text(since: int | str | None, until: int | str | None, utc: bool = Tru
     return f"since {clock(start, utc)}, {span((end or start) - start)}"
 
 
-def onset_text(v: StackVerdict | Mapping[str, Any], utc: bool = True) -> str:
+def onset_text(verdict: StackVerdict | Mapping[str, Any], utc: bool = True) -> str:
     """The onset of a verdict's ongoing episode as every view says it (since_text), from the verdict or its
     JSON: one wording of one onset on the Stack screen, in triage and in the report."""
-    if isinstance(v, StackVerdict):
-        return since_text(v.since, v.until, utc, v.since_before)
-    return since_text(v["since"], v["until"], utc, bool(v.get("since_before")))
+    if isinstance(verdict, StackVerdict):
+        return since_text(verdict.since, verdict.until, utc, verdict.since_before)
+    return since_text(verdict["since"], verdict["until"], utc, bool(verdict.get("since_before")))
 
 
 def span(ns: int) -> str:
@@ -451,30 +451,32 @@ def _chain(kind: str, v: Values, t: dict[str, float], hosts: str) -> tuple[list[
 # --- the verdict ------------------------------------------------------------------------------
 
 
-#: how far back a view showing a short window (the Stack screen's) looks for the onset of the episode going on:
-#: vCenter's realtime hour, triage's default lookback, so both give one onset for one incident
+#: how far back from the moment judged the onset of the episode going on then is looked for, whatever the
+#: window (the Stack screen's few minutes, a run's span): vCenter's realtime hour, triage's default lookback,
+#: so every view gives one onset for one incident
 ONSET_REACH_NS = 3600 * 10**9
 
 
 def stack_verdict(source: Source, stack: StackConfig, since_ns: int, until_ns: int,
-                  overrides: Overrides | None = None, entities: StackEntities | None = None,
-                  reach_ns: int | None = None) -> StackVerdict:
+                  overrides: Overrides | None = None, entities: StackEntities | None = None) -> StackVerdict:
     """The verdict over [since, until] (`entities`: the stack's, when the caller resolved them already).
 
     The episode going on at `until` that was going on at the window's first bucket already began then or
-    before (`since_before`). With `reach_ns` (before `since`), its start is looked for back to there: the
-    onset the window alone cannot show, as a longer view of the same data (triage's lookback) finds it."""
+    before: its start is looked for back to ONSET_REACH_NS before `until`, as a longer view of the same
+    data (triage's lookback) finds it; found nowhere, `since_before` says it began then or earlier."""
     ent = entities if entities is not None else resolve(source, stack, since_ns, until_ns)
     r = _Buckets(ent)
     f = {role: r.role(figs) for role, figs in ROLES.items()}
     out = _judge(stack.name, f, r.samples, lambda b: ent.host_at(b * BUCKET_NS + BUCKET_NS // 2),
                  limits(stack, overrides), until_ns)
     out.vm, out.vcenter = ent.vm, ent.vcenter
-    if out.since_before and reach_ns is not None and reach_ns < since_ns:
+    reach_ns = until_ns - ONSET_REACH_NS
+    if out.since_before and reach_ns < since_ns:
         longer = stack_verdict(source, stack, reach_ns, until_ns, overrides)
         if longer.layer == out.layer and longer.since is not None and out.since is not None \
                 and longer.since <= out.since:
             out.since, out.since_before = longer.since, longer.since_before
+            out.episodes[-1].start = longer.since  # the ongoing one: `since` is its start
     return out
 
 

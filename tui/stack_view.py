@@ -19,7 +19,7 @@ from db2vtop.agent.core.model import Annotation, Finding
 from db2vtop.checks.figures import LATENCY_FLOOR_MS
 from db2vtop.checks.scales import Levels
 from db2vtop.checks.topology import StackEntities
-from db2vtop.checks.verdict import ONSET_REACH_NS, earlier_text, onset_text, stack_verdict
+from db2vtop.checks.verdict import earlier_text, onset_text, stack_verdict
 from db2vtop.tui.chart import EVENT_STYLE, MARKER_STYLE, Marks, braille, nice_top, style, time_axis
 from db2vtop.tui.data import (
     Reader,
@@ -111,8 +111,7 @@ def _verdict(rd: Reader, target: Target, since: int, until: int, levels: Levels,
     """The verdict at the cursor: the episode going on then, since when, the other causes beside it and the
     earlier episodes of the window (checks/verdict.py), in local time."""
     try:  # over the window: its own entities (the VM's hosts in the window, each bucket with its own)
-        v = stack_verdict(rd, target.stack, since, until, levels.overrides, resolve_at(rd, target, since, until),
-                          reach_ns=until - ONSET_REACH_NS)  # the onset as triage finds it, not the window's edge
+        v = stack_verdict(rd, target.stack, since, until, levels.overrides, resolve_at(rd, target, since, until))
         v.note_findings(findings)
     except Exception as e:  # the verdict is the checks' business: show its failure, keep the screen
         return [("verdict failed: ", "bold red"), (str(e)[:200], "red")]
