@@ -32,6 +32,7 @@ from tests.infra.influxd import (
 
 OUTAGE_S = 30  # the scenario: InfluxDB away for 30 s while the agent collects
 DASHBOARD = ROOT / "contrib" / "grafana" / "db2vtop-dashboard.json"
+RULES = ROOT / "contrib" / "grafana" / "db2vtop-alert-rules.json"
 UNIT = ROOT / "contrib" / "systemd" / "db2vtop-agent.service"
 
 def start_agent(cfg: Path, log: Path, *extra: str) -> subprocess.Popen:
@@ -104,8 +105,11 @@ def check_dashboard_queries(srv: InfluxServer, db: str) -> None:
         for t in p["targets"]:
             assert run(t["query"]), f"panel {p['title']!r} shows nothing: {t['query']}"
     notes = {a["name"]: a for a in dash["annotations"]["list"]}
-    assert run(notes["Markers"]["query"])
-    run(notes["Findings"]["query"])  # valid InfluxQL; no findings in this run
+    assert run(notes["Events"]["query"])  # the sink's state changes
+    for name in ("Markers", "Alerts", "Findings"):
+        run(notes[name]["query"])  # valid InfluxQL; none of them in this run
+    for rule in json.loads(RULES.read_text())["groups"][0]["rules"]:  # contrib's Grafana alert rules
+        run(rule["data"][0]["model"]["query"])
     variable = next(v for v in dash["templating"]["list"] if v["name"] == "guest")
     assert run(variable["query"])
 

@@ -23,7 +23,6 @@ import fnmatch
 import hashlib
 import json
 import logging
-import os
 import queue
 import random
 import socket
@@ -142,7 +141,7 @@ class _Stacks:
 
 @dataclass
 class OutboxStats:
-    state: str = "starting"
+    state: str = "ok"  # nothing has failed (yet)
     last_error: str = ""
     sent: int = 0
     refused: int = 0
@@ -197,7 +196,7 @@ class Outbox:
     def close(self, timeout: float) -> None:
         """Deliver what waits for up to `timeout`, then stop; the rest stays in the spool for the next start."""
         deadline = time.monotonic() + timeout
-        while self.spool.unread_points and time.monotonic() < deadline and self.stats.state in ("ok", "starting"):
+        while self.spool.unread_points and time.monotonic() < deadline and self.stats.state == "ok":
             time.sleep(0.05)
         self._stop.set()
         self._wake.set()
@@ -281,8 +280,7 @@ class Outbox:
         if state == old:
             return
         if state == "ok":
-            if old != "starting":
-                log.info("alert %s: delivering again to %s (was %s)", self.cfg.name, self.cfg.url, old)
+            log.info("alert %s: delivering again to %s (was %s)", self.cfg.name, self.cfg.url, old)
         else:
             log.warning("alert %s: %s: %s; changes wait in %s", self.cfg.name, state, error, self.spool.dir)
 
@@ -334,7 +332,8 @@ class Alerter:
 
     name = "alerts"
 
-    def __init__(self, cfg: Config, store_path: Path, supervisor: Supervisor | None = None):
+    def __init__(self, cfg: Config, store_path: Path, supervisor: Supervisor | None = None, judge: bool = True):
+        """`judge`: run the judging thread (off: only what `apply` is handed is told, for a test's own moments)."""
         self.cfg = cfg
         self.store_path = store_path
         self.supervisor = supervisor or Supervisor()
@@ -358,11 +357,14 @@ class Alerter:
         self.hot: dict[tuple[str, ...], int] = {}  # entity -> when it last showed a symptom
         self.findings: dict[str, Finding] | None = None  # open ones, by key (read from the store at the start)
         self._early: list[Finding] = []  # changes handed on before that read
+        self._events: list[Annotation] = []  # each alert's start and end, for the store and InfluxDB
+        self._events_lock = threading.Lock()
         self.evaluations = 0
         self._stacks: _Stacks | None = None
         self._q: queue.SimpleQueue = queue.SimpleQueue()
         self._stop = threading.Event()
-        self._thread = self.supervisor.start(EVALUATE_THREAD, self._run)
+        if judge:
+            self._thread = self.supervisor.start(EVALUATE_THREAD, self._run)
 
     # --- the Output protocol -------------------------------------------------------------------------
 
@@ -463,7 +465,7 @@ class Alerter:
                 current = {**episode_alerts(judged), **finding_alerts(critical, judged, stacks.vm_stack)}
             else:
                 current = {}
-        self._apply(current, now)
+        self.apply(current, now)
 
     def _stacks_of(self, view: CachedSource) -> _Stacks:
         if self._stacks is None or time.monotonic() - self._stacks.made_at > STACKS_TTL_S or any(
@@ -471,7 +473,7 @@ class Alerter:
             self._stacks = _Stacks.of(self.cfg, view)
         return self._stacks
 
-    def _apply(self, current: dict[str, Alert], now: int) -> None:
+    def apply(self, current: dict[str, Alert], now: int) -> None:
         """Keep the alerts over time (flap_guard), then each receiver's changes: spool first, state after."""
         guard = int(self.cfg.alerting.flap_guard * 1e9)
         ended: dict[str, int] = {}
@@ -479,6 +481,7 @@ class Alerter:
             known = self.state.active.get(key)
             if known is None:
                 self.state.active[key] = _Active(alert)
+                self._event(alert, "firing", max(alert.starts_at, now - int(WINDOW_NS)))
             else:
                 alert.starts_at = min(alert.starts_at, known.alert.starts_at)  # the onset, past the window
                 alert.annotations["since"] = iso_ms(alert.starts_at) or ""
@@ -491,12 +494,25 @@ class Alerter:
             elif now - a.clear_since >= guard:
                 ended[key] = a.clear_since
                 del self.state.active[key]
+                self._event(a.alert, "resolved", a.clear_since)
         changed = False
         for box in self.outboxes:
             changed |= self._tell(box, ended, now)
         if changed or ended:
             data = json.dumps(self.state.to_json(), ensure_ascii=False).encode()
             write_private(self.dir / STATE_FILE, data, durable=True)
+
+    def _event(self, a: Alert, status: str, ts: int) -> None:
+        """An annotation of an alert's start (at its onset, at most the verdict's window back) or its end."""
+        tags = {k: a.labels[k] for k in ("alertname", "severity", "layer", "rule") if a.labels.get(k)}
+        with self._events_lock:
+            self._events.append(Annotation("alert", f"{a.labels.get('alertname', 'alert')} {status}",
+                                           {**tags, "status": status}, a.annotations.get("summary", ""), ts))
+
+    def take_events(self) -> list[Annotation]:
+        with self._events_lock:
+            events, self._events = self._events, []
+        return events
 
     def _tell(self, box: Outbox, ended: dict[str, int], now: int) -> bool:
         name = box.cfg.name
@@ -534,9 +550,3 @@ class Alerter:
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
         return {box.cfg.name: box.snapshot() for box in self.outboxes}
-
-
-def make_change(alert: Alert, seq: int, change: str = "test") -> dict[str, Any]:
-    """A change outside the spool (`db2vtop alert test`)."""
-    return {"id": f"test-{os.urandom(6).hex()}", "seq": seq, "change": change, "status": "firing",
-            "alert": alert.to_json(), "endsAt": None}

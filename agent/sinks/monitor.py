@@ -33,7 +33,7 @@ MEASUREMENTS = (
         {"receiver": "the [[alert]] section's name", "kind": "`alertmanager` or `webhook`",
          "agent": "this machine's host name"},
         fields("firing", "sent", "resolved", "refused", "retries", "resent", "pending",
-               state="`starting`, `ok` or `failing` (the last delivery failed: its changes wait in the spool)",
+               state="`ok`, or `failing` (the last delivery failed: its changes wait in the spool)",
                last_error="the last delivery error",
                last_success_ns="when the receiver last took a change or a resend (ns since the epoch)",
                dropped="changes dropped because the spool was full",
@@ -56,7 +56,8 @@ class SinkMonitor(BaseCollector):
 
 
 class AlertMonitor(BaseCollector):
-    """Each receiver's `db2vtop_alert` sample, every [alerting] interval."""
+    """Each receiver's `db2vtop_alert` sample, every [alerting] interval, and each alert's start and end as an
+    annotation (`alert`, named `<alertname> firing|resolved`: Grafana's alert markers)."""
 
     def __init__(self, alerter: Alerter):
         super().__init__("alerts", alerter.cfg.alerting.interval)
@@ -64,5 +65,7 @@ class AlertMonitor(BaseCollector):
         self.agent = socket.gethostname()
 
     async def collect(self) -> list[Record]:
-        return [Sample(ALERT_MEASUREMENT, {"receiver": box.cfg.name, "kind": box.cfg.kind, "agent": self.agent},
-                       box.snapshot()) for box in self.alerter.outboxes]
+        records: list[Record] = list(self.alerter.take_events())
+        records += [Sample(ALERT_MEASUREMENT, {"receiver": box.cfg.name, "kind": box.cfg.kind, "agent": self.agent},
+                           box.snapshot()) for box in self.alerter.outboxes]
+        return records

@@ -29,8 +29,10 @@ from db2vtop.agent import __version__
 from db2vtop.agent.core.config import AlertConfig
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.agent.core.text import printable
+from db2vtop.checks.alerts import Alert, iso_ms
 
 WEBHOOK_VERSION = "1"
+TEST_ALERT = "DB2vtopTest"
 SIGNATURE_HEADER = "X-Db2vtop-Signature"
 REFUSED = frozenset({400, 404, 405, 413, 422})
 _ANSWER_BYTES = 4096  # of an answer's body kept for the message: a receiver's error text, never a flood
@@ -60,6 +62,14 @@ def alertmanager_alert(change: dict[str, Any]) -> dict[str, Any]:
     if change.get("endsAt"):
         out["endsAt"] = change["endsAt"]
     return out
+
+
+def test_change(now_ns: int) -> dict[str, Any]:
+    """`db2vtop alert test`'s change: a warning that Alertmanager ends 5 minutes on."""
+    alert = Alert("test", {"alertname": TEST_ALERT, "severity": "warning", "rule": "alert-test"},
+                  {"summary": "db2vtop alert test: this receiver is reached", "since": iso_ms(now_ns) or ""}, now_ns)
+    return {"id": f"test-{now_ns}", "seq": 0, "change": "test", "status": "firing", "alert": alert.to_json(),
+            "endsAt": iso_ms(now_ns + 300 * 10**9)}
 
 
 def webhook_body(change: dict[str, Any], receiver: str, agent: str) -> dict[str, Any]:

@@ -42,7 +42,8 @@ class WebhookReceiver:
     def __init__(self) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/hook"
-        self.received: list[tuple[float, dict[str, str], Any]] = []  # (time, headers, body) answered 2xx
+        #: (time, headers by lower-case name, JSON body, raw body) of each POST answered 2xx
+        self.received: list[tuple[float, dict[str, str], Any, bytes]] = []
         self.hold = threading.Event()  # set: requests wait (unanswered) until it is cleared
         self.held = 0  # requests waiting now
         self._lock = threading.Lock()
@@ -56,7 +57,7 @@ class WebhookReceiver:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with owner._lock:
                     owner.held += 1
@@ -72,7 +73,8 @@ class WebhookReceiver:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 with owner._lock:
-                    owner.received.append((time.time(), dict(self.headers), json.loads(body)))
+                    owner.received.append((time.time(), {k.lower(): v for k, v in self.headers.items()},
+                                           json.loads(body), body))
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -95,7 +97,7 @@ class WebhookReceiver:
 
     def bodies(self) -> list[Any]:
         with self._lock:
-            return [b for _, _, b in self.received]
+            return [b for _, _, b, _ in self.received]
 
 
 class Alertmanager:
