@@ -4,13 +4,14 @@ Ten VMs of the vSphere scenario simulator share one datastore whose LUN turns sl
 minutes): one alert names the ten, with the episode's onset and the triage command, in Alertmanager and at a
 webhook receiver of the agent's own. Alertmanager is restarted (it forgets its alerts: the agent's resends bring
 it back). Then both receivers go away for OUTAGE_S while vCenter answers anew (the simulator restarted with a
-healthy LUN and one VM's CPU contended): the storage alert resolves and a host alert fires meanwhile. The agent is
+healthy LUN and one VM's CPU contended): a host alert fires and the storage alert resolves meanwhile. The agent is
 killed with SIGKILL while its webhook request is in flight, started again, and the receivers come back: every
 change arrives once, in order, and Alertmanager's own notifications (grouped) show no duplicate.
 """
 
 from __future__ import annotations
 
+import calendar
 import json
 import os
 import signal
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from db2vtop.agent.core.store import Store, StoreError
 from tests.conftest import ROOT, run_cli
 from tests.infra.alertmanager import Alertmanager, WebhookReceiver
 from tests.infra.influxd import wait_for
@@ -33,24 +35,31 @@ LUN = "naa.600a09803830310000000040"
 VMS = [f"db2ten{i:02d}" for i in range(10)]
 
 
-def scenario(slow_lun: bool) -> dict:
-    """One host, ten VMs on one datastore; slow: its LUN's DAVG 40 ms for the last 9 samples, else healthy with
-    db2ten03's CPU ready 15 % per vCPU (4 vCPUs) for the last 9 samples."""
-    ready_ok, ready_bad = 400, 12000
+def scenario(phase: str) -> dict:
+    """One host, ten VMs on one datastore; `slow`: its LUN's DAVG 40 ms; `cpu`: healthy storage, db2ten03's CPU
+    ready 15 % per vCPU (4 vCPUs); `healthy`: neither."""
 
     def vm(name: str) -> dict:
-        ready = [ready_ok] + [ready_bad] * 9 if not slow_lun and name == "db2ten03" else ready_ok
+        ready = 12000 if phase == "cpu" and name == "db2ten03" else 400
         return {"name": name, "num_cpu": 4, "cores_per_socket": 4, "memory_mb": 16384, "memory_reservation_mb": 16384,
                 "disks": [{"datastore": "ds_shared", "size_gb": 100}], "quickstats": {"balloonedMemory": 0},
                 "perf": {"mem.vmmemctl.average": 0, "cpu.ready.summation": {"": ready}}}
 
-    davg = [1] + [40] * 9 if slow_lun else 1
     return {"datacenter": "DC1",
             "datastores": [{"name": "ds_shared", "type": "VMFS", "capacity_gb": 4096, "free_gb": 2048, "luns": [LUN]}],
             "hosts": [{"name": "esx01", "cluster": "prod", "cpu_sockets": 2, "cpu_cores": 16, "cpu_threads": 32,
                        "cpu_mhz": 2600, "memory_mb": 262144, "numa_nodes": 2, "hyperthreading": True,
-                       "perf": {"disk.deviceLatency.average": {LUN: davg}, "disk.kernelLatency.average": {LUN: 0}},
+                       "perf": {"disk.deviceLatency.average": {LUN: 40 if phase == "slow" else 1},
+                                "disk.kernelLatency.average": {LUN: 0}},
                        "vms": [vm(n) for n in VMS]}]}
+
+
+def restart(sim: Simulator, phase: str, d: Path) -> Simulator:
+    """vCenter anew on the same port, answering as `phase` says from now on."""
+    port = sim.port
+    sim.stop()
+    (d / phase).mkdir(exist_ok=True)
+    return Simulator.of(scenario(phase), d / phase, listen=f"127.0.0.1:{port}").start()
 
 
 def agent_config(d: Path, sim: Simulator, am: Alertmanager, hook: WebhookReceiver) -> Path:
@@ -99,17 +108,28 @@ def told(d: Path, receiver: str) -> dict:
         return {}
 
 
+def collected(d: Path) -> bool:
+    """Whether the agent has stored vCenter's samples of the LUN."""
+    try:
+        with Store(d / "metrics.db") as s:
+            return "vsphere_host_lun" in s.measurements()
+    except StoreError:
+        return False
+
+
 @pytest.fixture(scope="module")
 def story(tmp_path_factory):
     d = tmp_path_factory.mktemp("alertmanager")
     am_hook, hook = WebhookReceiver().start(), WebhookReceiver().start()
     am = Alertmanager(d / "am", am_hook).start()
-    sim = Simulator.of(scenario(slow_lun=True), d).start()
-    anchor = int(time.time()) // STEP * STEP  # the sample the simulator's lists end at
+    sim = Simulator.of(scenario("healthy"), d).start()
     log = d / "agent.log"
     agent = start_agent(agent_config(d, sim, am, hook), log)
-    seen: dict = {"anchor": anchor, "log": log}
+    seen: dict = {"log": log}
     try:
+        wait_for(lambda: collected(d), 90, "a first vCenter cycle, healthy")
+        sim = restart(sim, "slow", d)
+        seen["slow_at"] = time.time()
         wait_for(lambda: hook.bodies(), 120, "the storage alert at the webhook")
         seen["firing"] = hook.bodies()[0]
         seen["am_first"] = wait_for(lambda: am.alerts(), 30, "the alert in Alertmanager")
@@ -121,9 +141,7 @@ def story(tmp_path_factory):
         # away: both receivers; vCenter anew: the LUN healthy, db2ten03's CPU contended
         am.stop()
         hook.stop()
-        port = sim.port
-        sim.stop()
-        sim = Simulator.of(scenario(slow_lun=False), d, listen=f"127.0.0.1:{port}").start()
+        sim = restart(sim, "cpu", d)
         down_at = time.monotonic()
         wait_for(lambda: any(k.startswith("episode host") for k in told(d, "hook"))
                  and not any(k.startswith("episode storage") for k in told(d, "hook")), 4 * OUTAGE_S,
@@ -172,9 +190,10 @@ def test_ten_vms_on_one_slow_datastore_page_once_with_onset_culprit_and_triage_c
     assert notes["triage"] == "db2vtop triage " + " ".join(f"--vm {vm}" for vm in VMS)
     assert {"summary", "since", "culprit", "events", "fix", "reference", "triage"} <= set(notes)
     assert "10 stacks" in notes["summary"] and "DAVG 40.0 ms" in notes["summary"]
-    # the onset: the LUN turned slow 9 samples before the simulator started, long before the agent did
-    onset = time.mktime(time.strptime(alert["startsAt"][:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
-    assert story["anchor"] - 9 * STEP - STEP <= onset <= story["anchor"] - 7 * STEP, (alert["startsAt"], story)
+    # the onset: the first 20 s bucket of vCenter's samples after the LUN turned slow
+    onset = calendar.timegm(time.strptime(alert["startsAt"][:19], "%Y-%m-%dT%H:%M:%S"))
+    assert story["slow_at"] - 2 * STEP <= onset <= story["slow_at"] + 2 * STEP, (alert["startsAt"], story["slow_at"])
+    assert notes["since"] == alert["startsAt"][:19] + "+00:00"
     (in_am,) = story["am_first"]  # one alert in Alertmanager, not ten
     assert in_am["labels"] == alert["labels"] and in_am["startsAt"].startswith(alert["startsAt"][:19])
     assert in_am["annotations"]["triage"] == notes["triage"]
@@ -184,12 +203,13 @@ def test_ten_vms_on_one_slow_datastore_page_once_with_onset_culprit_and_triage_c
 @pytest.mark.slow
 def test_an_outage_and_a_kill_9_deliver_every_change_once_in_order(story):
     got = [(b["change"], b["alert"]["labels"]["layer"]) for b in story["hook"]]
-    assert got == [("firing", "storage"), ("resolved", "storage"), ("firing", "host")], got
+    # the host alert fires as soon as its episode is seen; the storage one resolves once clear for flap_guard
+    assert got == [("firing", "storage"), ("firing", "host"), ("resolved", "storage")], got
     assert [b["seq"] for b in story["hook"]] == [1, 2, 3]
     assert len({b["id"] for b in story["hook"]}) == 3
-    host = story["hook"][2]["alert"]
+    host = story["hook"][1]["alert"]
     assert host["labels"]["host"] == "esx01" and host["vms"] == ["db2ten03"]
-    assert story["hook"][1]["alert"]["endsAt"] is not None
+    assert story["hook"][2]["alert"]["endsAt"] is not None
     # Alertmanager: the storage alert resolved, the host alert firing; each notification once
     assert [a["labels"]["layer"] for a in story["am_last"]] == ["host"]
     sent = Counter((b["groupKey"], b["status"], tuple(sorted((a["fingerprint"], a["status"]) for a in b["alerts"])))

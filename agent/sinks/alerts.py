@@ -23,6 +23,7 @@ import fnmatch
 import hashlib
 import json
 import logging
+import math
 import queue
 import random
 import socket
@@ -55,6 +56,7 @@ WINDOW_NS = 10 * 60 * 10**9
 HOT_NS = WINDOW_NS
 #: the stacks (and their VMs' hosts, disks and arrays) are looked up again at most this often, when needed
 STACKS_TTL_S = 300.0
+UNKNOWN_TTL_S = 60.0
 EVALUATE_THREAD = "alerts"
 
 
@@ -401,6 +403,9 @@ class Alerter:
                     self.supervisor.recovered(EVALUATE_THREAD)
                 except (StoreError, OSError) as e:  # the store being rewritten, a disk full: next turn
                     self.supervisor.retrying(EVALUATE_THREAD, e)
+                except Exception as e:  # a bug judging one moment must not stop the alerts: logged, counted
+                    log.exception("alerts: judging failed")
+                    self.supervisor.set_aside(EVALUATE_THREAD, "a judgement of the alerts", e)
 
     def _drain(self, wait: float) -> None:
         try:
@@ -468,8 +473,11 @@ class Alerter:
         self.apply(current, now)
 
     def _stacks_of(self, view: CachedSource) -> _Stacks:
-        if self._stacks is None or time.monotonic() - self._stacks.made_at > STACKS_TTL_S or any(
-                not self._stacks.of_entity(e) for e in self.hot):
+        """The stacks, looked up again every STACKS_TTL_S, or after a minute when an entity showing a symptom
+        is nobody's (a VM that has just appeared)."""
+        age = time.monotonic() - self._stacks.made_at if self._stacks is not None else math.inf
+        if self._stacks is None or age > STACKS_TTL_S or (
+                age > UNKNOWN_TTL_S and any(not self._stacks.of_entity(e) for e in self.hot)):
             self._stacks = _Stacks.of(self.cfg, view)
         return self._stacks
 
