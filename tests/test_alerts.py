@@ -156,3 +156,59 @@ def test_ten_vms_blamed_on_one_datastore_are_one_alert_naming_the_ten():
     assert a.annotations["triage"].startswith("db2vtop triage --vm db2ten00 --vm db2ten01")
     assert "10 stacks" in a.annotations["summary"] and a.annotations["since"] == "2027-01-15T08:00:00+00:00"
     assert FINDING != EPISODE
+
+
+def test_a_failing_receiver_is_a_line_of_the_tui_status(tmp_path):
+    from rich.console import Console
+
+    from db2vtop.agent.core.model import ALERT_MEASUREMENT, Sample
+    from db2vtop.agent.core.store import Store
+    from db2vtop.tui.data import Reader, load_status
+    from db2vtop.tui.widgets import StatusLine
+
+    path = tmp_path / "m.db"
+    with Store(path, writer=True) as s:
+        s.write([Sample(ALERT_MEASUREMENT, {"receiver": "am", "kind": "alertmanager", "agent": "a"},
+                        {"state": "failing", "last_error": "unreachable: Connection refused", "firing": 2,
+                         "pending": 3}, T0),
+                 Sample(ALERT_MEASUREMENT, {"receiver": "hook", "kind": "webhook", "agent": "a"},
+                        {"state": "ok", "last_error": "", "firing": 1, "pending": 0}, T0)])
+    with Store(path) as s:
+        found = {x.collector: x for x in load_status(Reader(s), T0 + S)}
+    assert (found["alerts→am"].status, found["alerts→am"].detail) == ("failing", "2 firing, 3 waiting")
+    assert (found["alerts→hook"].status, found["alerts→hook"].detail) == ("ok", "1 firing")
+    line = StatusLine()
+    line.update = lambda renderable, layout=False: setattr(line, "shown", renderable)  # type: ignore[method-assign]
+    line.show(list(found.values()), [])
+    console = Console(width=200, record=True)
+    console.print(line.shown)
+    text = console.export_text()
+    assert "alerts→hook ok 1 firing" in text
+    assert "✖ alerts→am failing (2 firing, 3 waiting): unreachable: Connection refused" in text
+
+
+@pytest.mark.parametrize(("text", "key", "said"), [
+    ('url = "http://am:9093"\ntoken_env = "T"\n', "alert[0].url", "unencrypted"),
+    ('url = "https://am:9093"\nsecret_env = "K"\n', "alert[0].secret_env", "signs a webhook"),
+    ('url = "https://am:9093"\ntoken_env = "T"\ntoken_file = "/x"\n', "alert[0]", "both set"),
+    ('url = "https://am:9093"\nlayers = ["disk"]\n', "alert[0].layers[0]", '"storage-network"'),
+    ('url = "https://am:9093"\nmin_severity = "info"\n', "alert[0].min_severity", '"critical"'),
+    ('url = "https://am:9093"\ntoken = "s3cret"\n', "alert[0].token", "never written in the config"),
+])
+def test_config_refuses_a_receiver_that_would_leak_or_cannot_work(tmp_path, text, key, said):
+    from tests.test_config import error_of
+
+    e = error_of(tmp_path, '[[alert]]\nname = "am"\n' + text)
+    assert e.key == key and said in e.problem, e
+
+
+def test_config_check_reads_each_receivers_secrets(tmp_path):
+    from tests.conftest import run_cli
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[[alert]]\nname = "hook"\nkind = "webhook"\nurl = "https://h.example.com/x"\nsecret_env = "K"\n')
+    cfg.chmod(0o600)
+    r = run_cli("config", "check", "-c", str(cfg), env={"K": ""})
+    assert r.returncode == 2 and "alert[0]: secret not readable: environment variable K" in r.stderr
+    r = run_cli("config", "check", "-c", str(cfg), env={"K": "k3y"})
+    assert r.returncode == 0 and "alert hook (webhook)" in r.stdout, r.stderr
