@@ -79,7 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     a = sub.add_parser("agent", help="headless collection into the store",
                        description="Collect on schedule into the embedded store (and InfluxDB when [influxdb] is "
-                                   "configured) until SIGTERM/SIGINT, which stop gracefully: in-flight cycles end, "
+                                   "configured; with [[alert]] sections, alerts from the live verdicts and findings "
+                                   "to Alertmanager or webhooks) until SIGTERM/SIGINT, which stop gracefully: "
+                                   "in-flight cycles end, "
                                    "the store is flushed and the InfluxDB spool is delivered for up to "
                                    "[influxdb] flush_timeout. SIGHUP reloads the config file without losing "
                                    "spooled data.")
