@@ -30,6 +30,7 @@ test-deps:
 	tests/infra/install-deps.sh
 	tests/infra/build-influxd.sh
 	tests/infra/build-influxd2.sh
+	tests/infra/build-alertmanager.sh
 
 # The Go vSphere scenario simulator (tests/vsphere-sim, govmomi pinned in its go.mod).
 # Go's build and module caches make a rebuild with unchanged sources a no-op.
