@@ -299,7 +299,7 @@ def test_the_fleet_over_influxdb_shows_what_it_shows_over_the_store_while_points
                            for i, x in enumerate(stamp(x) for step in steps(fleet) for x in step)),
                           key=lambda a: a[:2])
         cfg_path = write_config(tmp_path / "fleet.toml", fleet)
-        cfg_path.write_text(cfg_path.read_text() + f'[influxdb]\nurl = "{influx.url}"\nbucket = "{bucket}"\n'
+        cfg_path.write_text(cfg_path.read_text() + f'[influxdb]\n{influx.agent_section(bucket)}'
                                                    f'spool_dir = "{tmp_path / "spool"}"\ntimeout = "30s"\n')
         cfg = load_config(cfg_path)
         lv = levels(cfg.checks)
