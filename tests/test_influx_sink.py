@@ -54,7 +54,7 @@ def config(url: str, bucket: str, spool: Path, **kw) -> InfluxConfig:
 def config_of(srv, db: str, spool: Path, **kw) -> InfluxConfig:
     """A config that reaches `srv`'s database `db` (its bucket and token, as the version asks)."""
     bucket = f"{db}/autogen" if srv.version == "1.8" else db
-    return srv.config(bucket, spool, **{**OPTS, **kw})
+    return srv.sink_config(bucket, spool, **{**OPTS, **kw})
 
 
 @pytest.fixture

@@ -167,7 +167,7 @@ bind-address = "127.0.0.1:{self.rpc_port}"
         token = f'token_file = "{token_file}"\nallow_plaintext = true\n' if token_file else ""
         return f'url = "{self.url}"\nbucket = "{bucket}"\norg = "{self.org}"\n{token}'
 
-    def config(self, bucket: str, spool: Path, **kw: Any) -> InfluxConfig:
+    def sink_config(self, bucket: str, spool: Path, **kw: Any) -> InfluxConfig:
         """An InfluxConfig for this server (the sink in-process), `kw` on top."""
         token_file = self.token_file()
         extra: dict[str, Any] = {"token_file": token_file, "allow_plaintext": True} if token_file else {}
