@@ -222,7 +222,7 @@ def test_an_outage_and_a_kill_9_deliver_every_change_once_in_order(story):
 
 
 @pytest.mark.slow
-def test_alert_test_says_what_each_receiver_answered(story, tmp_path):
+def test_alert_test_says_what_each_receiver_answered(tmp_path):
     am_hook, hook = WebhookReceiver().start(), WebhookReceiver().start()
     am = Alertmanager(tmp_path / "am", am_hook).start()
     try:

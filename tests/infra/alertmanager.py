@@ -23,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from tests.infra.influxd import GOBIN, ROOT, free_port
+from tests.infra.influxd import GOBIN, ROOT, end_process, free_port, wait_ready
 
 VERSION = "0.28.1"
 
@@ -132,30 +132,11 @@ receivers:
                  f"--storage.path={self.base / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}",
                  f"--cluster.listen-address=127.0.0.1:{self.cluster_port}", "--log.level=warn"],
                 stdout=log, stderr=log, stdin=subprocess.DEVNULL, cwd=self.base)
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"alertmanager exited with {self.proc.returncode}; see "
-                                   f"{self.base / 'alertmanager.log'}")
-            try:
-                with urllib.request.urlopen(self.url + "/-/ready", timeout=1) as r:
-                    if r.status == 200:
-                        return self
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"alertmanager was not ready within {timeout:.0f}s")
-            time.sleep(0.1)
+        wait_ready(self.proc, self.url + "/-/ready", 200, timeout, "alertmanager", self.base / "alertmanager.log")
+        return self
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        end_process(self.proc)
         self.proc = None
 
     def alerts(self, active: bool = True) -> list[dict[str, Any]]:

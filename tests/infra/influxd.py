@@ -51,6 +51,35 @@ def influxd_binary(version: str = "1.8") -> Path:
     return binary
 
 
+def end_process(proc: subprocess.Popen | None) -> None:
+    """SIGTERM, then SIGKILL after 30 s: a server of a test ends whatever it does."""
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def wait_ready(proc: subprocess.Popen, url: str, status: int, timeout: float, what: str, log: Path) -> None:
+    """Until `url` answers `status` (bounded); the process ended (its log named) or the time out raise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}; see {log}")
+        try:
+            with urllib.request.urlopen(url, timeout=1) as r:
+                if r.status == status:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            end_process(proc)
+            raise RuntimeError(f"{what} did not answer {url} within {timeout:.0f}s")
+        time.sleep(0.1)
+
+
 def ident(name: str) -> str:
     """An InfluxQL double-quoted identifier."""
     return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
@@ -115,32 +144,14 @@ bind-address = "127.0.0.1:{self.rpc_port}"
         with open(self.base / "influxd.log", "ab") as log:
             self.proc = subprocess.Popen([str(influxd_binary()), "run", "-config", str(self.config)],
                                          stdout=log, stderr=log, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"influxd exited with {self.proc.returncode}; see {self.base / 'influxd.log'}")
-            try:
-                with urllib.request.urlopen(self.url + "/ping", timeout=1) as r:
-                    if r.status == 204:
-                        break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            self.stop()
-            raise RuntimeError(f"influxd did not answer /ping within {timeout:.0f}s")
+        wait_ready(self.proc, self.url + "/ping", 204, timeout, "influxd", self.base / "influxd.log")
         if self.auth:
             # allowed without credentials while no admin exists; a restart finds it there already
             self.query(f"CREATE USER {ADMIN[0]} WITH PASSWORD '{ADMIN[1]}' WITH ALL PRIVILEGES", ignore_errors=True,
                        login=False)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        end_process(self.proc)
         self.proc = None
 
     @property
@@ -259,20 +270,7 @@ class InfluxServer2(InfluxServer):
                  "--http-bind-address", f"127.0.0.1:{self.port}", "--reporting-disabled", "--log-level", "warn"],
                 stdout=log, stderr=log, stdin=subprocess.DEVNULL, cwd=self.base,
                 env={k: v for k, v in os.environ.items() if not k.startswith("INFLUXD_")})
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"influxd exited with {self.proc.returncode}; see {self.base / 'influxd.log'}")
-            try:
-                with urllib.request.urlopen(self.url + "/health", timeout=1) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"influxd did not answer /health within {timeout:.0f}s")
-            time.sleep(0.1)
+        wait_ready(self.proc, self.url + "/health", 200, timeout, "influxd", self.base / "influxd.log")
         if self._api("GET", "/api/v2/setup", login=False)["allowed"]:  # a restart finds it set up already
             self._api("POST", "/api/v2/setup", {"username": ADMIN[0], "password": ADMIN[1] * 2, "org": self.org,
                                                 "bucket": "setup", "token": self._token}, login=False)
