@@ -43,8 +43,9 @@ def test_the_fleet_starts_on_its_top_row_when_later_rows_sort_above_the_first_on
                                 {"cpu_usage_pct": 10.0, "cpu_ready_pct": 0.5}, now + S) for i in range(1, 31)])
             term.wait(lambda s: "vm01" in s and "zz-guest" not in s, 30, "the VMs above the guest")
             term.send("\r")
-            screen = term.wait_for("Fleet › vm vm01", 20)
+            screen = term.wait(lambda s: "Fleet › vm vm01" in s and "in the window" in s, 20, "vm01's Stack screen")
             assert "Local ›" not in screen
+            assert "(1 sample in the window)" in screen, screen  # counted right ("1 samples")
         finally:
             term.close()
 

@@ -16,6 +16,7 @@ from db2vtop.agent.core.cadence import stale_age_s
 from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.model import AGENT_MEASUREMENT, SINK_MEASUREMENT, Annotation, Finding, severity_rank
 from db2vtop.agent.core.source import Columns, Row
+from db2vtop.agent.core.text import plural
 from db2vtop.checks.figures import LATENCY_FLOOR_MS
 from db2vtop.checks.scales import Level, Levels
 from db2vtop.checks.topology import resolve, short_name
@@ -446,7 +447,7 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
         row = hosts.get(name)
         f = row.fields if row else {}
         note, stale = age_note(row.ts if row else None, "vsphere_host")
-        where = (row.tags.get("cluster", "") if row else "") + f" {vms_on.get(name, 0)} VMs" + note
+        where = (row.tags.get("cluster", "") if row else "") + f" {plural(vms_on.get(name, 0), 'VM')}" + note
         add("host", name, where.strip(), fx.worst_of(("host", name), exclude="vm"),
             (None, value(f, "cpu_usage_pct"), value(f, "cpu_ready_pct"), value(f, "mem_balloon_bytes"), None,
              gavg.get(name)), target(Target.of_host, name), stale)

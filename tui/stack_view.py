@@ -16,6 +16,7 @@ from rich.segment import Segment
 from textual.strip import Strip
 
 from db2vtop.agent.core.model import Annotation, Finding
+from db2vtop.agent.core.text import plural
 from db2vtop.checks.figures import LATENCY_FLOOR_MS
 from db2vtop.checks.scales import Levels
 from db2vtop.checks.topology import StackEntities
@@ -116,11 +117,11 @@ def _verdict(rd: Reader, target: Target, since: int, until: int, levels: Levels,
     except Exception as e:  # the verdict is the checks' business: show its failure, keep the screen
         return [("verdict failed: ", "bold red"), (str(e)[:200], "red")]
     if v.confidence == "none":
-        return [("verdict: too little data ", "dim"), (f"({v.samples} samples in the window)", "dim")]
+        return [("verdict: too little data ", "dim"), (f"({plural(v.samples, 'sample')} in the window)", "dim")]
     st = {"high": "bold red", "medium": "bold yellow", "low": "yellow"}.get(v.confidence, "bold")
     blame = " ".join(x for x in (v.layer, onset_text(v, utc=False)) if x) + ": " if v.layer else ""
     out: list[Run] = [("VERDICT ", "bold reverse"), (" ", None), (blame, st), (v.summary, "bold"),
-                      (f"  [{v.confidence} confidence, {v.samples} samples]", "dim")]
+                      (f"  [{v.confidence} confidence, {plural(v.samples, 'sample')}]", "dim")]
     also = [f"{c.layer}: {c.label}" for c in v.causes[1:]]
     earlier = earlier_text([e.to_json() for e in v.episodes], until, utc=False) if v.layer else ""
     more = "; ".join(x for x in (f"also {', '.join(also)}" if also else "", f"earlier: {earlier}" if earlier else "",
