@@ -289,26 +289,35 @@ class Db2vtopApp(App):
             self._load(self.screen)
 
     def request_reload(self, now: bool = False) -> None:
-        """Coalesce reloads asked for by resizes, scrolling and typing into one, 50 ms later; none while the
-        cursor moves on its own, whose next tick loads within a second anyway (a 10,000-VM Fleet's load after
-        each key would take the loader away from the keys that follow)."""
+        """Coalesce reloads asked for by resizes, scrolling and typing into one, 50 ms later. While the cursor moves
+        on its own that load is of the moment already shown (`_redraw`): what the key changed (a sort, a filter, the
+        rows scrolled to) is drawn from what was read, at once, and the next tick reads the next moment (a 10,000-VM
+        Fleet read at a new moment after each key would take the loader away from the keys that follow; waiting for
+        the tick instead showed a sort's trends up to a second late)."""
         if self.closing:
             return
         if now:
             self.reload()
-        elif (self.cursor.live or self.cursor.playing) and self.refresh_s <= 1.0:
-            return
         elif self._reload_timer is None:
-            self._reload_timer = self.set_timer(0.05, self.reload)
+            moving = self.cursor.live or self.cursor.playing
+            self._reload_timer = self.set_timer(0.05, self._redraw if moving else self.reload)
+
+    def _redraw(self) -> None:
+        self._reload_timer = None
+        if not self.closing and isinstance(self.screen, ViewScreen):
+            self._load(self.screen, again=True)
 
     @work(thread=True, exclusive=True, group="load")
-    def _load(self, screen: ViewScreen) -> None:
+    def _load(self, screen: ViewScreen, again: bool = False) -> None:
+        """The screen's view at the cursor (`again`: at the moment it shows, read when the load begins)."""
         now = self.clock()
         until, since = self.cursor.end(now), self.cursor.since(now)
         worker = get_current_worker()
         with self._load_lock:  # one store connection, one reader at a time
             if worker.is_cancelled or self.closing:
                 return  # a newer load is queued behind this one, or the app is closing
+            if again and screen.loaded_at is not None:
+                since, until = screen.loaded_at
             t0 = time.perf_counter()
             view = self._read(screen, worker, since, until)
             if view is None:
