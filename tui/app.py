@@ -45,7 +45,7 @@ from db2vtop.agent.core.store import Store, StoreError, store_writer
 from db2vtop.agent.core.units import format_duration, parse_duration
 from db2vtop.checks.scales import Levels, levels
 from db2vtop.tui import commands
-from db2vtop.tui.data import LoadCancelledError, Reader
+from db2vtop.tui.data import LoadCancelledError, Reader, Status
 from db2vtop.tui.screens.base import ViewScreen
 from db2vtop.tui.screens.dialogs import CommandBar, HelpScreen, MarkerPrompt
 from db2vtop.tui.screens.findings import FindingsScreen
@@ -125,6 +125,8 @@ class Db2vtopApp(App):
         self.agent_stopped: str | None = None
         self._agent_checked = 0.0
         self.status_note = ""  # said first on every screen's status line (the agent stopped)
+        # the whole status line a screen showed last, with the moment it was loaded at (`status_until_loaded`)
+        self.last_status: tuple[tuple[int, int] | None, list[Status], list[Annotation]] | None = None
         self.timings = Timings.new()
         self.status_title = ""  # the title bar's text (not App.sub_title: that repaints every widget)
         self.last_target: Target | None = None
@@ -287,6 +289,18 @@ class Db2vtopApp(App):
             self._prefetch_timer = None
         if isinstance(self.screen, ViewScreen):
             self._load(self.screen)
+
+    def status_until_loaded(self) -> tuple[list[Status], list[Annotation]] | None:
+        """What a screen shown before its first load says on its status line until that load: the whole status line
+        another screen showed last, if it is of the moment this one loads (or the cursor moves on its own and this
+        load is only its next moment); else nothing (a blank line, never another moment's figures)."""
+        if self.last_status is None:
+            return None
+        at, collectors, markers = self.last_status
+        now = self.clock()
+        if self.cursor.live or self.cursor.playing or at == (self.cursor.since(now), self.cursor.end(now)):
+            return collectors, markers
+        return None
 
     def request_reload(self, now: bool = False) -> None:
         """Coalesce reloads asked for by resizes, scrolling and typing into one, 50 ms later. While the cursor moves

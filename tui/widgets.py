@@ -196,8 +196,10 @@ class StatusLine(Static):
     """
 
     _shown_lines = 1
+    loaded = False  # shown a load of its own screen
 
-    def show(self, collectors: list[Status], markers: list[Annotation]) -> None:
+    def show(self, collectors: list[Status], markers: list[Annotation], loaded: bool = True) -> None:
+        """`loaded`: its screen's own load (the app keeps a whole one, for screens shown before their first load)."""
         t = Text(no_wrap=True, overflow="ellipsis")
         trouble = [s for s in collectors if s.status != "ok" or s.stale]
         listed = sorted(collectors, key=lambda s: s.collector) if len(collectors) <= MAX_LISTED else \
@@ -248,6 +250,10 @@ class StatusLine(Static):
             lines.append(line)
         self.update(Group(*lines) if len(lines) > 1 else t, layout=len(lines) != self._shown_lines)
         self._shown_lines = len(lines)
+        if loaded:
+            self.loaded = True
+            if getattr(self.screen, "WHOLE_STATUS", False):
+                self.app.last_status = (self.screen.loaded_at, collectors, markers)
 
 
 class Breadcrumbs(Static):

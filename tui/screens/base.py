@@ -11,7 +11,7 @@ from textual.widgets import Input
 from db2vtop.checks.scales import Levels
 from db2vtop.tui.data import Reader
 from db2vtop.tui.table import GridTable
-from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar
+from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine
 
 
 class ViewScreen(Screen):
@@ -19,6 +19,7 @@ class ViewScreen(Screen):
     screen down); `show_view` on the main thread (widget updates only). HELP lists the screen's own keys for `?`."""
 
     HELP: ClassVar[list[tuple[str, str]]] = []
+    WHOLE_STATUS: ClassVar[bool] = True  # its status line names every source (the Stack screen's, its stack's own)
     BINDINGS: ClassVar = [Binding("slash", "filter", "Filter", key_display="/"),
                           Binding("escape", "back", "Back", show=False)]
 
@@ -50,6 +51,11 @@ class ViewScreen(Screen):
         (started before, the loader thread would compete with that frame for the GIL)."""
         if self.is_current:  # not when the app composes it ahead of its first visit
             self.app.call_after_refresh(self.app.request_reload, True)
+            # until its first load (a 10,000-VM Fleet's takes a second), not a blank status line
+            last = self.app.status_until_loaded() if self.WHOLE_STATUS else None
+            for status in self.query(StatusLine) if last is not None else ():
+                if not status.loaded:
+                    status.show(*last, loaded=False)
             for bar in self.query(KeyBar):  # the app's message, if it is still up, follows to this screen
                 if hasattr(bar, "keys"):
                     bar.show_flash()

@@ -34,6 +34,7 @@ class StackScreen(ViewScreen):
         ("↑ ↓ pgup pgdn", "move in the detail table"), ("enter", "open the VM under the cursor (c, m panels)"),
         ("/", "filter the detail rows"), ("esc", "back to the Fleet"),
     ]
+    WHOLE_STATUS: ClassVar = False  # its status line names the stack's own sources
     BINDINGS: ClassVar = [
         *(Binding(k, f"panel('{k}')", PANELS[k], show=False) for k in VMWARE_LETTERS + DB2_LETTERS),
         Binding("escape", "back", "Back"),
