@@ -193,12 +193,15 @@ def test_fleet_keys_and_commands_at_80x24(tmp_path, fleet):
 def test_the_stack_screen_at_80x24_names_its_own_sources_and_its_vnics(tmp_path, fleet):
     """The Stack screen's status line names the stack's sources (it named the agent's `self` instead: the stack
     named its collectors vc1, prod01 while the agent names them vsphere:vc1, db2:prod01); the network panel names a
-    vNIC by its label, not its device key, and gives rates with their unit (221.5K/s, 0/s)."""
+    vNIC by its label, not its device key, and gives rates with their unit (221.5K/s, 0/s); its time axis has
+    times at 80 columns (it had only its legend)."""
     term = replay(tmp_path, fleet)
     try:
         term.send("2")
         screen = term.wait(lambda s: "Fleet › stack prod01" in s and "● db2:prod01 ok" in s, 20, "the Stack screen")
         assert "● self" not in screen, screen
+        axis = next(line for line in screen.splitlines() if "▼ marker" in line)  # the time axis, under the legend
+        assert re.search(r"└\d\d:\d\d", axis), screen  # it had the legend only, no time
         term.send("n")
         screen = term.wait(lambda s: "n network" in s and "Network adapter 1" in s, 20, "the network panel")
         assert "3.9MiB/s" in screen and "4000" not in screen, screen
@@ -242,7 +245,7 @@ def test_the_help_dialog_scrolls_with_a_bar_that_shows_at_80x24(tmp_path, fleet)
         term.wait_for("db2vtop keys")
         cells = {(c.x, c.y): c for c in term.cells()}
         edge = next(x for x in range(79, 0, -1) if cells[(x, 10)].char == "█")  # the dialog's right border
-        dialog_bg = cells[(edge - 3, 10)].bg
+        dialog_bg = cells[(2, 2)].bg  # inside its left edge, above the text
         inside = [y for y in range(24) if cells[(edge, y)].char == "█" and cells[(edge - 4, y)].char not in "▀▄"]
         column = [cells[(edge - 1, y)] for y in inside]  # against the border, top to bottom
         bar = [c for c in column if c.bg != dialog_bg]  # the track and the thumb: all of it but the padding lines
