@@ -93,7 +93,7 @@ def test_a_narrow_time_axis_keeps_a_time():
     assert text.count("└") == 1 and text.count("▼") == 1, text  # over the events, never over the marker
 
 
-
+def test_a_benchmark_run_is_a_span_under_the_chart_where_no_label_or_marker_is():
     since, until = T0 + 10 * S, T0 + 310 * S
     marks = Marks.at(since, until, 60, [T0 + 130 * S, T0 + 250 * S],
                      runs=[(T0 + 130 * S, T0 + 250 * S), (T0 - 100 * S, T0 + 20 * S)])  # the second began earlier

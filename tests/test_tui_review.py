@@ -194,9 +194,13 @@ def test_the_stack_screen_at_80x24_names_its_own_sources_and_its_vnics(tmp_path,
     """The Stack screen's status line names the stack's sources (it named the agent's `self` instead: the stack
     named its collectors vc1, prod01 while the agent names them vsphere:vc1, db2:prod01); the network panel names a
     vNIC by its label, not its device key, and gives rates with their unit (221.5K/s, 0/s); its time axis has
-    times at 80 columns (it had only its legend)."""
+    times at 80 columns in a 5-minute window (it had only its legend: its step was chosen for HH:MM:SS labels)."""
     term = replay(tmp_path, fleet)
     try:
+        command(term, "zoom 5m\r")  # before the Stack screen opens: its first chart is of 5 minutes
+        term.wait_for("window 5m")
+        command(term, "goto 12:10:10\r")  # its only 5-minute tick (12:10) too near its end for a label
+        term.wait_for("12:10:10 · paused")
         term.send("2")
         screen = term.wait(lambda s: "Fleet › stack prod01" in s and "● db2:prod01 ok" in s, 20, "the Stack screen")
         assert "● self" not in screen, screen
