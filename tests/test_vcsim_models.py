@@ -36,7 +36,8 @@ def the_api(url: str) -> dict:
             view = content.viewManager.CreateContainerView(content.rootFolder, [kind], True)
             spec = pc.FilterSpec(objectSet=[pc.ObjectSpec(obj=o) for o in view.view],
                                  propSet=[pc.PropertySpec(type=kind, pathSet=paths)])
-            return [(o.obj, {p.name: p.val for p in o.propSet}) for o in content.propertyCollector.RetrieveContents([spec])]
+            return [(o.obj, {p.name: p.val for p in o.propSet})
+                    for o in content.propertyCollector.RetrieveContents([spec])]
         datastores = {}
         for obj, p in rows(vim.Datastore, ["name", "info"]):
             vmfs = getattr(p["info"], "vmfs", None)
