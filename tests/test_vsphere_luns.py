@@ -21,6 +21,9 @@ from db2vtop.checks.rules.vsphere import HbaQueueDepth, MultipathRoundRobin, Red
 from db2vtop.checks.topology import lun_name, resolve
 from db2vtop.collectors.vsphere.collector import VSphereCollector
 from db2vtop.collectors.vsphere.config import VCenterConfig
+from db2vtop.collectors.vsphere.connection import soap_body
+from db2vtop.collectors.vsphere.facts import host_luns
+from db2vtop.collectors.vsphere.inventory import parse_objects
 from tests.vsphere_sim import Simulator
 
 NMP_RR = "naa.600a098038303053000000000000b001"     # datastore ds_a, mounted by both hosts
@@ -195,3 +198,25 @@ def test_lun_names_compare_as_esxi_names_them():
     assert lun_name("EUI.0025384B91B0A7E2") == "eui.0025384b91b0a7e2"
     assert lun_name("mpx.vmhba0:C0:T0:L0") == "mpx.vmhba0:C0:T0:L0"
     assert lun_name("t10.ATA_____Samsung_SSD") == "t10.ATA_____Samsung_SSD" and lun_name("") == ""
+
+
+def test_an_hpp_device_spoken_of_in_an_older_api_is_still_the_hpps():
+    """Spoken to in an API older than 7.0, a host gives an HPP device's policy as the base type: its scheme and the
+    missing SATP still say which plug-in claims it."""
+    answer = (
+        '<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/"'
+        ' xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body><RetrievePropertiesExResponse'
+        ' xmlns="urn:vim25"><returnval><objects><obj type="HostSystem">host-9</obj>'
+        '<propSet><name>config.storageDevice.scsiLun</name><val xsi:type="ArrayOfScsiLun">'
+        '<ScsiLun xsi:type="HostScsiDisk"><key>key-vim.host.ScsiDisk-06ab</key><uuid>06ab</uuid>'
+        '<canonicalName>eui.ab</canonicalName><lunType>disk</lunType><queueDepth>1024</queueDepth>'
+        '<localDisk>true</localDisk></ScsiLun></val></propSet>'
+        '<propSet><name>config.storageDevice.multipathInfo</name><val xsi:type="HostMultipathInfo"><lun>'
+        '<key>key-vim.host.MultipathInfo.LogicalUnit-06ab</key><id>06ab</id><lun>key-vim.host.ScsiDisk-06ab</lun>'
+        '<path><name>vmhba1:C0:T0:L0</name><pathState>active</pathState></path>'
+        '<policy><policy>FIXED</policy></policy></lun></val></propSet>'
+        '</objects></returnval></RetrievePropertiesExResponse></soapenv:Body></soapenv:Envelope>')
+    ((_, p),), _ = parse_objects(soap_body(answer.encode()))
+    (lun,) = host_luns(p, {})
+    assert (lun["lun"], lun["uuid"], lun["plugin"], lun["satp"], lun["local"], lun["queue_depth"]) == (
+        "eui.ab", "06ab", "HPP", None, True, 1024)

@@ -286,6 +286,9 @@ def _scsi_luns(p: dict) -> list[Node]:
 
 #: HostMultipathInfoLogicalUnitPolicy's subclass for a device the High-Performance Plug-in claims (API 7.0)
 HPP_POLICY = "HostMultipathInfoHppLogicalUnitPolicy"
+#: the HPP's path selection schemes (the API reference spells the last `LB--Latency`): an API older than 7.0 gives an
+#: HPP device's policy as the base type, with one of these and no SATP
+HPP_SCHEMES = ("FIXED", "LB-RR", "LB-IOPS", "LB-BYTES", "LB-Latency", "LB--Latency")
 
 
 def host_luns(p: dict, lun_ds: dict[str, str]) -> list[dict]:
@@ -306,7 +309,7 @@ def host_luns(p: dict, lun_ds: dict[str, str]) -> list[dict]:
                  if isinstance(x, Node)]
         policy, satp = unit.get("policy"), unit.get("storageArrayTypePolicy")
         scheme = policy.get("policy") if isinstance(policy, Node) else None
-        hpp = isinstance(policy, Node) and policy.type == HPP_POLICY
+        hpp = isinstance(policy, Node) and (policy.type == HPP_POLICY or (scheme in HPP_SCHEMES and satp is None))
         local = device.get("localDisk")
         out.append({"lun": name, "uuid": unit.get("id"), "type": device.get("lunType"),
                     "local": None if local is None else to_bool(local),
