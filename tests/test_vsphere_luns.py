@@ -193,6 +193,18 @@ def test_a_stacks_luns_join_the_hosts_series_by_canonical_name(collected):
     assert entities.luns[NMP_RR] == "ds_a"
 
 
+def test_a_host_opened_on_its_own_lists_every_device_it_reports_whatever_its_name_form(collected):
+    """The TUI opened on a host: its LUNs are every device its per-LUN series name, an NVMe namespace (eui.) as
+    much as an NAA id."""
+    facts, samples = collected
+    until = max(s.ts for s in samples)
+    entities = resolve(MemorySource(samples, facts), StackConfig(name="esx01"), until - 3600 * 10**9, until,
+                       host="esx01")
+    reported = {s.tags["lun"] for s in samples if s.measurement == "vsphere_host_lun" and s.tags["host"] == "esx01"}
+    assert HPP_RR in reported and set(entities.luns) == reported
+    assert entities.luns[HPP_RR] == "ds_nvme"
+
+
 def test_lun_names_compare_as_esxi_names_them():
     assert lun_name(" NAA.600A0980383030 ") == "naa.600a0980383030" == lun_name("600A0980383030")
     assert lun_name("EUI.0025384B91B0A7E2") == "eui.0025384b91b0a7e2"
