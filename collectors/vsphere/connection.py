@@ -51,10 +51,11 @@ MAX_RESPONSE_BYTES = 64 * 2**20
 #: the small calls' answers (version document, service content, login, clock, options: a few KB each)
 SMALL_MAX_BYTES = 2**20
 #: elements an answer may hold: a sixteenth of its byte bound (empty elements cost far more memory than text). Real
-#: answers are denser than the thirty-second this was: 26-132 bytes per element over the 475 distinct XML answers
-#: recorded against vCenter 5.5-8.0.3 (pyvmomi's test cassettes; the densest a version document, 26.3), the densest SOAP
-#: answer an ESXi 8.0.3 host's systemResources (27.1), then a 6.7 host's hardware (29.6) and host configs (32.2-32.7);
-#: a sixteenth leaves the densest SOAP answer 1.7 to spare
+#: answers are denser than the thirty-second this was: 26-132 bytes per element over the 472 distinct XML answers
+#: recorded against vCenter 5.5-8.0.3 (every version of pyvmomi's test cassettes, those of VMware's 5.5 simulator left
+#: out; the densest a version document, 26.3), the densest SOAP answer an ESXi 8.0.3 host's systemResources (27.1),
+#: then a 6.7 host's hardware (29.6) and host configs (32.2-32.7); a sixteenth leaves the densest SOAP answer 1.7 to
+#: spare
 BYTES_PER_ELEMENT = 16
 COOKIE = "vmware_soap_session"
 #: the newest vim25 API version this collector's requests and type tables were written against: a newer

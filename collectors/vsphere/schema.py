@@ -18,7 +18,7 @@ TAGS = {
     "vsphere_vm_disk": {**_VM, **_INSTANCE, "datastore": "the virtual disk's datastore",
                         "lun": "the canonical names (naa.…) of the datastore's LUNs, or the RDM's, comma-separated"},
     "vsphere_vm_net": {**_VM, **_INSTANCE}, "vsphere_host": _HOST,
-    "vsphere_host_lun": {**_HOST, "lun": "the LUN's canonical name (naa.…, eui.…, mpx.…)",
+    "vsphere_host_lun": {**_HOST, "lun": "the LUN's canonical name (naa.…, eui.…, t10.…, mpx.…)",
                          "datastore": "the datastore on the LUN"},
     "vsphere_datastore": {**_HOST, "datastore": "the datastore"},
 }
