@@ -30,7 +30,14 @@ from db2vtop.collectors.base import BaseCollector, CollectorError
 from db2vtop.collectors.vsphere import inventory as inv_mod
 from db2vtop.collectors.vsphere.collector import VSphereCollector
 from db2vtop.collectors.vsphere.config import VCenterConfig
-from db2vtop.collectors.vsphere.connection import SMALL_MAX_BYTES, _parse_stream, soap_body, spoken_version
+from db2vtop.collectors.vsphere.connection import (
+    BYTES_PER_ELEMENT,
+    MAX_RESPONSE_BYTES,
+    SMALL_MAX_BYTES,
+    _parse_stream,
+    soap_body,
+    spoken_version,
+)
 from db2vtop.collectors.vsphere.counters import MEASUREMENTS as BY_GROUP
 from db2vtop.collectors.vsphere.counters import VM_COUNTERS
 from db2vtop.collectors.vsphere.facts import TagMaps
@@ -876,7 +883,8 @@ def test_a_gzip_bomb_stops_at_the_answer_bound_not_in_memory():
     finally:
         tracemalloc.stop()
     assert peak < 3 * 64 * 2**20, peak
-    many = _ENVELOPE.format("<a/>" * (2**21 + 1)).encode()  # empty elements cost far more than their text
+    many = _ENVELOPE.format("<a/>" * (MAX_RESPONSE_BYTES // BYTES_PER_ELEMENT + 1)).encode()  # empty elements cost
+    # far more than their text
     with pytest.raises(CollectorError, match="elements"):
         _parse_stream(_Answer(many), None, None)
 
@@ -884,7 +892,7 @@ def test_a_gzip_bomb_stops_at_the_answer_bound_not_in_memory():
 def test_a_whole_answer_is_held_to_its_element_bound_counting_start_tags_only():
     """A whole answer (no per-element events) is bounded by its start tags, counted in the bytes before they are
     parsed: end tags do not count, so an answer of paired elements up to the bound parses, one more is refused."""
-    limit = 32 * 1000   # max_response_bytes: a thirty-second of it in elements, 1,000
+    limit = BYTES_PER_ELEMENT * 1000   # max_response_bytes: 1,000 elements
     paired = _ENVELOPE.format("<a>1</a>" * 990).encode()
     assert len(paired) <= limit
     root = _parse_stream(_Answer(paired), None, None, limit)

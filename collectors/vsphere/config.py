@@ -24,7 +24,7 @@ class VCenterConfig(Secret):
     workers: Count("a number of threads", 1, 16) = 4
     max_query_entities: Count("a number of entities per QueryPerf call", 1, 5000) = 250
     max_query_metrics: Count("a number of metric ids per QueryPerf call (0 = no own cap)", 0, 100_000) = 0
-    #: one SOAP answer, inflated; a thirty-second of it in XML elements (collectors/vsphere/connection.py)
+    #: one SOAP answer, inflated; a sixteenth of it in XML elements (collectors/vsphere/connection.py)
     max_response_bytes: Size(2**20, 2**32) = 64 * 2**20
 
     def check(self) -> None:
