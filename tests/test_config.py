@@ -57,7 +57,7 @@ def test_template_examples_uncommented_are_valid(tmp_path, monkeypatch):
     lines = [line[2:] if line.startswith("# ") else line for line in TEMPLATE.splitlines()]
     monkeypatch.setenv("VC1_PASSWORD", "x")
     cfg = load_config(write(tmp_path, "\n".join(lines)))
-    assert [v.name for v in cfg.vcenter] == ["vc1"]
+    assert [v.name for v in cfg.vcenter] == ["vc1", "esx01"]
     assert [s.name for s in cfg.ssh] == ["db2prod01", "netapp1-admin", "esx01-root", "symcli01"]
     assert cfg.db2[0].ssh == "db2prod01" and cfg.storage[0].kind == "ontap" and cfg.esxtop[0].ssh == "esx01-root"
     assert cfg.stack[0].storage == ["netapp1"]
