@@ -44,7 +44,12 @@ def build_collectors(cfg: Config, store_path: Path | None = None,
         collectors.append(MarkerInbox(store_path))
     wiring = _Wiring(cfg)
     for i in INPUTS:
-        collectors += i.collectors(cfg, wiring)
+        made = i.collectors(cfg, wiring)
+        if made:
+            declared = frozenset(m.name for schema in i.declarations().values() for m in schema.measurements)
+            for c in made:
+                c.declared = declared
+        collectors += made
     if sinks:
         from db2vtop.agent.sinks.monitor import SinkMonitor
 

@@ -26,7 +26,14 @@ from db2vtop.agent.core.secrets import SecretError
 from db2vtop.agent.core.store import Store, StoreError, StoreLockedError
 from db2vtop.agent.core.text import printable
 from db2vtop.agent.core.units import format_duration, parse_duration
-from db2vtop.agent.exits import EXIT_FAILED, EXIT_OK, EXIT_TRIAGE_UNKNOWN, EXIT_USAGE
+from db2vtop.agent.exits import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TRIAGE_UNKNOWN,
+    EXIT_USAGE,
+    interrupt_promptly,
+)
 from db2vtop.agent.logs import LOG_FORMATS, setup_logging
 from db2vtop.agent.service import AgentService
 from db2vtop.agent.sinks.spool import SpoolError
@@ -84,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "spooled data.")
     common(a)
     a.add_argument("--once", action="store_true", help="one cycle of every collector, then exit "
-                   "(status 1 if any collector failed)")
+                   "(status 1 if any collector failed; Ctrl-C ends it at once, status 130)")
     a.add_argument("--duration", type=_duration, metavar="SECONDS", help="stop after this long (e.g. 60, 10m)")
     a.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     a.add_argument("--log-format", default="text", choices=LOG_FORMATS,
@@ -114,9 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="allow benchmark markers (M, :mark) to be added to the recording")
 
     mk = sub.add_parser("mark", help="add a benchmark marker to the store and sinks",
-                        description="Add a marker (e.g. \"run 2 start\") at the current time. If an agent or watch "
-                                    "is writing the store, it is queued for that process, which records it and sends "
-                                    "it to its sinks.")
+                        description="Add a marker (e.g. \"run 2 start\") at the current time to a store that exists. "
+                                    "If an agent or watch is writing the store, it is queued for that process, which "
+                                    "records it and sends it to its sinks.")
     mk.add_argument("name", metavar="NAME")
     mk.add_argument("--text", default="", help="a longer description")
     edge = mk.add_mutually_exclusive_group()
@@ -195,7 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
     cc.add_argument("-c", "--config", type=Path, metavar="FILE", required=True)
     ci = csub.add_parser("init", help="print a commented config template",
                          description="Print a commented template covering every section, or write it to a file.")
-    ci.add_argument("-o", "--output", type=Path, metavar="FILE", help="write to FILE (mode 600) instead of stdout")
+    ci.add_argument("-o", "--output", type=Path, metavar="FILE",
+                    help="write to FILE (mode 600, its missing directories made 700) instead of stdout")
     ci.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     return p
 
@@ -210,6 +218,18 @@ def main(argv: list[str] | None = None) -> int:
         argv, command = argv[:cut], argv[cut + 1:]
     args = build_parser().parse_args(argv)
     args.command_argv = command
+    if args.command in ONE_SHOT or (args.command == "agent" and args.once):
+        with interrupt_promptly():
+            return _dispatch(args)
+    return _dispatch(args)
+
+
+#: commands that end by themselves: Ctrl-C ends them at once (the TUI and `run` pass it on as their own, the
+#: agent stops gracefully); `agent --once` too
+ONE_SHOT = frozenset({"triage", "stacks", "config", "query", "report", "rules", "mark"})
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     try:
         if args.command == "watch":
             return cmd_watch(args)
@@ -243,8 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     except (CommandError, StoreError, SpoolError) as e:  # one line, whatever a remote side put in it
         print(f"db2vtop: {printable(str(e))}", file=sys.stderr)
         return getattr(e, "status", EXIT_FAILED)
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt:  # the handler said so (interrupt_promptly); the TUI's is a key of its own
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # output piped into head(1) and closed: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
@@ -343,7 +363,11 @@ def cmd_mark(args: argparse.Namespace) -> int:
         marker = edge_marker(args.name, BEGIN if args.begin else END, args.text, {"by": "cli"})
     else:
         marker = Annotation("marker", args.name, {"by": "cli"}, args.text)
-    print(deliver_marker(_store_path(args, cfg), marker))
+    path = _store_path(args, cfg)
+    if not path.exists():  # a mistyped --store would make a store (and directories) nobody records into
+        raise CommandError(f"no store at {path}; a marker goes into the store an agent or watch records "
+                           "(start one first, or name its store with --store)")
+    print(deliver_marker(path, marker))
     return EXIT_OK
 
 
@@ -442,6 +466,13 @@ def cmd_query(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _progress() -> Callable[[str], None]:
+    """What a command reading sources is doing, on a terminal's stderr ("… collecting now from vsphere:vc1")."""
+    if sys.stderr.isatty():
+        return lambda m: print(f"… {m}", file=sys.stderr, flush=True)
+    return lambda _m: None
+
+
 def cmd_triage(args: argparse.Namespace) -> int:
     import json
 
@@ -450,9 +481,8 @@ def cmd_triage(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
     cfg = resolve_config(args.config)
-    progress = (lambda m: print(f"… {m}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else (lambda m: None)
     try:
-        result = run_triage(cfg, _store_path(args, cfg), args.lookback, progress, vms=args.vm, stacks=args.stack,
+        result = run_triage(cfg, _store_path(args, cfg), args.lookback, _progress(), vms=args.vm, stacks=args.stack,
                             source=_source(args, cfg), store_named=bool(args.store))
     except NoSuchTargetError as e:
         print(f"db2vtop: {e}", file=sys.stderr)
@@ -486,9 +516,9 @@ def cmd_stacks(args: argparse.Namespace) -> int:
             recorded = bool(view.facts())
             stacks = infer_stacks(cfg, view)
     if not recorded:  # no facts recorded (yet): ask the sources, as triage does
-        _, facts, sources = look_now(cfg, facts_only=True)
-        stacks, where = infer_stacks(cfg, MemorySource(facts=facts)), "the sources, read now"
-        for name, status in sources.items():
+        looked = look_now(cfg, progress=_progress(), facts_only=True)
+        stacks, where = infer_stacks(cfg, MemorySource(facts=looked.facts)), "the sources, read now"
+        for name, status in looked.sources.items():
             if not status.startswith("ok"):
                 print(printable(f"db2vtop: {name}: {status}"), file=sys.stderr)
     if args.format == "json":
@@ -548,8 +578,10 @@ def cmd_config_init(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         return EXIT_OK
     flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if args.force else os.O_EXCL)
-    try:  # 0600 (an existing file of ours too) and never through a link
-        fd = open_private(args.output, flags)
+    output = Path(os.path.expanduser(str(args.output)))
+    try:  # 0600 (an existing file of ours too) and never through a link, in a 0700 directory made if missing
+        make_private_dir(output.parent)
+        fd = open_private(output, flags)
     except FileExistsError:
         raise CommandError(f"{args.output} exists; use --force to overwrite it", EXIT_USAGE) from None
     except OSError as e:

@@ -144,7 +144,9 @@ class Pipeline:
             self.sink = build_sink(self.cfg, self.writer.path, self.supervisor)
             return replace(new, influxdb=old)
 
-    def close(self) -> None:
+    def close(self, deliver: bool = True) -> None:
+        """Everything flushed; `deliver`: the sink's backlog gets its flush_timeout to reach InfluxDB (else it
+        stays spooled for the next start)."""
         with self._closing:
             if self._closed:
                 return
@@ -153,6 +155,6 @@ class Pipeline:
                 self.checks.close()  # first: its last finding changes still reach the store and the sink
                 self.checks = None
             if self.sink is not None:
-                self.sink.close()
+                self.sink.close(None if deliver else 0)
                 self.sink = None
             self.writer.close()

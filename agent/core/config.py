@@ -32,6 +32,7 @@ from urllib.parse import urlparse
 
 from db2vtop.agent.core.paths import default_store_path
 from db2vtop.agent.core.secrets import SecretRef
+from db2vtop.agent.core.text import did_you_mean
 from db2vtop.agent.core.units import format_bytes, format_duration, parse_duration, parse_size
 
 SECRET_KEYS = frozenset({"password", "token", "secret", "passwd", "api_key"})
@@ -418,7 +419,8 @@ class _Loader:
                 if k in SECRET_KEYS:
                     raise self.error(where, f"secrets are never written in the config; use {k}_env"
                                             f" (an environment variable) or {k}_file (a file only you can read)")
-                raise self.error(where, "unknown key; expected one of " + ", ".join(sorted(known)))
+                raise self.error(where, f"unknown key{did_you_mean(k, known)}; expected one of "
+                                        + ", ".join(sorted(known)))
         values = {}
         for name, f in known.items():
             where = f"{key}.{name}" if key else name
@@ -438,7 +440,9 @@ class _Loader:
             raise self.error(f"{key}.{KIND}", f"missing; this key is required ({expected})")
         chosen = next((c for c, ks in kinds.items() if table[KIND] in ks), None)
         if chosen is None:
-            raise self.bad(f"{key}.{KIND}", table[KIND], expected)
+            near = did_you_mean(table[KIND], [k for ks in kinds.values() for k in ks]) \
+                if isinstance(table[KIND], str) else ""
+            raise self.bad(f"{key}.{KIND}", table[KIND], expected + near)
         return self.section(chosen, table, key)
 
     def value(self, tp: Any, value: Any, key: str) -> Any:
@@ -448,7 +452,9 @@ class _Loader:
             try:
                 return marker.convert(value)
             except ValueError:
-                raise self.bad(key, value, marker.expected) from None
+                near = did_you_mean(value, marker.choices) if isinstance(marker, _Choice) and \
+                    isinstance(value, str) else ""
+                raise self.bad(key, value, marker.expected + near) from None
         if origin in (types.UnionType, typing.Union):
             inner = [a for a in typing.get_args(tp) if a is not type(None)]
             if len(inner) == 1:
