@@ -799,8 +799,11 @@ def test_agent_once_fills_the_store(sim, tmp_path):
     store = tmp_path / "m.db"
     cfg.write_text(f'[store]\npath = "{store}"\n[guest]\nenabled = false\n[[vcenter]]\nname = "vc1"\n'
                    f'url = "{sim.url}"\nuser = "monitor"\npassword_env = "VC_TEST_PASSWORD"\nca_file = "{ca}"\n')
+    logins, logouts = (sim.stats()["methods"].get(m, 0) for m in ("Login", "Logout"))
     done = run_cli("agent", "--once", "-c", str(cfg), env={"VC_TEST_PASSWORD": "x"})
     assert done.returncode == 0, done.stderr
+    methods = sim.stats()["methods"]
+    assert (methods["Login"] - logins, methods.get("Logout", 0) - logouts) == (1, 1)  # one session, ended at exit
     with Store(store) as s:
         measurements = set(s.measurements())
         assert {"vsphere_vm", "vsphere_vm_disk", "vsphere_vm_net", "vsphere_host",

@@ -1,7 +1,7 @@
-"""The vSphere session (pyvmomi's) against what stands between the agent and a real vCenter, in real agent
-processes on the real simulator: a reverse proxy that closes idle keep-alive connections, sessions that end
-or lose their own objects, a version document that answers 503, an HTTP CONNECT proxy, an ESXi host whose
-certificate names only itself.
+"""The vSphere session (pyvmomi's) against what stands between the agent and a real vCenter, in the collector
+and in real agent processes on the real simulator: a reverse proxy that closes idle keep-alive connections,
+sessions that end or lose their own objects, a version document that answers 503, an HTTP CONNECT proxy, an
+ESXi host whose certificate names only itself.
 
 Before: cycles after an idle period failed with SSLEOFError and logged in again; a session's lost view or
 collector failed every cycle; a 503 on vimServiceVersions.xml made the session speak unversioned urn:vim25;
@@ -10,6 +10,7 @@ HTTPS_PROXY was ignored, and a certificate could only be trusted through a CA or
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import hashlib
 import os
@@ -17,6 +18,7 @@ import signal
 import ssl
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,11 +27,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from db2vtop.agent.core.model import SELF_MEASUREMENT
-from db2vtop.agent.core.store import Store, StoreError
+from db2vtop.collectors.vsphere.collector import VSphereCollector
 from db2vtop.collectors.vsphere.config import VCenterConfig
 from db2vtop.collectors.vsphere.connection import Connector, PinError
-from tests.faults.agent import AGENT, ROOT, start
+from tests.faults.agent import AGENT, ROOT
 from tests.faults.hostile_vcenter import HostileVCenter
 from tests.faults.tcp_peers import ConnectProxy, IdleClosingRelay
 from tests.vsphere_sim import Simulator
@@ -37,7 +38,12 @@ from tests.vsphere_sim import Simulator
 SCENARIO = {"hosts": [{"name": "esx01", "vms": [{"name": "db01", "perf": {"cpu.ready.summation": 800}},
                                                  {"name": "db02"}]}]}
 ENV = {"VC_TEST_PASSWORD": "anything"}
-COLLECTOR = "vsphere:vc1"
+
+
+@pytest.fixture(autouse=True)
+def password(monkeypatch):
+    for k, v in ENV.items():
+        monkeypatch.setenv(k, v)
 
 
 @pytest.fixture(scope="module")
@@ -61,71 +67,56 @@ def once(d: Path, url: str, extra: str = "", env: dict[str, str] | None = None) 
     return done.returncode, done.stdout + done.stderr
 
 
-def statuses(store: Path) -> list[str]:
-    """The vSphere collector's cycles so far, in order: "ok" or "error"."""
-    try:
-        with Store(store) as s:
-            rows = [r for r in s.rows(SELF_MEASUREMENT, 0) if r.tags.get("collector") == COLLECTOR]
-    except StoreError:  # not there yet
-        return []
-    return [r.fields["status"] for r in sorted(rows, key=lambda r: r.ts)]
-
-
-def wait_cycles(store: Path, n: int, timeout: float = 120) -> list[str]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        seen = statuses(store)
-        if len(seen) >= n:
-            return seen
-        time.sleep(0.5)
-    raise AssertionError(f"fewer than {n} vSphere cycles after {timeout:g}s: {statuses(store)}")
-
-
 def calls(sim: Simulator, method: str) -> int:
     return sim.stats()["methods"].get(method, 0)
 
 
+def cycles(cfg: VCenterConfig, n: int, between: Callable[[int], None]) -> int:
+    """`n` cycles of one collector, `between(i)` after cycle i (each must succeed), then its close: its logins."""
+    async def go() -> int:
+        c = VSphereCollector(cfg)
+        try:
+            for i in range(n):
+                c._inventory_at = 0.0  # each cycle as one a full interval after the last: the inventory is polled
+                await c.collect()
+                between(i)
+            return c.logins
+        finally:
+            await c.close()
+    return asyncio.run(go())
+
+
 def test_connections_closed_while_idle_fail_no_cycle_and_log_in_once(tmp_path, sim):
-    """vCenter's reverse proxy closes a kept-alive connection idle for a while; every cycle (20 s apart) then
-    finds its pooled connections dead. Each call is sent again on a fresh one: no cycle fails, the session is
-    kept, and it is logged out at exit over a connection found dead too."""
+    """vCenter's reverse proxy closes a kept-alive connection idle for a while; every cycle then finds its
+    pooled connections dead. Each call is sent again on a fresh one: no cycle fails, the session is kept, and
+    it is logged out at the end over a connection found dead too."""
     ca = tmp_path / "sim.pem"
     ca.write_text(ssl.get_server_certificate(("127.0.0.1", sim.port)))
     logins, logouts = calls(sim, "Login"), calls(sim, "Logout")
-    with IdleClosingRelay(("127.0.0.1", sim.port), idle_s=3) as relay:
-        cfg = config(tmp_path, f"https://127.0.0.1:{relay.port}/sdk", f'ca_file = "{ca}"')
-        agent = start(cfg, tmp_path / "m.db", tmp_path / "agent.log", env=ENV)
-        try:
-            seen = wait_cycles(tmp_path / "m.db", 3)
-            time.sleep(4)  # the last cycle's connections idle past the relay's limit before the logout
-        finally:
-            assert agent.stop() == 0, agent.text()[-3000:]
-    assert seen[:3] == ["ok"] * 3, agent.text()[-3000:]
+    with IdleClosingRelay(("127.0.0.1", sim.port), idle_s=0.5) as relay:
+        cfg = VCenterConfig(name="vc1", url=f"https://127.0.0.1:{relay.port}/sdk", user="monitor",
+                            password_env="VC_TEST_PASSWORD", ca_file=ca)
+        assert cycles(cfg, 3, lambda _: time.sleep(1.2)) == 1  # past the relay's limit after each cycle
     assert relay.connections > 3  # connections were closed under it and opened again
-    assert calls(sim, "Login") - logins == 1, agent.text()[-3000:]
-    assert calls(sim, "Logout") - logouts == 1, agent.text()[-3000:]
+    assert (calls(sim, "Login") - logins, calls(sim, "Logout") - logouts) == (1, 1)
 
 
-def test_a_lost_session_costs_one_login_and_no_failed_cycle(tmp_path, sim):
+def test_a_lost_session_costs_one_login_and_no_failed_cycle(sim):
     """The sessions end (SIGUSR1: every call then answers NotAuthenticated, as after vCenter's session
     timeout); later the session's own container view and property collector are gone while it still holds
-    them (ManagedObjectNotFound). Each time: one new login within the cycle, and the cycle is ok."""
+    them (ManagedObjectNotFound). Each time: one new login within the next cycle, and that cycle is ok."""
     with HostileVCenter(sim.url) as front:
-        cfg = config(tmp_path, front.url, "allow_plaintext = true")
-        agent = start(cfg, tmp_path / "m.db", tmp_path / "agent.log", env=ENV)
-        try:
-            wait_cycles(tmp_path / "m.db", 1)
-            logins = calls(sim, "Login")
-            sim.signal(signal.SIGUSR1)
-            wait_cycles(tmp_path / "m.db", 2)
-            after_timeout = calls(sim, "Login") - logins
-            front.destroy_own_objects()
-            seen = wait_cycles(tmp_path / "m.db", 3)
-            after_lost_objects = calls(sim, "Login") - logins - after_timeout
-        finally:
-            agent.stop()
-    assert seen[:3] == ["ok"] * 3, agent.text()[-3000:]
-    assert (after_timeout, after_lost_objects) == (1, 1), agent.text()[-3000:]
+        def between(i: int) -> None:
+            if i == 0:
+                sim.signal(signal.SIGUSR1)
+                time.sleep(0.5)  # delivered
+            elif i == 1:  # the watch's collector is made by then
+                front.destroy_own_objects()
+        logins = calls(sim, "Login")
+        cfg = VCenterConfig(name="vc1", url=front.url, user="monitor", password_env="VC_TEST_PASSWORD",
+                            allow_plaintext=True)
+        assert cycles(cfg, 3, between) == 3
+    assert calls(sim, "Login") - logins == 3
 
 
 def test_a_version_document_answering_503_is_a_clear_error(tmp_path, sim):
@@ -198,13 +189,12 @@ def test_a_cn_only_self_signed_certificate_is_trusted_by_its_thumbprint_alone(tm
     assert "Traceback" not in log
 
 
-def test_a_certificate_changed_under_a_pinned_session_is_refused_at_its_next_connection(tmp_path, sim, monkeypatch):
+def test_a_certificate_changed_under_a_pinned_session_is_refused_at_its_next_connection(tmp_path, sim):
     """Each new connection is checked against the thumbprint, not only the first (pyvmomi's own check runs only
     where CA verification failed, and turns it off for every later connection of the stub)."""
     cert, key, der = cn_only_certificate(tmp_path)
     (tmp_path / "other").mkdir()
     other_cert, other_key, _ = cn_only_certificate(tmp_path / "other")
-    monkeypatch.setenv("VC_TEST_PASSWORD", "anything")
     with HostileVCenter(sim.url, cert=str(cert), key=str(key)) as esx:
         cfg = VCenterConfig(name="vc1", url=esx.url, user="monitor", password_env="VC_TEST_PASSWORD",
                             thumbprint=hashlib.sha256(der).hexdigest())
