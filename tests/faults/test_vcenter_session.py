@@ -27,6 +27,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from db2vtop.agent.config import load_config
+from db2vtop.agent.gather import look_now
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.vsphere.collector import VSphereCollector
 from db2vtop.collectors.vsphere.config import VCenterConfig
@@ -215,3 +217,12 @@ def test_a_certificate_changed_under_a_pinned_session_is_refused_at_its_next_con
         finally:
             esx.present(str(cert), str(key))
             session.close()
+
+
+def test_triage_and_stacks_reading_a_vcenter_now_log_out(tmp_path, sim):
+    """`db2vtop triage` and `stacks` read the sources once (look_now), as an agent's cycle does; their session is
+    logged out when they are done, not left to vCenter's idle timeout against its session limit."""
+    logins, logouts = calls(sim, "Login"), calls(sim, "Logout")
+    look = look_now(load_config(config(tmp_path, sim.url, "verify_tls = false")), 600.0, facts_only=True)
+    assert look.sources == {"vsphere:vc1": "ok: 4 facts"}
+    assert (calls(sim, "Login") - logins, calls(sim, "Logout") - logouts) == (1, 1)
