@@ -168,7 +168,7 @@ class VSphereCollector(BaseCollector):
                     return await step(conn)
             except Exception as e:
                 if is_session_lost(e) and attempt == 1:
-                    log.info("vcenter %s: session lost, logging in again", self.cfg.name)
+                    log.info("vcenter %s: session lost (%s), logging in again", self.cfg.name, e)
                     self._drop()
                     continue
                 if is_unreachable(e):

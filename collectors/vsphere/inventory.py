@@ -96,6 +96,7 @@ def create_view(session: Any) -> str:
                       "<recursive>true</recursive>")
     if rv is None or not rv.text:
         raise CollectorError("CreateContainerView answered without a view")
+    session.owned.add(rv.text)  # the session's own: gone, the session was lost
     return rv.text
 
 
