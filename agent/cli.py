@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from db2vtop.agent import __version__
 from db2vtop.agent.config import Config, load_config, resolve_config, template
-from db2vtop.agent.core.config import ConfigError, Secret, plaintext_warnings, sections_of
+from db2vtop.agent.core.config import ConfigError, plaintext_warnings, sections_of
 from db2vtop.agent.core.files import append_private, make_private_dir, open_private
 from db2vtop.agent.core.paths import default_config_path, state_dir
 from db2vtop.agent.core.secrets import SecretError
@@ -569,12 +569,8 @@ def cmd_config_check(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.config)
     build_engine(cfg)  # [checks.RULE] thresholds: known keys, typed, in range, warn/crit in order
-    refs = [(where, item.password(), getattr(item, "user", None) or "")
-            for _, where, item in sections_of(cfg) if isinstance(item, Secret)]
-    if cfg.influxdb:
-        refs.append(("influxdb", cfg.influxdb.token(), ""))
-    for i, a in enumerate(cfg.alert):
-        refs += [(f"alert[{i}]", a.token(), ""), (f"alert[{i}]", a.secret(), "")]
+    refs = [(where, getattr(item, kind)(), getattr(item, "user", None) or "")
+            for _, where, item in sections_of(cfg) for kind in ("password", "token", "secret") if hasattr(item, kind)]
     for where, ref, user in refs:
         if ref is None:
             continue

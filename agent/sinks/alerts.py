@@ -44,7 +44,7 @@ from db2vtop.agent.sinks.receivers import DeliveryError, Receiver
 from db2vtop.agent.sinks.spool import Spool
 from db2vtop.checks.alerts import Alert, episode_alerts, finding_alerts, iso_ms
 from db2vtop.checks.figures import ROLES
-from db2vtop.checks.topology import infer_stacks, naa, resolve
+from db2vtop.checks.topology import infer_stacks, lun_name, resolve
 from db2vtop.checks.verdict import TRIGGERS, limits, stack_verdict
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ def _entity(kind: str, tags: dict[str, str]) -> tuple[str, ...] | None:
         return kind, tags[kind]
     if kind in ("volume", "array"):
         if tags.get("naa"):
-            return "lun", naa(tags["naa"])
+            return "lun", lun_name(tags["naa"])
         if tags.get("storage"):
             return "array", tags["storage"]
     return None
@@ -127,7 +127,7 @@ class _Stacks:
                     by.setdefault(("host", vcenter, str(f.data["host"])), set()).add(s.name)
                 for d in f.data.get("disks") or ():
                     for lun in d.get("luns") or () if isinstance(d, dict) else ():
-                        by.setdefault(("lun", naa(str(lun))), set()).add(s.name)
+                        by.setdefault(("lun", lun_name(str(lun))), set()).add(s.name)
             by.setdefault(("vm", s.vcenter or "", s.vm), set()).add(s.name)
         return cls({s.name: s for s in found}, by, vm_stack, time.monotonic())
 

@@ -426,54 +426,91 @@ class EagerZeroed(_StackVmRule):
 
 
 class _HostLunRule(StaticRule):
+    """A verdict per storage device of each host, named by its canonical name. `problem` returns a sentence (the
+    practice is not met), None (met) or False (this device is not what the practice is about, or its facts
+    cannot tell): a CD-ROM is never judged."""
+
     layer = "host"
     needs = {"vsphere_host": "vcenter"}
 
-    def problem(self, lun: dict, t: Thresholds) -> str | None:
+    def problem(self, lun: dict, t: Thresholds) -> str | bool | None:
         raise NotImplementedError
 
     def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
         out = []
         for h in facts.of("vsphere_host"):
             for lun in h.data.get("luns") or []:
+                if lun.get("type") not in (None, "disk"):
+                    continue
                 problem = self.problem(lun, t)
+                if problem is False:
+                    continue
                 out.append(Verdict({"layer": "host", **h.tags, "lun": str(lun.get("lun"))},
                                    "warning" if problem else None, f"{h.tags.get('host')} {lun.get('lun')}: {problem}",
-                                   {k: lun.get(k) for k in ("policy", "satp", "queue_depth", "paths_active",
+                                   {k: lun.get(k) for k in ("plugin", "policy", "satp", "queue_depth", "paths_active",
                                                             "paths_total")}))
         return out
 
 
-class MultipathRoundRobin(_HostLunRule):
-    id = "mpio-rr-alua"
-    fix = "esxcli storage nmp device set -d <naa> -P VMW_PSP_RR (with SATP ALUA for NetApp), or set it per array."
+def _local(lun: dict) -> bool:
+    """A device of the host's own (a local disk or NVMe drive: no fabric, one path by nature)."""
+    return lun.get("local") is True or lun.get("satp") == "VMW_SATP_LOCAL"
 
-    def problem(self, lun: dict, t: Thresholds) -> str | None:
-        policy = lun.get("policy")
-        return f"path selection {policy}, not VMW_PSP_RR" if policy and policy != "VMW_PSP_RR" else None
+
+class MultipathRoundRobin(_HostLunRule):
+    """NMP devices: Round Robin (the white papers). A device the High-Performance Plug-in claims has no SATP or
+    PSP: its path selection scheme is judged as VMware documents the HPP (vSphere Storage, "VMware High
+    Performance Plug-In and Path Selection Schemes"): a load-balancing scheme (LB-RR, its default, LB-IOPS,
+    LB-BYTES, LB-Latency), or FIXED on a device with a single path (nothing to balance). A local device is not
+    an array's LUN and is not judged; nor is one a third-party plug-in claims."""
+
+    id = "mpio-rr-alua"
+    fix = ("esxcli storage nmp device set -d <naa> -P VMW_PSP_RR (with SATP ALUA for NetApp), or set it per array; "
+           "an HPP device: esxcli storage hpp device set -d <device> -P LB-RR.")
+
+    def problem(self, lun: dict, t: Thresholds) -> str | bool | None:
+        policy, paths = lun.get("policy"), lun.get("paths_total")
+        if _local(lun) or not policy:
+            return False
+        if lun.get("plugin") == "HPP":
+            if str(policy).upper().startswith("LB-") or not isinstance(paths, int) or paths <= 1:
+                return None
+            return f"HPP path selection scheme {policy} on {paths} paths, not load balancing (LB-RR)"
+        if lun.get("plugin") not in (None, "NMP") or not str(policy).startswith("VMW_PSP_"):
+            return False
+        return f"path selection {policy}, not VMW_PSP_RR" if policy != "VMW_PSP_RR" else None
 
 
 class RedundantPaths(_HostLunRule):
+    """Two active paths to every array LUN; a local device has one by nature and is not judged."""
+
     id = "mpio-redundant-paths"
     defaults = {"min_active_paths": 2}
     fix = "Give every LUN at least two active paths (two HBA ports on two fabrics)."
 
-    def problem(self, lun: dict, t: Thresholds) -> str | None:
+    def problem(self, lun: dict, t: Thresholds) -> str | bool | None:
         active = lun.get("paths_active")
-        if isinstance(active, int) and active < as_float(t["min_active_paths"]):
+        if _local(lun) or not isinstance(active, int):
+            return False
+        if active < as_float(t["min_active_paths"]):
             return f"{plural(active, 'active path')} of {lun.get('paths_total')}"
         return None
 
 
 class HbaQueueDepth(_HostLunRule):
+    """The device's queue depth as the host reports it (scsiLun queueDepth); a device that reports none is not
+    judged."""
+
     id = "hba-queue-depth"
     defaults = {"min_queue_depth": 64}
     fix = ("Raise the HBA driver's LUN queue depth (QLogic: esxcli system module parameters set -m qlnativefc -p "
            "ql2xmaxqdepth=64; WP-7109 §5.2 raised it from 32 to 64) and reboot the host.")
 
-    def problem(self, lun: dict, t: Thresholds) -> str | None:
+    def problem(self, lun: dict, t: Thresholds) -> str | bool | None:
         depth = lun.get("queue_depth")
-        if isinstance(depth, int) and 0 < depth < as_float(t["min_queue_depth"]):
+        if not isinstance(depth, int) or depth <= 0:
+            return False
+        if depth < as_float(t["min_queue_depth"]):
             return f"LUN queue depth {depth} (WP-7109: 32 -> 64)"
         return None
 

@@ -168,7 +168,7 @@ class VSphereCollector(BaseCollector):
                     return await step(conn)
             except Exception as e:
                 if is_session_lost(e) and attempt == 1:
-                    log.info("vcenter %s: session lost, logging in again", self.cfg.name)
+                    log.info("vcenter %s: session lost (%s), logging in again", self.cfg.name, e)
                     self._drop()
                     continue
                 if is_unreachable(e):
@@ -225,13 +225,13 @@ class VSphereCollector(BaseCollector):
             s, view = conn.session, conn.view
             host_rows, ds_rows = await asyncio.gather(self.run_blocking(inv_mod.read_hosts, s, view, True),
                                                       self.run_blocking(inv_mod.read_datastores, s, view))
-            builder = FactsBuilder(self.cfg.name, inv_mod.hosts_from(host_rows), ds_rows, time.time_ns())
+            builder = FactsBuilder(self.cfg.name, inv_mod.hosts_from(host_rows), host_rows, ds_rows, time.time_ns())
             self._ask_ahead(conn)
             light = await self._light(conn)
             for obj, p in light:
                 builder.count(obj, p)
             builder.maps.add_vms_of(self.maps)
-            facts, self.maps = builder.finish(host_rows)
+            facts, self.maps = builder.finish()
             return self._retire(facts) + facts + await self._changed_facts(conn, light)
         try:
             return await self._with_session(step)
@@ -320,7 +320,7 @@ class VSphereCollector(BaseCollector):
             self.run_blocking(inv_mod.read_hosts, s, view, True), self.run_blocking(inv_mod.read_datastores, s, view),
             self.run_blocking(inv_mod.vm_refs, s, view))
         hosts = inv_mod.hosts_from(host_rows)
-        builder = FactsBuilder(self.cfg.name, hosts, ds_rows, time.time_ns())
+        builder = FactsBuilder(self.cfg.name, hosts, host_rows, ds_rows, time.time_ns())
         seen: dict[str, tuple[str, str, str]] = {}
         tagging = (Inventory(builder.vms, hosts), builder.maps)
         if early is not None:
@@ -348,7 +348,7 @@ class VSphereCollector(BaseCollector):
             for f in inflight:
                 f.cancel()
         self._set_inventory(Inventory(builder.vms, hosts))
-        facts, self.maps = builder.finish(host_rows)
+        facts, self.maps = builder.finish()
         if early is not None:  # VM facts went out page by page
             facts = [f for f in facts if f.kind != "vsphere_vm"]
         removals = [self._vm_removal(old) for moid, old in self._identity.items()

@@ -27,7 +27,7 @@ VM_QUICKSTATS = ("balloonedMemory", "swappedMemory", "compressedMemory", "overal
 VM_IDENTITY = ("name", "runtime.host", "runtime.powerState", "config.hardware.numCPU", "config.hardware.memoryMB",
                "config.changeVersion", "guest.hostName", "guest.ipAddress", "guest.toolsRunningStatus")
 #: bumped whenever a VM fact's content changes for the same vCenter answer (see identity())
-FACTS_VERSION = "1"
+FACTS_VERSION = "2"  # 2: an RDM's LUN by its canonical name
 VM_LIGHT = (*VM_IDENTITY, *(f"summary.quickStats.{q}" for q in VM_QUICKSTATS))
 VM_FULL = (*VM_LIGHT, "config.hardware.numCoresPerSocket", "config.cpuAllocation",
            "config.memoryAllocation", "config.memoryReservationLockedToMax", "config.latencySensitivity.level",
@@ -96,6 +96,7 @@ def create_view(session: Any) -> str:
                       "<recursive>true</recursive>")
     if rv is None or not rv.text:
         raise CollectorError("CreateContainerView answered without a view")
+    session.owned.add(rv.text)  # the session's own: gone, the session was lost
     return rv.text
 
 
