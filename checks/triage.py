@@ -20,6 +20,7 @@ from db2vtop.agent.core.model import THREAD_MEASUREMENT, Fact, Finding, Severity
 from db2vtop.agent.core.source import CachedSource
 from db2vtop.agent.core.units import format_duration
 from db2vtop.checks.catalog import references_of
+from db2vtop.checks.culprits import READS as CULPRIT_READS
 from db2vtop.checks.evidence import describe
 from db2vtop.checks.figures import TABLE
 from db2vtop.checks.runner import build_engine
@@ -27,6 +28,8 @@ from db2vtop.checks.topology import VM_PLACEMENT, resolve
 from db2vtop.checks.verdict import earlier_text, iso, since_text, stack_verdict
 
 EXIT_OK, EXIT_WARNING, EXIT_CRITICAL, EXIT_UNKNOWN = 0, 1, 2, 3
+#: the blamed stacks the first line names (the others counted)
+HEADLINE_STACKS = 3
 STATUS = ("OK", "WARNING", "CRITICAL", "UNKNOWN")
 #: what the layers are judged from: the verdict's figures (the live rules' measurements are the engine's)
 _FIGURES = {f.measurement for f in TABLE}
@@ -76,9 +79,11 @@ class TriageResult:
 
 def kept_fields(cfg: Config) -> dict[str, frozenset[str] | None]:
     """What triage keeps of each measurement's samples as they arrive: the fields the live rules read, the
-    verdict's figures and where a VM ran (None: every field; an agent's thread states are kept whole)."""
+    verdict's figures (and the I/O that gates them), what its culprits read and where a VM ran (None: every
+    field; an agent's thread states are kept whole)."""
     keep = build_engine(cfg).history_fields()
-    wanted = [(f.measurement, {f.field}) for f in TABLE] + [(m, set(names)) for m, names in VM_PLACEMENT.items()]
+    wanted = [(f.measurement, {f.field, *f.gate}) for f in TABLE] + [
+        (m, set(names)) for m, names in (*VM_PLACEMENT.items(), *CULPRIT_READS.items())]
     for m, names in wanted:
         if m not in keep or keep[m] is not None:
             keep[m] = frozenset(keep.get(m) or frozenset()) | names
@@ -110,8 +115,7 @@ def judge(cfg: Config, samples: ColumnSource | Iterable[Any], facts: list[Fact],
         changed[f.key] = f
     for f in recorded:
         changed.setdefault(f.key, f)
-    findings = sorted(changed.values(), key=lambda f: (f.resolved_at is not None, f.stale_since is not None,
-                                                       severity_rank(f.severity), f.rule, sorted(f.subject.items())))
+    findings = list(changed.values())
     seen = samples.count(_FIGURES | engine.live_measurements())
     blind = None if seen or facts else (f"nothing to judge in the last {format_duration(lookback_s)}: no guest, "
                                         "VM, host, DB2 or storage data")
@@ -124,6 +128,11 @@ def judge(cfg: Config, samples: ColumnSource | Iterable[Any], facts: list[Fact],
         v = stack_verdict(source, e.stack, since, now, cfg.checks, e)
         v.note_findings(f for f in findings if e.owns(f.subject))
         verdicts.append(v)
+        if v.layer is not None and not any(f.severity != Severity.INFO and f.resolved_at is None
+                                           and f.stale_since is None and e.owns(f.subject) for f in findings):
+            findings.append(v.as_finding())  # type: ignore[arg-type]  # blamed now: never without a finding
+    findings.sort(key=lambda f: (f.resolved_at is not None, f.stale_since is not None, severity_rank(f.severity),
+                                 f.rule, sorted(f.subject.items())))
     if targeted:
         findings = [f for f in findings if any(e.owns(f.subject) for e in entities)]
     configured = {s.name for s in cfg.stack}  # asked for by name in the config: always shown
@@ -186,9 +195,13 @@ def headline(r: TriageResult) -> str:
         k, v = next(iter(r.failed_sources.items()))
         why = f"source {k} could not be read ({v}); what it would show is not judged; {why}"
     blamed = [v for v in r.verdicts if v["layer"]]
-    if blamed:
-        v = blamed[0]
+    for v in blamed[:HEADLINE_STACKS]:
         why += f"; stack {v['stack']}: {v['layer']} {since_text(v['since'], r.generated_at)}".rstrip()
+        if v.get("culprits"):
+            c = v["culprits"][0]
+            why += f", {c['vm'] or c['lun']} {c['share_pct']:.0f} % of the {c['resource']}"
+    if len(blamed) > HEADLINE_STACKS:
+        why += f"; {len(blamed) - HEADLINE_STACKS} more stacks blamed"
     return f"{status}: {why}"
 
 
@@ -199,12 +212,21 @@ def verdict_lines(v: dict[str, Any], now: int, markdown: bool = False) -> list[s
     lines = [("## " if markdown else "") + f"Verdict for stack {v['stack']} ({blame}, confidence "
              f"{v['confidence']}, {v['buckets']} buckets of 20 s{where})", "", v["summary"]]
     lines += [f"  also: {c['layer']}: {c['summary']}" for c in v["causes"][1:]]
+    if v.get("culprits"):
+        lines.append("  culprits: " + "; ".join(culprit_text(c) for c in v["culprits"]))
     earlier = earlier_text(v["episodes"], now)
     if earlier and v["layer"]:  # with nothing blamed now, the summary lists them already
         lines.append(f"  earlier: {earlier}")
     if v.get("not_known"):
         lines.append("  not known: " + "; ".join(v["not_known"]))
     return [*lines, ""]
+
+
+def culprit_text(c: dict[str, Any]) -> str:
+    """A culprit as the text lists it: `etl-7 (esx12) 72.0 % of the CPU of esx12, 59900 MHz`."""
+    who = c["vm"] or c["lun"]
+    where = f" ({c['host']})" if c["vm"] and c.get("host") and not c["resource"].endswith(c["host"]) else ""
+    return f"{who}{where} {c['share_pct']:.1f} % of the {c['resource']}, {c['value']:,.0f} {c['unit']}"
 
 
 def _finding_lines(f: Finding, markdown: bool) -> list[str]:

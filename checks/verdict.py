@@ -5,7 +5,9 @@ Every layer is read on the same 20 s buckets of the window, and each bucket is j
 against the levels of three chains, from the database down:
 
 - memory: host swapping (the VM's or the host's swap-in, or the VM's swapped memory growing),
-  ballooning that pushes the guest into swap;
+  ballooning that pushes the guest into swap, and the host reclaiming the VM's memory at all (a balloon or
+  balloon target, memory in host swap, or its host in the hard memory state while the VM's memory is not
+  reserved whole), which is a cause even where no guest or DB2 data shows its effect;
 - I/O: DB2 log/read waits ← guest await ← VMDK latency ← host KAVG/QAVG and DAVG ← array LUN
   latency, walked where DB2 waits on I/O (where it does not report, from the layers below): the
   hypervisor's queue (KAVG/QAVG/QUED), the path between host and array (DAVG far above the array's
@@ -24,6 +26,9 @@ over the episode rather than the window; its causes are every one its buckets sh
 `episode_buckets` of them), ranked. The headline is the episode still going at the window's end,
 with its start (`since`); the others are earlier episodes. When none is going on, the verdict says
 what is known and what is not, never "healthy" by default: a stack without DB2 data says so.
+
+Each episode names its culprits (checks/culprits.py): the co-tenants of what its causes contend for, ranked
+by their share of it, the first named in its conclusion.
 """
 
 from __future__ import annotations
@@ -39,8 +44,9 @@ from typing import Any
 from db2vtop.agent.core.cadence import is_stale
 from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.model import Finding, Severity
-from db2vtop.agent.core.source import Source, cached
+from db2vtop.agent.core.source import Series, Source, cached
 from db2vtop.agent.core.units import format_duration
+from db2vtop.checks.culprits import RESOURCE_OF, Culprit, clause, culprits
 from db2vtop.checks.figures import COMBINE, LAYER_TITLES, ROLES, Figure
 from db2vtop.checks.rule import LiveRule
 from db2vtop.checks.rules import all_rules
@@ -59,6 +65,9 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "host-swap": ("host", "host swapping", "the host is swapping VM memory: host memory is overcommitted"),
     "balloon": ("vm", "ballooning into guest swap",
                 "ballooning pushes DB2 memory into guest swap: reserve the VM's memory"),
+    "host-memory": ("host", "host memory pressure",
+                    "the host is short of memory and reclaims the VM's: reserve the DB VM's memory, move VMs off "
+                    "the host"),
     "hypervisor-queue": ("host", "queueing in the hypervisor", "queueing in the hypervisor"),
     "fabric": ("storage-network", "a slow path between host and array",
                "the path between host and array (fabric, HBA, multipathing): the array answers fast, "
@@ -75,6 +84,8 @@ _ORDER = {k: i for i, k in enumerate(KINDS)}  # ties between equal ranks: memory
 #: each monitored layer of the chains and the roles that show it is monitored (confidence)
 _SEEN = (("log_write_ms", "log_disk_wait_pct"), ("guest_write_await_ms",), ("vmdk_write_ms", "ready_pct"),
          ("kavg_ms", "esx_kavg_ms"), ("array_ms",))
+#: vCenter's mem.state values
+MEM_STATES = {0: "high", 1: "soft", 2: "hard", 3: "low"}
 _DB2_ROLES = ("log_write_ms", "log_disk_wait_pct", "read_wait_pct", "direct_read_wait_pct", "lock_wait_pct")
 
 
@@ -119,6 +130,7 @@ class Episode:
     figures: dict[str, tuple[float, float]]  # role -> (mean, peak) over the episode
     buckets: int
     confidence: str
+    culprits: list[Culprit] = field(default_factory=list)  # who takes what its causes contend for, ranked
 
     @property
     def summary(self) -> str:
@@ -132,7 +144,7 @@ class Episode:
         return {"layer": self.layer, "summary": self.summary, "start": iso(self.start), "end": iso(self.end),
                 "figures": {k: {"mean": round(m, 3), "peak": round(float(p), 3)} for k, (m, p) in self.figures.items()},
                 "chain": self.chain, "causes": [c.to_json() for c in self.causes], "buckets": self.buckets,
-                "confidence": self.confidence}
+                "confidence": self.confidence, "culprits": [c.to_json() for c in self.culprits]}
 
 
 @dataclass
@@ -153,12 +165,33 @@ class StackVerdict:
     not_known: list[str] = field(default_factory=list)  # what the verdict could not see
     until: int = 0  # the moment judged (the window's end)
 
+    @property
+    def culprits(self) -> list[Culprit]:
+        """The ongoing episode's culprits, else the latest episode's: the last contention the verdict blames."""
+        return self.episodes[-1].culprits if self.episodes else []
+
     def to_json(self) -> dict:
         return {"stack": self.stack, "vm": self.vm, "vcenter": self.vcenter, "layer": self.layer,
                 "summary": self.summary, "confidence": self.confidence, "chain": self.chain, "samples": self.samples,
                 "buckets": self.buckets, "figures": self.figures, "since": iso(self.since),
                 "episodes": [e.to_json() for e in self.episodes], "causes": [c.to_json() for c in self.causes],
-                "not_known": self.not_known, "until": iso(self.until)}
+                "culprits": [c.to_json() for c in self.culprits], "not_known": self.not_known,
+                "until": iso(self.until)}
+
+    def as_finding(self) -> Finding | None:
+        """The blame now as a finding of `stack-verdict` (a warning): for a stack whose own current findings
+        leave the blamed layer uncovered (a DB2 symptom below any rule's level, a device between the verdict's
+        level and the published one), so a blamed layer is always a finding."""
+        if self.layer is None or self.since is None:
+            return None
+        rule = next(r for r in all_rules() if r.id == "stack-verdict")
+        named = {k: v for k, v in (("vm", self.vm), ("vcenter", self.vcenter)) if v}
+        subject = {"layer": "stack", "stack": self.stack, **named}
+        summary = f"{self.stack}: {self.layer} blamed {since_text(self.since, self.until)}: {self.summary}"
+        evidence = {"values": dict(self.figures), "window": {"from_ns": self.since, "to_ns": self.until},
+                    "samples": self.buckets, "thresholds": {}}
+        return Finding(rule.id, Severity.WARNING, subject, summary, evidence, rule.why(), rule.fix,
+                       list(rule.practice.references), self.since, self.until)
 
     def note_findings(self, findings: Iterable[Finding]) -> None:
         """With nothing blamed now, the stack's open critical findings are named with why the verdict does
@@ -217,7 +250,9 @@ def earlier_text(episodes: Sequence[dict[str, Any]], until: int | str | None, ut
         if start is None or end is None:
             continue
         label = KINDS[e["causes"][0]["kind"]][1] if e.get("causes") else e["layer"]
-        out.append(f"{label} {clock(start, utc).removesuffix(' UTC')}–{clock(end, utc)}, "
+        first = (e.get("culprits") or [None])[0]
+        who = f" ({first['vm'] or first['lun']} {first['share_pct']:.0f} %)" if first else ""
+        out.append(f"{label} {clock(start, utc).removesuffix(' UTC')}–{clock(end, utc)}{who}, "
                    f"ended {span(now - end)} ago")
     return "; ".join(out)
 
@@ -241,8 +276,9 @@ def _not_blamed(f: Finding) -> str:
 class _Buckets:
     """The stack's figures on 20 s buckets, read once per verdict through its entities."""
 
-    def __init__(self, entities: StackEntities):
+    def __init__(self, entities: StackEntities, min_iops: float = 0.0):
         self.entities = entities
+        self.min_iops = min_iops  # a figure's `gate`: the I/O a device does for its latency to count
         self.samples = 0
 
     def role(self, figures: tuple[Figure, ...]) -> dict[int, float]:
@@ -265,12 +301,26 @@ class _Buckets:
             tags = s.tags
             numbers = [(ts, v) for ts, v in ent.source.window(s.id, fig.field, ent.since, ent.until)
                        if (type(v) is float or type(v) is int) and (at is None or at(tags, ts))]  # not bool, not text
+            if fig.gate and self.min_iops > 0:
+                busy = self._busy(s, fig.gate)
+                numbers = [(ts, v) for ts, v in numbers if busy.get(ts, self.min_iops) >= self.min_iops]
             self.samples += len(numbers)
             for ts, v in numbers:
                 points[ts // BUCKET_NS].append(v)
             for b, vs in points.items():
                 per_bucket[b].append(vs[0] if len(vs) == 1 else fmean(vs))
         return {b: vs[0] if len(vs) == 1 else combine(vs) for b, vs in per_bucket.items()}
+
+    def _busy(self, s: Series, fields: tuple[str, ...]) -> dict[int, float]:
+        """time -> the sum of the fields at it (the I/O a device did then); a time without them is not in it
+        (a source that does not give them: judged as before)."""
+        ent = self.entities
+        out: dict[int, float] = defaultdict(float)
+        for name in fields:
+            for ts, v in ent.source.window(s.id, name, ent.since, ent.until):
+                if type(v) is float or type(v) is int:
+                    out[ts] += v
+        return out
 
 
 def _max(*values: float | None) -> float | None:
@@ -309,8 +359,12 @@ def limits(stack: StackConfig, overrides: Overrides | None = None) -> dict[str, 
     for rid, v in stack.checks.items():
         merged.setdefault(rid, {}).update(v)
     lv = levels(merged)
-    own = {k: float(v) for k, v in rule_thresholds(merged)["stack-verdict"].items()}
+    rules = rule_thresholds(merged)
+    own = {k: float(v) for k, v in rules["stack-verdict"].items()}
     shared = {role: warn for role, figs in ROLES.items() if (warn := lv.of(figs[0].level).warn) is not None}
+    # the host's memory state from which an unreserved VM's memory is reclaimed (swapped, compressed): hard
+    shared["host_mem_state"] = lv["mem_state"].crit or math.inf
+    shared["min_iops"] = float(rules["disk-queue-saturation"]["min_iops"])
     return {**own, **shared}
 
 
@@ -361,6 +415,8 @@ def _scores(v: Values, t: dict[str, float], growing: bool) -> list[tuple[str, fl
         out.append(("host-swap", None, math.inf))
     if (v["balloon_bytes"] or 0) > 0 and (v["guest_swap_in"] or 0) > 0:
         out.append(("balloon", None, math.inf))
+    elif not out and _reclaimed(v, t):
+        out.append(("host-memory", None, math.inf))
     out += _io_kinds(v, t)
     ready, costop, steal = v["ready_pct"], v["costop_pct"], v["guest_steal_pct"]
     if ready is not None and ready >= t["ready_pct"]:  # vsphere_vm gives ready and co-stop per vCPU
@@ -373,6 +429,13 @@ def _scores(v: Values, t: dict[str, float], growing: bool) -> list[tuple[str, fl
     if not out and lock is not None and lock >= t["symptom_lock_wait_pct"]:
         out.append(("lock", lock, _times(lock, t["symptom_lock_wait_pct"])))
     return ranked(out)
+
+
+def _reclaimed(v: Values, t: dict[str, float]) -> bool:
+    """The host reclaims the VM's memory: a balloon or its target, memory in host swap, or the host's memory
+    state at its level (the figure is left out for a VM whose memory is reserved whole)."""
+    return ((v["balloon_bytes"] or 0) > 0 or (v["balloon_target_bytes"] or 0) > 0 or (v["vm_swapped_bytes"] or 0) > 0
+            or (v["host_mem_state"] or 0) >= t["host_mem_state"])
 
 
 def ranked(causes: list[Any]) -> list[Any]:
@@ -395,6 +458,14 @@ def _chain(kind: str, v: Values, t: dict[str, float], hosts: str) -> tuple[list[
     if kind == "balloon":
         return [f"guest swap-in {_fmt((v['guest_swap_in'] or 0) / mib, ' MiB/s')}",
                 f"balloon {_fmt((v['balloon_bytes'] or 0) / mib, ' MiB')}"], ""
+    if kind == "host-memory":
+        shown = [f"{label} {_fmt(x / mib, ' MiB')}" for label, x in (
+            ("balloon", v["balloon_bytes"]), ("balloon target", v["balloon_target_bytes"]),
+            ("swapped", v["vm_swapped_bytes"])) if x]
+        if v["host_mem_state"] is not None:
+            state = round(v["host_mem_state"])
+            shown.append(f"host memory state {MEM_STATES.get(state, str(state))}")
+        return shown, ""
     if kind == "ready":
         return [f"CPU ready {v['ready_pct'] or 0:.1f}% per vCPU", f"co-stop {_fmt(v['costop_pct'], '%')}"], ""
     if kind == "costop":
@@ -440,12 +511,26 @@ def stack_verdict(source: Source, stack: StackConfig, since_ns: int, until_ns: i
                   overrides: Overrides | None = None, entities: StackEntities | None = None) -> StackVerdict:
     """The verdict over [since, until] (`entities`: the stack's, when the caller resolved them already)."""
     ent = entities if entities is not None else resolve(source, stack, since_ns, until_ns)
-    r = _Buckets(ent)
+    t = limits(stack, overrides)
+    r = _Buckets(ent, t["min_iops"])
     f = {role: r.role(figs) for role, figs in ROLES.items()}
-    out = _judge(stack.name, f, r.samples, lambda b: ent.host_at(b * BUCKET_NS + BUCKET_NS // 2),
-                 limits(stack, overrides), until_ns)
+    if _reserved(ent):  # the host's memory state does not reach memory reserved whole
+        f["host_mem_state"] = {}
+    out = _judge(stack.name, f, r.samples, lambda b: ent.host_at(b * BUCKET_NS + BUCKET_NS // 2), t, until_ns,
+                 lambda kinds, lo, hi: culprits(ent, kinds, lo, hi, t, BUCKET_NS))
     out.vm, out.vcenter = ent.vm, ent.vcenter
     return out
+
+
+def _reserved(ent: StackEntities) -> bool:
+    """The VM's memory is reserved whole (its reservation at its size, or locked to it)."""
+    fact = next((x for x in ent.source.facts("vsphere_vm") if x.tags.get("vm") == ent.vm
+                 and x.tags.get("vcenter", ent.vcenter) == ent.vcenter), None) if ent.vm else None
+    if fact is None:
+        return False
+    d = fact.data
+    size, reserved = d.get("memory_mb") or 0, d.get("mem_reservation_mb") or 0
+    return bool(d.get("mem_reservation_locked_to_max")) or (size > 0 and reserved >= size)
 
 
 def _figures(f: dict[str, dict[int, float]], lo: int, hi: int) -> dict[str, tuple[float, float]]:
@@ -488,8 +573,11 @@ def _runs(layer_at: list[str | None], gap: int) -> list[tuple[str | None, int, i
     return merged
 
 
+Named = Callable[[list[str], int, int], list[Culprit]]  # (an episode's causes, start, end) -> its culprits
+
+
 def _judge(name: str, f: dict[str, dict[int, float]], samples: int, host_of: Callable[[int], str | None],
-           t: dict[str, float], until: int) -> StackVerdict:
+           t: dict[str, float], until: int, named: Named | None = None) -> StackVerdict:
     all_buckets = sorted(set().union(*f.values()))
     if len(all_buckets) < t["min_buckets"]:
         return StackVerdict(name, None, f"not enough data to judge ({len(all_buckets)} of {t['min_buckets']:.0f} "
@@ -508,6 +596,9 @@ def _judge(name: str, f: dict[str, dict[int, float]], samples: int, host_of: Cal
             continue
         going = not stale and hi + gap >= last - first
         episodes.append(_episode(layer, first + lo, first + hi, going, f, scored, growth, host_of, t, least))
+    if named is not None:
+        for e in episodes:
+            _name_culprits(e, named)
     ongoing = episodes[-1] if episodes and episodes[-1].end is None else None
     window = _figures(f, first, last)
     v = _means(window)
@@ -529,6 +620,15 @@ def _judge(name: str, f: dict[str, dict[int, float]], samples: int, host_of: Cal
     return StackVerdict(name, None, summary, _confidence(v, len(all_buckets), t), [], samples, len(all_buckets),
                         {k: round(m, 3) for k, (m, _) in window.items()}, episodes=episodes, not_known=not_known,
                         until=until)
+
+
+def _name_culprits(e: Episode, named: Named) -> None:
+    """The episode's culprits, the first named in its conclusion."""
+    e.culprits = named([c.kind for c in e.causes], e.start, e.last)
+    first = e.causes[0]
+    if e.culprits and e.culprits[0].contended == RESOURCE_OF.get(first.kind):
+        head = (first.conclusion or KINDS[first.kind][2]).split(":", 1)[0]
+        first.conclusion = f"{head}: {clause(e.culprits)}"
 
 
 def _growing(swapped: dict[int, float]) -> set[int]:
@@ -553,6 +653,8 @@ def _per_bucket(f: dict[str, dict[int, float]], t: dict[str, float],
     reads = {b: (f["read_wait_pct"].get(b) or 0) + (f["direct_read_wait_pct"].get(b) or 0)
              for b in f["read_wait_pct"].keys() | f["direct_read_wait_pct"].keys()}
     candidates = (growth | positive("vm_swapin") | positive("host_swapin") | positive("balloon_bytes")
+                  | positive("balloon_target_bytes") | positive("vm_swapped_bytes")
+                  | over("host_mem_state", t["host_mem_state"])
                   | over("log_write_ms", t["symptom_log_write_ms"])
                   | over("log_disk_wait_pct", t["symptom_log_disk_wait_pct"])
                   | {b for b, x in reads.items() if x >= t["symptom_read_wait_pct"]}

@@ -374,6 +374,7 @@ class VSphereCollector(BaseCollector):
             names = await self.run_blocking(inv_mod.retrieve, s, conn.view, {"VirtualMachine": ("name",)},
                                             inv_mod.PAGE)
             targets = [obj for obj, p in names if p.get("name") in wanted]
+            named = {obj.value: str(p["name"]) for obj, p in names if p.get("name")}  # each datastore's VMs
             del names  # 10,000 rows not held through the reads below
             vm_rows, ds_rows = await asyncio.gather(self.run_blocking(inv_mod.full_vm_rows, s, targets),
                                                     self.run_blocking(inv_mod.read_datastores, s, conn.view))
@@ -387,7 +388,7 @@ class VSphereCollector(BaseCollector):
                 self.run_blocking(inv_mod.retrieve_objects, s, neighbours, {"VirtualMachine": inv_mod.VM_LIGHT}),
                 self.run_blocking(inv_mod.retrieve_objects, s, sorted(clusters), {"ClusterComputeResource": ("name",)}))
             self._set_inventory(Inventory(inv_mod.vms_from(light), inv_mod.hosts_from(host_rows + cluster_rows)))
-            read = FullRead(self.inventory, vm_rows, host_rows, ds_rows, agg_rows=light)
+            read = FullRead(self.inventory, vm_rows, host_rows, ds_rows, agg_rows=light, names=named)
             facts, self.maps = build_facts(self.cfg.name, read, time.time_ns())
             return facts
         return await self._with_session(step)
@@ -404,7 +405,8 @@ class VSphereCollector(BaseCollector):
             self.run_blocking(inv_mod.retrieve_objects, s, [Ref("HostSystem", h) for h in hosts],
                               {"HostSystem": inv_mod.HOST_FULL}),
             self.run_blocking(inv_mod.read_datastores, s, conn.view))
-        read = FullRead(self.inventory, vm_rows, host_rows, ds_rows, agg_rows=light)
+        read = FullRead(self.inventory, vm_rows, host_rows, ds_rows, agg_rows=light,
+                        names={m: v.name for m, v in self.inventory.vms.items()})
         return build_facts(self.cfg.name, read, time.time_ns())
 
     async def _changed_facts(self, conn: _Conn, light: Rows) -> list[Fact]:
