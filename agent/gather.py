@@ -23,7 +23,7 @@ from db2vtop.agent.core.model import Fact, Finding, Sample, clean_fields, record
 from db2vtop.agent.core.source import CachedSource
 from db2vtop.agent.core.store import Store, StoreError
 from db2vtop.checks.topology import infer_stacks, pick
-from db2vtop.checks.triage import TriageResult, judge, kept_fields
+from db2vtop.checks.triage import TriageResult, co_tenants, judge, kept_fields
 from db2vtop.collectors.base import BaseCollector
 
 
@@ -87,14 +87,17 @@ def bare_vm(cfg: Config, name: str) -> str:
 
 def look_now(cfg: Config, lookback_s: float = 0.0, vms: set[str] | None = None,
              progress: Callable[[str], None] = lambda _m: None, facts_only: bool = False,
-             keep: ColumnSource | None = None) -> tuple[list[Sample], list[Fact], dict[str, str]]:
+             keep: ColumnSource | None = None, history_only: bool = False,
+             ) -> tuple[list[Sample], list[Fact], dict[str, str]]:
     """Every configured source read once now, at once (`vms`: only those VMs' realtime hour); with
-    `facts_only`, only what each describes (what `db2vtop stacks` infers stacks from). With `keep`, the
-    samples are kept there as they come, each source's after the ones before it (rank 1, 2, ...)."""
+    `facts_only`, only what each describes (what `db2vtop stacks` infers stacks from); with `history_only`,
+    only the sources that keep their own history. With `keep`, the samples are kept there as they come, each
+    source's after the ones before it (rank 1, 2, ...)."""
     samples: list[Sample] = []
     facts: list[Fact] = []
     sources: dict[str, str] = {}
-    collectors = [c for c in build_collectors(cfg) if c.name != "self"]  # no store: no marker inbox
+    collectors = [c for c in build_collectors(cfg) if c.name != "self"  # no store: no marker inbox
+                  and (not history_only or type(c).lookback is not BaseCollector.lookback)]
     if not collectors:
         return samples, facts, sources
     for c in collectors:
@@ -158,6 +161,16 @@ def run_triage(cfg: Config, store_path: Path, lookback_s: float,
     chosen, missing = pick(found, vms, stacks)
     if missing:
         raise NoSuchTargetError(f"no stack or VM named {', '.join(missing)} (db2vtop stacks lists them)")
+    if vms or stacks:  # one VM's hour: the co-tenants its verdict's culprits rank are read too, from its episodes
+        extra, start = co_tenants(samples, [i.stack for i in chosen], since, now, cfg)
+        if extra:
+            progress(f"reading {len(extra)} co-tenant VM(s) of the contended resources")
+            _, f, more = look_now(cfg, min(lookback_s, (now - start) / 1e9 + 60), extra, progress, keep=samples,
+                                  history_only=True)
+            facts += f
+            samples.set_facts(facts)
+            for name, status in more.items():
+                sources[name] = f"{sources.get(name, 'ok')}; co-tenants: {status}"
     progress(f"checking {len(samples)} samples and {len(facts)} facts, {len(chosen)} stack(s)")
     return judge(cfg, samples, facts, sources, lookback_s, now, [i.stack for i in chosen], bool(vms or stacks),
                  recorded)

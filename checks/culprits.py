@@ -62,7 +62,7 @@ class Culprit:
 
     def to_json(self) -> dict[str, Any]:
         return {"vm": self.vm, "vcenter": self.vcenter, "host": self.host, "resource": self.resource,
-                "share_pct": round(self.share_pct, 1), "figure": self.figure, "value": round(self.value, 1),
+                "share_pct": round(self.share_pct, 2), "figure": self.figure, "value": round(self.value, 1),
                 "unit": self.unit, "lun": self.lun}
 
     @property
@@ -110,6 +110,33 @@ def culprits(ent: StackEntities, kinds: Sequence[str], start: int, end: int, t: 
             done.add(what)
             out += [replace(c, contended=what) for c in _RESOURCES[what](ep)]
     return out
+
+
+def tenants(ent: StackEntities, kinds: Iterable[str], hosts: Iterable[str]) -> set[str]:
+    """The VMs whose figures the culprits of these causes read (their hosts' VMs, the VMs on the stack's
+    datastores), as the host and datastore facts list them: what triage of one VM reads beside it."""
+    wanted = {RESOURCE_OF[k] for k in kinds if k in RESOURCE_OF}
+    out: set[str] = set()
+    if wanted - {"datastore"}:
+        hosts = set(hosts)
+        out |= {str(vm) for f in ent.source.facts("vsphere_host") if f.tags.get("host") in hosts
+                and f.tags.get("vcenter", ent.vcenter) == ent.vcenter for vm in f.data.get("vms") or ()}
+    if "datastore" in wanted:
+        stores = {d.datastore for d in ent.disks}
+        out |= {str(vm) for f in ent.source.facts("vsphere_datastore") if f.tags.get("datastore") in stores
+                and f.tags.get("vcenter", ent.vcenter) == ent.vcenter for vm in f.data.get("vms") or ()}
+    return out - {ent.vm or ""}
+
+
+def amount(value: float, unit: str) -> str:
+    """A culprit's value as people read it: 59.9 GHz, 180.0GiB, 211.4 MB/s, 4,200 IOPS."""
+    if unit == "MHz":
+        return f"{value / 1000:.1f} GHz"
+    if unit == "bytes":
+        return format_bytes(value)
+    if unit == "bytes/s":
+        return f"{value / MB:,.1f} MB/s"
+    return f"{value:,.0f} IOPS" if unit == "IOPS" else f"{value:.1f} {unit}"
 
 
 def clause(found: Sequence[Culprit]) -> str:

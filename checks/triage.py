@@ -21,11 +21,12 @@ from db2vtop.agent.core.source import CachedSource
 from db2vtop.agent.core.units import format_duration
 from db2vtop.checks.catalog import references_of
 from db2vtop.checks.culprits import READS as CULPRIT_READS
+from db2vtop.checks.culprits import amount, tenants
 from db2vtop.checks.evidence import describe
 from db2vtop.checks.figures import TABLE
 from db2vtop.checks.runner import build_engine
 from db2vtop.checks.topology import VM_PLACEMENT, resolve
-from db2vtop.checks.verdict import earlier_text, iso, since_text, stack_verdict
+from db2vtop.checks.verdict import BUCKET_NS, earlier_text, iso, since_text, stack_verdict
 
 EXIT_OK, EXIT_WARNING, EXIT_CRITICAL, EXIT_UNKNOWN = 0, 1, 2, 3
 #: the blamed stacks the first line names (the others counted)
@@ -43,7 +44,7 @@ class TriageResult:
     verdicts: list[dict[str, Any]] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)  # source -> "ok: ..." or the error
     samples: int = 0
-    healthy: int = 0  # stacks judged whose verdict blames no layer (left out of `verdicts` unless targeted)
+    healthy: int = 0  # stacks judged whose verdict blames no layer in the lookback (left out unless targeted)
     blind: str | None = None  # why nothing could be judged (no layer's data in the lookback)
     threads: list[dict[str, Any]] = field(default_factory=list)  # the recording agents' threads in trouble
 
@@ -136,11 +137,31 @@ def judge(cfg: Config, samples: ColumnSource | Iterable[Any], facts: list[Fact],
     if targeted:
         findings = [f for f in findings if any(e.owns(f.subject) for e in entities)]
     configured = {s.name for s in cfg.stack}  # asked for by name in the config: always shown
-    shown = [v for v in verdicts if targeted or v.layer is not None or v.stack in configured]
+    # a stack with an episode in the lookback is shown, ended or not: an incident that is over is still news
+    shown = [v for v in verdicts if targeted or v.layer is not None or v.episodes or v.stack in configured]
     shown.sort(key=lambda v: (v.layer is None, {"high": 0, "medium": 1, "low": 2}.get(v.confidence, 3), v.stack))
     return TriageResult(now, lookback_s, findings, [v.to_json() for v in shown], sources=sources, samples=seen,
-                        healthy=len([v for v in verdicts if v.layer is None]), blind=blind,
+                        healthy=len([v for v in verdicts if v.layer is None and not v.episodes]), blind=blind,
                         threads=threads_in_trouble(samples.rows(THREAD_MEASUREMENT)))
+
+
+def co_tenants(source: ColumnSource, stacks: list[StackConfig], since: int, now: int, cfg: Config,
+               ) -> tuple[set[str], int]:
+    """The VMs the culprits of these stacks' verdicts would rank that nothing gathered has samples of (triage
+    of one VM reads only its own hour), and from when: the first episode that needs them."""
+    view = CachedSource(source)
+    out: set[str] = set()
+    start = now
+    for st in stacks:
+        e = resolve(view, st, since, now)
+        for ep in stack_verdict(view, st, since, now, cfg.checks, e).episodes:
+            hosts = {h for b in range(ep.start, ep.last, BUCKET_NS) if (h := e.host_at(b))}
+            found = tenants(e, [c.kind for c in ep.causes], hosts)
+            if found:
+                out |= found
+                start = min(start, ep.start)
+    have = view.by_tag("vsphere_vm", "vm")
+    return {vm for vm in out if vm not in have}, start
 
 
 def threads_in_trouble(samples: Iterable[Any]) -> list[dict[str, Any]]:
@@ -223,10 +244,10 @@ def verdict_lines(v: dict[str, Any], now: int, markdown: bool = False) -> list[s
 
 
 def culprit_text(c: dict[str, Any]) -> str:
-    """A culprit as the text lists it: `etl-7 (esx12) 72.0 % of the CPU of esx12, 59900 MHz`."""
+    """A culprit as the text lists it: `etl-7 (esx12) 72.0 % of the datastore ds01, 412.0 MB/s`."""
     who = c["vm"] or c["lun"]
     where = f" ({c['host']})" if c["vm"] and c.get("host") and not c["resource"].endswith(c["host"]) else ""
-    return f"{who}{where} {c['share_pct']:.1f} % of the {c['resource']}, {c['value']:,.0f} {c['unit']}"
+    return f"{who}{where} {c['share_pct']:.1f} % of the {c['resource']}, {amount(c['value'], c['unit'])}"
 
 
 def _finding_lines(f: Finding, markdown: bool) -> list[str]:
@@ -262,7 +283,7 @@ def to_text(r: TriageResult, markdown: bool = False) -> str:
         lines += [("**UNKNOWN**" if markdown else "UNKNOWN") + f": source {k} could not be read ({v}); "
                   "what it would show is not judged", ""]
     if r.healthy:
-        lines += [f"{r.healthy} stack(s) with no layer to blame now", ""]
+        lines += [f"{r.healthy} stack(s) with no layer to blame in the lookback", ""]
     for v in r.verdicts:
         lines += verdict_lines(v, r.generated_at, markdown)
     for title, group in (("Findings", current), ("Stale: open when their entity stopped reporting", stale),

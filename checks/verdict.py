@@ -5,9 +5,10 @@ Every layer is read on the same 20 s buckets of the window, and each bucket is j
 against the levels of three chains, from the database down:
 
 - memory: host swapping (the VM's or the host's swap-in, or the VM's swapped memory growing),
-  ballooning that pushes the guest into swap, and the host reclaiming the VM's memory at all (a balloon or
-  balloon target, memory in host swap, or its host in the hard memory state while the VM's memory is not
-  reserved whole), which is a cause even where no guest or DB2 data shows its effect;
+  ballooning that pushes the guest into swap, and the host reclaiming the VM's memory at all (by its own
+  counters a balloon or balloon target, or memory in host swap; without them, its host in the hard memory
+  state while the VM's memory is not reserved whole), a cause even where no guest or DB2 data shows its
+  effect;
 - I/O: DB2 log/read waits ← guest await ← VMDK latency ← host KAVG/QAVG and DAVG ← array LUN
   latency, walked where DB2 waits on I/O (where it does not report, from the layers below): the
   hypervisor's queue (KAVG/QAVG/QUED), the path between host and array (DAVG far above the array's
@@ -432,10 +433,12 @@ def _scores(v: Values, t: dict[str, float], growing: bool) -> list[tuple[str, fl
 
 
 def _reclaimed(v: Values, t: dict[str, float]) -> bool:
-    """The host reclaims the VM's memory: a balloon or its target, memory in host swap, or the host's memory
-    state at its level (the figure is left out for a VM whose memory is reserved whole)."""
-    return ((v["balloon_bytes"] or 0) > 0 or (v["balloon_target_bytes"] or 0) > 0 or (v["vm_swapped_bytes"] or 0) > 0
-            or (v["host_mem_state"] or 0) >= t["host_mem_state"])
+    """The host reclaims the VM's memory: by its own counters a balloon or its target, or memory in host swap;
+    without them, its host's memory state at its level (left out for a VM whose memory is reserved whole)."""
+    own = (v["balloon_bytes"], v["balloon_target_bytes"], v["vm_swapped_bytes"])
+    if any(x is not None for x in own):
+        return any((x or 0) > 0 for x in own)
+    return (v["host_mem_state"] or 0) >= t["host_mem_state"]
 
 
 def ranked(causes: list[Any]) -> list[Any]:
