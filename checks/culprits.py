@@ -256,6 +256,11 @@ def _host_fact(ep: _Episode, host: str) -> Fact | None:
                  and f.tags.get("vcenter", ep.ent.vcenter) in (ep.ent.vcenter, None)), None)
 
 
+def _host_data(ep: _Episode, host: str) -> dict[str, Any]:
+    fact = _host_fact(ep, host)
+    return fact.data if fact is not None else {}
+
+
 def _number(v: Any) -> float:
     """A fact's positive number, else 0."""
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and v > 0 else 0.0
@@ -272,7 +277,7 @@ def _cpu(ep: _Episode) -> list[Culprit]:
     """The host's VMs by CPU used: usage % of their vCPUs, in MHz at the host's clock, of its cores' MHz."""
     out = []
     for host, buckets in sorted(ep.on.items()):
-        data = (_host_fact(ep, host) or Fact("", {}, {})).data
+        data = _host_data(ep, host)
         mhz, cores = _number(data.get("cpu_mhz")), _number(data.get("cpu_cores"))
         busy = _over(ep, _tenants(ep, "vsphere_vm", host), ("cpu_usage_pct", "vcpus"), buckets,
                      lambda v: None if None in v else v[0] * v[1] / 100)
@@ -291,7 +296,7 @@ def _memory(ep: _Episode) -> list[Culprit]:
         used = _over(ep, _tenants(ep, "vsphere_vm", host), ("mem_consumed_bytes",), buckets)
         if not used:
             used = _over(ep, _tenants(ep, "vsphere_vm_quickstats", host), ("host_mem_usage_bytes",), buckets)
-        data = (_host_fact(ep, host) or Fact("", {}, {})).data
+        data = _host_data(ep, host)
         out += _ranked(ep, f"memory of {host}", used, "mem_consumed_bytes", "bytes",
                        _number(data.get("memory_bytes")) or None)
     return out

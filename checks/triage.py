@@ -108,7 +108,9 @@ def judge(cfg: Config, samples: ColumnSource | Iterable[Any], facts: list[Fact],
     engine = build_engine(cfg)
     since = now - int(lookback_s * 1e9)
     engine.feed(facts=facts)
-    for rows in samples.in_time_order(engine.live_measurements()):
+    live = engine.live_measurements()
+    quiet = engine.quiet([s for m in live for s in samples.series(m)], samples.column, samples.newest_ts)
+    for rows in samples.in_time_order(live, skip=quiet):  # a healthy fleet's series need no judging
         engine.feed(rows)
     engine.mark_stale(now)
     changed = {f.key: f for f in engine.changes()}
@@ -124,21 +126,25 @@ def judge(cfg: Config, samples: ColumnSource | Iterable[Any], facts: list[Fact],
     samples.set_facts(facts)
     source = CachedSource(samples)
     entities = [resolve(source, s, since, now) for s in stacks]
+    configured = {s.name for s in cfg.stack}  # asked for by name in the config: always shown
     verdicts = []
+    shared: dict = {}  # the figures of a host's series, read once for its VMs' stacks
     for e in entities:
-        v = stack_verdict(source, e.stack, since, now, cfg.checks, e)
-        v.note_findings(f for f in findings if e.owns(f.subject))
+        v = stack_verdict(source, e.stack, since, now, cfg.checks, e, shared=shared)
         verdicts.append(v)
         if v.layer is not None and not any(f.severity != Severity.INFO and f.resolved_at is None
                                            and f.stale_since is None and e.owns(f.subject) for f in findings):
             findings.append(v.as_finding())  # type: ignore[arg-type]  # blamed now: never without a finding
     findings.sort(key=lambda f: (f.resolved_at is not None, f.stale_since is not None, severity_rank(f.severity),
                                  f.rule, sorted(f.subject.items())))
+    # a stack with an episode in the lookback is shown, ended or not: an incident that is over is still news
+    shown = []
+    for v, e in zip(verdicts, entities, strict=True):
+        if targeted or v.layer is not None or v.episodes or v.stack in configured:
+            v.note_findings(f for f in findings if e.owns(f.subject))
+            shown.append(v)
     if targeted:
         findings = [f for f in findings if any(e.owns(f.subject) for e in entities)]
-    configured = {s.name for s in cfg.stack}  # asked for by name in the config: always shown
-    # a stack with an episode in the lookback is shown, ended or not: an incident that is over is still news
-    shown = [v for v in verdicts if targeted or v.layer is not None or v.episodes or v.stack in configured]
     shown.sort(key=lambda v: (v.layer is None, {"high": 0, "medium": 1, "low": 2}.get(v.confidence, 3), v.stack))
     return TriageResult(now, lookback_s, findings, [v.to_json() for v in shown], sources=sources, samples=seen,
                         healthy=len([v for v in verdicts if v.layer is None and not v.episodes]), blind=blind,

@@ -34,6 +34,7 @@ by their share of it, the first named in its conclusion.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -45,7 +46,7 @@ from typing import Any
 from db2vtop.agent.core.cadence import is_stale
 from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.model import Finding, Severity
-from db2vtop.agent.core.source import Series, Source, cached
+from db2vtop.agent.core.source import Series, Source, cached, derive
 from db2vtop.agent.core.units import format_duration
 from db2vtop.checks.culprits import RESOURCE_OF, Culprit, clause, culprits
 from db2vtop.checks.figures import COMBINE, LAYER_TITLES, ROLES, Figure
@@ -277,9 +278,10 @@ def _not_blamed(f: Finding) -> str:
 class _Buckets:
     """The stack's figures on 20 s buckets, read once per verdict through its entities."""
 
-    def __init__(self, entities: StackEntities, min_iops: float = 0.0):
+    def __init__(self, entities: StackEntities, min_iops: float = 0.0, memo: dict | None = None):
         self.entities = entities
         self.min_iops = min_iops  # a figure's `gate`: the I/O a device does for its latency to count
+        self.memo = memo  # a series' bucket means over the window, by (series, field): shared by the stacks of a host
         self.samples = 0
 
     def role(self, figures: tuple[Figure, ...]) -> dict[int, float]:
@@ -294,22 +296,35 @@ class _Buckets:
         """bucket -> value: the mean of each series in the bucket, then the figure's `combine` across series.
         A host's series count only for the buckets in which the VM ran on that host."""
         ent = self.entities
-        at = ent.ran_there if fig.entity in PLACED else None
-        combine = COMBINE[fig.combine]
-        per_bucket: dict[int, list[float]] = defaultdict(list)
+        placed = fig.entity in PLACED
+        found: list[dict[int, float]] = []
         for s in ent.select(fig.entity, fig.measurement, fig.where):
-            points: dict[int, list[float]] = defaultdict(list)
-            tags = s.tags
-            numbers = [(ts, v) for ts, v in ent.source.window(s.id, fig.field, ent.since, ent.until)
-                       if (type(v) is float or type(v) is int) and (at is None or at(tags, ts))]  # not bool, not text
-            if fig.gate and self.min_iops > 0:
-                busy = self._busy(s, fig.gate)
-                numbers = [(ts, v) for ts, v in numbers if busy.get(ts, self.min_iops) >= self.min_iops]
-            self.samples += len(numbers)
-            for ts, v in numbers:
-                points[ts // BUCKET_NS].append(v)
-            for b, vs in points.items():
-                per_bucket[b].append(vs[0] if len(vs) == 1 else fmean(vs))
+            whole = not placed or ent.always_there(s.tags)
+            key = (s.id, fig.field, ent.since, ent.until, self.min_iops if fig.gate else 0.0)
+            hit = self.memo.get(key) if whole and self.memo is not None else None
+            if hit is not None:
+                means, n = hit
+            else:
+                window = ent.source.window(s.id, fig.field, ent.since, ent.until)
+                if not whole:  # the VM moved in the window: each sample by the host it ran on then
+                    tags, at = s.tags, ent.ran_there
+                    window = [(ts, v) for ts, v in window if at(tags, ts)]
+                if fig.gate and self.min_iops > 0:
+                    busy, least = self._busy(s, fig.gate), self.min_iops
+                    window = [(ts, v) for ts, v in window if busy.get(ts, least) >= least]
+                means, n = _bucket_means(window)
+                if whole and self.memo is not None and placed:
+                    self.memo[key] = (means, n)
+            if n:
+                self.samples += n
+                found.append(means)
+        if len(found) <= 1:
+            return found[0] if found else {}
+        per_bucket: dict[int, list[float]] = defaultdict(list)
+        for means in found:
+            for b, x in means.items():
+                per_bucket[b].append(x)
+        combine = COMBINE[fig.combine]
         return {b: vs[0] if len(vs) == 1 else combine(vs) for b, vs in per_bucket.items()}
 
     def _busy(self, s: Series, fields: tuple[str, ...]) -> dict[int, float]:
@@ -322,6 +337,37 @@ class _Buckets:
                 if type(v) is float or type(v) is int:
                     out[ts] += v
         return out
+
+
+def _bucket_means(window: Sequence[tuple[int, Any]]) -> tuple[dict[int, float], int]:
+    """bucket -> the mean of a series' numbers in it (not bools, not text), and how many numbers there were. A
+    window comes in time order (each bucket's points one run); one that does not is taken the long way."""
+    out: dict[int, float] = {}
+    cur, total, k, n = -1, 0.0, 0, 0
+    for ts, v in window:
+        if type(v) is float or type(v) is int:
+            b = ts // BUCKET_NS
+            if b == cur:
+                total += v
+                k += 1
+            elif b > cur:
+                if k:
+                    out[cur] = total / k if k > 1 else total
+                cur, total, k = b, v, 1
+            else:
+                return _unordered_means(window)
+            n += 1
+    if k:
+        out[cur] = total / k if k > 1 else total
+    return out, n
+
+
+def _unordered_means(window: Sequence[tuple[int, Any]]) -> tuple[dict[int, float], int]:
+    points: dict[int, list[float]] = defaultdict(list)
+    for ts, v in window:
+        if type(v) is float or type(v) is int:
+            points[ts // BUCKET_NS].append(v)
+    return {b: vs[0] if len(vs) == 1 else fmean(vs) for b, vs in points.items()}, sum(map(len, points.values()))
 
 
 def _max(*values: float | None) -> float | None:
@@ -349,7 +395,8 @@ def _fmt(x: float | None, unit: str) -> str:
 def stack_verdicts(source: Source, stacks: list[StackConfig], since_ns: int, until_ns: int,
                    overrides: Overrides | None = None) -> list[StackVerdict]:
     view = cached(source)  # one series index for every stack
-    return [stack_verdict(view, s, since_ns, until_ns, overrides) for s in stacks]
+    shared: dict = {}
+    return [stack_verdict(view, s, since_ns, until_ns, overrides, shared=shared) for s in stacks]
 
 
 def limits(stack: StackConfig, overrides: Overrides | None = None) -> dict[str, float]:
@@ -359,6 +406,20 @@ def limits(stack: StackConfig, overrides: Overrides | None = None) -> dict[str, 
     merged = {rid: dict(v) for rid, v in (overrides or {}).items()}
     for rid, v in stack.checks.items():
         merged.setdefault(rid, {}).update(v)
+    key = json.dumps(merged, sort_keys=True, default=str)
+    hit = _LIMITS.get(key)
+    if hit is None:
+        if len(_LIMITS) >= 64:
+            _LIMITS.clear()
+        hit = _LIMITS[key] = _limits(merged)
+    return dict(hit)
+
+
+#: the levels of each set of overrides, made once (every stack of a fleet asks, most with the same)
+_LIMITS: dict[str, dict[str, float]] = {}
+
+
+def _limits(merged: dict[str, dict[str, Any]]) -> dict[str, float]:
     lv = levels(merged)
     rules = rule_thresholds(merged)
     own = {k: float(v) for k, v in rules["stack-verdict"].items()}
@@ -511,11 +572,13 @@ def _chain(kind: str, v: Values, t: dict[str, float], hosts: str) -> tuple[list[
 
 
 def stack_verdict(source: Source, stack: StackConfig, since_ns: int, until_ns: int,
-                  overrides: Overrides | None = None, entities: StackEntities | None = None) -> StackVerdict:
-    """The verdict over [since, until] (`entities`: the stack's, when the caller resolved them already)."""
+                  overrides: Overrides | None = None, entities: StackEntities | None = None, *,
+                  shared: dict | None = None) -> StackVerdict:
+    """The verdict over [since, until] (`entities`: the stack's, when the caller resolved them already;
+    `shared`: what the verdicts of one judgement over data that does not change share, a host's figures)."""
     ent = entities if entities is not None else resolve(source, stack, since_ns, until_ns)
     t = limits(stack, overrides)
-    r = _Buckets(ent, t["min_iops"])
+    r = _Buckets(ent, t["min_iops"], shared)
     f = {role: r.role(figs) for role, figs in ROLES.items()}
     if _reserved(ent):  # the host's memory state does not reach memory reserved whole
         f["host_mem_state"] = {}
@@ -527,20 +590,29 @@ def stack_verdict(source: Source, stack: StackConfig, since_ns: int, until_ns: i
 
 def _reserved(ent: StackEntities) -> bool:
     """The VM's memory is reserved whole (its reservation at its size, or locked to it)."""
-    fact = next((x for x in ent.source.facts("vsphere_vm") if x.tags.get("vm") == ent.vm
-                 and x.tags.get("vcenter", ent.vcenter) == ent.vcenter), None) if ent.vm else None
-    if fact is None:
-        return False
-    d = fact.data
-    size, reserved = d.get("memory_mb") or 0, d.get("mem_reservation_mb") or 0
-    return bool(d.get("mem_reservation_locked_to_max")) or (size > 0 and reserved >= size)
+    facts = ent.source.facts("vsphere_vm")
+
+    def build() -> set[tuple[str | None, str]]:
+        out = set()
+        for f in facts:
+            d = f.data
+            size, reserved = d.get("memory_mb") or 0, d.get("mem_reservation_mb") or 0
+            if d.get("mem_reservation_locked_to_max") or (size > 0 and reserved >= size):
+                out.add((f.tags.get("vcenter"), f.tags.get("vm", "")))
+        return out
+
+    whole = derive(ent.source, "memory-reserved", (facts,), build)
+    return (ent.vcenter, ent.vm or "") in whole or (None, ent.vm or "") in whole
 
 
 def _figures(f: dict[str, dict[int, float]], lo: int, hi: int) -> dict[str, tuple[float, float]]:
     """role -> (mean, peak) over the buckets lo..hi."""
     out = {}
     for role, series in f.items():
-        values = [x for b, x in series.items() if lo <= b <= hi]
+        if not series:
+            continue
+        inside = lo <= min(series) and max(series) <= hi  # the whole window, most often
+        values = list(series.values()) if inside else [x for b, x in series.items() if lo <= b <= hi]
         if values:
             out[role] = (fmean(values), max(values))
     return out
@@ -648,10 +720,16 @@ def _per_bucket(f: dict[str, dict[int, float]], t: dict[str, float],
                 growth: set[int]) -> dict[int, list[tuple[str, float | None, float]]]:
     """bucket -> the causes it shows, ranked; only the buckets where some chain reaches a level are walked."""
     def over(role: str, level: float) -> set[int]:
-        return {b for b, x in f[role].items() if x >= level}
+        series = f[role]
+        if not series or max(series.values()) < level:  # most roles of most stacks, at C speed
+            return set()
+        return {b for b, x in series.items() if x >= level}
 
     def positive(role: str) -> set[int]:
-        return {b for b, x in f[role].items() if x > 0}
+        series = f[role]
+        if not series or max(series.values()) <= 0:
+            return set()
+        return {b for b, x in series.items() if x > 0}
 
     reads = {b: (f["read_wait_pct"].get(b) or 0) + (f["direct_read_wait_pct"].get(b) or 0)
              for b in f["read_wait_pct"].keys() | f["direct_read_wait_pct"].keys()}

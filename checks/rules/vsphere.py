@@ -11,9 +11,11 @@ from db2vtop.agent.core.model import Fact
 from db2vtop.agent.core.source import Row
 from db2vtop.agent.core.units import format_bytes
 from db2vtop.checks.rule import (
+    ABOVE_ZERO,
     FactIndex,
     LiveRule,
     PerFactRule,
+    Screen,
     StaticRule,
     Thresholds,
     Verdict,
@@ -45,6 +47,9 @@ class BalloonZero(LiveRule):
 
     def __init__(self) -> None:
         self._low: dict[tuple, float] = {}  # the smallest balloon since it appeared: growth is judged from it
+
+    def screen(self, t: Thresholds) -> Screen:
+        return ((self.field, ABOVE_ZERO, False),)
 
     def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
         value = row.fields.get(self.field)
@@ -86,6 +91,9 @@ class HostSwapVM(LiveRule):
     fields = ("mem_swapped_bytes", "mem_swapin_bytes_per_s", "mem_swapout_bytes_per_s")
     fix = ("Give the host enough memory that ESXi never swaps VM memory: move VMs, reserve the DB VM's memory, "
            "stop overcommitting production hosts.")
+
+    def screen(self, t: Thresholds) -> Screen:
+        return tuple((f, ABOVE_ZERO, False) for f in (*self.fields, *self.reads_also))
 
     def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
         values = {k: as_float(row.fields.get(k)) for k in self.fields if k in row.fields}
@@ -142,6 +150,9 @@ class CpuReady(LiveRule):
     reads_also = ("vcpus",)
     fix = ("The host's CPUs are overcommitted: move VMs off the host, give the DB VM CPU shares or a reservation, "
            "or reduce vCPUs that are not used.")
+
+    def screen(self, t: Thresholds) -> Screen:
+        return ((self.field, as_float(t["warn_pct"]), False),)
 
     def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
         """The collector already gives these summation counters as % of the interval per vCPU."""
@@ -223,6 +234,9 @@ class _LatencyAtLoad(LiveRule):
 
     def reads(self) -> frozenset[str]:
         return frozenset((*self.latency, *(n for names in self.iops for n in names)))
+
+    def screen(self, t: Thresholds) -> Screen:
+        return tuple((f, as_float(t[self.warn_key]), False) for f in self.latency)
 
     def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
         f = row.fields
