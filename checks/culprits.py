@@ -5,8 +5,9 @@ A resource is what the VM shares with others: its host's CPU and memory (the VMs
 while the VM did), the datastores and LUNs behind its slow disks (every VM with a disk there, on any host),
 the queue of a LUN on its host (the VMs of that host on the LUN, and the host's other LUNs behind the same
 adapter), and its host's storage path (the host's VMs' I/O, or their network where the datastore is NFS).
-Each co-tenant's figure is its mean per 20 s bucket over the episode (a bucket it has no sample in counts as
-none: a batch that began half way takes half the share), from what is already collected: a VM's CPU usage
+Each co-tenant's figure is its mean per 20 s bucket over the episode's buckets that hold the resource's
+figures (one it has no sample in counts as none: a batch that began half way takes half the share), from what
+is already collected: a VM's CPU usage
 and vCPUs (MHz with the host's clock), its consumed memory, its virtual disks' IOPS and throughput, its
 vNICs' throughput, the host's per-LUN IOPS.
 
@@ -198,20 +199,25 @@ def _each(values: list[float | None]) -> float | None:
 
 def _over(ep: _Episode, groups: Mapping[Key, list[Series]], fields: Sequence[str], buckets: set[int] | range,
           combine: Callable[[list[float]], float | None] = _each) -> dict[Key, tuple[float, str | None]]:
-    """Each co-tenant's figure over the episode (its series' per-bucket means, summed across its series, then
-    averaged over the episode's buckets) and its host then."""
-    out: dict[Key, tuple[float, str | None]] = {}
-    n = len(buckets)
+    """Each co-tenant's figure over the episode: its series' per-bucket means summed across its series, then
+    averaged over the buckets in which any co-tenant has one (a bucket nobody has a sample in, the source did
+    not keep: a first cycle reaches back only for some fields), and its host then."""
+    found: dict[Key, tuple[dict[int, float], str | None]] = {}
+    seen: set[int] = set()
     for key, series in groups.items():
-        total, host = 0.0, None
+        per: dict[int, float] = defaultdict(float)
+        host = None
         for s in series:
-            found = _per_bucket(ep, s, fields, buckets, combine)
-            if found:
-                total += math.fsum(found.values())
+            means = _per_bucket(ep, s, fields, buckets, combine)
+            for b, x in means.items():
+                per[b] += x
+            if means:
                 host = s.tags.get("host") or host
-        if n and (total or host):
-            out[key] = (total / n, host)
-    return out
+        if per:
+            found[key] = (per, host)
+            seen.update(per)
+    n = len(seen)
+    return {key: (math.fsum(per.values()) / n, host) for key, (per, host) in found.items()} if n else {}
 
 
 def _by_vm(series: Iterable[Series]) -> dict[Key, list[Series]]:
