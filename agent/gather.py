@@ -102,6 +102,8 @@ def look_now(cfg: Config, lookback_s: float = 0.0, vms: set[str] | None = None,
         return samples, facts, sources
     for c in collectors:
         c.clock_skew_s = cfg.store.max_clock_skew
+        if keep is not None:  # a source that looks back asks only for what is kept of it
+            c.history_fields = keep.kept
     progress(("describing " if facts_only else "collecting now from ") + ", ".join(c.name for c in collectors))
 
     async def gather() -> list[tuple[list[Sample], list[Fact], str]]:

@@ -238,7 +238,7 @@ def _ranked(ep: _Episode, resource: str, figures: Mapping[Key, tuple[float, str 
         return []
     found = [Culprit(k[1], k[0], host, resource, v * 100 / whole, figure, v, unit, own=ep.own(k))
              for k, (v, host) in figures.items() if v > 0]
-    found.sort(key=lambda c: (-c.value, c.vm or ""))
+    found.sort(key=lambda c: (-c.value, c.own, c.vm or ""))  # a co-tenant before the VM itself on a tie
     return found[:TOP] + [c for c in found[TOP:] if c.own]
 
 
@@ -253,7 +253,7 @@ def _best(ep: _Episode, resource: str, iops: Mapping[Key, tuple[float, str | Non
         k = (c.vcenter, c.vm)
         if k not in best or c.share_pct > best[k].share_pct:
             best[k] = c
-    found = sorted(best.values(), key=lambda c: (-c.share_pct, c.vm or ""))
+    found = sorted(best.values(), key=lambda c: (-c.share_pct, c.own, c.vm or ""))
     return found[:TOP] + [c for c in found[TOP:] if c.own]
 
 

@@ -526,7 +526,7 @@ def _chain(kind: str, v: Values, t: dict[str, float], hosts: str) -> tuple[list[
         shown = [f"{label} {_fmt(x / mib, ' MiB')}" for label, x in (
             ("balloon", v["balloon_bytes"]), ("balloon target", v["balloon_target_bytes"]),
             ("swapped", v["vm_swapped_bytes"])) if x]
-        if v["host_mem_state"] is not None:
+        if v["host_mem_state"]:  # soft or worse: "high" is plenty of free memory
             state = round(v["host_mem_state"])
             shown.append(f"host memory state {MEM_STATES.get(state, str(state))}")
         return shown, ""

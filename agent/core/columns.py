@@ -176,6 +176,11 @@ class ColumnSource(MemorySource):
         return {name: col.vals[i] for name, col in p.cols.items()
                 if col.vals is not None and (col.missing is None or not col.missing[i])}
 
+    @property
+    def kept(self) -> dict[str, frozenset[str] | None]:
+        """Measurement -> the fields kept of it (None: all); a measurement not named: its times only."""
+        return self._keep
+
     def column(self, series_id: int, field_name: str) -> Any:
         """A series' values of one field as kept (an array, or a list): a row without the field holds 0 or None
         in its place."""

@@ -509,7 +509,8 @@ class VSphereCollector(BaseCollector):
                        emit: Callable[[list[Record]], object] | None = None) -> list[Sample]:
         """The last `seconds` (at most an hour) of realtime samples, in one pass.
 
-        Every powered-on VM and host, or only the VMs named in `vms` and their hosts. For
+        Every powered-on VM and host, or only the VMs named in `vms` and their hosts; of the counters
+        whose fields `history_fields` names, when set (what triage keeps). For
         triage: the agent's high-water marks are left alone. With `emit`, each call's samples go there
         as they come (a 10,000-VM hour is never held at once); a session lost after some went out is
         not retried (they would go out twice).
@@ -608,6 +609,8 @@ class VSphereCollector(BaseCollector):
             ids = conn.ids.metric_ids[kind]
             if not ids:
                 continue
+            if since is not None and self.history_fields is not None:  # a look back: what its reader keeps
+                ids = conn.ids.split(kind, self.history_fields)[0]
             # an entity's first samples: the history the live rules read (of the counters they read), and the
             # newest sample of the others, in two specs one call answers
             history, rest = conn.ids.split(kind, self.history_fields)
