@@ -176,3 +176,82 @@ def test_a_vm_at_vmdk_40_ms_and_davg_38_ms_has_findings_and_heads_triage(config)
            "pay-db scsi0:0: VMDK latency 40.0 ms at 300 IOPS" in text, text
     assert "  culprits: backup-srv (esx-c) 91.5 % of the datastore ds-shared, 211.4 MB/s; files-srv (esx-c) 6.2 % " \
            "of the datastore ds-shared, 300 IOPS; pay-db (esx-b) 6.2 %" in text, text
+
+
+# --- the same from a recording: where the VM was, and a LUN's queue -------------------------------------------
+
+T0 = 1_700_000_000 * 10**9
+STEP = 20 * 10**9
+LUN_A, LUN_B, LUN_C = "naa.60000000000000000000000000000a0a", "naa.60000000000000000000000000000b0b", \
+    "naa.60000000000000000000000000000c0c"
+
+
+def _recorded(tmp_path, samples: list, facts: list, vm: str):
+    from db2vtop.agent.core.config import StackConfig
+    from db2vtop.agent.core.store import Store
+    from db2vtop.checks.verdict import stack_verdict
+
+    path = tmp_path / "recorded.db"
+    with Store(path, writer=True) as w:
+        w.write(samples, facts=facts)
+    with Store(path) as r:
+        return stack_verdict(r, StackConfig(name=vm, vm=vm, vcenter="vc1"), T0, T0 + 30 * STEP)
+
+
+def _host_fact(host: str, luns: dict[str, tuple[str, ...]] = {}):  # noqa: B006 - read only
+    from db2vtop.agent.core.model import Fact
+
+    return Fact("vsphere_host", {"vcenter": "vc1", "host": host},
+                {"cpu_mhz": 2000, "cpu_cores": 20, "memory_bytes": 128 * 2**30,
+                 "luns": [{"lun": lun, "paths": [{"name": p, "state": "active"} for p in paths]}
+                          for lun, paths in luns.items()]}, T0)
+
+
+def test_the_culprits_of_an_episode_are_those_of_the_host_the_vm_ran_on_then(tmp_path):
+    """mover waited for CPUs on esx01 for ten minutes, then moved to esx02: its co-tenants on esx01 then are
+    the culprits, not the busier VM of the host it runs on now."""
+    from db2vtop.agent.core.model import Sample
+
+    rows = []
+    for i in range(30):
+        ts, moved = T0 + i * STEP, i >= 15
+        host = "esx02" if moved else "esx01"
+        rows.append(Sample("vsphere_vm", {"vcenter": "vc1", "vm": "mover", "host": host},
+                           {"cpu_ready_pct": 0.5 if moved else 15.0, "cpu_usage_pct": 50.0, "vcpus": 4}, ts))
+        rows.append(Sample("vsphere_vm", {"vcenter": "vc1", "vm": "hog-one", "host": "esx01"},
+                           {"cpu_ready_pct": 0.5, "cpu_usage_pct": 80.0, "vcpus": 16}, ts))
+        rows.append(Sample("vsphere_vm", {"vcenter": "vc1", "vm": "hog-two", "host": "esx02"},
+                           {"cpu_ready_pct": 0.5, "cpu_usage_pct": 90.0, "vcpus": 20}, ts))
+    v = _recorded(tmp_path, rows, [_host_fact("esx01"), _host_fact("esx02")], "mover")
+    assert v.layer is None and [e.layer for e in v.episodes] == ["host"]
+    assert [(c.vm, c.resource, round(c.share_pct)) for c in v.culprits] == [
+        ("hog-one", "CPU of esx01", 80 * 16 // 20), ("mover", "CPU of esx01", 50 * 4 // 20)]
+    assert "hog-one uses 25.6 of 40.0 GHz (64 %)" in v.episodes[0].summary
+
+
+def test_a_queued_lun_names_its_vms_on_that_host_and_the_adapters_other_luns(tmp_path):
+    """qdb's LUN queues on esx01 (KAVG 9 ms): q-near drives it from the same host; q-far on esx02 uses the
+    same datastore but not that host's queue; LUN B shares the adapter vmhba1 with it, LUN C does not."""
+    from db2vtop.agent.core.model import Sample
+
+    rows = []
+    for i in range(30):
+        ts = T0 + i * STEP
+        for vm, host, iops in (("qdb", "esx01", 300), ("q-near", "esx01", 3000), ("q-far", "esx02", 9000)):
+            rows.append(Sample("vsphere_vm", {"vcenter": "vc1", "vm": vm, "host": host},
+                               {"cpu_ready_pct": 0.5, "cpu_usage_pct": 10.0, "vcpus": 4}, ts))
+            rows.append(Sample("vsphere_vm_disk", {"vcenter": "vc1", "vm": vm, "host": host, "instance": "scsi0:0",
+                                                   "datastore": "ds-a", "lun": LUN_A},
+                               {"read_iops": iops / 2, "write_iops": iops / 2, "read_bytes_per_s": 1e6,
+                                "write_bytes_per_s": 1e6, "read_latency_ms": 10.0, "write_latency_ms": 10.0}, ts))
+        for lun, kavg, iops in ((LUN_A, 9.0, 3300), (LUN_B, 0.1, 5000), (LUN_C, 0.1, 20_000)):
+            rows.append(Sample("vsphere_host_lun", {"vcenter": "vc1", "host": "esx01", "lun": lun},
+                               {"kernel_latency_ms": kavg, "queue_latency_ms": kavg, "device_latency_ms": 1.0,
+                                "read_iops": iops / 2, "write_iops": iops / 2}, ts))
+    paths = {LUN_A: ("vmhba1:C0:T0:L1", "vmhba2:C0:T0:L1"), LUN_B: ("vmhba1:C0:T0:L2",), LUN_C: ("vmhba3:C0:T0:L3",)}
+    v = _recorded(tmp_path, rows, [_host_fact("esx01", paths)], "qdb")
+    assert v.layer == "host" and v.causes[0].kind == "hypervisor-queue"
+    got = [(c.vm or c.lun, c.resource, round(c.share_pct)) for c in v.culprits]
+    assert got == [("q-near", f"queue of {LUN_A} on esx01", 91), ("qdb", f"queue of {LUN_A} on esx01", 9),
+                   (LUN_B, "adapter vmhba1/vmhba2 of esx01", 60), (LUN_A, "adapter vmhba1/vmhba2 of esx01", 40)]
+    assert "q-near does 3,000 of 3,300 IOPS on the queue of" in v.summary, v.summary
