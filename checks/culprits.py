@@ -82,6 +82,7 @@ class _Episode:
     step: int
     on: dict[str, set[int]]
     t: Mapping[str, float]
+    memo: dict | None = None  # the co-tenants' figures over a window, kept across the stacks of one judgement
 
     @property
     def buckets(self) -> range:
@@ -92,9 +93,10 @@ class _Episode:
 
 
 def culprits(ent: StackEntities, kinds: Sequence[str], start: int, end: int, t: Mapping[str, float],
-             step: int) -> list[Culprit]:
+             step: int, memo: dict | None = None) -> list[Culprit]:
     """The co-tenants of every resource `kinds` (an episode's causes, its blamed one first) contend for, each
-    resource's ranked by share, the resources in the causes' order."""
+    resource's ranked by share, the resources in the causes' order. `memo`: kept across the verdicts of one
+    judgement over data that does not change (a datastore's VMs, read once for the stacks it slows)."""
     if ent.vm is None:
         return []
     on: dict[str, set[int]] = defaultdict(set)
@@ -102,7 +104,7 @@ def culprits(ent: StackEntities, kinds: Sequence[str], start: int, end: int, t: 
         host = ent.host_at(b * step + step // 2)
         if host:
             on[host].add(b)
-    ep = _Episode(ent, start, end, step, dict(on), t)
+    ep = _Episode(ent, start, end, step, dict(on), t, memo)
     out: list[Culprit] = []
     done = set()
     for kind in kinds:
@@ -202,6 +204,14 @@ def _over(ep: _Episode, groups: Mapping[Key, list[Series]], fields: Sequence[str
     """Each co-tenant's figure over the episode: its series' per-bucket means summed across its series, then
     averaged over the buckets in which any co-tenant has one (a bucket nobody has a sample in, the source did
     not keep: a first cycle reaches back only for some fields), and its host then."""
+    memo = ep.memo
+    if memo is not None:
+        at = (tuple(sorted(s.id for series in groups.values() for s in series)), tuple(fields), ep.lo, ep.hi,
+              frozenset(buckets) if isinstance(buckets, set) else (buckets.start, buckets.stop), combine)
+        hit = memo.get(at)
+        if hit is None:
+            hit = memo[at] = _over(replace(ep, memo=None), groups, fields, buckets, combine)
+        return hit
     found: dict[Key, tuple[dict[int, float], str | None]] = {}
     seen: set[int] = set()
     for key, series in groups.items():
@@ -275,18 +285,28 @@ def _number(v: Any) -> float:
 # --- each resource ------------------------------------------------------------------------------------------
 
 
+def _hosts(ep: _Episode) -> list[tuple[str, set[int]]]:
+    """The hosts the VM ran on in the episode, where it spent the most buckets first."""
+    return sorted(ep.on.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+
+
 def _tenants(ep: _Episode, measurement: str, host: str) -> dict[Key, list[Series]]:
     return _by_vm(s for s in ep.ent.source.by_tag(measurement, "host").get(host, ()) if _vcenter_ok(s, ep.ent.vcenter))
+
+
+def _busy_vcpus(values: list[float | None]) -> float | None:
+    """A VM's vCPUs kept busy at a time: its usage % of them times their number."""
+    usage, vcpus = values
+    return None if usage is None or vcpus is None else usage * vcpus / 100
 
 
 def _cpu(ep: _Episode) -> list[Culprit]:
     """The host's VMs by CPU used: usage % of their vCPUs, in MHz at the host's clock, of its cores' MHz."""
     out = []
-    for host, buckets in sorted(ep.on.items()):
+    for host, buckets in _hosts(ep):
         data = _host_data(ep, host)
         mhz, cores = _number(data.get("cpu_mhz")), _number(data.get("cpu_cores"))
-        busy = _over(ep, _tenants(ep, "vsphere_vm", host), ("cpu_usage_pct", "vcpus"), buckets,
-                     lambda v: None if None in v else v[0] * v[1] / 100)
+        busy = _over(ep, _tenants(ep, "vsphere_vm", host), ("cpu_usage_pct", "vcpus"), buckets, _busy_vcpus)
         if mhz and cores:
             out += _ranked(ep, f"CPU of {host}", {k: (v * mhz, h) for k, (v, h) in busy.items()}, "cpu_usage_mhz",
                            "MHz", mhz * cores)
@@ -298,7 +318,7 @@ def _cpu(ep: _Episode) -> list[Culprit]:
 def _memory(ep: _Episode) -> list[Culprit]:
     """The host's VMs by consumed memory (the counter, else quickStats), of the host's memory."""
     out = []
-    for host, buckets in sorted(ep.on.items()):
+    for host, buckets in _hosts(ep):
         used = _over(ep, _tenants(ep, "vsphere_vm", host), ("mem_consumed_bytes",), buckets)
         if not used:
             used = _over(ep, _tenants(ep, "vsphere_vm_quickstats", host), ("host_mem_usage_bytes",), buckets)
@@ -384,7 +404,7 @@ def _path(ep: _Episode) -> list[Culprit]:
     nfs = any(str(f.data.get("type") or "").upper().startswith("NFS") for f in ep.ent.source.facts("vsphere_datastore")
               if f.tags.get("datastore") in {d.datastore for d in ep.ent.disks})
     out = []
-    for host, buckets in sorted(ep.on.items()):
+    for host, buckets in _hosts(ep):
         if nfs:
             groups = _tenants(ep, "vsphere_vm_net", host)
             moved = _over(ep, groups, ("rx_bytes_per_s", "tx_bytes_per_s"), buckets)
@@ -415,7 +435,7 @@ def _queue(ep: _Episode) -> list[Culprit]:
                              ("esxtop_device", "kernel_latency_ms", "kavg_ms"),
                              ("esxtop_device", "queued", "esx_qued"))) or set(ent.luns)
     out = []
-    for host, buckets in sorted(ep.on.items()):
+    for host, buckets in _hosts(ep):
         adapters = _adapters(_host_fact(ep, host))
         for lun in sorted(queued):
             on_host = [s for s in _disks_on(ep, ent.luns.get(lun, ""), {lun}) if s.tags.get("host") == host]

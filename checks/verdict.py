@@ -583,7 +583,7 @@ def stack_verdict(source: Source, stack: StackConfig, since_ns: int, until_ns: i
     if _reserved(ent):  # the host's memory state does not reach memory reserved whole
         f["host_mem_state"] = {}
     out = _judge(stack.name, f, r.samples, lambda b: ent.host_at(b * BUCKET_NS + BUCKET_NS // 2), t, until_ns,
-                 lambda kinds, lo, hi: culprits(ent, kinds, lo, hi, t, BUCKET_NS))
+                 lambda kinds, lo, hi: culprits(ent, kinds, lo, hi, t, BUCKET_NS, shared))
     out.vm, out.vcenter = ent.vm, ent.vcenter
     return out
 
