@@ -36,7 +36,7 @@ class StackScreen(ViewScreen):
     ]
     BINDINGS: ClassVar = [
         *(Binding(k, f"panel('{k}')", PANELS[k], show=False) for k in VMWARE_LETTERS + DB2_LETTERS),
-        Binding("J", "culprits", "Culprits"),
+        Binding("J", "culprits", "Culprits", show=False),
         Binding("escape", "back", "Back"),
     ]
 
