@@ -60,11 +60,13 @@ async def _fresh(c: BaseCollector, lookback_s: float, vms: set[str] | None, fact
         if facts_only:
             return [], facts, f"ok: {len(facts)} facts"
         keeps_history = type(c).lookback is not BaseCollector.lookback
-        # a source that keeps its own history gives "now" with it: for named VMs, that hour is all we need
-        if not (vms and keeps_history):
-            take(await asyncio.wait_for(c.collect(), c.timeout))
         async with asyncio.timeout(max(c.timeout, 60.0)) as limit:
             take(await c.lookback(lookback_s, vms, emit=take))
+        limit = None
+        # a source that keeps its own history gives "now" with it: for named VMs, that hour is all we need. The
+        # look now comes after the hour: each series' samples arrive in time order (none to sort again)
+        if not (vms and keeps_history):
+            take(await asyncio.wait_for(c.collect(), c.timeout))
         bad = counts[1]
         status = f"ok: {counts[0]} samples, {len(facts)} facts" + (
             f", {bad} samples left out (time outside the lookback and clock skew)" if bad else "")

@@ -103,20 +103,23 @@ class ColumnSource(MemorySource):
         seq = rank * _RANK + self._count[rank]
         ids, keep, n = self._ids, self._keep, 0
         known: dict[tuple[int, str], tuple[dict, int]] = {}  # a series' samples share one tags dict (held here)
+        last_tags, last_m, p = None, None, None  # a series' samples mostly come one after another
         for r in samples:
             tags = r.tags
-            hit = known.get((id(tags), r.measurement))
-            if hit is not None and hit[0] is tags:
-                sid = hit[1]
-            else:
-                key = (r.measurement, *sorted(tags.items()))
-                sid = ids.get(key)
-                if sid is None:
-                    sid = ids[key] = len(self._series)
-                    self._series.append(Series(sid, r.measurement, dict(tags)))
-                    self._pts.append(_Points())
-                known[(id(tags), r.measurement)] = (tags, sid)
-            p = self._pts[sid]
+            if tags is not last_tags or r.measurement != last_m:
+                hit = known.get((id(tags), r.measurement))
+                if hit is not None and hit[0] is tags:
+                    sid = hit[1]
+                else:
+                    key = (r.measurement, *sorted(tags.items()))
+                    sid = ids.get(key)
+                    if sid is None:
+                        sid = ids[key] = len(self._series)
+                        self._series.append(Series(sid, r.measurement, dict(tags)))
+                        self._pts.append(_Points())
+                    known[(id(tags), r.measurement)] = (tags, sid)
+                p = self._pts[sid]
+                last_tags, last_m = tags, r.measurement
             i = len(p.ts)
             p.ts.append(r.ts)
             p.seq.append(seq + n)
