@@ -142,6 +142,14 @@ def amount(value: float, unit: str) -> str:
     return f"{value:,.0f} IOPS" if unit == "IOPS" else f"{value:.1f} {unit}"
 
 
+def culprit_text(c: Mapping[str, Any]) -> str:
+    """A culprit (as the JSON has it) as the texts list it: `etl-7 (esx12) 72.0 % of the datastore ds01,
+    412.0 MB/s`."""
+    who = c.get("vm") or c.get("lun") or "?"
+    where = f" ({c['host']})" if c.get("vm") and c.get("host") and not str(c["resource"]).endswith(c["host"]) else ""
+    return f"{who}{where} {c['share_pct']:.1f} % of the {c['resource']}, {amount(c['value'], c['unit'])}"
+
+
 def clause(found: Sequence[Culprit]) -> str:
     """The first culprit as the verdict's conclusion names it: "etl-7 uses 59.9 of 83.2 GHz (72 %)"; the
     blamed VM itself, said so."""
