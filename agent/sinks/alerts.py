@@ -461,12 +461,14 @@ class Alerter:
                 stacks = self._stacks_of(view)
                 names = {n for e in self.hot for n in stacks.of_entity(e)}
                 names |= {n for a in self.state.active.values() for n in a.alert.stacks}
+                shared: dict = {}  # a host's figures and a datastore's VMs, read once for every stack they slow
                 for name in sorted(names):
                     stack = stacks.stacks.get(name)
                     if stack is None:
                         continue
                     ent = resolve(view, stack, now - WINDOW_NS, now)
-                    judged.append((stack_verdict(view, stack, now - WINDOW_NS, now, self.cfg.checks, ent), ent))
+                    judged.append((stack_verdict(view, stack, now - WINDOW_NS, now, self.cfg.checks, ent,
+                                                 shared=shared), ent))
                 current = {**episode_alerts(judged), **finding_alerts(critical, judged, stacks.vm_stack)}
             else:
                 current = {}
