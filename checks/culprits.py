@@ -4,12 +4,11 @@ contended resource ranked by their share of it over the episode (docs/checks.md,
 A resource is what the VM shares with others: its host's CPU and memory (the VMs that ran on that host
 while the VM did), the datastores and LUNs behind its slow disks (every VM with a disk there, on any host),
 the queue of a LUN on its host (the VMs of that host on the LUN, and the host's other LUNs behind the same
-adapter), and its host's storage path (the host's VMs' I/O, or their network where the datastore is NFS).
+adapter), and its host's storage path (the host's VMs' I/O).
 Each co-tenant's figure is its mean per 20 s bucket over the episode's buckets that hold the resource's
 figures (one it has no sample in counts as none: a batch that began half way takes half the share), from what
-is already collected: a VM's CPU usage
-and vCPUs (MHz with the host's clock), its consumed memory, its virtual disks' IOPS and throughput, its
-vNICs' throughput, the host's per-LUN IOPS.
+is already collected: a VM's CPU usage and vCPUs (MHz with the host's clock), its consumed memory, its
+virtual disks' IOPS and throughput, the host's per-LUN IOPS.
 
 The blamed VM's own share is listed with its co-tenants; a VM alone on the resource has no culprit (the
 resource is its own). Only the first few of each resource are kept.
@@ -40,7 +39,6 @@ Key = tuple[str | None, str]  # (vcenter, vm)
 READS = {"vsphere_vm": ("cpu_usage_pct", "vcpus", "mem_consumed_bytes"),
          "vsphere_vm_quickstats": ("host_mem_usage_bytes",),
          "vsphere_vm_disk": ("read_iops", "write_iops", "read_bytes_per_s", "write_bytes_per_s"),
-         "vsphere_vm_net": ("rx_bytes_per_s", "tx_bytes_per_s"),
          "vsphere_host_lun": ("read_iops", "write_iops", "device_latency_ms", "kernel_latency_ms", "queue_latency_ms"),
          "esxtop_device": ("device_latency_ms", "kernel_latency_ms", "queued")}
 
@@ -408,19 +406,12 @@ def _datastore(ep: _Episode) -> list[Culprit]:
 
 
 def _path(ep: _Episode) -> list[Culprit]:
-    """The host's VMs by their I/O over the host's storage path; over its network where a datastore is NFS."""
-    nfs = any(str(f.data.get("type") or "").upper().startswith("NFS") for f in ep.ent.source.facts("vsphere_datastore")
-              if f.tags.get("datastore") in {d.datastore for d in ep.ent.disks})
+    """The host's VMs by their I/O over the host's storage path (its adapters and the fabric behind them)."""
     out = []
     for host, buckets in _hosts(ep):
-        if nfs:
-            groups = _tenants(ep, "vsphere_vm_net", host)
-            moved = _over(ep, groups, ("rx_bytes_per_s", "tx_bytes_per_s"), buckets)
-            out += _ranked(ep, f"network of {host} (NFS)", moved, "throughput", "bytes/s")
-        else:
-            groups = _tenants(ep, "vsphere_vm_disk", host)
-            out += _best(ep, f"storage path of {host}", _over(ep, groups, _IOPS, buckets),
-                         _over(ep, groups, _BYTES, buckets))
+        groups = _tenants(ep, "vsphere_vm_disk", host)
+        out += _best(ep, f"storage path of {host}", _over(ep, groups, _IOPS, buckets),
+                     _over(ep, groups, _BYTES, buckets))
     return out
 
 

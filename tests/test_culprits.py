@@ -258,3 +258,34 @@ def test_a_queued_lun_names_its_vms_on_that_host_and_the_adapters_other_luns(tmp
     assert got == [("q-near", f"queue of {LUN_A} on esx01", 91), ("qdb", f"queue of {LUN_A} on esx01", 9),
                    (LUN_B, "adapter vmhba1/vmhba2 of esx01", 60), (LUN_A, "adapter vmhba1/vmhba2 of esx01", 40)]
     assert "q-near does 3,000 of 3,300 IOPS on the queue of" in v.summary, v.summary
+
+
+def test_a_slow_path_between_host_and_array_names_the_hosts_io(tmp_path):
+    """fab-db's LUN is slow on esx01 (DAVG 12 ms) while the array answers it in 1 ms: the path between them is
+    to blame, and who drives esx01's storage path (fab-heavy, on another datastore) is its culprit."""
+    from db2vtop.agent.core.model import Sample
+
+    rows = []
+    for i in range(30):
+        ts = T0 + i * STEP
+        for vm, host, store, lun, mb in (("fab-db", "esx01", "ds-f", LUN_A, 5),
+                                         ("fab-heavy", "esx01", "ds-g", LUN_B, 300),
+                                         ("fab-far", "esx02", "ds-g", LUN_B, 900)):
+            rows.append(Sample("vsphere_vm", {"vcenter": "vc1", "vm": vm, "host": host},
+                               {"cpu_ready_pct": 0.5, "cpu_usage_pct": 10.0, "vcpus": 4}, ts))
+            rows.append(Sample("vsphere_vm_disk", {"vcenter": "vc1", "vm": vm, "host": host, "instance": "scsi0:0",
+                                                   "datastore": store, "lun": lun},
+                               {"read_iops": 100, "write_iops": 100, "read_bytes_per_s": mb * 1e6 / 2,
+                                "write_bytes_per_s": mb * 1e6 / 2, "read_latency_ms": 13.0, "write_latency_ms": 13.0},
+                               ts))
+        rows.append(Sample("vsphere_host_lun", {"vcenter": "vc1", "host": "esx01", "lun": LUN_A},
+                           {"kernel_latency_ms": 0.1, "queue_latency_ms": 0.0, "device_latency_ms": 12.0,
+                            "read_iops": 100, "write_iops": 100}, ts))
+        rows.append(Sample("storage_lun", {"storage": "array1", "kind": "ontap", "lun": "/vol/f/l0", "naa": LUN_A},
+                           {"avg_latency_ms": 1.0, "total_iops": 200.0}, ts))
+    v = _recorded(tmp_path, rows, [_host_fact("esx01")], "fab-db")
+    assert v.layer == "storage-network" and v.causes[0].kind == "fabric"
+    got = [(c.vm, c.resource, c.figure, round(c.share_pct)) for c in v.culprits]
+    assert got == [("fab-heavy", "storage path of esx01", "throughput", 98), ("fab-db", "storage path of esx01",
+                                                                               "iops", 50)], got
+    assert "fab-heavy moves 300.0 of 305.0 MB/s on the storage path of esx01 (98 %)" in v.summary, v.summary
