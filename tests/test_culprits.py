@@ -6,7 +6,8 @@ Five hosts of 32 cores at 2,600 MHz (83.2 GHz) and 256 GiB:
   its usage given in MHz: 59,904) ran; web-calm (4 vCPUs, ready 1 %) beside them is healthy;
 - esx-b and esx-c share ds-shared: pay-db on esx-b sees VMDK latency 40 ms and DAVG 38 ms for the last 20
   minutes, while backup-srv on esx-c writes 4,000 IOPS and 200,000 KBps to the same datastore (files-srv
-  idles there too);
+  idles there too); mild-db, alone on ds-mild beside pay-db, sees 15 ms on a device at 14 ms: slow enough for
+  the verdict, below every rule's level;
 - esx-d is overcommitted: crm-db (64 GiB, no reservation) is ballooned 4 GiB for the last 15 minutes while
   cache-big consumes 180 GiB; erp-db, reserved whole, is untouched;
 - esx-e: report-db itself takes 90 % of its 16 vCPUs and waits for CPUs (ready 12 %) beside two small VMs.
@@ -21,7 +22,8 @@ import pytest
 from tests.conftest import run_cli
 from tests.vsphere_sim import Simulator
 
-SHARED, OWN = "naa.6000c2900000000000000000000a0001", "naa.6000c2900000000000000000000a0002"
+SHARED, OWN, MILD = ("naa.6000c2900000000000000000000a0001", "naa.6000c2900000000000000000000a0002",
+                     "naa.6000c2900000000000000000000a0003")
 
 
 def _host(name: str, vms: list[dict], perf: dict | None = None, datastores: tuple[str, ...] = ("ds-own",)) -> dict:
@@ -45,7 +47,8 @@ ENDED = 30
 SCENARIO = {
     "datacenter": "DC1",
     "datastores": [{"name": "ds-shared", "type": "VMFS", "capacity_gb": 4096, "free_gb": 1024, "luns": [SHARED]},
-                   {"name": "ds-own", "type": "VMFS", "capacity_gb": 4096, "free_gb": 1024, "luns": [OWN]}],
+                   {"name": "ds-own", "type": "VMFS", "capacity_gb": 4096, "free_gb": 1024, "luns": [OWN]},
+                   {"name": "ds-mild", "type": "VMFS", "capacity_gb": 1024, "free_gb": 512, "luns": [MILD]}],
     "hosts": [
         _host("esx-a", [
             _vm("ora-db", 8, perf={"cpu.ready.summation": {
@@ -55,8 +58,12 @@ SCENARIO = {
         _host("esx-b", [
             _vm("pay-db", 8, 64, "ds-shared", perf={
                 "virtualDisk.totalWriteLatency.average": {"scsi0:0": [1] + [40] * 60},
-                "virtualDisk.totalReadLatency.average": {"scsi0:0": [2] + [40] * 60}})],
-            {"disk.deviceLatency.average": {SHARED: [1] + [38] * 60}}, ("ds-shared", "ds-own")),
+                "virtualDisk.totalReadLatency.average": {"scsi0:0": [2] + [40] * 60}}),
+            _vm("mild-db", 4, 16, "ds-mild", perf={
+                "virtualDisk.totalWriteLatency.average": {"scsi0:0": [1] + [15] * 60},
+                "virtualDisk.totalReadLatency.average": {"scsi0:0": [2] + [15] * 60}})],
+            {"disk.deviceLatency.average": {SHARED: [1] + [38] * 60, MILD: [1] + [14] * 60}},
+            ("ds-shared", "ds-own", "ds-mild")),
         _host("esx-c", [
             _vm("backup-srv", 8, 32, "ds-shared", perf={
                 "virtualDisk.numberWriteAveraged.average": {"scsi0:0": [100] + [4000] * 60},
@@ -179,6 +186,20 @@ def test_a_vm_at_vmdk_40_ms_and_davg_38_ms_has_findings_and_heads_triage(config)
            "pay-db scsi0:0: VMDK latency 40.0 ms at 300 IOPS" in text, text
     assert "  culprits: backup-srv (esx-c) 91.5 % of the datastore ds-shared, 211.4 MB/s; files-srv (esx-c) 6.2 % " \
            "of the datastore ds-shared, 300 IOPS; pay-db (esx-b) 6.2 %" in text, text
+
+
+def test_a_stack_blamed_below_every_rules_level_is_a_finding(config):
+    """mild-db's storage is blamed (its device at 14 ms, the verdict's level 10 ms) while no rule's level is
+    reached (25 ms): the blame is a finding of its own, so triage's first line and exit status tell it."""
+    status, doc, _ = triage(config, "--vm", "mild-db", "--format", "json")
+    assert doc["verdicts"][0]["layer"] == "storage", doc["verdicts"]
+    assert [(f["rule"], f["severity"], f["subject"]) for f in doc["findings"]] == [
+        ("stack-verdict", "warning", {"layer": "stack", "stack": "mild-db", "vm": "mild-db", "vcenter": "vc1"})]
+    assert status == 1
+    status, _, text = triage(config, "--vm", "mild-db")
+    first = text.splitlines()[0]
+    assert first.startswith("db2vtop triage: WARNING: 0 critical, 1 warning open; stack mild-db: storage since "), \
+        first
 
 
 # --- the same from a recording: where the VM was, and a LUN's queue -------------------------------------------
