@@ -129,6 +129,22 @@ def _culprit(items: Sequence[dict[str, Any]]) -> str:
     return "; ".join(culprit_text(c) for c in items[:3]) + more
 
 
+def _share(c: dict[str, Any]) -> float:
+    share = c.get("share_pct")
+    return float(share) if isinstance(share, int | float) else 0.0
+
+
+def _merged(items: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The culprits of several stacks' verdicts, each co-tenant of a resource once (the ten VMs of a slow
+    datastore each rank the same co-tenants): its largest share kept, the largest first."""
+    best: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
+    for c in items:
+        key = (c.get("vcenter"), c.get("vm") or c.get("lun"), c.get("resource"))
+        if key not in best or _share(c) > _share(best[key]):
+            best[key] = c
+    return sorted(best.values(), key=lambda c: -_share(c))
+
+
 def _events(items: Sequence[dict[str, Any]]) -> str:
     shown = [f"{e.get('time') or ''} {e.get('summary') or e.get('type') or ''}".strip() for e in items[-3:]]
     more = f" (+{len(items) - 3} earlier)" if len(items) > 3 else ""
@@ -152,8 +168,7 @@ def episode_alerts(judged: Iterable[tuple[StackVerdict, StackEntities]]) -> dict
         stacks = sorted({v.stack for v, _, _ in members})
         severity = Severity.CRITICAL if any(v.confidence in ("high", "medium") for v, _, _ in members) \
             else Severity.WARNING
-        culprits = [c for v, _, _ in members for c in _verdict_text(v, "culprits")]
-        culprits.sort(key=lambda c: -(c.get("share_pct") or 0) if isinstance(c.get("share_pct"), int | float) else 0)
+        culprits = _merged([c for v, _, _ in members for c in _verdict_text(v, "culprits")])
         events = list({canonical_tags({k: str(x) for k, x in e.items()}): e  # one event of several stacks: once
                        for v, _, _ in members for e in _verdict_text(v, "events")}.values())
         events.sort(key=lambda e: str(e.get("time") or ""))
