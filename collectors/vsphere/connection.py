@@ -3,8 +3,8 @@
 Every call the collector makes is one of a few it writes itself (soapxml.envelope) and parses with
 ElementTree: the bulk reads (RetrievePropertiesEx, WaitForUpdatesEx, QueryPerf) because pyvmomi's
 pure-Python deserializer costs ~8 ms per VM, and the handful around them (version negotiation,
-RetrieveServiceContent, Login, CurrentTime, QueryOptions, CreateContainerView, Logout) because a client
-library's type tables would cost every agent 8 MB of memory for them.
+RetrieveServiceContent, Login, CurrentTime, QueryOptions, CreateContainerView, the event log's calls,
+Logout) because a client library's type tables would cost every agent 8 MB of memory for them.
 
 TLS is verified unless the config explicitly says otherwise. The password is resolved only here, when
 connecting, and never appears in a message. Each thread's call takes a connection from the session's
@@ -102,7 +102,7 @@ class Session:
         self.server_offset_s = 0.0     # server clock minus ours
         self.max_query_metrics = 0     # vCenter's config.vpxd.stats.maxQueryMetrics, 0 if unset/unlimited
         self.property_collector = self.view_manager = self.root_folder = ""
-        self.perf_manager = self.session_manager = self.setting = ""
+        self.perf_manager = self.session_manager = self.setting = self.event_manager = ""
 
     def server_now(self) -> float:
         return time.time() + self.server_offset_s
@@ -205,7 +205,8 @@ class Session:
         if not isinstance(sc, Node):
             raise SoapFaultError("InvalidResponse", "RetrieveServiceContent answered without a ServiceContent")
         refs = {k: getattr(sc.get(k), "value", "") for k in ("propertyCollector", "viewManager", "rootFolder",
-                                                             "perfManager", "sessionManager", "setting")}
+                                                             "perfManager", "sessionManager", "setting",
+                                                             "eventManager")}
         missing = [k for k in ("propertyCollector", "viewManager", "rootFolder", "perfManager", "sessionManager")
                    if not refs[k]]
         if missing:
@@ -213,6 +214,7 @@ class Session:
         self.property_collector, self.view_manager = refs["propertyCollector"], refs["viewManager"]
         self.root_folder, self.perf_manager = refs["rootFolder"], refs["perfManager"]
         self.session_manager, self.setting = refs["sessionManager"], refs["setting"]
+        self.event_manager = refs["eventManager"]
         self.call("Login", "SessionManager", self.session_manager,
                   f"<userName>{escape(user)}</userName><password>{escape(password)}</password>")
         now = self.call("CurrentTime", "ServiceInstance", "ServiceInstance")

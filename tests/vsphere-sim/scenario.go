@@ -24,11 +24,13 @@ type Scenario struct {
 	Login           *LoginSpec      `json:"login"`
 	Datastores      []DatastoreSpec `json:"datastores"`
 	Hosts           []HostSpec      `json:"hosts"`
+	Events          []EventSpec     `json:"events"`
 }
 
 type GenerateSpec struct {
 	Hosts      int `json:"hosts"`
 	VMsPerHost int `json:"vms_per_host"`
+	Events     int `json:"events"`
 }
 
 type DatastoreSpec struct {
