@@ -117,7 +117,7 @@ class Pipeline:
                 c.resume([f for f in facts if f.kind in c.resumes])
         # a log read on after the newest stored (vCenter's events): what the store would accept, no older
         logs = sorted({k for c in collectors for k in c.resumes_after})
-        stored = store.annotations(now - int(self.cfg.store.max_clock_skew * 1e9), now, logs) if logs else []
+        stored = store.annotations_of(logs, now - int(self.cfg.store.max_clock_skew * 1e9), now) if logs else []
         for c in collectors:
             if c.resumes_after:
                 c.resume_annotations([a for a in stored if a.event in c.resumes_after])

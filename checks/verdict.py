@@ -24,6 +24,9 @@ over the episode rather than the window; its causes are every one its buckets sh
 `episode_buckets` of them), ranked. The headline is the episode still going at the window's end,
 with its start (`since`); the others are earlier episodes. When none is going on, the verdict says
 what is known and what is not, never "healthy" by default: a stack without DB2 data says so.
+
+The stack's vCenter events in the window (checks/events.py) come with the verdict, and each episode
+names the newest of them at or before its onset: what changed at that minute.
 """
 
 from __future__ import annotations
@@ -38,9 +41,11 @@ from typing import Any
 
 from db2vtop.agent.core.cadence import is_stale
 from db2vtop.agent.core.config import StackConfig
+from db2vtop.agent.core.events import VCenterEvent
 from db2vtop.agent.core.model import Finding, Severity
 from db2vtop.agent.core.source import Source, cached
 from db2vtop.agent.core.units import format_duration
+from db2vtop.checks.events import after_text, nearest_before, stack_events
 from db2vtop.checks.figures import COMBINE, LAYER_TITLES, ROLES, Figure
 from db2vtop.checks.rule import LiveRule
 from db2vtop.checks.rules import all_rules
@@ -119,6 +124,7 @@ class Episode:
     figures: dict[str, tuple[float, float]]  # role -> (mean, peak) over the episode
     buckets: int
     confidence: str
+    event: VCenterEvent | None = None  # the stack's newest vCenter event at or before its onset
 
     @property
     def summary(self) -> str:
@@ -132,7 +138,7 @@ class Episode:
         return {"layer": self.layer, "summary": self.summary, "start": iso(self.start), "end": iso(self.end),
                 "figures": {k: {"mean": round(m, 3), "peak": round(float(p), 3)} for k, (m, p) in self.figures.items()},
                 "chain": self.chain, "causes": [c.to_json() for c in self.causes], "buckets": self.buckets,
-                "confidence": self.confidence}
+                "confidence": self.confidence, "event": self.event.to_json() if self.event else None}
 
 
 @dataclass
@@ -152,13 +158,30 @@ class StackVerdict:
     causes: list[Cause] = field(default_factory=list)  # the ongoing episode's, ranked
     not_known: list[str] = field(default_factory=list)  # what the verdict could not see
     until: int = 0  # the moment judged (the window's end)
+    events: list[VCenterEvent] = field(default_factory=list)  # the stack's vCenter events in the window
 
     def to_json(self) -> dict:
         return {"stack": self.stack, "vm": self.vm, "vcenter": self.vcenter, "layer": self.layer,
                 "summary": self.summary, "confidence": self.confidence, "chain": self.chain, "samples": self.samples,
                 "buckets": self.buckets, "figures": self.figures, "since": iso(self.since),
                 "episodes": [e.to_json() for e in self.episodes], "causes": [c.to_json() for c in self.causes],
-                "not_known": self.not_known, "until": iso(self.until)}
+                "not_known": self.not_known, "until": iso(self.until), "events": [e.to_json() for e in self.events]}
+
+    def note_events(self, events: list[VCenterEvent]) -> None:
+        """The stack's vCenter events: kept, and each episode's newest one at or before its onset named in the
+        text (the ongoing episode's after its summary, the earlier ones' in the list of earlier episodes)."""
+        self.events = events
+        if not events or not self.episodes:
+            return
+        for e in self.episodes:
+            e.event = nearest_before(events, e.start, BUCKET_NS)
+        ongoing = self.episodes[-1] if self.episodes[-1].end is None else None
+        head, sep, _ = self.summary.partition("; earlier:")
+        if ongoing is not None and ongoing.event is not None:
+            after = after_text(ongoing.event.summary, ongoing.event.ts, ongoing.start)
+            self.summary += f"; since {clock(ongoing.start, True)}, {after}"
+        elif sep and ongoing is None:
+            self.summary = f"{head}; earlier: {earlier_text([e.to_json() for e in self.episodes], self.until)}"
 
     def note_findings(self, findings: Iterable[Finding]) -> None:
         """With nothing blamed now, the stack's open critical findings are named with why the verdict does
@@ -217,7 +240,10 @@ def earlier_text(episodes: Sequence[dict[str, Any]], until: int | str | None, ut
         if start is None or end is None:
             continue
         label = KINDS[e["causes"][0]["kind"]][1] if e.get("causes") else e["layer"]
-        out.append(f"{label} {clock(start, utc).removesuffix(' UTC')}–{clock(end, utc)}, "
+        after = ""
+        if e.get("event") and (at := _ns(e["event"]["time"])) is not None:
+            after = f" ({after_text(e['event']['summary'], at, start)})"
+        out.append(f"{label} {clock(start, utc).removesuffix(' UTC')}–{clock(end, utc)}{after}, "
                    f"ended {span(now - end)} ago")
     return "; ".join(out)
 
@@ -445,6 +471,7 @@ def stack_verdict(source: Source, stack: StackConfig, since_ns: int, until_ns: i
     out = _judge(stack.name, f, r.samples, lambda b: ent.host_at(b * BUCKET_NS + BUCKET_NS // 2),
                  limits(stack, overrides), until_ns)
     out.vm, out.vcenter = ent.vm, ent.vcenter
+    out.note_events(stack_events(ent))
     return out
 
 

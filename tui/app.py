@@ -116,6 +116,7 @@ class Db2vtopApp(App):
         self.configured = list(stacks or [])
         self.known_stacks = list(self.configured)  # for the main thread; the loader refreshes it
         self.read_only = read_only
+        self.show_events = True  # vCenter's events on the time axis (the `E` key)
         self.store_label = store_label or str(store_path)
         self.replaying = cursor is not None and not cursor.live
         self.timings = Timings.new()
@@ -453,6 +454,11 @@ class Db2vtopApp(App):
         own = getattr(screen, "HELP", [])
         name = type(screen).__name__.removesuffix("Screen")
         self.push_screen(HelpScreen([("Everywhere", self.HELP), (f"On the {name} screen", own)]))
+
+    def action_toggle_events(self) -> None:
+        self.show_events = not self.show_events
+        self.notify("vCenter events " + ("shown" if self.show_events else "hidden"))
+        self.request_reload(now=True)
 
     def action_toggle(self) -> None:
         self.cursor.toggle(self.clock())

@@ -146,7 +146,7 @@ class VSphereCollector(BaseCollector):
         #: a restart's QueryPerf calls asked for while describe() reads the inventory: (tasks, their go, VMs)
         self._ahead: tuple[list[asyncio.Future], asyncio.Event, list[str]] | None = None
         #: where vCenter's event log has been read to (None: events are not read)
-        self.event_log = EventLog(cfg.name, REALTIME_KEEP_S) if cfg.events else None
+        self.event_log = EventLog(cfg.name) if cfg.events else None
 
     # --- session ----------------------------------------------------------------------
 
@@ -611,7 +611,10 @@ class VSphereCollector(BaseCollector):
         s = conn.session
         if not conn.event_collector:
             earliest = time.time_ns() - int((self.clock_skew_s - 60) * 1e9)
-            conn.event_collector = create_collector(s, elog.begin(int(s.server_now() * 1e9), earliest))
+            # a first start reaches back as far as its realtime history (whose placement the migrations give);
+            # a one-off look (triage, with no history asked) reads its own window in lookback()
+            first_s = REALTIME_KEEP_S if self.history_samples > 1 else 0.0
+            conn.event_collector = create_collector(s, elog.begin(int(s.server_now() * 1e9), earliest, first_s))
         return read_page(s, conn.event_collector, self.maps.lun_ds, self.maps.ds_by_uuid, self.cfg.name)
 
     async def _left_hosts(self, conn: _Conn, left: set[str]) -> list[str]:

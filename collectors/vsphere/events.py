@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections import deque
 from datetime import UTC, datetime
 from typing import Any
 from xml.etree import ElementTree as ET
@@ -365,11 +366,11 @@ class EventLog:
     """Where this vCenter's event log has been read to: the newest event's time and the identities of those
     within RESUME_MARGIN_S of it (what a collector begun at the margin would bring again)."""
 
-    def __init__(self, vcenter: str, first_s: float):
+    def __init__(self, vcenter: str):
         self.vcenter = vcenter
-        self.first_s = first_s  # how far back a first start reads, with nothing stored
         self.position: int | None = None
-        self._seen: dict[tuple[int, str, str, str], int] = {}
+        self._seen: set[tuple[int, str, str, str]] = set()
+        self._order: deque[tuple[int, tuple[int, str, str, str]]] = deque()  # (time, identity) as they came
         self.events = 0  # events handed on by this process
         self.pages = 0   # ReadNextEvents calls
 
@@ -377,12 +378,12 @@ class EventLog:
         """The events the store holds (of the last max_clock_skew): the log goes on after the newest."""
         for a in stored:
             if a.event == EVENT and a.tags.get("vcenter") == self.vcenter:
-                self._saw(a)
+                self._saw(a, identity(a))
 
-    def begin(self, now_ns: int, earliest_ns: int) -> int:
-        """Where a new collector begins: the margin before the position, else `first_s` before now; never
-        before `earliest_ns` (what the store would refuse as too old)."""
-        start = now_ns - int(self.first_s * 1e9) if self.position is None \
+    def begin(self, now_ns: int, earliest_ns: int, first_s: float) -> int:
+        """Where a new collector begins: the margin before the position, else `first_s` before now (a first
+        start, nothing stored); never before `earliest_ns` (what the store would refuse as too old)."""
+        start = now_ns - int(first_s * 1e9) if self.position is None \
             else self.position - int(RESUME_MARGIN_S * 1e9)
         if start < earliest_ns:
             log.warning("vcenter %s: events before %s are not read (older than the store's max_clock_skew)",
@@ -394,18 +395,20 @@ class EventLog:
         """The page's events not read before; the position moves on."""
         out = []
         for a in page:
-            if identity(a) in self._seen:
+            key = identity(a)
+            if key in self._seen:
                 continue
-            self._saw(a)
+            self._saw(a, key)
             out.append(a)
         self.events += len(out)
         self.pages += 1
         return out
 
-    def _saw(self, a: Annotation) -> None:
-        self._seen[identity(a)] = a.ts
+    def _saw(self, a: Annotation, key: tuple[int, str, str, str]) -> None:
+        self._seen.add(key)
+        self._order.append((a.ts, key))
         if self.position is None or a.ts > self.position:
             self.position = a.ts
             horizon = a.ts - int(RESUME_MARGIN_S * 1e9)
-            if len(self._seen) > 64 and min(self._seen.values()) < horizon:
-                self._seen = {k: ts for k, ts in self._seen.items() if ts >= horizon}
+            while self._order[0][0] < horizon:  # the log comes in time order: the oldest are first
+                self._seen.discard(self._order.popleft()[1])

@@ -310,6 +310,14 @@ func (r refs) event(s EventSpec) (types.BaseEvent, error) {
 			}
 		}
 	}
+	if base.Host != nil { // and the host's cluster (or standalone compute resource), as vCenter does
+		if parent := r.reg.Get(base.Host.Host).(*simulator.HostSystem).Parent; parent != nil {
+			if cr, ok := r.reg.Get(*parent).(mo.Entity); ok {
+				base.ComputeResource = &types.ComputeResourceEventArgument{
+					EntityEventArgument: types.EntityEventArgument{Name: cr.Entity().Name}, ComputeResource: *parent}
+			}
+		}
+	}
 	vmEvent := types.VmEvent{Event: base}
 	source, err := r.host(s.SourceHost)
 	if err != nil {
@@ -467,8 +475,9 @@ func (l *EventLog) postAll(r refs, specs []EventSpec, now time.Time) error {
 	return nil
 }
 
-// generated is `n` events spread over the last hour, oldest first, cycling through a DRS migration, an
-// alarm change, a device latency event and a reconfiguration of the scenario's VMs and hosts: a long log.
+// generated is `n` events spread over the last 50 minutes (within a first start's hour), oldest first,
+// cycling through a DRS migration, an alarm change, a device latency event and a reconfiguration of the
+// scenario's VMs and hosts: a long log.
 func generated(n int, hosts []HostSpec) []EventSpec {
 	var vms []EventSpec
 	for i, h := range hosts {
@@ -483,7 +492,7 @@ func generated(n int, hosts []HostSpec) []EventSpec {
 	}
 	for i := 0; i < n; i++ {
 		e := vms[i%len(vms)]
-		e.AgoS = 3600 * float64(n-i) / float64(n+1)
+		e.AgoS = 3000 * float64(n-i) / float64(n+1)
 		switch i % 4 {
 		case 0:
 			e.Type = "DrsVmMigratedEvent"
