@@ -144,7 +144,10 @@ def to_text(report: Report, markdown: bool = False) -> str:
             for v in side.verdicts:
                 if v["stack"] == st.name:
                     who = "verdict" if side is report.run else f"baseline verdict ({side.run.name})"
-                    lines += [f"{'**' if markdown else '  '}{who}{'**' if markdown else ''}: {_verdict_line(v)}", ""]
+                    lines += [f"{'**' if markdown else '  '}{who}{'**' if markdown else ''}: {_verdict_line(v)}"]
+                    lines += [f"{'- ' if markdown else '    '}vCenter {e['time']}: {e['summary']}"
+                              for e in v.get("events") or ()]
+                    lines.append("")
     lines += [f"{h2}Findings opened during the run", ""]
     any_finding = False
     for side in [report.run] + ([base] if base else []):

@@ -26,7 +26,8 @@ from db2vtop.agent.core.store import Store
 from db2vtop.collectors.vsphere.collector import VSphereCollector
 from db2vtop.collectors.vsphere.config import VCenterConfig
 from db2vtop.collectors.vsphere.events import CYCLE_PAGES, PAGE
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
+from tests.infra.influxd import InfluxServer
 from tests.vsphere_sim import Simulator
 
 LUN = "naa.600a098038303054"
@@ -34,6 +35,7 @@ HOUR = 180  # vCenter's realtime hour, in 20 s samples
 READY_LOW, READY_HIGH = 800, 11200  # ms of ready per 20 s over 8 vCPUs: 0.5 % and 7 % per vCPU
 CONTRACT = {"time", "kind", "type", "vcenter", "vm", "host", "source_host", "datastore", "summary"}
 ENV = {"VC1_PASSWORD": "secret"}
+DASHBOARD = ROOT / "contrib" / "grafana" / "db2vtop-dashboard.json"
 
 
 def _host(name: str, vms: list[dict], perf: dict | None = None) -> dict:
@@ -209,3 +211,31 @@ def test_a_log_of_100000_events_is_read_in_bounded_pages(tmp_path):
     assert calls["CreateCollectorForEvents"] == 1
     # 200 full pages, then one short answer per cycle that finds nothing new
     assert calls["ReadNextEvents"] == LONG_LOG // PAGE + 2
+
+
+@pytest.mark.slow
+def test_the_events_reach_influxdb_as_annotations_grafana_shows(tmp_path):
+    """A real influxd: each event a `db2vtop_annotation` point of kind vcenter_event, which the dashboard's
+    "vCenter events" annotation query finds (and its "Markers" query leaves to it)."""
+    influx = InfluxServer(tmp_path / "influxd")
+    influx.start()
+    try:
+        bucket = influx.create_db("events")
+        with Simulator.of(SCENARIO, tmp_path) as s:
+            cfg = s.vcenter_only(tmp_path, f'[influxdb]\nurl = "{influx.url}"\nbucket = "{bucket}"\n'
+                                           f'spool_dir = "{tmp_path / "spool"}"\nflush_interval = "200ms"\n')
+            r = run_cli("agent", "-c", str(cfg), "--once", env=ENV, timeout=180)
+            assert r.returncode == 0, r.stderr
+        points = [(tags, fields) for _, tags, fields in influx.points("events", "db2vtop_annotation")
+                  if tags.get("kind") == EVENT]
+        assert sorted(fields["text"] for _, fields in points) == sorted(SUMMARIES.values())
+        drs = next(tags for tags, fields in points if tags["name"] == "DrsVmMigratedEvent")
+        assert (drs["category"], drs["vm"], drs["host"], drs["source_host"], drs["vcenter"]) == \
+            ("migration", "etl-7", "esx12", "esx11", "vc1")
+        notes = {a["name"]: a for a in json.loads(DASHBOARD.read_text())["annotations"]["list"]}
+        shown = influx.query(notes["vCenter events"]["query"].replace("$timeFilter", "time > now() - 2h"), "events")
+        assert sum(len(x["values"]) for x in shown[0]["series"]) == len(SUMMARIES)
+        markers = influx.query(notes["Markers"]["query"].replace("$timeFilter", "time > now() - 2h"), "events")
+        assert not any(EVENT in json.dumps(x) for x in markers[0].get("series", []))
+    finally:
+        influx.stop()

@@ -179,8 +179,8 @@ def _draw_layers(rd: Reader, layers: list[Layer], since: int, until: int, geo: G
     return out
 
 
-_LEGEND = [("▼", MARKER_STYLE), (" marker  ", "dim"), ("◆", VCENTER_STYLE), (" vCenter  ", "dim"), ("┊", EVENT_STYLE),
-           (" reset/gap  blank = no data", "dim")]
+_LEGEND = [("▼", MARKER_STYLE), (" marker ", "dim"), ("◆", VCENTER_STYLE), (" vCenter ", "dim"), ("┊", EVENT_STYLE),
+           (" gap/reset blank=no data", "dim")]
 SEPARATOR = ("  ", None)
 
 
