@@ -41,6 +41,8 @@ PAGE = 500
 CYCLE_PAGES = 20
 #: pages triage's look back reads at most (100,000 events)
 LOOKBACK_PAGES = 200
+#: the longest summary kept (vCenter's own message, where no summary of ours says it, can be any length)
+SUMMARY_MAX = 500
 #: how far before the newest event read a new collector begins, so an event that reached vCenter late is
 #: still read; those already read in it are told apart by their identity
 RESUME_MARGIN_S = 300.0
@@ -200,7 +202,9 @@ def to_annotation(ev: Node, vcenter: str, lun_ds: dict[str, str], ds_names: dict
         return event_annotation(ts, vcenter, kind, tid, text, who)
     text = _summary(tid, ev, who, lun_ds, ds_names)
     if not text:
-        text = str(ev.get("fullFormattedMessage") or tid).strip()
+        text = " ".join(str(ev.get("fullFormattedMessage") or tid).split())
+    if len(text) > SUMMARY_MAX:
+        text = text[:SUMMARY_MAX - 1] + "…"
     return event_annotation(ts, vcenter, kind, tid, text, who)
 
 
