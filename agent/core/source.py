@@ -161,6 +161,7 @@ class MemorySource:
         self._facts = list(current.values())
         self._findings = list(findings)
         self._annotations = sorted(annotations, key=lambda a: a.ts)
+        self._unsorted = False
 
     def measurements(self) -> list[str]:
         return sorted({s.measurement for s in self._series})
@@ -221,12 +222,17 @@ class MemorySource:
         return list(self._history.get((kind, *_key(tags)), ()))
 
     def annotations(self, since_ns: int = 0, until_ns: int | None = None) -> list[Annotation]:
+        if self._unsorted:
+            self._annotations.sort(key=lambda a: a.ts)
+            self._unsorted = False
         high = until_ns if until_ns is not None else _END
         return [a for a in self._annotations if since_ns <= a.ts <= high]
 
     def add_annotations(self, annotations: Iterable[Annotation]) -> None:
-        """Annotations gathered besides the ones it was made with (triage: the store's, then vCenter's events)."""
-        self._annotations = sorted([*self._annotations, *annotations], key=lambda a: a.ts)
+        """Annotations gathered besides the ones it was made with (triage: the store's, then vCenter's events
+        page by page): kept in time order once read."""
+        self._annotations.extend(annotations)
+        self._unsorted = True
 
     def findings(self, open_only: bool = True) -> list[Finding]:
         return [f for f in self._findings if not open_only or f.resolved_at is None]
