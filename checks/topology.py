@@ -231,9 +231,12 @@ class StackEntities:
 
     def owns(self, subject: dict[str, str]) -> bool:
         """Whether a finding's subject is one of the stack's entities: its VM (of its vCenter), guest, DB2
-        or arrays; a host the VM ran on in the window; a host's LUN only when it is behind the VM's disks."""
+        or arrays; a host the VM ran on in the window; a host's LUN only when it is behind the VM's disks; its
+        VM's vCenter itself (its clock dates the VM's samples)."""
         if not _vcenter_ok(subject, self.vcenter):
             return False
+        if subject.get("layer") == "vcenter":
+            return self.vm is not None and "vcenter" in subject
         if self.vm is not None and subject.get("vm") == self.vm:
             return True
         if any(v is not None and subject.get(k) == v for k, v in (("db2", self.db2), ("guest", self.guest))):

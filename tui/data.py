@@ -366,6 +366,7 @@ class Status:
     interval_s: float | None = None
     set_aside: int = 0  # records the agent's thread for it set aside (db2vtop_thread)
     thread: bool = False  # an agent thread (store writer, spool, checks), not a collector's cycle
+    clock_ms: float | None = None  # a vCenter's clock minus the agent's, while its timekeeping finding is open
 
     @property
     def stale(self) -> bool:
@@ -389,7 +390,19 @@ def load_status(reader: Reader, until_ns: int, names: set[str] | None = None) ->
         out.append(Status(name, str(f.get("status", "?")), str(f.get("last_error", "")),
                           float(f.get("duration_ms", 0.0)), (until_ns - row.ts) / 1e9, int(f.get("errors", 0)),
                           int(f.get("skipped", 0)), interval))
+    _with_clocks(reader, until_ns, out)
     return _with_threads(reader, until_ns, out)
+
+
+def _with_clocks(reader: Reader, until_ns: int, out: list[Status]) -> None:
+    """A vCenter's clock beside its collector while a finding says it is off (the timekeeping rule judges
+    the offset the collector reads each cycle): its samples are dated by that clock."""
+    by_name = {s.collector: s for s in out}
+    for f in open_at(reader.every_finding(), until_ns):
+        offset = (f.evidence.get("values") or {}).get("vcenter_offset_ms")
+        mine = by_name.get(f"vsphere:{f.subject.get('vcenter')}")
+        if mine is not None and f.subject.get("layer") == "vcenter" and isinstance(offset, int | float):
+            mine.clock_ms = float(offset)
 
 
 def _with_threads(reader: Reader, until_ns: int, out: list[Status]) -> list[Status]:

@@ -16,6 +16,7 @@ from textual.widget import Widget
 from textual.widgets import Input, Static
 
 from db2vtop.agent.core.model import Annotation
+from db2vtop.agent.core.units import format_duration
 from db2vtop.tui.chart import MARKER_STYLE
 from db2vtop.tui.data import Status
 from db2vtop.tui.format import ago
@@ -194,6 +195,9 @@ class StatusLine(Static):
                 t.append(f" skipped {s.skipped}", style="yellow")
             if s.set_aside:
                 t.append(f" {s.set_aside} set aside", style="yellow")
+            if s.clock_ms is not None:
+                way = "ahead" if s.clock_ms > 0 else "behind"
+                t.append(f" clock {format_duration(abs(s.clock_ms) / 1000)} {way}", style="bold yellow")
             t.append("   ")
         if not collectors:
             t.append("no collector has reported yet", style="yellow")
