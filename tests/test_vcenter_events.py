@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
+import signal
 import ssl
 import urllib.request
 from pathlib import Path
@@ -181,17 +181,47 @@ def test_an_agent_restarted_reads_no_event_twice_and_misses_none(tmp_path):
 LONG_LOG = 100_000
 
 
+def _collector(sim: Simulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> VSphereCollector:
+    """The collector in this process, as an agent runs it (its first start reaches back an hour)."""
+    monkeypatch.setenv("VC1_PASSWORD", "secret")
+    cfg = VCenterConfig(name="vc1", url=sim.url, user="monitor", password_env="VC1_PASSWORD",
+                        ca_file=Path(sim.vcenter_only(tmp_path)).parent / "sim-ca.pem")
+    collector = VSphereCollector(cfg)
+    collector.history_samples = 2
+    return collector
+
+
+def test_a_new_session_goes_on_where_the_last_one_stopped(tmp_path, monkeypatch):
+    """vCenter ends every session (as a restart of it would): the collector logs in again, makes a new event
+    collector from its position, and hands on only what came since, once."""
+    with Simulator.of(SCENARIO, tmp_path) as s:
+        collector = _collector(s, tmp_path, monkeypatch)
+
+        async def cycles() -> list[list[str]]:
+            out = []
+            try:
+                out.append([r.text for r in await collector.collect() if isinstance(r, Annotation)])
+                _post_events(s, [{"type": "ExitMaintenanceModeEvent", "host": "esx11"}])
+                s.signal(signal.SIGUSR1)
+                out.append([r.text for r in await collector.collect() if isinstance(r, Annotation)])
+            finally:
+                await collector.close()
+            return out
+
+        first, second = asyncio.run(cycles())
+        calls = s.stats()["methods"]
+    assert first == list(SUMMARIES.values())
+    assert second == ["esx11 exited maintenance mode"]
+    assert calls["CreateCollectorForEvents"] == 2 and calls["Login"] == 2
+
+
 @pytest.mark.slow
-def test_a_log_of_100000_events_is_read_in_bounded_pages(tmp_path):
+def test_a_log_of_100000_events_is_read_in_bounded_pages(tmp_path, monkeypatch):
     """A first start with an hour of 100,000 events behind it: every one is read once, PAGE at a time, at most
     CYCLE_PAGES pages a cycle (the backlog goes on over the next cycles)."""
     scenario = {**MOVED, "events": [], "generate": {"events": LONG_LOG}}
     with Simulator.of(scenario, tmp_path, start_timeout=300) as s:
-        cfg = VCenterConfig(name="vc1", url=s.url, user="monitor", password_env="VC1_PASSWORD",
-                            ca_file=Path(s.vcenter_only(tmp_path)).parent / "sim-ca.pem")
-        os.environ.setdefault("VC1_PASSWORD", "secret")
-        collector = VSphereCollector(cfg)
-        collector.history_samples = 2  # an agent's: its first start reaches back an hour
+        collector = _collector(s, tmp_path, monkeypatch)
 
         async def cycles() -> list[list[Annotation]]:
             out = []
