@@ -90,6 +90,14 @@ class LayerView:
 
 
 @dataclass
+class EventMarks:
+    """Whether vCenter's events are marked on the Stack screen: one for the app (its `E` key flips it), handed
+    to each Stack screen when it is made, so the loader thread reads it there (it cannot ask the app)."""
+
+    shown: bool = True
+
+
+@dataclass
 class StackView:
     target: Target
     resolved: StackEntities  # at the cursor

@@ -50,6 +50,7 @@ class StackScreen(ViewScreen):
         self.block = StripView(id="layers")
         self._cached: dict[str, TableModel] = {}
         self._verdict_lines = 0
+        self.event_marks = self.app.event_marks  # the app's, handed down: the loader thread reads it here
 
     def compose(self) -> ComposeResult:
         yield TitleBar()
@@ -77,7 +78,7 @@ class StackScreen(ViewScreen):
 
     def load_view(self, reader: Reader, since_ns: int, until_ns: int) -> StackView:
         return load_stack(reader, self.target, since_ns, until_ns, self.panel, self.geometry(),
-                          TableState.of(self.detail), self.levels, self.app.show_events)
+                          TableState.of(self.detail), self.levels, self.event_marks.shown)
 
     def show_view(self, view: StackView) -> None:
         self.view = view
