@@ -26,6 +26,7 @@ from db2vtop.agent.core.config import Config, StackConfig
 from db2vtop.agent.core.events import VCenterEvent
 from db2vtop.agent.core.model import Fact
 from db2vtop.agent.core.source import CachedSource, Series, Source, cached, derive, tag_values
+from db2vtop.agent.core.text import plural
 from db2vtop.checks.events import migrations
 
 #: a VM's measurements tagged with its host, and fields every such sample carries
@@ -540,7 +541,7 @@ def _match_storage(vm: Fact, array_luns: dict[str, str], found: Inferred) -> Non
     arrays = sorted({array_luns[lun] for lun in luns if lun in array_luns})
     if arrays:
         found.stack = replace(found.stack, storage=arrays)
-        found.matched["storage"] = f"{len(luns)} LUN(s) behind the VM's disks found on " + ", ".join(arrays)
+        found.matched["storage"] = f"{plural(len(luns), 'LUN')} behind the VM's disks found on " + ", ".join(arrays)
     else:
         found.unmatched["storage"] = ("no array reports the LUNs behind the VM's disks" if luns else
                                       "the VM's disks have no LUN (NFS or not reported)")

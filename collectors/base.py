@@ -51,6 +51,9 @@ class BaseCollector:
     #: the measurements whose history its first cycle hands on itself (with history_samples): the check engine
     #: need not read them from the store at a restart as well
     reaches_back: frozenset[str] = frozenset()
+    #: the measurements its source's package declares (the wiring sets them): what stays unrenewed, when no other
+    #: source writes them, while it cannot be read
+    declared: frozenset[str] = frozenset()
 
     def __init__(self, name: str, interval: float, timeout: float | None = None):
         self.name = name

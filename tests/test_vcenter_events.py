@@ -246,7 +246,7 @@ def test_a_log_of_100000_events_is_read_in_bounded_pages(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_the_events_reach_influxdb_as_annotations_grafana_shows(tmp_path):
     """A real influxd: each event a `db2vtop_annotation` point of kind vcenter_event, which the dashboard's
-    "vCenter events" annotation query finds (and its "Markers" query leaves to it)."""
+    "vCenter events" annotation query finds (and its "Markers" and "Events" queries leave to it)."""
     influx = InfluxServer(tmp_path / "influxd")
     influx.start()
     try:
@@ -265,7 +265,8 @@ def test_the_events_reach_influxdb_as_annotations_grafana_shows(tmp_path):
         notes = {a["name"]: a for a in json.loads(DASHBOARD.read_text())["annotations"]["list"]}
         shown = influx.query(notes["vCenter events"]["query"].replace("$timeFilter", "time > now() - 2h"), "events")
         assert sum(len(x["values"]) for x in shown[0]["series"]) == len(SUMMARIES)
-        markers = influx.query(notes["Markers"]["query"].replace("$timeFilter", "time > now() - 2h"), "events")
-        assert not any(EVENT in json.dumps(x) for x in markers[0].get("series", []))
+        for other in ("Markers", "Events"):
+            found = influx.query(notes[other]["query"].replace("$timeFilter", "time > now() - 2h"), "events")
+            assert not any(EVENT in json.dumps(x) for x in found[0].get("series", [])), other
     finally:
         influx.stop()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from db2vtop.agent.core.model import Fact
 from db2vtop.agent.core.source import Row
+from db2vtop.agent.core.text import plural
 from db2vtop.agent.core.units import format_bytes, format_duration
 from db2vtop.checks.rule import (
     FactIndex,
@@ -460,7 +461,7 @@ class RedundantPaths(_HostLunRule):
     def problem(self, lun: dict, t: Thresholds) -> str | None:
         active = lun.get("paths_active")
         if isinstance(active, int) and active < as_float(t["min_active_paths"]):
-            return f"{active} active path(s) of {lun.get('paths_total')}"
+            return f"{plural(active, 'active path')} of {lun.get('paths_total')}"
         return None
 
 
