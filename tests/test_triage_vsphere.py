@@ -75,6 +75,8 @@ def test_triage_reports_exactly_the_designed_findings(sim, tmp_path):
     verdicts = {v["stack"]: v for v in doc["verdicts"]}
     assert verdicts["db2prod01"]["layer"] == "host" and "queueing in the hypervisor" in verdicts["db2prod01"]["summary"]
     assert verdicts["db2prod01"]["confidence"] in ("medium", "high")
+    # a vCenter whose event log has nothing of the hour: no events, and none is made up
+    assert doc["events"] == [] and all(v["events"] == [] for v in doc["verdicts"])
 
 
 def test_a_down_vcenter_makes_triage_unable_to_run(tmp_path):

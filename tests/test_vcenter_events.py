@@ -162,7 +162,17 @@ def _stored_events(store: Path) -> list[Annotation]:
         return [a for a in s.annotations() if a.event == EVENT]
 
 
+#: an event whose message (anyone's text: posted through the API, or naming a VM or an alarm) carries a C1 control
+#: sequence introducer, a right-to-left override and a line break; XML 1.0 can carry these (ESC it cannot)
+HOSTILE = {"type": "EventEx", "id": "com.vmware.vc.sdrs.StorageDrsStorageMigrationEvent", "vm": "db01",
+           "message": "Storage DRS moved db01\u009b2J to ds_db\u202eexe.\ndb2vtop: all clear"}
+#: as it is stored (and so shown everywhere): escaped by the one sanitizer of terminal text, on one line
+HOSTILE_SAID = "Storage DRS moved db01\\x9b2J to ds_db\\u202eexe. db2vtop: all clear"
+
+
 def test_an_agent_restarted_reads_no_event_twice_and_misses_none(tmp_path):
+    """A second run reads on after the first's newest stored event; an event's text from vCenter is stored escaped
+    (the TUI, triage and the report show a summary as it is stored)."""
     with Simulator.of(SCENARIO, tmp_path) as s:
         cfg = config(tmp_path, s)
         store = tmp_path / "none.db"
@@ -170,11 +180,12 @@ def test_an_agent_restarted_reads_no_event_twice_and_misses_none(tmp_path):
         assert first.returncode == 0, first.stderr
         assert [a.text for a in _stored_events(store)] == list(SUMMARIES.values())
         _post_events(s, [{"type": "VmPoweredOffEvent", "vm": "web-3"},
-                         {"type": "EnteredMaintenanceModeEvent", "host": "esx11"}])
+                         {"type": "EnteredMaintenanceModeEvent", "host": "esx11"}, HOSTILE])
         second = run_cli("agent", "-c", cfg, "--once", env=ENV, timeout=180)
         assert second.returncode == 0, second.stderr
         stored = _stored_events(store)
-        assert [a.text for a in stored] == [*SUMMARIES.values(), "web-3 powered off", "esx11 entered maintenance mode"]
+        assert [a.text for a in stored] == [*SUMMARIES.values(), "web-3 powered off", "esx11 entered maintenance mode",
+                                            HOSTILE_SAID]
         assert len({identity(a) for a in stored}) == len(stored)
 
 

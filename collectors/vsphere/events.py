@@ -28,6 +28,7 @@ from xml.sax.saxutils import escape
 
 from db2vtop.agent.core.events import EVENT, event_annotation, identity
 from db2vtop.agent.core.model import Annotation
+from db2vtop.agent.core.text import printable
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.vsphere.soapxml import NS, Node, as_list, envelope, this, to_int
 
@@ -198,14 +199,20 @@ def to_annotation(ev: Node, vcenter: str, lun_ds: dict[str, str], ds_names: dict
             return None
         who["vm"] = who["vm"] or (str(info.get("entityName")) if isinstance(info, Node) and info.get("entityName")
                                   else None)
-        text = SNAPSHOT_TASKS[task].format(vm=who["vm"] or "a VM")
-        return event_annotation(ts, vcenter, kind, tid, text, who)
+        return event_annotation(ts, vcenter, kind, tid, _said(SNAPSHOT_TASKS[task].format(vm=who["vm"] or "a VM")),
+                                who)
     text = _summary(tid, ev, who, lun_ds, ds_names)
     if not text:
         text = " ".join(str(ev.get("fullFormattedMessage") or tid).split())
-    if len(text) > SUMMARY_MAX:
-        text = text[:SUMMARY_MAX - 1] + "…"
-    return event_annotation(ts, vcenter, kind, tid, text, who)
+    return event_annotation(ts, vcenter, kind, tid, _said(text), who)
+
+
+def _said(text: str) -> str:
+    """A summary as it is kept: its control characters escaped (vCenter's message and the names in it are anyone's
+    text: a VM's name, an alarm's, a message posted through the API; the TUI shows it as it is), at most
+    SUMMARY_MAX characters."""
+    text = printable(text)
+    return text if len(text) <= SUMMARY_MAX else text[:SUMMARY_MAX - 1] + "…"
 
 
 def _summary(tid: str, ev: Node, who: dict[str, str | None], lun_ds: dict[str, str],
