@@ -535,7 +535,7 @@ class VSphereCollector(BaseCollector):
     async def lookback(self, seconds: float, vms: Iterable[str] | None = None,
                        emit: Callable[[list[Record]], object] | None = None) -> list[Record]:
         """The last `seconds` (at most an hour) of realtime samples, in one pass, after the events of vCenter's
-        log in that time.
+        log in all of `seconds` (vCenter keeps its events for days: what changed three hours ago is read).
 
         Every powered-on VM and host, or only the VMs named in `vms` and their hosts (those they ran on in the
         window too: vCenter tags no sample with where it was taken, its migrations say). For triage: the
@@ -543,7 +543,8 @@ class VSphereCollector(BaseCollector):
         there as they come (a 10,000-VM hour is never held at once); a session lost after some went out is
         not retried (they would go out twice).
         """
-        seconds = min(max(seconds, 20.0), MAX_LOOKBACK_S)
+        events_s = max(seconds, 20.0)
+        seconds = min(events_s, MAX_LOOKBACK_S)
         names = set(vms) if vms is not None else None
         sent: list[int] = []
 
@@ -558,18 +559,20 @@ class VSphereCollector(BaseCollector):
                 await self._light(conn)
             clock = await self._clock(conn)
             events: list[Annotation] = []
-            left: set[str] = set()  # hosts the named VMs left in the window
+            left: set[str] = set()  # hosts the named VMs left in the samples' window
+            now = conn.session.server_now()
+            samples_from = int((now - seconds) * 1e9)
 
             def took(page: list[Annotation]) -> None:
                 left.update(a.tags["source_host"] for a in page if names is not None and a.tags.get("vm") in names
-                            and a.tags.get("source_host"))
+                            and a.tags.get("source_host") and a.ts >= samples_from)
                 if emit is not None:
                     out(page)  # type: ignore[arg-type]
                 else:
                     events.extend(page)
 
             if self.event_log is not None:
-                await self._events_since(conn, conn.session.server_now() - seconds, took)
+                await self._events_since(conn, now - events_s, took)
             vms, hosts = self._entities(names)
             if left:
                 hosts += await self._left_hosts(conn, left - {self.inventory.hosts[h].name for h in hosts})
