@@ -8,7 +8,8 @@ xsi:type'd VirtualDisk), TaskEvent (info: TaskInfo with descriptionId), Extended
 managedObject, data), EventEx (eventTypeId, severity, arguments of KeyAnyValue), DasHostFailedEvent
 (failedHost), AlarmStatusChangedEvent (alarm, source, entity, from, to) - with what a real vCenter does that
 the simulator does not: microsecond times, typed argument values, an EventEx from an ESXi host naming no
-objectId, a reconfiguration that gives its disk size in KB only, tasks that are no snapshot.
+objectId, a reconfiguration that gives its disk size in KB only, tasks that are no snapshot, an empty userName
+for vCenter's own events.
 """
 
 from __future__ import annotations
@@ -19,16 +20,18 @@ from db2vtop.collectors.vsphere.soapxml import NS, Node
 
 LUN = "naa.60002ac0000000000000000a00021f6b"
 COMMON = ('<key>{key}</key><chainId>{key}</chainId><createdTime>2024-05-01T02:1{key}:05.123456Z</createdTime>'
-          '<userName>VSPHERE.LOCAL\\svc-drs</userName><datacenter><name>DC1</name>'
+          '<userName>{user}</userName><datacenter><name>DC1</name>'
           '<datacenter type="Datacenter">datacenter-3</datacenter></datacenter>'
           '<computeResource><name>prod</name><computeResource type="ClusterComputeResource">domain-c8'
           '</computeResource></computeResource>')
 HOST12 = '<host><name>esx12.lab</name><host type="HostSystem">host-12</host></host>'
 VM = '<vm><name>{vm}</name><vm type="VirtualMachine">vm-{n}</vm></vm>'
+JDOE = "VSPHERE.LOCAL\\jdoe"
 
 
-def event(type_: str, key: int, body: str) -> str:
-    return f'<returnval xsi:type="{type_}">{COMMON.format(key=key)}{body}</returnval>'
+def event(type_: str, key: int, body: str, user: str = "") -> str:
+    """An event of `user` (vCenter's own, DRS's, HA's, ESXi's name none: an empty userName)."""
+    return f'<returnval xsi:type="{type_}">{COMMON.format(key=key, user=user)}{body}</returnval>'
 
 
 PAGE = ('<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenc="http://schemas.xmlsoap.org/soap/'
@@ -47,7 +50,7 @@ PAGE = ('<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenc="
                   '<fullFormattedMessage>Completed the relocation of the virtual machine</fullFormattedMessage>'
                   '<template>false</template><sourceHost><name>esx12.lab</name><host type="HostSystem">host-12'
                   '</host></sourceHost><sourceDatastore><name>ds_db</name><datastore type="Datastore">datastore-7'
-                  '</datastore></sourceDatastore>'),
+                  '</datastore></sourceDatastore>', JDOE),
             event("VmReconfiguredEvent", 3, HOST12 + VM.format(vm="db01", n=7)
                   + '<fullFormattedMessage>Reconfigured db01 on esx12.lab in DC1</fullFormattedMessage>'
                   '<template>false</template><configSpec><changeVersion>2024-05-01T02:12:01.5Z</changeVersion>'
@@ -56,14 +59,15 @@ PAGE = ('<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenc="
                   'xsi:type="VirtualDisk"><key>2001</key><deviceInfo><label>Hard disk 2</label><summary>'
                   '209,715,200 KB</summary></deviceInfo><controllerKey>1000</controllerKey><unitNumber>1'
                   '</unitNumber><capacityInKB>209715200</capacityInKB></device></deviceChange></configSpec>'
-                  '<configChanges><modified>config.hardware.numCPU: 8 -&gt; 16; </modified></configChanges>'),
+                  '<configChanges><modified>config.hardware.numCPU: 8 -&gt; 16; </modified></configChanges>', JDOE),
             event("TaskEvent", 4, HOST12 + VM.format(vm="db01", n=7)
                   + '<fullFormattedMessage>Task: Remove snapshot</fullFormattedMessage><info><key>task-991</key>'
                   '<task type="Task">task-991</task><name>RemoveSnapshot_Task</name><descriptionId>'
                   'vm.Snapshot.remove</descriptionId><entity type="VirtualMachine">vm-7</entity><entityName>db01'
                   '</entityName><state>running</state><cancelled>false</cancelled><cancelable>false</cancelable>'
                   '<reason xsi:type="TaskReasonUser"><userName>VSPHERE.LOCAL\\backup</userName></reason>'
-                  '<queueTime>2024-05-01T02:14:05.1Z</queueTime><eventChainId>4</eventChainId></info>'),
+                  '<queueTime>2024-05-01T02:14:05.1Z</queueTime><eventChainId>4</eventChainId></info>',
+                  "VSPHERE.LOCAL\\backup"),
             event("TaskEvent", 5, HOST12 + VM.format(vm="db01", n=7)
                   + '<fullFormattedMessage>Task: Acquire CIM service</fullFormattedMessage><info><key>task-992'
                   '</key><task type="Task">task-992</task><descriptionId>HostSystem.acquireCimServicesTicket'
@@ -107,12 +111,14 @@ def test_real_vcenter_event_shapes_make_the_annotations_they_say():
     assert said[:8] == [
         ("DrsVmMigratedEvent", "migration", "DRS moved etl-7 from esx11.lab onto esx12.lab",
          {"vm": "etl-7", "host": "esx12.lab", "datastore": "ds_db", "source_host": "esx11.lab"}),
-        ("VmRelocatedEvent", "migration", "Storage vMotion moved db01 from datastore ds_db to ds_fast",
+        ("VmRelocatedEvent", "migration",
+         "Storage vMotion moved db01 from datastore ds_db to ds_fast (by VSPHERE.LOCAL\\jdoe)",
          {"vm": "db01", "host": "esx12.lab", "datastore": "ds_fast", "source_host": "esx12.lab"}),
         ("VmReconfiguredEvent", "reconfigure",
          "db01 reconfigured: 16 vCPUs, memory 131072 MB, CPU reservation 0 MHz, CPU limit none, "
-         "Hard disk 2 resized to 200 GB", {"vm": "db01", "host": "esx12.lab"}),
-        ("TaskEvent", "snapshot", "removing a snapshot of db01 started", {"vm": "db01", "host": "esx12.lab"}),
+         "Hard disk 2 resized to 200 GB (by VSPHERE.LOCAL\\jdoe)", {"vm": "db01", "host": "esx12.lab"}),
+        ("TaskEvent", "snapshot", "removing a snapshot of db01 started (by VSPHERE.LOCAL\\backup)",
+         {"vm": "db01", "host": "esx12.lab"}),
         # the acquireCimServicesTicket task is no snapshot: left out
         ("esx.problem.scsi.device.io.latency.high", "storage",
          f"esx12.lab: device {LUN} I/O latency rose from 1.3 ms to 28.0 ms",

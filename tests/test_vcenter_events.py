@@ -64,9 +64,10 @@ SCENARIO = {
         {"type": "VmReconfiguredEvent", "ago_s": 7200, "vm": "db01", "config": {"num_cpus": 8}},
         {"type": "VmRestartedOnAlternateHostEvent", "ago_s": 3000, "vm": "db01", "host": "esx12",
          "source_host": "esx11"},
-        {"type": "VmReconfiguredEvent", "ago_s": 2400, "vm": "db01",
+        {"type": "VmReconfiguredEvent", "ago_s": 2400, "vm": "db01", "user": "VSPHERE.LOCAL\\jdoe",
          "config": {"memory_reservation_mb": 65536, "disks": [{"label": "Hard disk 1", "size_gb": 200}]}},
-        {"type": "TaskEvent", "ago_s": 1800, "vm": "db01", "task": "VirtualMachine.createSnapshot"},
+        {"type": "TaskEvent", "ago_s": 1800, "vm": "db01", "task": "VirtualMachine.createSnapshot",
+         "user": "svc-backup"},
         {"type": "EventEx", "id": "esx.problem.scsi.device.io.latency.high", "ago_s": 1200, "host": "esx12",
          "severity": "warning", "arguments": {"1": LUN, "2": "1200", "3": "38000"},
          "message": f"Device {LUN} performance has deteriorated. I/O latency increased from average value of "
@@ -76,8 +77,9 @@ SCENARIO = {
 }
 SUMMARIES = {
     "ha": "HA restarted db01 on esx12 (it ran on esx11)",
-    "reconfigure": "db01 reconfigured: memory reservation 65536 MB, Hard disk 1 resized to 200 GB",
-    "snapshot": "a snapshot of db01 started",
+    "reconfigure": "db01 reconfigured: memory reservation 65536 MB, Hard disk 1 resized to 200 GB "
+                   "(by VSPHERE.LOCAL\\jdoe)",
+    "snapshot": "a snapshot of db01 started (by svc-backup)",
     "storage": f"esx12: device {LUN} I/O latency rose from 1.2 ms to 38.0 ms",
     "migration": "DRS moved etl-7 from esx11 onto esx12",
 }

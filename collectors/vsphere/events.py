@@ -199,18 +199,21 @@ def to_annotation(ev: Node, vcenter: str, lun_ds: dict[str, str], ds_names: dict
             return None
         who["vm"] = who["vm"] or (str(info.get("entityName")) if isinstance(info, Node) and info.get("entityName")
                                   else None)
-        return event_annotation(ts, vcenter, kind, tid, _said(SNAPSHOT_TASKS[task].format(vm=who["vm"] or "a VM")),
+        return event_annotation(ts, vcenter, kind, tid, _said(SNAPSHOT_TASKS[task].format(vm=who["vm"] or "a VM"), ev),
                                 who)
     text = _summary(tid, ev, who, lun_ds, ds_names)
     if not text:
         text = " ".join(str(ev.get("fullFormattedMessage") or tid).split())
-    return event_annotation(ts, vcenter, kind, tid, _said(text), who)
+    return event_annotation(ts, vcenter, kind, tid, _said(text, ev), who)
 
 
-def _said(text: str) -> str:
-    """A summary as it is kept: its control characters escaped (vCenter's message and the names in it are anyone's
-    text: a VM's name, an alarm's, a message posted through the API; the TUI shows it as it is), at most
-    SUMMARY_MAX characters."""
+def _said(text: str, ev: Node) -> str:
+    """A summary as it is kept: who did it (the event's user: none for vCenter's own, DRS's, HA's, ESXi's), its
+    control characters escaped (vCenter's message and the names in it are anyone's text: a VM's name, an
+    alarm's, a message posted through the API; the TUI shows it as it is), at most SUMMARY_MAX characters."""
+    user = ev.get("userName")
+    if isinstance(user, str) and user.strip():
+        text += f" (by {' '.join(user.split())})"
     text = printable(text)
     return text if len(text) <= SUMMARY_MAX else text[:SUMMARY_MAX - 1] + "…"
 

@@ -49,6 +49,7 @@ type EventSpec struct {
 	Alarm           string            `json:"alarm"`
 	From            string            `json:"from"`
 	To              string            `json:"to"`
+	User            string            `json:"user"`
 }
 
 // ReconfigSpec is a VmReconfiguredEvent's configSpec: what the reconfiguration asked for.
@@ -99,10 +100,11 @@ func (l *EventLog) context() *simulator.Context {
 }
 
 // post posts an event through govmomi's EventManager, then keeps it, created at `at`.
-func (l *EventLog) post(ctx *simulator.Context, ev types.BaseEvent, at time.Time) {
+func (l *EventLog) post(ctx *simulator.Context, ev types.BaseEvent, at time.Time, user string) {
 	ctx.WithLock(l.mgr, func() { l.mgr.PostEvent(ctx, &types.PostEvent{EventToPost: ev}) })
 	e := ev.GetEvent()
 	e.CreatedTime = at
+	e.UserName = user // PostEvent's is the posting session's; vCenter's own events (DRS, HA, ESXi's) name none
 	entry := &logEntry{at: at, key: e.Key, names: eventNames(ev), event: ev}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -150,7 +152,7 @@ func (l *EventLog) session(ctx *simulator.Context) {
 }
 
 func (m *eventManager) PostEvent(ctx *simulator.Context, req *types.PostEvent) soap.HasFault {
-	m.log.post(ctx, req.EventToPost, time.Now())
+	m.log.post(ctx, req.EventToPost, time.Now(), ctx.Session.UserName) // as vCenter does: the posting session's
 	return &methods.PostEventBody{Res: new(types.PostEventResponse)}
 }
 
@@ -380,7 +382,7 @@ func (r refs) event(s EventSpec) (types.BaseEvent, error) {
 		}
 		return &types.TaskEvent{Event: base, Info: types.TaskInfo{Key: "task-sim", Task: types.ManagedObjectReference{
 			Type: "Task", Value: "task-sim"}, DescriptionId: s.Task, Entity: vm, EntityName: s.VM,
-			State: types.TaskInfoStateRunning, Reason: &types.TaskReasonUser{UserName: "vsphere-sim"}}}, nil
+			State: types.TaskInfoStateRunning, Reason: taskReason(s.User)}}, nil
 	case "AlarmStatusChangedEvent":
 		target, name := types.ManagedObjectReference{}, s.VM
 		switch {
@@ -450,6 +452,14 @@ func reconfigSpec(c ReconfigSpec) types.VirtualMachineConfigSpec {
 }
 
 // postScenario posts the scenario's events and the generated ones.
+// taskReason: a task a user started names them; one without is vCenter's own.
+func taskReason(user string) types.BaseTaskReason {
+	if user == "" {
+		return &types.TaskReasonSystem{}
+	}
+	return &types.TaskReasonUser{UserName: user}
+}
+
 func (l *EventLog) postScenario(sc *Scenario) (refs, error) {
 	r := refs{reg: l.reg}
 	if dcs := l.reg.All("Datacenter"); len(dcs) > 0 {
@@ -470,7 +480,7 @@ func (l *EventLog) postAll(r refs, specs []EventSpec, now time.Time) error {
 		if err != nil {
 			return fmt.Errorf("event %s: %w", s.Type, err)
 		}
-		l.post(ctx, ev, now.Add(-time.Duration(s.AgoS*float64(time.Second))))
+		l.post(ctx, ev, now.Add(-time.Duration(s.AgoS*float64(time.Second))), s.User)
 	}
 	return nil
 }
