@@ -16,14 +16,17 @@ import asyncio
 import json
 import signal
 import ssl
+import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.events import EVENT, identity
 from db2vtop.agent.core.model import Annotation
 from db2vtop.agent.core.store import Store
+from db2vtop.checks.verdict import stack_verdict
 from db2vtop.collectors.vsphere.collector import VSphereCollector
 from db2vtop.collectors.vsphere.config import VCenterConfig
 from db2vtop.collectors.vsphere.events import CYCLE_PAGES, PAGE
@@ -184,6 +187,11 @@ def test_an_agent_restarted_reads_no_event_twice_and_misses_none(tmp_path):
         first = run_cli("agent", "-c", cfg, "--once", env=ENV, timeout=180)
         assert first.returncode == 0, first.stderr
         assert [a.text for a in _stored_events(store)] == list(SUMMARIES.values())
+        # the Stack screen's few minutes: the onset is found before them, and the event before it with it
+        with Store(store) as st:
+            now = time.time_ns()
+            shown = stack_verdict(st, StackConfig("db01", vm="db01", vcenter="vc1"), now - 120 * 10**9, now)
+        assert shown.events == [] and "after DRS moved etl-7 from esx11 onto esx12" in shown.summary, shown.summary
         _post_events(s, [{"type": "VmPoweredOffEvent", "vm": "web-3"},
                          {"type": "EnteredMaintenanceModeEvent", "host": "esx11"}, HOSTILE])
         second = run_cli("agent", "-c", cfg, "--once", env=ENV, timeout=180)
