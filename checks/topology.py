@@ -182,6 +182,11 @@ class StackEntities:
     def host_at(self, ts: int) -> str | None:
         return self.fixed_host or self.placement.host_at(ts)
 
+    def always_there(self, tags: dict[str, str]) -> bool:
+        """A host's series counts at every moment of the window: the VM ran on that host alone in it (or the
+        target is the host)."""
+        return self.fixed_host is not None or (len(self.hosts) == 1 and tags.get("host") == self.hosts[0])
+
     def ran_there(self, tags: dict[str, str], ts: int) -> bool:
         """A host's sample counts while the VM ran on that host."""
         return self.fixed_host is not None or self.placement.host_at(ts) == tags.get("host")

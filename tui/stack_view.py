@@ -19,10 +19,11 @@ from textual.strip import Strip
 
 from db2vtop.agent.core.events import EVENT, VCenterEvent
 from db2vtop.agent.core.model import Annotation, Finding
+from db2vtop.checks.culprits import Culprit
 from db2vtop.checks.figures import LATENCY_FLOOR_MS
 from db2vtop.checks.scales import Levels
 from db2vtop.checks.topology import StackEntities
-from db2vtop.checks.verdict import earlier_text, onset_text, stack_verdict
+from db2vtop.checks.verdict import StackVerdict, earlier_text, onset_text, stack_verdict
 from db2vtop.tui.chart import EVENT_STYLE, MARKER_STYLE, VCENTER_STYLE, Marks, braille, nice_top, style, time_axis
 from db2vtop.tui.data import (
     Reader,
@@ -87,6 +88,7 @@ class LayerView:
     stale: bool = False
     present: bool = True
     data: bool = True  # samples in the window: without, the layer folds into the block's one "no data" line
+    culprits: list[Run] = field(default_factory=list)  # the blamed layer's: who takes what it contends for
 
 
 @dataclass
@@ -113,22 +115,27 @@ class StackView:
     markers: list[Annotation]
     findings: list[Finding]
     events: list[VCenterEvent] = field(default_factory=list)  # the stack's vCenter events in the window
+    culprits: list[Culprit] = field(default_factory=list)  # the verdict's, ranked
+
+
+#: culprits shown beside the blamed layer
+SHOWN_CULPRITS = 3
 
 
 # --- verdict -------------------------------------------------------------------------------
 
 
 def _verdict(rd: Reader, target: Target, since: int, until: int, levels: Levels,
-             findings: list[Finding]) -> tuple[list[Run], list[VCenterEvent]]:
+             findings: list[Finding]) -> tuple[list[Run], StackVerdict | None]:
     """The verdict at the cursor: the episode going on then, since when, the other causes beside it and the
     earlier episodes of the window (checks/verdict.py), in local time; and the stack's vCenter events."""
     try:  # over the window: its own entities (the VM's hosts in the window, each bucket with its own)
         v = stack_verdict(rd, target.stack, since, until, levels.overrides, resolve_at(rd, target, since, until))
         v.note_findings(findings)
     except Exception as e:  # the verdict is the checks' business: show its failure, keep the screen
-        return [("verdict failed: ", "bold red"), (str(e)[:200], "red")], []
+        return [("verdict failed: ", "bold red"), (str(e)[:200], "red")], None
     if v.confidence == "none":
-        return [("verdict: too little data ", "dim"), (f"({v.samples} samples in the window)", "dim")], v.events
+        return [("verdict: too little data ", "dim"), (f"({v.samples} samples in the window)", "dim")], v
     st = {"high": "bold red", "medium": "bold yellow", "low": "yellow"}.get(v.confidence, "bold")
     blame = " ".join(x for x in (v.layer, onset_text(v, utc=False)) if x) + ": " if v.layer else ""
     out: list[Run] = [("VERDICT ", "bold reverse"), (" ", None), (blame, st), (v.summary, "bold"),
@@ -139,7 +146,18 @@ def _verdict(rd: Reader, target: Target, since: int, until: int, levels: Levels,
                                  "; ".join(v.not_known)) if x)
     if more:
         out += [("\n", None), (more, "dim")]
-    return out, v.events
+    return out, v
+
+
+def _culprit_runs(found: list[Culprit]) -> list[Run]:
+    """The first culprits as the blamed layer shows them, each a figure: `◀ etl-7 72%  db01 (itself) 5%  J`."""
+    out: list[Run] = []
+    for i, c in enumerate(found[:SHOWN_CULPRITS]):
+        who = c.vm or c.lun or "?"
+        out += [("◀ " if i == 0 else "", "bold red"),
+                (f"{who}{' (itself)' if c.own else ''} {c.share_pct:.0f}%", "bold red" if i == 0 else "bold"),
+                SEPARATOR]
+    return [*out, ("J", "dim"), SEPARATOR]
 
 
 def _event_runs(events: list[VCenterEvent]) -> list[Run]:
@@ -197,12 +215,21 @@ def _line(runs: list[Run]) -> Strip:
 
 
 def _figure_lines(layer: LayerView, rows: int, width: int) -> list[Strip]:
-    """The title, then the figures packed into the column: a figure never breaks across lines."""
+    """The title, then the culprits beside a blamed layer, then the figures, packed into the column: a figure
+    (a culprit) never breaks across lines."""
     title: list[Run] = [(layer.title, "bold" if layer.present else "dim")]
     if layer.stale and layer.age_s is not None:
         title.append((f"  STALE {ago(layer.age_s)}", "bold yellow"))
-    lines, line, used, chunk = [title], [], 0, []
-    for run in [*layer.figures, SEPARATOR]:
+    lines = [title, *_packed(layer.culprits, width), *_packed(layer.figures, width)]
+    return [_line([(" ", None), *runs]) for runs in lines[:rows]]
+
+
+def _packed(runs: list[Run], width: int) -> list[list[Run]]:
+    """Runs of figures (each ended by SEPARATOR, the last one may not be) as lines no wider than `width`."""
+    lines: list[list[Run]] = []
+    line: list[Run] = []
+    used, chunk = 0, []
+    for run in [*runs, SEPARATOR] if runs and runs[-1] != SEPARATOR else runs:
         chunk.append(run)
         if run != SEPARATOR:
             continue
@@ -215,7 +242,7 @@ def _figure_lines(layer: LayerView, rows: int, width: int) -> list[Strip]:
         chunk = []
     if line:
         lines.append(line)
-    return [_line([(" ", None), *runs]) for runs in lines[:rows]]
+    return lines
 
 
 def _block(layers: list[LayerView], axis_a: Strip, axis_b: Strip, geo: Geometry) -> list[Strip]:
@@ -271,7 +298,9 @@ def load_stack(rd: Reader, target: Target, since: int, until: int, panel: str, g
     events = [a for a in annotations if a.event not in ("marker", EVENT)]
     a_cols, b_cols = max(geo.a_cols - GUTTER, 1), max(geo.b_cols - GUTTER, 1)
     findings = _stack_findings(rd, r, until)
-    verdict, vcenter = _verdict(rd, target, since, until, levels, findings)
+    verdict, judged = _verdict(rd, target, since, until, levels, findings)
+    vcenter = judged.events if judged is not None else []
+    culprits = judged.culprits if judged is not None else []
     marked = vcenter if show_events else []
 
     def vcenter_layer(e: VCenterEvent) -> str:  # the VM's own events on its layer, the others on the host's
@@ -283,6 +312,11 @@ def load_stack(rd: Reader, target: Target, since: int, until: int, panel: str, g
                                     vcenter=[e.ts for e in marked if vcenter_layer(e) == key])
 
     layers = _draw_layers(rd, load_layers(rd, r, until, levels), since, until, geo, marks(a_cols), marks(b_cols))
+    if culprits and judged is not None and judged.episodes:
+        blamed = judged.episodes[-1].layer
+        for x in layers:
+            if x.key == (blamed if blamed in {y.key for y in layers} else "host"):
+                x.culprits = _culprit_runs(culprits)
     spans = rd.run_spans(since, until)
     all_marks = Marks.at(since, until, a_cols, [m.ts for m in markers], [e.ts for e in events], spans,
                          [e.ts for e in marked])
@@ -297,7 +331,7 @@ def load_stack(rd: Reader, target: Target, since: int, until: int, panel: str, g
                                                       [e.ts for e in events], spans, [e.ts for e in marked]), GUTTER)
     return StackView(target, r, until, since, verdict + (_event_runs(vcenter) if show_events else []), layers,
                      _block(layers, axis_a, axis_b, geo), panel, summary, model,
-                     load_status(rd, until, r.collectors()), markers, findings, vcenter)
+                     load_status(rd, until, r.collectors()), markers, findings, vcenter, culprits)
 
 
 def _stack_findings(rd: Reader, r: StackEntities, until: int) -> list[Finding]:

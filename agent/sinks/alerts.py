@@ -66,11 +66,11 @@ EVALUATE_THREAD = "alerts"
 def _watch(levels: dict[str, float]) -> dict[str, list[tuple[str, float | None, str]]]:
     """measurement -> (field, level or None for "any amount", the entity its tags name): the verdict's triggers
     (checks/verdict.py TRIGGERS) on the samples' own fields. DB2's read waits count each at half their summed
-    level and the VM's swapped memory at any amount (a superset: only which stacks get a verdict)."""
+    level (a superset: only which stacks get a verdict)."""
     out: dict[str, list[tuple[str, float | None, str]]] = {}
     wanted = [(role, levels[lv] if lv else None) for role, lv in TRIGGERS]
     wanted += [("read_wait_pct", levels["symptom_read_wait_pct"] / 2),
-               ("direct_read_wait_pct", levels["symptom_read_wait_pct"] / 2), ("vm_swapped_bytes", None)]
+               ("direct_read_wait_pct", levels["symptom_read_wait_pct"] / 2)]
     for role, level in wanted:
         for fig in ROLES[role]:
             out.setdefault(fig.measurement, []).append((fig.field, level, fig.entity))
@@ -491,12 +491,14 @@ class Alerter:
                 stacks = self._stacks_of(view)
                 names = {n for e in self.hot for n in stacks.of_entity(e)}
                 names |= {n for a in self.state.active.values() for n in a.alert.stacks}
+                shared: dict = {}  # a host's figures and a datastore's VMs, read once for every stack they slow
                 for name in sorted(names):
                     stack = stacks.stacks.get(name)
                     if stack is None:
                         continue
                     ent = resolve(view, stack, now - WINDOW_NS, now)
-                    judged.append((stack_verdict(view, stack, now - WINDOW_NS, now, self.cfg.checks, ent), ent))
+                    judged.append((stack_verdict(view, stack, now - WINDOW_NS, now, self.cfg.checks, ent,
+                                                 shared=shared), ent))
                 current = {**episode_alerts(judged), **finding_alerts(critical, judged, stacks.vm_stack)}
             else:
                 current = {}

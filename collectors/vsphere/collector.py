@@ -395,6 +395,7 @@ class VSphereCollector(BaseCollector):
             names = await self.run_blocking(inv_mod.retrieve, s, conn.view, {"VirtualMachine": ("name",)},
                                             inv_mod.PAGE)
             targets = [obj for obj, p in names if p.get("name") in wanted]
+            named = {obj.value: str(p["name"]) for obj, p in names if p.get("name")}  # each datastore's VMs
             del names  # 10,000 rows not held through the reads below
             vm_rows, ds_rows = await asyncio.gather(self.run_blocking(inv_mod.full_vm_rows, s, targets),
                                                     self.run_blocking(inv_mod.read_datastores, s, conn.view))
@@ -408,7 +409,7 @@ class VSphereCollector(BaseCollector):
                 self.run_blocking(inv_mod.retrieve_objects, s, neighbours, {"VirtualMachine": inv_mod.VM_LIGHT}),
                 self.run_blocking(inv_mod.retrieve_objects, s, sorted(clusters), {"ClusterComputeResource": ("name",)}))
             self._set_inventory(Inventory(inv_mod.vms_from(light), inv_mod.hosts_from(host_rows + cluster_rows)))
-            read = FullRead(self.inventory, vm_rows, host_rows, ds_rows, agg_rows=light)
+            read = FullRead(self.inventory, vm_rows, host_rows, ds_rows, agg_rows=light, names=named)
             facts, self.maps = build_facts(self.cfg.name, read, time.time_ns())
             return facts
         return await self._with_session(step)
@@ -425,7 +426,8 @@ class VSphereCollector(BaseCollector):
             self.run_blocking(inv_mod.retrieve_objects, s, [Ref("HostSystem", h) for h in hosts],
                               {"HostSystem": inv_mod.HOST_FULL}),
             self.run_blocking(inv_mod.read_datastores, s, conn.view))
-        read = FullRead(self.inventory, vm_rows, host_rows, ds_rows, agg_rows=light)
+        read = FullRead(self.inventory, vm_rows, host_rows, ds_rows, agg_rows=light,
+                        names={m: v.name for m, v in self.inventory.vms.items()})
         return build_facts(self.cfg.name, read, time.time_ns())
 
     async def _changed_facts(self, conn: _Conn, light: Rows) -> list[Fact]:
@@ -538,9 +540,10 @@ class VSphereCollector(BaseCollector):
         log in all of `seconds` (vCenter keeps its events for days: what changed three hours ago is read).
 
         Every powered-on VM and host, or only the VMs named in `vms` and their hosts (those they ran on in the
-        window too: vCenter tags no sample with where it was taken, its migrations say). For triage: the
-        agent's high-water marks and event log position are left alone. With `emit`, each call's records go
-        there as they come (a 10,000-VM hour is never held at once); a session lost after some went out is
+        window too: vCenter tags no sample with where it was taken, its migrations say); of the counters whose
+        fields `history_fields` names, when set (what triage keeps). For triage: the agent's high-water marks
+        and event log position are left alone. With `emit`, each call's records go there as they come (a
+        10,000-VM hour is never held at once); a session lost after some went out is
         not retried (they would go out twice).
         """
         events_s = max(seconds, 20.0)
@@ -723,6 +726,8 @@ class VSphereCollector(BaseCollector):
             ids = conn.ids.metric_ids[kind]
             if not ids:
                 continue
+            if since is not None and self.history_fields is not None:  # a look back: what its reader keeps
+                ids = conn.ids.split(kind, self.history_fields)[0]
             # an entity's first samples: the history the live rules read (of the counters they read), and the
             # newest sample of the others, in two specs one call answers
             history, rest = conn.ids.split(kind, self.history_fields)
