@@ -3,8 +3,9 @@
 The vSphere collector stores each event of vCenter's log as an annotation (agent/core/events.py).
 A stack's events are those of its VM, of a host while the VM ran there (a DRS migration that moved a
 neighbour onto it, a host that lost a path) and of its datastores and LUNs on any host; an episode's
-text names the newest of them at or before its onset ("since 02:13 UTC, 40s after DRS moved etl-7 from
-esx11 onto esx12"). Placement (checks/topology.py) reads the VM's own migrations from the same index.
+text names the newest of them at or before its onset, the newest naming its first culprit where one does
+("since 02:13 UTC, 40s after DRS moved etl-7 from esx11 onto esx12", etl-7 taking the host's CPU, rather than
+the alarm it set off after). Placement (checks/topology.py) reads the VM's own migrations from the same index.
 """
 
 from __future__ import annotations
@@ -76,11 +77,14 @@ def stack_events(ent: StackEntities) -> list[VCenterEvent]:
     return sorted((e for e in found.values() if not ent.vcenter or e.vcenter == ent.vcenter), key=lambda e: e.ts)
 
 
-def nearest_before(events: list[VCenterEvent], onset_ns: int, bucket_ns: int) -> VCenterEvent | None:
+def nearest_before(events: list[VCenterEvent], onset_ns: int, bucket_ns: int,
+                   culprit: str | None = None) -> VCenterEvent | None:
     """The newest event at or before an onset (its first bucket included: the onset is where that bucket
-    begins)."""
+    begins); the newest of those naming `culprit` (the co-tenant the episode blames first, a VM or a LUN) where
+    any does: DRS moving the hog onto the host says what changed better than an alarm it set off after."""
     found = [e for e in events if e.ts < onset_ns + bucket_ns]
-    return max(found, key=lambda e: e.ts) if found else None
+    named = [e for e in found if culprit and (e.vm == culprit or (e.lun or "").lower() == culprit.lower())]
+    return max(named or found, key=lambda e: e.ts) if found else None
 
 
 def after_text(summary: str, event_ns: int, onset_ns: int) -> str:

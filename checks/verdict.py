@@ -150,6 +150,12 @@ class Episode:
     event: VCenterEvent | None = None  # the stack's newest vCenter event at or before its onset
 
     @property
+    def blames(self) -> str | None:
+        """The co-tenant it blames first (a VM, or a LUN behind the same adapter); None when that is the VM."""
+        first = self.culprits[0] if self.culprits else None
+        return None if first is None or first.own else first.vm or first.lun
+
+    @property
     def summary(self) -> str:
         return self.causes[0].summary
 
@@ -208,9 +214,10 @@ class StackVerdict:
         if not (events or reached) or not self.episodes:
             return
         for e in self.episodes:
-            e.event = nearest_before(events, e.start, BUCKET_NS)
+            e.event = nearest_before(events, e.start, BUCKET_NS, e.blames)
         if reached is not None:
-            self.episodes[-1].event = nearest_before(reached, self.episodes[-1].start, BUCKET_NS)
+            last = self.episodes[-1]
+            last.event = nearest_before(reached, last.start, BUCKET_NS, last.blames)
         ongoing = self.episodes[-1] if self.episodes[-1].end is None else None
         head, sep, _ = self.summary.partition("; earlier:")
         if ongoing is not None and ongoing.event is not None:

@@ -121,6 +121,32 @@ def test_the_five_events_are_in_triage_the_verdict_and_its_text(sim, tmp_path):
         assert summary in section, text
 
 
+#: etl-7 takes 59,904 MHz of esx12's 83,200 since DRS moved it there; 30 s later vCenter's host CPU alarm turned
+#: yellow, 30 s before db01's wait began: the alarm is the newest event before the onset, the move what changed
+ALARMED = {**SCENARIO, "hosts": [
+    _host("esx11", [_vm("web-3", 4)]),
+    _host("esx12", [SCENARIO["hosts"][1]["vms"][0],
+                    _vm("etl-7", 32, {"cpu.usagemhz.average": [1300] * (HOUR - 30) + [59904] * 30})]),
+], "events": [
+    {"type": "DrsVmMigratedEvent", "ago_s": 600, "vm": "etl-7", "host": "esx12", "source_host": "esx11"},
+    {"type": "AlarmStatusChangedEvent", "ago_s": 570, "host": "esx12", "alarm": "Host CPU usage",
+     "from": "green", "to": "yellow"},
+]}
+
+
+def test_the_verdict_names_the_event_of_its_culprit_not_a_later_alarm(tmp_path):
+    with Simulator.of(ALARMED, tmp_path) as s:
+        r = run_cli("triage", "-c", config(tmp_path, s), "--vm", "db01", "--format", "json", "--lookback", "1h",
+                    env=ENV, timeout=180)
+    verdict = next(v for v in json.loads(r.stdout)["verdicts"] if v["stack"] == "db01")
+    assert [e["type"] for e in verdict["events"]] == ["DrsVmMigratedEvent", "AlarmStatusChangedEvent"]
+    episode = verdict["episodes"][-1]
+    assert episode["culprits"][0]["vm"] == "etl-7", episode["culprits"]
+    assert episode["event"]["type"] == "DrsVmMigratedEvent", episode["event"]
+    assert "after DRS moved etl-7 from esx11 onto esx12" in verdict["summary"], verdict["summary"]
+    assert "alarm" not in verdict["summary"]
+
+
 def _between(lo_min: float, hi_min: float, high: int, low: int) -> list[int]:
     """An hour of samples, `high` from `lo_min` to `hi_min` minutes ago, `low` otherwise (oldest first)."""
     return [high if hi_min * 60 <= (HOUR - 1 - i) * 20 <= lo_min * 60 else low for i in range(HOUR)]
