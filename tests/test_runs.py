@@ -350,6 +350,7 @@ def test_run_passes_stdio_and_the_exit_status_through(store_path):
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # the idle run's disks must be idle: no other test writing beside it
 def test_runs_while_an_agent_records_this_machine(tmp_path):
     """The issue's acceptance: an idle run and a 600 MB direct write to a real disk, the exit
     statuses passed through, and the write run's disk throughput far above the idle one's."""
