@@ -20,10 +20,10 @@ import json
 import logging
 import os
 import stat
-import time
 from pathlib import Path
 from typing import Any
 
+from db2vtop.agent.core.clock import CLOCK
 from db2vtop.agent.core.files import make_private_dir
 from db2vtop.agent.core.markers import MAX_MARKER_BYTES, inbox_of, inbox_problem
 from db2vtop.agent.core.model import Annotation, Record, record_problem
@@ -123,7 +123,7 @@ class MarkerInbox(BaseCollector):
         if not isinstance(tags, dict) or not all(isinstance(v, str | int | float | bool) for v in tags.values()):
             raise BadMarkerError("tags must be an object of plain values")
         marker = Annotation(kind, name, {str(k): str(v) for k, v in tags.items()}, text, doc.get("ts"))
-        now, skew = time.time_ns(), int(self.clock_skew_s * 1e9)
+        now, skew = CLOCK.now_ns(), int(self.clock_skew_s * 1e9)
         why = record_problem(marker, now - skew, now + skew)
         if why:
             raise BadMarkerError(why)

@@ -39,6 +39,7 @@ from typing import Any
 
 from db2vtop.agent.core import chunks
 from db2vtop.agent.core.backlog import Backlog
+from db2vtop.agent.core.clock import CLOCK, RetentionClock
 from db2vtop.agent.core.files import make_private_dir, open_private
 from db2vtop.agent.core.model import (
     REMOVED,
@@ -1411,6 +1412,7 @@ class StoreWriter:
         self._sealed_before = 0  # every head row before this is sealed (but each series' newest)
         self._pass_before: int | None = None  # the bound of the sealing pass under way
         self._retry_s = _RETRY_S
+        self._retention_clock = RetentionClock(CLOCK.now_ns())  # from the store's newest data once it runs
         self._q: queue.SimpleQueue = queue.SimpleQueue()
         #: records queued and not yet committed (or set aside): what the runtime's back-pressure reads
         self.backlog = Backlog(self.THREAD)
@@ -1458,6 +1460,7 @@ class StoreWriter:
 
     def _run(self) -> None:
         pending = _Batch()
+        self._start_retention_clock()
         next_retention = time.monotonic() + self.retention_every_s
         while True:
             stop = False
@@ -1536,7 +1539,7 @@ class StoreWriter:
         return b
 
     def _written(self, b: _Batch) -> None:
-        now = time.time_ns()  # a source's clock ahead of ours must not close spans still filling
+        now = CLOCK.now_ns()  # a source's clock ahead of ours must not close spans still filling
         self._newest_ns = max([self._newest_ns, *(min(s.ts, now) for s in b.samples)])
         self.stats.batches += 1
         self.stats.samples += len(b.samples)
@@ -1578,8 +1581,21 @@ class StoreWriter:
         except Exception:  # a bug in upkeep must not stop the writing
             log.exception("store %s step failed", what)
 
+    def _start_retention_clock(self) -> None:
+        """Retention counts on from the newest data the store holds (when that is earlier than now): an agent
+        started under a clock that jumped ahead, or after a long stop, does not delete at once what was kept."""
+        now = CLOCK.now_ns()
+        try:
+            span = self.store.time_range()
+        except sqlite3.Error as e:
+            log.warning("store: cannot read its time range (%s); retention counts from now", e)
+            span = None
+        self._retention_clock = RetentionClock(min(span[1], now) if span else now)
+
     def _retention_step(self) -> None:
-        cutoff = time.time_ns() - int(self.retention_s * 1e9)
+        """Delete what is older than `retention`, counted on the retention clock (agent/core/clock.py): a jump
+        of the system clock, forward or back, deletes nothing it would not have deleted anyway."""
+        cutoff = self._retention_clock.now_ns() - int(self.retention_s * 1e9)
         self.stats.retention_deleted += self.store.enforce_retention(cutoff)
 
     def _seal_step(self) -> None:

@@ -8,7 +8,6 @@ added per vendor.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -34,10 +33,6 @@ class StorageCollector(BaseCollector):
 
     def fact(self, kind: str, tags: dict[str, str], data: dict[str, Any], ts: int) -> Fact:
         return Fact(kind, {**self.base_tags, **tags}, data, ts)
-
-
-def now_ns() -> int:
-    return time.time_ns()
 
 
 def number(value: Any, what: str) -> float:

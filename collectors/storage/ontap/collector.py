@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from db2vtop.agent.core.model import Annotation, Fact, Record
+from db2vtop.agent.core.model import Annotation, Fact, Record, now_ns
 from db2vtop.collectors.ssh import SSHTarget
-from db2vtop.collectors.storage.common import StorageCollector, StorageFormatError, now_ns
+from db2vtop.collectors.storage.common import StorageCollector, StorageFormatError
 from db2vtop.collectors.storage.ontap.cli import (
     FACT_COMMANDS,
     OntapCommandError,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from db2vtop.agent.core.model import Fact, Record
-from db2vtop.collectors.storage.common import StorageCollector, now_ns, optional_number
+from db2vtop.agent.core.model import Fact, Record, now_ns
+from db2vtop.collectors.storage.common import StorageCollector, optional_number
 from db2vtop.collectors.storage.restclient import RestClient
 from db2vtop.collectors.storage.xtremio.api import (
     CLUSTER,
