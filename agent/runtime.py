@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from db2vtop.agent.core.backlog import Backlog
 from db2vtop.agent.core.clock import CLOCK
+from db2vtop.agent.core.logkey import COLLECTOR
 from db2vtop.agent.core.model import (
     CLOCK_SKEW_S,
     SELF_MEASUREMENT,
@@ -129,6 +130,7 @@ class Runtime:
         self._stop = asyncio.Event()
 
         async def once(c: BaseCollector) -> None:
+            COLLECTOR.set(c.name)
             await self._start(c)
             await asyncio.sleep(c.first_delay)
             await self._guarded_cycle(c)
@@ -151,6 +153,7 @@ class Runtime:
             self._record(c, "error", _describe_error(e, c.timeout, "start"), 0.0, 0, CLOCK.now_ns())
 
     async def _supervised(self, c: BaseCollector) -> None:
+        COLLECTOR.set(c.name)  # this loop's task: its cycles and their log records are this collector's
         try:
             await self._loop(c)
         except Exception as e:  # the loop itself broke: this source would go quiet for good
