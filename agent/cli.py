@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import logging
 import os
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -85,7 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     a = sub.add_parser("agent", help="headless collection into the store",
                        description="Collect on schedule into the embedded store (and InfluxDB when [influxdb] is "
-                                   "configured) until SIGTERM/SIGINT, which stop gracefully: in-flight cycles end, "
+                                   "configured; with [[alert]] sections, alerts from the live verdicts and findings "
+                                   "to Alertmanager or webhooks) until SIGTERM/SIGINT, which stop gracefully: "
+                                   "in-flight cycles end, "
                                    "the store is flushed and the InfluxDB spool is delivered for up to "
                                    "[influxdb] flush_timeout. SIGHUP reloads the config file without losing "
                                    "spooled data.")
@@ -195,6 +198,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("-c", "--config", type=Path, metavar="FILE", help="config whose overrides and sections to apply")
     r.add_argument("--format", choices=["text", "json"], default="text")
 
+    al = sub.add_parser("alert", help="alert receivers: send each a test alert",
+                        description="The [[alert]] receivers of a config (docs/alerts.md).")
+    alsub = al.add_subparsers(dest="alert_command", metavar="ACTION", required=True)
+    alt = alsub.add_parser("test", help="send one test alert to each [[alert]] receiver and say what each answered",
+                           description="Send one test alert (alertname DB2vtopTest, severity warning; Alertmanager "
+                                       "ends it after 5 minutes) to each [[alert]] receiver, now, past its spool, and "
+                                       "print what each answered. Exit status 0 when every receiver took it, else 1.")
+    alt.add_argument("-c", "--config", type=Path, metavar="FILE",
+                     help=f"config file (default: {default_config_path()} if it exists)")
+
     c = sub.add_parser("config", help="validate or create a config file")
     csub = c.add_subparsers(dest="config_command", metavar="ACTION", required=True)
     cc = csub.add_parser("check", help="validate a config file (exit 2 on the first error)",
@@ -251,6 +264,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             return cmd_rules(args)
         if args.command == "stacks":
             return cmd_stacks(args)
+        if args.command == "alert":
+            return cmd_alert_test(args)
         if args.config_command == "check":
             return cmd_config_check(args)
         return cmd_config_init(args)
@@ -558,6 +573,8 @@ def cmd_config_check(args: argparse.Namespace) -> int:
             for _, where, item in sections_of(cfg) if isinstance(item, Secret)]
     if cfg.influxdb:
         refs.append(("influxdb", cfg.influxdb.token(), ""))
+    for i, a in enumerate(cfg.alert):
+        refs += [(f"alert[{i}]", a.token(), ""), (f"alert[{i}]", a.secret(), "")]
     for where, ref, user in refs:
         if ref is None:
             continue
@@ -569,9 +586,30 @@ def cmd_config_check(args: argparse.Namespace) -> int:
         print(f"db2vtop: warning: {warning}", file=sys.stderr)
     counts = ", ".join(f"{len(getattr(cfg, s))} {s}" for s in ("vcenter", "ssh", "db2", "storage", "esxtop", "stack"))
     print(f"{args.config}: OK ({counts}; influxdb {'on' if cfg.influxdb else 'off'}; "
+          f"alert {', '.join(f'{a.name} ({a.kind})' for a in cfg.alert) or 'off'}; "
           f"guest {'every ' + format_duration(cfg.guest.interval) if cfg.guest.enabled else 'off'}; "
           f"store {cfg.store.path}, retention {format_duration(cfg.store.retention)})")
     return EXIT_OK
+
+
+def cmd_alert_test(args: argparse.Namespace) -> int:
+    from db2vtop.agent.sinks.receivers import DeliveryError, Receiver, test_change
+
+    cfg = resolve_config(args.config)
+    if not cfg.alert:
+        where = f" in {cfg.source}" if cfg.source else " (no config file was found)"
+        raise CommandError(f"no [[alert]] section{where}", EXIT_USAGE)
+    for warning in plaintext_warnings(cfg):
+        print(f"db2vtop: warning: {warning}", file=sys.stderr)
+    failed = 0
+    for a in cfg.alert:
+        try:
+            answer = str(Receiver(a, socket.gethostname()).send([test_change(time.time_ns())]))
+        except DeliveryError as e:
+            failed += 1
+            answer = f"{e.state}: {e}"
+        print(printable(f"{a.name} ({a.kind} {a.url}): {answer}"))
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def cmd_config_init(args: argparse.Namespace) -> int:

@@ -76,6 +76,14 @@ _ORDER = {k: i for i, k in enumerate(KINDS)}  # ties between equal ranks: memory
 _SEEN = (("log_write_ms", "log_disk_wait_pct"), ("guest_write_await_ms",), ("vmdk_write_ms", "ready_pct"),
          ("kavg_ms", "esx_kavg_ms"), ("array_ms",))
 _DB2_ROLES = ("log_write_ms", "log_disk_wait_pct", "read_wait_pct", "direct_read_wait_pct", "lock_wait_pct")
+#: a bucket is walked when one of these roles reaches its level (a key of `limits`; None: any amount above zero),
+#: when DB2's read waits together reach `symptom_read_wait_pct`, or when the VM's swapped memory grew
+TRIGGERS: tuple[tuple[str, str | None], ...] = (
+    ("vm_swapin", None), ("host_swapin", None), ("balloon_bytes", None),
+    ("log_write_ms", "symptom_log_write_ms"), ("log_disk_wait_pct", "symptom_log_disk_wait_pct"),
+    ("kavg_ms", "kavg_ms"), ("esx_kavg_ms", "kavg_ms"), ("davg_ms", "device_ms"), ("esx_davg_ms", "device_ms"),
+    ("ready_pct", "ready_pct"), ("costop_pct", "costop_pct"), ("guest_steal_pct", "steal_pct"),
+    ("lock_wait_pct", "symptom_lock_wait_pct"))
 
 
 @dataclass
@@ -576,22 +584,12 @@ def _growing(swapped: dict[int, float]) -> set[int]:
 def _per_bucket(f: dict[str, dict[int, float]], t: dict[str, float],
                 growth: set[int]) -> dict[int, list[tuple[str, float | None, float]]]:
     """bucket -> the causes it shows, ranked; only the buckets where some chain reaches a level are walked."""
-    def over(role: str, level: float) -> set[int]:
-        return {b for b, x in f[role].items() if x >= level}
-
-    def positive(role: str) -> set[int]:
-        return {b for b, x in f[role].items() if x > 0}
-
     reads = {b: (f["read_wait_pct"].get(b) or 0) + (f["direct_read_wait_pct"].get(b) or 0)
              for b in f["read_wait_pct"].keys() | f["direct_read_wait_pct"].keys()}
-    candidates = (growth | positive("vm_swapin") | positive("host_swapin") | positive("balloon_bytes")
-                  | over("log_write_ms", t["symptom_log_write_ms"])
-                  | over("log_disk_wait_pct", t["symptom_log_disk_wait_pct"])
-                  | {b for b, x in reads.items() if x >= t["symptom_read_wait_pct"]}
-                  | over("kavg_ms", t["kavg_ms"]) | over("esx_kavg_ms", t["kavg_ms"])
-                  | over("davg_ms", t["device_ms"]) | over("esx_davg_ms", t["device_ms"])
-                  | over("ready_pct", t["ready_pct"]) | over("costop_pct", t["costop_pct"])
-                  | over("guest_steal_pct", t["steal_pct"]) | over("lock_wait_pct", t["symptom_lock_wait_pct"]))
+    candidates = growth | {b for b, x in reads.items() if x >= t["symptom_read_wait_pct"]}
+    for role, level in TRIGGERS:
+        at = t[level] if level else 0.0
+        candidates |= {b for b, x in f[role].items() if (x >= at if level else x > 0)}
     out = {}
     for b in candidates:
         found = _scores({role: series.get(b) for role, series in f.items()}, t, b in growth)

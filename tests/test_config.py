@@ -64,6 +64,7 @@ def test_template_examples_uncommented_are_valid(tmp_path, monkeypatch):
     assert cfg.influxdb is not None and cfg.influxdb.spool_max_bytes == 2**30
     assert cfg.checks == {"cpu-ready": {"warn_pct": 5}}
     assert cfg.vcenter[0].verify_tls is True
+    assert [(a.name, a.kind) for a in cfg.alert] == [("oncall", "alertmanager"), ("chat", "webhook")]
 
 
 def test_values_are_typed(tmp_path):

@@ -23,7 +23,7 @@ from db2vtop.tui.format import ago
 from db2vtop.tui.table import Run
 
 STATUS_STYLE = {"ok": "green", "error": "bold red", "timeout": "bold red", "skipped": "yellow", "failed": "bold red",
-                "retrying": "bold yellow"}
+                "retrying": "bold yellow", "failing": "bold red"}
 FAILED = ("error", "timeout", "failed")
 MAX_LISTED = 6
 
@@ -189,6 +189,8 @@ class StatusLine(Static):
             else:
                 t.append("● ", style=STATUS_STYLE.get(s.status, "yellow"))
                 t.append(f"{s.collector} {s.status}" + ("" if s.thread else " "), style="bold")
+                if s.detail:
+                    t.append(f" {s.detail}")
                 if not s.thread:
                     t.append(f"{s.duration_ms:.0f}ms {ago(s.age_s)}")
             if s.skipped:
@@ -213,7 +215,7 @@ class StatusLine(Static):
         for s in sorted((s for s in collectors if s.thread and s.status != "ok"), key=lambda s: s.collector):
             line = Text(overflow="fold")  # the agent's own thread: what the stored history may be missing
             style = "red" if s.status == "failed" else "yellow"
-            line.append(f"✖ {s.collector} {s.status}", style="bold " + style)
+            line.append(f"✖ {s.collector} {s.status}" + (f" ({s.detail})" if s.detail else ""), style="bold " + style)
             line.append(f": {s.last_error or 'no reason given'}", style=style)
             lines.append(line)
         self.update(Group(*lines) if len(lines) > 1 else t, layout=len(lines) != self._shown_lines)
