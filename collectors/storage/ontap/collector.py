@@ -96,7 +96,7 @@ class OntapCollector(StorageCollector):
     async def collect(self) -> list[Record]:
         found, resets = await self._rows()
         ts = now_ns()
-        out: list[Record] = [self.sample(r.measurement, r.tags, r.fields, ts) for r in found]
+        out: list[Record] = [*self.samples((r.measurement, r.tags, r.fields, ts) for r in found)]
         for a in resets:
             a.tags = {**self.base_tags, **a.tags}
             a.ts = ts

@@ -61,10 +61,10 @@ class PowermaxCollector(StorageCollector):
     async def collect(self) -> list[Record]:
         if self.client is not None:
             groups = await self.run_blocking(self._unisphere)
-            return [self.sample(m, tags, fields, ts) for m, tags, fields, ts in groups]
+            return [*self.samples(groups)]
         found = await self.run_blocking(self._symstat)
         ts = now_ns()
-        return [self.sample(m, tags, fields, ts) for m, tags, fields in found]
+        return [*self.samples((m, tags, fields, ts) for m, tags, fields in found)]
 
     async def close(self) -> None:
         if self.client is not None:

@@ -48,7 +48,7 @@ class XtremioCollector(StorageCollector):
     async def collect(self) -> list[Record]:
         found = await self.run_blocking(self._read)
         ts = now_ns()
-        return [self.sample(m, tags, fields, ts) for m, tags, fields in found if fields]
+        return [*self.samples((m, tags, fields, ts) for m, tags, fields in found if fields)]
 
     def _facts(self) -> list[tuple[str, dict[str, str], dict]]:
         out = []
