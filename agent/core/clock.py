@@ -45,7 +45,7 @@ def monotonic_ns() -> int:
 _MONOTONIC = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
 
 
-def _iso(ns: int) -> str:
+def iso_utc(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -96,12 +96,13 @@ class Clock:
                 log.warning("the system clock jumped %s forward (it says %s, the monotonic clock %s): db2vtop keeps "
                             "the monotonic clock's time, so nothing is stamped in the future and the store's "
                             "retention deletes nothing early; it takes the system clock's time if that holds for %s",
-                            format_duration(jump / 1e9), _iso(wall), _iso(trusted),
+                            format_duration(jump / 1e9), iso_utc(wall), iso_utc(trusted),
                             format_duration(self.settle_ns / 1e9))
             else:
                 log.warning("the system clock went %s back (it says %s, the monotonic clock %s): db2vtop keeps the "
                             "monotonic clock's time until the system clock catches up, so nothing is stamped before "
-                            "what it has already recorded", format_duration(-jump / 1e9), _iso(wall), _iso(trusted))
+                            "what it has already recorded", format_duration(-jump / 1e9), iso_utc(wall),
+                            iso_utc(trusted))
             return trusted
         if jump > 0 and mono - self._jumped_at >= self.settle_ns:
             log.warning("the system clock has held its new time (%s ahead) for %s: db2vtop takes it as the time "

@@ -39,7 +39,7 @@ from typing import Any
 
 from db2vtop.agent.core import chunks
 from db2vtop.agent.core.backlog import Backlog
-from db2vtop.agent.core.clock import CLOCK, RetentionClock
+from db2vtop.agent.core.clock import CLOCK, RetentionClock, iso_utc
 from db2vtop.agent.core.files import make_private_dir, open_private
 from db2vtop.agent.core.model import (
     REMOVED,
@@ -1348,6 +1348,7 @@ class WriterStats:
     pending: int = 0
     retention_deleted: int = 0
     sealed: int = 0
+    dropped: int = 0  # samples dropped, the oldest first, while more than max_pending waited for the disk
 
 
 @dataclass
@@ -1384,6 +1385,9 @@ class _Batch:
 
 #: a failed commit waits this long before the next try, doubling up to the most
 _RETRY_S, _MAX_RETRY_S = 0.5, 8.0
+#: samples kept in memory for the retry while the store cannot be written (a disk full for long); past it
+#: the oldest are dropped, logged and counted (StoreWriter._bound)
+MAX_PENDING = 100_000
 
 
 class StoreWriter:
@@ -1391,10 +1395,12 @@ class StoreWriter:
 
     Callers never wait on SQLite. A commit that fails for a reason of the moment (disk full, I/O
     error, a read-only remount) keeps the batch and retries with backoff, so nothing handed to the
-    writer is dropped while the process lives. A batch the store refuses for what it holds (an
-    integer past 64 bits, a value of no storable type) is split until the refused records are alone;
-    those are set aside (logged, counted in the thread's health) and the rest is written. A store
-    that can no longer be written at all (a corrupt file) fails the thread, which stops the agent.
+    writer is dropped while the process lives, up to `max_pending` samples waiting: past that (a disk
+    full for hours) the oldest samples are dropped, logged and counted, so memory stays bounded.
+    A batch the store refuses for what it holds (an integer past 64 bits, a value of no storable
+    type) is split until the refused records are alone; those are set aside (logged, counted in the
+    thread's health) and the rest is written. A store that can no longer be written at all (a
+    corrupt file) fails the thread, which stops the agent.
     """
 
     THREAD = "store-writer"
@@ -1402,9 +1408,10 @@ class StoreWriter:
     exit_tries = 5
 
     def __init__(self, path: Path, retention_s: float, retention_every_s: float = 10.0,
-                 supervisor: Supervisor | None = None):
+                 supervisor: Supervisor | None = None, max_pending: int = MAX_PENDING):
         self.store = Store(path, writer=True)
         self.retention_s = retention_s
+        self.max_pending = max_pending
         self.retention_every_s = retention_every_s
         self.stats = WriterStats()
         self.supervisor = supervisor or Supervisor()
@@ -1473,6 +1480,7 @@ class StoreWriter:
                     pending = self._commit_counted(pending)
                     item(self.store)
             pending = self._commit_counted(pending)
+            self._bound(pending)
             self.stats.pending = len(pending.samples)
             if stop:
                 self._commit_at_exit(pending)
@@ -1493,6 +1501,23 @@ class StoreWriter:
             except queue.Empty:
                 break
         return items
+
+    def _bound(self, pending: _Batch) -> None:
+        """Past `max_pending` samples waiting for a store that cannot be written (a disk full for hours), drop
+        the oldest (facts, markers and findings are kept): memory stays bounded, and what is lost is logged
+        and counted in the thread's health (`db2vtop_thread` set_aside) and in stats.dropped."""
+        over = len(pending.samples) - self.max_pending
+        if over <= 0:
+            return
+        dropped = pending.samples[:over]
+        del pending.samples[:over]
+        self.backlog.done(over)
+        self.stats.dropped += over
+        times = [s.ts for s in dropped]
+        self.supervisor.set_aside(
+            self.THREAD, f"{over} samples of {iso_utc(min(times))} to {iso_utc(max(times))}",
+            f"dropped, the oldest of more than {self.max_pending} waiting for a store that cannot be written "
+            f"({self.stats.last_error or 'no error yet'}); {self.stats.dropped} dropped since the start", count=over)
 
     def _commit_at_exit(self, pending: _Batch) -> None:
         self._retry_s = 0.0  # a few more tries, a second apart, then the loss is said

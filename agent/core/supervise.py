@@ -87,12 +87,13 @@ class Supervisor:
 
     # --- what threads report ---------------------------------------------------------
 
-    def set_aside(self, name: str, what: str, error: BaseException | str) -> None:
-        """A record (batch, file) `name` could not handle: logged with its context and counted."""
+    def set_aside(self, name: str, what: str, error: BaseException | str, count: int = 1) -> None:
+        """A record (batch, file) `name` could not handle, or `count` records of one kind: logged with its
+        context and counted."""
         why = _why(error)
         with self._lock:
             h = self._health.setdefault(name, Health(name, since_ns=CLOCK.now_ns()))
-            h.set_aside += 1
+            h.set_aside += count
             h.last_error = f"set aside {printable(what, _CONTEXT_CHARS)}: {why}"
             total = h.set_aside
         log.error(f"{name}: set aside %s: %s (%d set aside so far)", printable(what, _CONTEXT_CHARS), why, total)
