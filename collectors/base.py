@@ -8,6 +8,7 @@ timed-out call means the next cycle is skipped rather than run beside it.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import threading
 import time
@@ -98,7 +99,8 @@ class BaseCollector:
         with self._inflight_lock:
             self._inflight += 1
         try:
-            future = self._executor.submit(functools.partial(fn, *args, **kwargs))
+            # in the cycle's context: what the call logs is this collector's (agent/core/logkey.py)
+            future = self._executor.submit(contextvars.copy_context().run, functools.partial(fn, *args, **kwargs))
         except BaseException:
             self._release()
             raise
