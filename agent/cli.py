@@ -168,14 +168,16 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("triage", help="one-shot diagnosis: findings and the verdict, exit 0/1/2/3",
                        description="Judge recent history (the store, vCenter's realtime hour) and one fresh look at "
                                    "every configured source against the documented practices; each stack's verdict "
-                                   "names the layer to blame now and since when, every cause and the earlier episodes "
-                                   "of the lookback. Exit status, from current findings only (a resolved or stale one "
+                                   "names the layer to blame now and since when, every cause, the co-tenants taking "
+                                   "what it contends for (its culprits) and the earlier episodes of the lookback. Exit "
+                                   "status, from current findings only (a resolved or stale one "
                                    "does not count): 0 OK, 1 warning, 2 critical, 3 could not run (config, connection, "
                                    "a --store that does not exist, nothing judgeable in the lookback).")
     common(t)
     source(t)
     t.add_argument("--lookback", type=_duration, default=3600.0, metavar="DURATION",
-                   help="how far back to judge (default 1h; vCenter keeps at most 1h of 20 s samples)")
+                   help="how far back to judge (default 1h; vCenter keeps at most 1h of 20 s samples, "
+                        "its events for days)")
     t.add_argument("--format", choices=["text", "markdown", "json"], default="text")
     t.add_argument("--vm", action="append", default=[], metavar="NAME",
                    help="judge only this VM's stack (repeatable); the exit status is this VM's alone")

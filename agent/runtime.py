@@ -30,6 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from db2vtop.agent.core.backlog import Backlog
+from db2vtop.agent.core.clock import CLOCK
+from db2vtop.agent.core.logkey import COLLECTOR
 from db2vtop.agent.core.model import (
     CLOCK_SKEW_S,
     SELF_MEASUREMENT,
@@ -128,6 +130,7 @@ class Runtime:
         self._stop = asyncio.Event()
 
         async def once(c: BaseCollector) -> None:
+            COLLECTOR.set(c.name)
             await self._start(c)
             await asyncio.sleep(c.first_delay)
             await self._guarded_cycle(c)
@@ -147,9 +150,10 @@ class Runtime:
         try:
             await asyncio.wait_for(c.start(), c.timeout)
         except Exception as e:  # the cycles retry; record and go on
-            self._record(c, "error", _describe_error(e, c.timeout, "start"), 0.0, 0, time.time_ns())
+            self._record(c, "error", _describe_error(e, c.timeout, "start"), 0.0, 0, CLOCK.now_ns())
 
     async def _supervised(self, c: BaseCollector) -> None:
+        COLLECTOR.set(c.name)  # this loop's task: its cycles and their log records are this collector's
         try:
             await self._loop(c)
         except Exception as e:  # the loop itself broke: this source would go quiet for good
@@ -201,7 +205,7 @@ class Runtime:
             nonlocal facts, handed
             if facts:  # the describe pass's facts go before any sample
                 part, facts = [*facts, *part], []
-            samples, more, annotations = self._split(c, part, time.time_ns())
+            samples, more, annotations = self._split(c, part, CLOCK.now_ns())
             handed += len(samples)
             if self.declared is not None:
                 self._check_facts(c, more, self.declared)
@@ -237,7 +241,7 @@ class Runtime:
         finally:
             c.handoff, c.pace = None, None
         errors[:0] = map(printable, c.take_problems())  # partial faults first: a timeout stays the last word
-        ts = time.time_ns()
+        ts = CLOCK.now_ns()
         samples, more, annotations = self._split(c, [*facts, *records], ts)
         facts = more
         if self.declared is not None:
@@ -306,7 +310,7 @@ class Runtime:
         st = self.stats[c.name]
         st.skipped += n
         log.warning("collector %s: %d cycle(s) skipped, the previous one is still running", c.name, n)
-        me = self._self_sample(c.name, st, "skipped", 0.0, 0, time.time_ns())
+        me = self._self_sample(c.name, st, "skipped", 0.0, 0, CLOCK.now_ns())
         for out in self.outputs:
             out.submit([me])
 

@@ -8,6 +8,7 @@ timed-out call means the next cycle is skipped rather than run beside it.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import threading
 import time
@@ -15,7 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from db2vtop.agent.core.model import CLOCK_SKEW_S, Fact, Record, canonical_tags, now_ns
+from db2vtop.agent.core.model import CLOCK_SKEW_S, Annotation, Fact, Record, canonical_tags, now_ns
 from db2vtop.agent.core.supervise import Supervisor
 
 T = TypeVar("T")
@@ -98,7 +99,8 @@ class BaseCollector:
         with self._inflight_lock:
             self._inflight += 1
         try:
-            future = self._executor.submit(functools.partial(fn, *args, **kwargs))
+            # in the cycle's context: what the call logs is this collector's (agent/core/logkey.py)
+            future = self._executor.submit(contextvars.copy_context().run, functools.partial(fn, *args, **kwargs))
         except BaseException:
             self._release()
             raise
@@ -143,6 +145,13 @@ class BaseCollector:
     def resume(self, facts: Iterable[Fact]) -> None:
         """The facts of `resumes` kinds the last run stored, before start(): a source whose facts are costly
         to read (vCenter's device lists) reads again only what changed since."""
+
+    #: annotation kinds whose log this collector reads on after the newest the store holds (vCenter's events)
+    resumes_after: tuple[str, ...] = ()
+
+    def resume_annotations(self, stored: list[Annotation]) -> None:
+        """The annotations of `resumes_after` kinds the store holds (those within the clock skew the store
+        accepts), before start(): a source whose log it reads goes on after the newest, reading none twice."""
 
     def resume_marks(self, newest: Callable[[str], Iterable[tuple[dict[str, str], int]]]) -> bool:
         """Where the last run's samples end, for a source that keeps history (vCenter's realtime hour): `newest`

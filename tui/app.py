@@ -17,11 +17,12 @@ import asyncio
 import contextlib
 import difflib
 import gc
+import re
 import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -30,6 +31,7 @@ from typing import Any, ClassVar, Protocol
 from rich.text import Text
 from textual import work
 from textual.app import App, SystemCommand
+from textual.filter import LineFilter
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import AwaitMount
@@ -46,12 +48,14 @@ from db2vtop.agent.core.units import format_duration, parse_duration
 from db2vtop.checks.scales import Levels, levels
 from db2vtop.tui import commands
 from db2vtop.tui.data import LoadCancelledError, Reader, Status
+from db2vtop.tui.safe import NO_CONTROLS
 from db2vtop.tui.screens.base import ViewScreen
 from db2vtop.tui.screens.dialogs import CommandBar, HelpScreen, MarkerPrompt
 from db2vtop.tui.screens.findings import FindingsScreen
 from db2vtop.tui.screens.fleet import FleetScreen
 from db2vtop.tui.screens.local import LocalScreen
 from db2vtop.tui.screens.stack import StackScreen
+from db2vtop.tui.stack_view import EventMarks
 from db2vtop.tui.stacks import HOST_MEASUREMENTS, Stacks, Target, view_stacks
 from db2vtop.tui.timecursor import SPEEDS, WINDOWS, TimeCursor
 from db2vtop.tui.widgets import Flash, KeyBar, StatusLine, TitleBar
@@ -98,6 +102,10 @@ class Db2vtopApp(App):
     BINDINGS: ClassVar = commands.bindings()
     HELP: ClassVar = commands.key_help()
 
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        """Textual's filters, and last the one that keeps control characters off the terminal (tui/safe.py)."""
+        return [*super().get_line_filters(), NO_CONTROLS]
+
     def __init__(self, store_path: Path, runtime: Collecting | None = None, *, cursor: TimeCursor | None = None,
                  clock: Callable[[], int] = time.time_ns, refresh_s: float = 1.0,
                  stacks: list[StackConfig] | None = None, read_only: bool = False, store_label: str | None = None,
@@ -117,6 +125,7 @@ class Db2vtopApp(App):
         self.configured = list(stacks or [])
         self.stacks = Stacks.configured(self.configured)  # for the main thread; the loader refreshes it
         self.read_only = read_only
+        self.event_marks = EventMarks()  # vCenter's events on the Stack screen (the `E` key)
         self.store_label = store_label or str(store_path)
         self.replaying = cursor is not None and not cursor.live
         # `watch` on a store an agent writes: that agent's pid while it writes it, and when it was found stopped
@@ -480,6 +489,16 @@ class Db2vtopApp(App):
         self.last_target = target
         self.push_screen(StackScreen(target))
 
+    def show_in_fleet(self, vms: list[str]) -> None:
+        """The Fleet with only these VMs' rows (its filter: Esc clears it): where a Stack screen's culprits are."""
+        self.action_screen("fleet")
+        screen = self.screen
+        if isinstance(screen, FleetScreen):
+            names = "|".join(re.escape(vm) for vm in vms)
+            screen.table.set_filter(f"^vm (?:[^ ]*/)?(?:{names}) ")  # a VM named vcenter/vm where names repeat
+            screen.show_crumbs()
+            self.request_reload()
+
     def open_subject(self, subject: dict[str, str]) -> None:
         """A finding's subject: the stack holding its DB2 or storage, else its VM, host or guest."""
         for st in self.stacks.every:
@@ -567,6 +586,11 @@ class Db2vtopApp(App):
         own = getattr(screen, "HELP", [])
         name = type(screen).__name__.removesuffix("Screen")
         self.push_screen(HelpScreen([("Everywhere", self.HELP), (f"On the {name} screen", own)]))
+
+    def action_toggle_events(self) -> None:
+        self.event_marks.shown = not self.event_marks.shown
+        self.notify("vCenter events " + ("shown" if self.event_marks.shown else "hidden"))
+        self.request_reload(now=True)
 
     def action_toggle(self) -> None:
         self.cursor.toggle(self.clock())

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from db2vtop.agent.core.clock import CLOCK
 from db2vtop.agent.core.config import AlertConfig, Config, StackConfig, alerts_of
 from db2vtop.agent.core.files import make_private_dir, write_private
 from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample, severity_rank
@@ -66,11 +67,11 @@ EVALUATE_THREAD = "alerts"
 def _watch(levels: dict[str, float]) -> dict[str, list[tuple[str, float | None, str]]]:
     """measurement -> (field, level or None for "any amount", the entity its tags name): the verdict's triggers
     (checks/verdict.py TRIGGERS) on the samples' own fields. DB2's read waits count each at half their summed
-    level and the VM's swapped memory at any amount (a superset: only which stacks get a verdict)."""
+    level (a superset: only which stacks get a verdict)."""
     out: dict[str, list[tuple[str, float | None, str]]] = {}
     wanted = [(role, levels[lv] if lv else None) for role, lv in TRIGGERS]
     wanted += [("read_wait_pct", levels["symptom_read_wait_pct"] / 2),
-               ("direct_read_wait_pct", levels["symptom_read_wait_pct"] / 2), ("vm_swapped_bytes", None)]
+               ("direct_read_wait_pct", levels["symptom_read_wait_pct"] / 2)]
     for role, level in wanted:
         for fig in ROLES[role]:
             out.setdefault(fig.measurement, []).append((fig.field, level, fig.entity))
@@ -292,7 +293,7 @@ class Outbox:
             self.stats.resolved += sum(1 for c in changes if c["status"] == "resolved")
         else:
             self.stats.resent += len(changes)
-        self.stats.last_success_ns = time.time_ns()
+        self.stats.last_success_ns = CLOCK.now_ns()
         self._set_state("ok", "")
         log.debug("alert %s: %s answered %s", self.cfg.name, self.cfg.url, answer)
         return 0
@@ -429,7 +430,7 @@ class Alerter:
             if time.monotonic() >= due:
                 due = time.monotonic() + interval
                 try:
-                    self.evaluate(time.time_ns())
+                    self.evaluate(CLOCK.now_ns())
                     self.supervisor.recovered(EVALUATE_THREAD)
                 except (StoreError, OSError) as e:  # the store being rewritten, a disk full: next turn
                     self.supervisor.retrying(EVALUATE_THREAD, e)
@@ -491,12 +492,14 @@ class Alerter:
                 stacks = self._stacks_of(view)
                 names = {n for e in self.hot for n in stacks.of_entity(e)}
                 names |= {n for a in self.state.active.values() for n in a.alert.stacks}
+                shared: dict = {}  # a host's figures and a datastore's VMs, read once for every stack they slow
                 for name in sorted(names):
                     stack = stacks.stacks.get(name)
                     if stack is None:
                         continue
                     ent = resolve(view, stack, now - WINDOW_NS, now)
-                    judged.append((stack_verdict(view, stack, now - WINDOW_NS, now, self.cfg.checks, ent), ent))
+                    judged.append((stack_verdict(view, stack, now - WINDOW_NS, now, self.cfg.checks, ent,
+                                                 shared=shared), ent))
                 current = {**episode_alerts(judged), **finding_alerts(critical, judged, stacks.vm_stack)}
             else:
                 current = {}

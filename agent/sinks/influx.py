@@ -41,6 +41,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from db2vtop.agent.core.clock import CLOCK
 from db2vtop.agent.core.config import InfluxConfig
 from db2vtop.agent.core.files import append_private
 from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample
@@ -443,7 +444,7 @@ class InfluxSink:
         self.stats.sent += f.delivered
         self.stats.dead_lettered += f.batch.points - f.delivered
         self.stats.batches += 1
-        self.stats.last_success_ns = time.time_ns()
+        self.stats.last_success_ns = CLOCK.now_ns()
         self.spool.commit(f.batch)  # last: flush() waits for the spool, then reads the stats
 
     def _send(self, data: bytes, points: int) -> int:

@@ -12,9 +12,11 @@ from db2vtop.agent.core.source import Row
 from db2vtop.agent.core.text import plural
 from db2vtop.agent.core.units import format_bytes, format_duration
 from db2vtop.checks.rule import (
+    ABOVE_ZERO,
     FactIndex,
     LiveRule,
     PerFactRule,
+    Screen,
     StaticRule,
     Thresholds,
     Verdict,
@@ -46,6 +48,9 @@ class BalloonZero(LiveRule):
 
     def __init__(self) -> None:
         self._low: dict[tuple, float] = {}  # the smallest balloon since it appeared: growth is judged from it
+
+    def screen(self, t: Thresholds) -> Screen:
+        return ((self.field, ABOVE_ZERO, False),)
 
     def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
         value = row.fields.get(self.field)
@@ -87,6 +92,9 @@ class HostSwapVM(LiveRule):
     fields = ("mem_swapped_bytes", "mem_swapin_bytes_per_s", "mem_swapout_bytes_per_s")
     fix = ("Give the host enough memory that ESXi never swaps VM memory: move VMs, reserve the DB VM's memory, "
            "stop overcommitting production hosts.")
+
+    def screen(self, t: Thresholds) -> Screen:
+        return tuple((f, ABOVE_ZERO, False) for f in (*self.fields, *self.reads_also))
 
     def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
         values = {k: as_float(row.fields.get(k)) for k in self.fields if k in row.fields}
@@ -143,6 +151,9 @@ class CpuReady(LiveRule):
     reads_also = ("vcpus",)
     fix = ("The host's CPUs are overcommitted: move VMs off the host, give the DB VM CPU shares or a reservation, "
            "or reduce vCPUs that are not used.")
+
+    def screen(self, t: Thresholds) -> Screen:
+        return ((self.field, as_float(t["warn_pct"]), False),)
 
     def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
         """The collector already gives these summation counters as % of the interval per vCPU."""
@@ -233,6 +244,76 @@ class HostLunQueueLatency(HostLunKernelLatency):
 
     def subject(self, row: Row) -> dict[str, str]:
         return {**super().subject(row), "aspect": "queue"}
+
+
+class _LatencyAtLoad(LiveRule):
+    """A latency against the published esxtop levels (VMware KB 1008205, Using esxtop to identify storage
+    performance issues: DAVG and GAVG at 25 ms), judged only where the device does `min_iops` (a device doing a
+    few I/O per second shows its slowest commands, not a slow device: a clean sample there)."""
+
+    id, layer = "disk-queue-saturation", "host"
+    latency: tuple[str, ...] = ()  # the latency fields, each judged where its own I/O is not none
+    iops: tuple[tuple[str, ...], ...] = ()  # for each latency field, the fields whose sum is its I/O rate
+    label, warn_key, crit_key, aspect = "", "", "", ""
+
+    def subject(self, row: Row) -> dict[str, str]:
+        return {**super().subject(row), "aspect": self.aspect}
+
+    def reads(self) -> frozenset[str]:
+        return frozenset((*self.latency, *(n for names in self.iops for n in names)))
+
+    def screen(self, t: Thresholds) -> Screen:
+        return tuple((f, as_float(t[self.warn_key]), False) for f in self.latency)
+
+    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
+        f = row.fields
+        worst, io, known = None, 0.0, False
+        for lat, names in zip(self.latency, self.iops, strict=True):
+            rates = [float(f[n]) for n in names if is_number(f.get(n))]
+            value = f.get(lat)
+            known = known or bool(rates)
+            io += sum(rates)
+            if is_number(value) and (not rates or sum(rates) > 0):
+                worst = float(value) if worst is None else max(worst, float(value))
+        if worst is None:
+            return None
+        severity = ("critical" if worst >= as_float(t[self.crit_key]) else
+                    "warning" if worst >= as_float(t[self.warn_key]) else None)
+        if severity is None or (known and io < as_float(t["min_iops"])):
+            return Verdict(self.subject(row), None)  # the engine reads no summary or values of a clean verdict
+        what = " ".join(row.tags[k] for k in self.subject_tags if k in row.tags and k != "vcenter")
+        at = f" at {io:.0f} IOPS" if known else ""
+        return Verdict(self.subject(row), severity, f"{what}: {self.label} {worst:.1f} ms{at}",
+                       {"latency_ms": worst, "iops": io if known else None})
+
+
+class HostLunDeviceLatency(_LatencyAtLoad):
+    measurement, subject_tags = "vsphere_host_lun", ("vcenter", "host", "lun")
+    needs = {"vsphere_host_lun": "vcenter"}
+    latency, iops = ("device_latency_ms",), (("read_iops", "write_iops"),)
+    label, warn_key, crit_key, aspect = "DAVG", "warn_davg_ms", "crit_davg_ms", "device"
+    defaults = {"warn_davg_ms": 25.0, "crit_davg_ms": 50.0, "min_iops": 10.0}
+    fix = ("The latency is below the host: the HBA, the fabric or the array. Compare with the array's own LUN "
+           "latency (the path is slow if the array answers fast), and see who else drives the LUN (the verdict's "
+           "culprits).")
+
+
+class EsxtopDeviceLatency(HostLunDeviceLatency):
+    measurement, subject_tags = "esxtop_device", ("host", "device")
+    needs = {"esxtop_device": "esxtop"}
+    iops = (("reads_per_s", "writes_per_s"),)
+
+
+class VmdkLatency(_LatencyAtLoad):
+    """What the VM's virtual disk sees: the guest's latency as ESXi measures it (esxtop's GAVG per VM disk)."""
+
+    layer, measurement, subject_tags = "vm", "vsphere_vm_disk", ("vcenter", "vm", "instance")
+    needs = {"vsphere_vm_disk": "vcenter"}
+    latency, iops = ("read_latency_ms", "write_latency_ms"), (("read_iops",), ("write_iops",))
+    label, warn_key, crit_key, aspect = "VMDK latency", "warn_vmdk_ms", "crit_vmdk_ms", "vmdk"
+    defaults = {"warn_vmdk_ms": 25.0, "crit_vmdk_ms": 50.0, "min_iops": 10.0}
+    fix = ("Follow the I/O down: the host's KAVG (queueing in the hypervisor) and DAVG (below the host) on the "
+           "LUN behind this disk tell which layer adds the time; the verdict's culprits name who else drives it.")
 
 
 def _vm_facts(facts: FactIndex) -> list:
@@ -499,7 +580,7 @@ class RedundantPaths(_HostLunRule):
 
 class HbaQueueDepth(_HostLunRule):
     """The device's queue depth as the host reports it (scsiLun queueDepth); a device that reports none is not
-    judged."""
+    judged, nor a local one (a SATA boot disk's AHCI queue is 31 or 32, and no HBA driver setting moves it)."""
 
     id = "hba-queue-depth"
     defaults = {"min_queue_depth": 64}
@@ -508,7 +589,7 @@ class HbaQueueDepth(_HostLunRule):
 
     def problem(self, lun: dict, t: Thresholds) -> str | bool | None:
         depth = lun.get("queue_depth")
-        if not isinstance(depth, int) or depth <= 0:
+        if _local(lun) or not isinstance(depth, int) or depth <= 0:
             return False
         if depth < as_float(t["min_queue_depth"]):
             return f"LUN queue depth {depth} (WP-7109: 32 -> 64)"
@@ -583,8 +664,8 @@ class VmkJumboFrames(StaticRule):
 
 
 RULES = [BalloonZero(), BalloonQuickStats(), BalloonEsxtop(), HostSwapVM(), HostSwapQuickStats(), HostSwapEsxtop(),
-         HostSwapHost(), CpuReady(), CoStop(), MaxLimited(), HostCpuCeiling(), HostMemState(), HostLunKernelLatency(),
-         HostLunQueueLatency(), VmFitsNumaNode(), VcpuLeThreads(), CpuLimitConfigured(), MemReservation(),
-         HostMemHeadroom(), NicVmxnet3(), ScsiPvscsi(), ToolsRunning(), EagerZeroed(), MultipathRoundRobin(),
-         RedundantPaths(), HbaQueueDepth(), HyperThreading(), NumaEnabled(), PowerPolicy(), VmkJumboFrames(),
-         VCenterClock()]
+         HostSwapHost(), CpuReady(), CoStop(), MaxLimited(), HostCpuCeiling(), HostMemState(),
+         HostLunKernelLatency(), HostLunQueueLatency(), HostLunDeviceLatency(), EsxtopDeviceLatency(), VmdkLatency(),
+         VmFitsNumaNode(), VcpuLeThreads(), CpuLimitConfigured(), MemReservation(), HostMemHeadroom(), NicVmxnet3(),
+         ScsiPvscsi(), ToolsRunning(), EagerZeroed(), MultipathRoundRobin(), RedundantPaths(), HbaQueueDepth(),
+         HyperThreading(), NumaEnabled(), PowerPolicy(), VmkJumboFrames(), VCenterClock()]

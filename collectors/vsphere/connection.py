@@ -6,7 +6,8 @@ LoginByToken (a SAML bearer token in the WS-Security header) and Logout are its 
 the collector asks is written out here (soapxml.envelope) and parsed with ElementTree as it arrives: the bulk
 reads (RetrievePropertiesEx, WaitForUpdatesEx, QueryPerf) because pyvmomi's pure-Python deserializer costs
 ~8 ms per VM, and the small calls around them (RetrieveServiceContent, CurrentTime, QueryOptions,
-CreateContainerView) because a typed ServiceContent makes pyvmomi build the classes of every object it names.
+CreateContainerView, the event log's calls) because a typed ServiceContent makes pyvmomi build the classes
+of every object it names.
 
 What pyvmomi does not do is here. Every call, pyvmomi's typed ones too, goes through one transport
 (_Stub.exchange), the one place a call's connection lives:
@@ -55,6 +56,7 @@ from xml.parsers.expat import ExpatError
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import DefusedXMLParser
 
+from db2vtop.agent.core.clock import CLOCK
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.vsphere.config import VCenterConfig
@@ -260,10 +262,10 @@ class Session:
         self.server_offset_s = 0.0     # server clock minus ours
         self.max_query_metrics = 0     # vCenter's config.vpxd.stats.maxQueryMetrics, 0 if unset/unlimited
         self.property_collector = self.view_manager = self.root_folder = ""
-        self.perf_manager = self.session_manager = self.setting = ""
+        self.perf_manager = self.session_manager = self.setting = self.event_manager = ""
 
     def server_now(self) -> float:
-        return time.time() + self.server_offset_s
+        return CLOCK.now() + self.server_offset_s
 
     # --- calls ------------------------------------------------------------------------
 
@@ -343,7 +345,8 @@ class Session:
         if not isinstance(sc, Node):
             raise SoapFaultError("InvalidResponse", "RetrieveServiceContent answered without a ServiceContent")
         refs = {k: getattr(sc.get(k), "value", "") for k in ("propertyCollector", "viewManager", "rootFolder",
-                                                             "perfManager", "sessionManager", "setting")}
+                                                             "perfManager", "sessionManager", "setting",
+                                                             "eventManager")}
         missing = [k for k in ("propertyCollector", "viewManager", "rootFolder", "perfManager", "sessionManager")
                    if not refs[k]]
         if missing:
@@ -351,16 +354,17 @@ class Session:
         self.property_collector, self.view_manager = refs["propertyCollector"], refs["viewManager"]
         self.root_folder, self.perf_manager = refs["rootFolder"], refs["perfManager"]
         self.session_manager, self.setting = refs["sessionManager"], refs["setting"]
+        self.event_manager = refs["eventManager"]
 
     def read_clock(self) -> float:
         """vCenter's clock (CurrentTime) minus ours, in seconds, taken against the middle of the call (its
         error is half the round trip); server_now() follows it until the next reading. The collector reads
         it each cycle: a vCenter clock stepped by NTP is seen at once."""
-        asked = time.time()
+        asked = CLOCK.now()
         now = self.call("CurrentTime", "ServiceInstance", "ServiceInstance")
         if now is None or not now.text:
             raise SoapFaultError("InvalidResponse", "CurrentTime answered without a time")
-        self.server_offset_s = _epoch(now.text) - (asked + time.time()) / 2
+        self.server_offset_s = _epoch(now.text) - (asked + CLOCK.now()) / 2
         return self.server_offset_s
 
     def _max_query_metrics(self) -> int:

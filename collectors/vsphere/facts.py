@@ -85,13 +85,16 @@ class FactsBuilder:
     the most ever held), then the hosts with their VMs' totals. The hosts' rows are read before the VMs'
     (an RDM names its LUN by the SCSI UUID its host's devices resolve)."""
 
-    def __init__(self, vcenter: str, hosts: dict[str, Host], host_rows: Rows, ds_rows: Rows, ts: int):
+    def __init__(self, vcenter: str, hosts: dict[str, Host], host_rows: Rows, ds_rows: Rows, ts: int,
+                 names: dict[str, str] | None = None):
         self.vcenter, self.hosts, self.host_rows, self.ts = vcenter, hosts, host_rows, ts
         self.maps = TagMaps()
         self.ds_names: dict[str, str] = {}
         self.facts: list[Fact] = []
         self.vms: dict[str, VM] = {}
-        self.per_host: dict[str, dict[str, int]] = {}
+        self.names = names or {}  # VM moid -> name of VMs this pass reads no row of
+        self.per_host: dict[str, dict[str, Any]] = {}
+        self.ds_vms: list[tuple[Fact, list[str]]] = []  # each datastore's fact and the moids of its VMs
         #: host moid -> SCSI UUID -> canonical name, of each host's devices
         self.uuids = {obj.value: {d.get("uuid"): d.get("canonicalName") for d in _scsi_luns(p) if d.get("uuid")}
                       for obj, p in host_rows if obj.type == "HostSystem"}
@@ -125,7 +128,9 @@ class FactsBuilder:
         data["hosts"] = sorted(hosts[m.get("key").value].name for m in as_list(p.get("host"))
                                if isinstance(m, Node) and isinstance(m.get("key"), Ref) and m.get("key").value in hosts)
         maps.ds_luns[name] = luns
-        return Fact("vsphere_datastore", {"vcenter": self.vcenter, "datastore": name}, shared_strings(data), self.ts)
+        fact = Fact("vsphere_datastore", {"vcenter": self.vcenter, "datastore": name}, shared_strings(data), self.ts)
+        self.ds_vms.append((fact, [v.value for v in as_list(p.get("vm")) if isinstance(v, Ref)]))
+        return fact
 
     def count(self, obj: Ref, p: dict) -> VM:
         """A VM's inventory entry, and its share of its host's totals (a light row carries enough)."""
@@ -133,11 +138,16 @@ class FactsBuilder:
         self.vms[obj.value] = vm
         if vm.powered_on and vm.host in self.hosts:
             agg = self.per_host.setdefault(vm.host, {"vms_powered_on": 0, "vcpus_powered_on": 0,
-                                                     "vm_memory_mb_powered_on": 0})
+                                                     "vm_memory_mb_powered_on": 0, "vms": []})
             agg["vms_powered_on"] += 1
+            agg["vms"].append(vm.name)
             agg["vcpus_powered_on"] += vm.vcpus
             agg["vm_memory_mb_powered_on"] += to_int(p.get("config.hardware.memoryMB"), 0) or 0
         return vm
+
+    def _name_of(self, moid: str) -> str | None:
+        vm = self.vms.get(moid)
+        return vm.name if vm is not None else self.names.get(moid)
 
     def add_vm(self, obj: Ref, p: dict, counted: bool = False) -> Fact:
         """A VM's full row: its fact, returned (and, unless `counted` already, its inventory entry and
@@ -149,6 +159,9 @@ class FactsBuilder:
         return fact
 
     def finish(self) -> tuple[list[Fact], TagMaps]:
+        """The hosts' facts, and each datastore's VMs by name (known once every VM is counted)."""
+        for fact, moids in self.ds_vms:
+            fact.data["vms"] = sorted({name for m in moids if (name := self._name_of(m))})
         for obj, p in self.host_rows:
             if obj.value in self.hosts:
                 self.facts.append(_host_fact(self.vcenter, self.hosts[obj.value], p, self.ds_names, self.maps,
@@ -159,7 +172,7 @@ class FactsBuilder:
 def build_facts(vcenter: str, read: FullRead, ts: int) -> tuple[list[Fact], TagMaps]:
     """Facts and tag maps from rows already read (every VM's light row in agg_rows when vm_rows holds
     only some)."""
-    b = FactsBuilder(vcenter, read.inventory.hosts, read.host_rows, read.ds_rows, ts)
+    b = FactsBuilder(vcenter, read.inventory.hosts, read.host_rows, read.ds_rows, ts, read.names)
     if read.agg_rows:
         for obj, p in read.agg_rows:
             b.count(obj, p)
@@ -269,7 +282,8 @@ def _host_fact(vcenter: str, host: Host, p: dict, ds_names: dict[str, str], maps
                      "mtu": to_int((v.get("spec") or {}).get("mtu"))}
                     for v in as_list(p.get("config.network.vnic")) if isinstance(v, Node)],
         "datastores": sorted(_mounted(p, ds_names)),
-        "vms_powered_on": agg.get("vms_powered_on", 0), "vcpus_powered_on": agg.get("vcpus_powered_on", 0),
+        "vms_powered_on": agg.get("vms_powered_on", 0), "vms": sorted(agg.get("vms", ())),
+        "vcpus_powered_on": agg.get("vcpus_powered_on", 0),
         "vm_memory_mb_powered_on": agg.get("vm_memory_mb_powered_on", 0),
     }
     return Fact("vsphere_host", {"vcenter": vcenter, "host": host.name}, shared_strings(data), ts)

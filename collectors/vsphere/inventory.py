@@ -47,7 +47,7 @@ HOST_FULL = (*HOST_LIGHT, "summary.hardware.cpuModel", "summary.hardware.cpuMhz"
              "config.storageDevice.multipathInfo", "config.storageDevice.scsiLun", "config.network.vswitch",
              "config.network.vnic", "datastore")
 CLUSTER = ("name",)
-DS_FULL = ("name", "summary.type", "summary.capacity", "summary.freeSpace", "info", "host")
+DS_FULL = ("name", "summary.type", "summary.capacity", "summary.freeSpace", "info", "host", "vm")
 VIEW_TYPES = ("VirtualMachine", "HostSystem", "ComputeResource", "Datastore")
 PAGE = 1000        # objects per PropertyCollector page
 #: VMs per page with their device lists (~5 MB parsed of the simulator's; vCenter caps elements too). A facts
@@ -267,3 +267,4 @@ class FullRead:
     host_rows: Rows
     ds_rows: Rows
     agg_rows: Rows = field(default_factory=list)  # every VM's light row when vm_rows holds only some
+    names: dict[str, str] = field(default_factory=dict)  # VM moid -> name, of VMs no row here holds

@@ -139,7 +139,8 @@ FACTS = (
              vswitches=("list", "each standard vSwitch: name, mtu"),
              vmknics=("list", "each VMkernel NIC: device, portgroup, mtu"),
              datastores=("list", "the datastores it mounts"),
-             vms_powered_on=("number", "VMs powered on"), vcpus_powered_on=("number", "their virtual CPUs"),
+             vms_powered_on=("number", "VMs powered on"), vms=("list", "their names"),
+             vcpus_powered_on=("number", "their virtual CPUs"),
              vm_memory_mb_powered_on=("number", "their configured memory", "MiB")),
     ),
     FactKind(
@@ -149,7 +150,8 @@ FACTS = (
              capacity_bytes=("number", "capacity"), free_bytes=("number", "free space"),
              url=("string", "the datastore's URL"), vmfs_uuid=("string", "VMFS: the volume's UUID"),
              vmfs_version=("string", "VMFS: its version"), nas_remote=("string", "NFS: host:path"),
-             luns=("list", "VMFS: the canonical names of its extents"), hosts=("list", "the hosts that mount it")),
+             luns=("list", "VMFS: the canonical names of its extents"), hosts=("list", "the hosts that mount it"),
+             vms=("list", "the VMs with files on it (its neighbours: who shares its I/O)")),
     ),
 )
 

@@ -580,6 +580,14 @@ func (b *builder) configureVM(h *HostSpec, v *VMSpec, vm *simulator.VirtualMachi
 			HostMemoryUsage: int32(v.MemoryMB * 9 / 10), ConsumedOverheadMemory: 40 + 10*v.NumCPU, UptimeSeconds: 86400,
 			GuestHeartbeatStatus: "green"}
 	}
+	perf, err := parsePerf("VM "+v.Name, v.Perf)
+	if err != nil {
+		return err
+	}
+	cpuLevels(perf, int64(v.NumCPU)*int64(h.CPUMhz))
+	if v.PowerState == "poweredOn" {
+		quickFromPerf(&qs, perf, v.QuickStats)
+	}
 	if err := setInts(&qs, v.QuickStats); err != nil {
 		return err
 	}
@@ -617,14 +625,77 @@ func (b *builder) configureVM(h *HostSpec, v *VMSpec, vm *simulator.VirtualMachi
 	defaults["mem.consumed.average"] = v.MemoryMB * 1024 * 9 / 10
 	defaults["mem.active.average"] = v.MemoryMB * 1024 * 3 / 10
 	defaults["mem.granted.average"] = v.MemoryMB * 1024
-	perf, err := parsePerf("VM "+v.Name, v.Perf)
-	if err != nil {
-		return err
+	for counter, prop := range quickCounters { // quickStats the scenario sets are the counters' level too
+		if mb, ok := v.QuickStats[prop]; ok && perf[counter] == nil {
+			defaults[counter] = mb * 1024
+		}
 	}
 	if v.PowerState != "poweredOn" {
 		return nil // powered-off VMs have no realtime stats
 	}
 	return b.perf.define(vm.Reference(), inst, defaults, perf)
+}
+
+// quickCounters: the VM counters (KB) whose level quickStats (MB) also report, and which the two keep alike.
+var quickCounters = map[string]string{"mem.consumed.average": "hostMemoryUsage", "mem.active.average": "guestMemoryUsage"}
+
+// cpuLevels keeps a VM's CPU usage counters alike, as vCenter's are: cpu.usage.average (hundredths of a
+// percent of the VM's vCPUs at the host's clock) from cpu.usagemhz.average, or the other way round, where
+// the scenario sets only one of them.
+func cpuLevels(perf map[string]PerfSpec, capacityMhz int64) {
+	pct, mhz := perf["cpu.usage.average"], perf["cpu.usagemhz.average"]
+	if capacityMhz <= 0 || (pct == nil) == (mhz == nil) {
+		return
+	}
+	if pct == nil {
+		perf["cpu.usage.average"] = scaled(mhz, 10000, capacityMhz)
+	} else {
+		perf["cpu.usagemhz.average"] = scaled(pct, capacityMhz, 10000)
+	}
+}
+
+func scaled(spec PerfSpec, mul, div int64) PerfSpec {
+	out := PerfSpec{}
+	for inst, s := range spec {
+		if inst != "" {
+			continue
+		}
+		t := make(Series, len(s))
+		for i, v := range s {
+			t[i] = v * mul / div
+		}
+		out[inst] = t
+	}
+	return out
+}
+
+// quickFromPerf: the quickStats a scenario leaves unset that a counter it sets reports too take the
+// counter's newest level (consumed and active memory in MB, CPU usage in MHz), as vCenter's two agree.
+func quickFromPerf(qs *types.VirtualMachineQuickStats, perf map[string]PerfSpec, set map[string]int64) {
+	newest := func(counter string) (int64, bool) {
+		s := perf[counter][""]
+		if len(s) == 0 {
+			return 0, false
+		}
+		return s[len(s)-1], true
+	}
+	for counter, prop := range quickCounters {
+		if _, given := set[prop]; !given {
+			if kb, ok := newest(counter); ok {
+				v := int32(kb / 1024)
+				if prop == "hostMemoryUsage" {
+					qs.HostMemoryUsage = v
+				} else {
+					qs.GuestMemoryUsage = v
+				}
+			}
+		}
+	}
+	if _, given := set["overallCpuUsage"]; !given {
+		if mhz, ok := newest("cpu.usagemhz.average"); ok {
+			qs.OverallCpuUsage = int32(mhz)
+		}
+	}
 }
 
 // setInts sets integer fields of a quickStats struct from {"balloonedMemory": 2048}.
