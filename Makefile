@@ -15,15 +15,20 @@ TEST_WORKERS ?= 4
 
 # `make run` installs what running needs (db2vtop and its runtime dependencies); the test extras
 # (ibm_db's CLI driver, ruff, hypothesis, pyte, ...: most of the venv's size) come with `make test`.
+# One line says what happens; setuptools' notice on every editable install (a block of asterisks that
+# reads as an error) is not shown: PYTHONWARNINGS reaches pip's build of the package. Errors still are.
+PIP := PYTHONWARNINGS=ignore $(PY) -m pip --disable-pip-version-check
 $(RUN_STAMP): pyproject.toml setup.py
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e .
-	touch $(RUN_STAMP)
+	@echo "installing db2vtop and what it needs to run into $(VENV)/ (once)..."
+	@$(PYTHON) -m venv $(VENV)
+	@$(PIP) install --quiet --upgrade pip
+	@$(PIP) install --quiet -e .
+	@touch $(RUN_STAMP)
 
 $(STAMP): pyproject.toml $(RUN_STAMP)
-	$(PY) -m pip install --quiet -e '.[test]'
-	touch $(STAMP)
+	@echo "installing the test tools into $(VENV)/ (once)..."
+	@$(PIP) install --quiet -e '.[test]'
+	@touch $(STAMP)
 
 run: $(RUN_STAMP)
 	$(VENV)/bin/db2vtop watch

@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -109,7 +110,8 @@ def first_frame(store: Path, config: Path, runs: int) -> dict:
                 now = time.perf_counter() - t0
                 if frame is None and "db2vtop" in screen:
                     frame = now
-                if f"{FLEET.vms} vms" in screen:
+                # the Fleet's rows drawn (its summary is shown with them): not the first frame, nor a loading table
+                if f"{FLEET.vms} vms" in screen and re.search(r"^(stack|vm) +\S", screen, re.MULTILINE):
                     data = now
                     break
                 time.sleep(0.01)

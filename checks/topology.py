@@ -266,8 +266,12 @@ class StackEntities:
         return False
 
     def collectors(self) -> set[str]:
-        """Names of the collectors that feed this stack (collectors are named for their sections)."""
-        return {n for n in (self.db2, self.guest, self.vcenter, self.host, *self.arrays) if n}
+        """The collectors that feed this stack, by the names the agent gives them (agent/assemble.py, each for its
+        section): vsphere:VCENTER, esxtop:HOST, db2:NAME, storage:ARRAY, guest:TARGET (a remote guest; the local
+        one, this machine's, is plain `guest`)."""
+        sections = (("vsphere", (self.vcenter,)), ("esxtop", self.hosts or (self.host,)), ("db2", (self.db2,)),
+                    ("storage", self.arrays), ("guest", (self.guest,)))
+        return {f"{kind}:{name}" for kind, names in sections for name in names if name}
 
     def to_json(self) -> dict[str, Any]:
         s = self.stack
@@ -463,6 +467,7 @@ def infer_stacks(cfg: Config, source: Source) -> list[Inferred]:
     vms = sorted(_latest(facts, "vsphere_vm").values(), key=lambda f: (f.tags.get("vm", ""), f.tags.get("vcenter", "")))
     repeated = {n for n, c in Counter(f.tags.get("vm") for f in vms).items() if c > 1}
     taken = {s.name for s in cfg.stack}
+    targets = _Targets.of(cfg)
     for f in vms:
         vm, vcenter = f.tags.get("vm"), f.tags.get("vcenter")
         if not vm or (vcenter, vm) in named or (None, vm) in named:
@@ -470,7 +475,7 @@ def infer_stacks(cfg: Config, source: Source) -> list[Inferred]:
         name = f"{vcenter}/{vm}" if (vm in repeated or vm in taken) and vcenter else vm
         taken.add(name)
         found = Inferred(StackConfig(name=name, vm=vm, vcenter=vcenter), "vcenter", {"vm": f"vCenter {vcenter}"})
-        _match_guest(cfg, f, found)
+        _match_guest(targets, f, found)
         _match_storage(f, array_luns, found)
         out.append(found)
     out += _db2_stacks(cfg, view, out, taken)
@@ -525,31 +530,56 @@ def _db2_stacks(cfg: Config, view: CachedSource, stacks: list[Inferred], taken: 
     return out
 
 
-def _match_guest(cfg: Config, vm: Fact, found: Inferred) -> None:
+@dataclass(frozen=True)
+class _Targets:
+    """The [[ssh]] targets by host (as written, and its short name) and the [[db2]] on each, indexed once: a
+    10,000-VM inventory is matched VM by VM, not target by target for each VM (2,000 VMs and 100 targets took a
+    second)."""
+
+    ssh: tuple[Any, ...]  # the [[ssh]] sections (collectors' config: the checks see them as the Config's)
+    by_host: dict[str, int]  # a target's host -> the first target with it
+    by_short: dict[str, int]  # its short name -> the first
+    db2_on: dict[str, Any]  # an [[ssh]] name -> the first [[db2]] on it
+
+    @classmethod
+    def of(cls, cfg: Config) -> _Targets:
+        by_host: dict[str, int] = {}
+        by_short: dict[str, int] = {}
+        for i, ssh in enumerate(cfg.ssh):
+            by_host.setdefault(ssh.host, i)
+            by_short.setdefault(short_name(ssh.host), i)
+        db2_on: dict[str, Any] = {}
+        for d in cfg.db2:
+            db2_on.setdefault(d.ssh, d)
+        return cls(tuple(cfg.ssh), by_host, by_short, db2_on)
+
+
+def _match_guest(targets: _Targets, vm: Fact, found: Inferred) -> None:
+    """The VM's guest: the first [[ssh]] target whose host is one of its IP addresses or its guest host name."""
     hostname = str(vm.data.get("guest_hostname") or "")
     ips = {str(ip) for ip in vm.data.get("ip_addresses") or ()}
     if not hostname and not ips:
         found.unmatched["guest"] = "VMware Tools reports no guest host name or IP address"
         return
-    for ssh in cfg.ssh:
-        if ssh.host in ips:
-            why = f"[[ssh]] {ssh.name} host {ssh.host} is the VM's IP address"
-        elif hostname and short_name(ssh.host) == short_name(hostname):
-            why = f"[[ssh]] {ssh.name} host {ssh.host} is the VM's guest host name {hostname}"
-        else:
-            continue
-        found.stack = replace(found.stack, guest=ssh.name)
-        found.matched["guest"] = why
-        db2 = next((d for d in cfg.db2 if d.ssh == ssh.name), None)
-        if db2 is not None:
-            found.stack = replace(found.stack, db2=db2.name)
-            found.matched["db2"] = f"[[db2]] {db2.name} runs on [[ssh]] {ssh.name}"
-        else:
-            found.unmatched["db2"] = f"no [[db2]] runs on [[ssh]] {ssh.name}"
+    first = [targets.by_host[ip] for ip in ips if ip in targets.by_host]
+    if hostname and short_name(hostname) in targets.by_short:
+        first.append(targets.by_short[short_name(hostname)])
+    if not first:
+        found.unmatched["guest"] = (f"no [[ssh]] target's host is {hostname or 'the guest host name'} or one of "
+                                    f"{', '.join(sorted(ips)) or 'its IP addresses'}")
+        found.unmatched["db2"] = "no guest matched, so no [[db2]] on it"
         return
-    found.unmatched["guest"] = (f"no [[ssh]] target's host is {hostname or 'the guest host name'} or one of "
-                                f"{', '.join(sorted(ips)) or 'its IP addresses'}")
-    found.unmatched["db2"] = "no guest matched, so no [[db2]] on it"
+    ssh = targets.ssh[min(first)]
+    why = f"[[ssh]] {ssh.name} host {ssh.host} is the VM's IP address" if ssh.host in ips else \
+        f"[[ssh]] {ssh.name} host {ssh.host} is the VM's guest host name {hostname}"
+    found.stack = replace(found.stack, guest=ssh.name)
+    found.matched["guest"] = why
+    db2 = targets.db2_on.get(ssh.name)
+    if db2 is not None:
+        found.stack = replace(found.stack, db2=db2.name)
+        found.matched["db2"] = f"[[db2]] {db2.name} runs on [[ssh]] {ssh.name}"
+    else:
+        found.unmatched["db2"] = f"no [[db2]] runs on [[ssh]] {ssh.name}"
 
 
 def _match_storage(vm: Fact, array_luns: dict[str, str], found: Inferred) -> None:
@@ -570,13 +600,14 @@ def db2_vm_selector(cfg: Config) -> Callable[[Fact], bool] | None:
     if not cfg.vsphere.db2_vms:
         return None
     named = {s.vm for s in cfg.stack if s.vm}
+    targets = _Targets.of(cfg)
 
     def is_db2(vm: Fact) -> bool:
         name = vm.tags.get("vm", "")
         if name in named or any(fnmatch.fnmatchcase(name, p) for p in cfg.vsphere.db2_vms):
             return True
         found = Inferred(StackConfig(name=name, vm=name), "vcenter")
-        _match_guest(cfg, vm, found)
+        _match_guest(targets, vm, found)
         return found.stack.db2 is not None
 
     return is_db2

@@ -218,3 +218,14 @@ def outside_boxes(term: Terminal) -> list[str]:
         if rest.strip() and right >= len(line) - 4:
             problems.append(f"line {y}: {rest.strip()!r} drawn past the box's right side: {line!r}")
     return problems
+
+
+def contrast(fg: str, bg: str) -> float:
+    """WCAG's contrast ratio of two colours as `cells()` gives them (hex): 1 (none) to 21 (black on white)."""
+    def luminance(hex_colour: str) -> float:
+        channels = [int(hex_colour[i:i + 2], 16) / 255 for i in (0, 2, 4)]
+        r, g, b = (c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    high, low = sorted((luminance(fg), luminance(bg)), reverse=True)
+    return (high + 0.05) / (low + 0.05)

@@ -31,14 +31,20 @@ def wheelhouse() -> None:
     assert (WHEELHOUSE / ".complete").is_file(), "build/wheelhouse is missing: make wheelhouse (make test builds it)"
 
 
+def sources(tmp: Path) -> Path:
+    """A copy of the sources as a fresh clone has them: without build/ (setuptools would reuse files an earlier
+    build left in build/lib), a venv or caches."""
+    src = tmp / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__",
+                                                              ".*_cache", ".hypothesis", "results"))
+    return src
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A wheel of the current sources, built offline as pip builds it for a user."""
     tmp = tmp_path_factory.mktemp("wheel")
-    # a copy without build/: setuptools would reuse files an earlier build left in build/lib
-    src = tmp / "src"
-    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__",
-                                                              ".*_cache", ".hypothesis"))
+    src = sources(tmp)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp / "dist"), *OFFLINE, str(src)],
                    check=True, timeout=300, cwd=tmp)
     return next((tmp / "dist").glob("db2vtop-*.whl"))
@@ -125,3 +131,18 @@ def test_the_installed_tui_replays_a_store(installed: Path, tmp_path: Path, tmux
     assert "Traceback" not in screen
     tmux.keys("q")
     tmux.wait_for("EXITED 0")
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is what the quick start runs")
+def test_make_run_says_what_it_installs_in_one_line(tmp_path: Path):
+    """The quick start's first output: `make run` on a fresh clone installs db2vtop into .venv/ and says so in one
+    line (setuptools' notice on editable installs, a block of asterisks, read as "something is wrong")."""
+    src = sources(tmp_path)
+    env = {**{k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "MAKEFLAGS")},
+           "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(WHEELHOUSE)}  # offline, from the wheelhouse
+    done = subprocess.run(["make", ".venv/.installed-run"], cwd=src, env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (done.stdout + done.stderr).splitlines() == ["installing db2vtop and what it needs to run into .venv/ "
+                                                        "(once)..."], done.stdout + done.stderr
+    assert (src / ".venv" / "bin" / "db2vtop").exists()

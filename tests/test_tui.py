@@ -37,14 +37,14 @@ from db2vtop.tui.screens.stack import StackScreen
 from db2vtop.tui.stacks import Target
 from db2vtop.tui.table import GridTable, cell_text
 from db2vtop.tui.timecursor import TimeCursor
-from db2vtop.tui.widgets import FilterBar, StripView
+from db2vtop.tui.widgets import FilterBar, StatusLine, StripView
 from tests.tui_fixture import T0, Fleet, build_store, write_config
 
 
-def shown(screen, width: int = 100) -> str:
-    """The text of a screen's static widgets as a terminal of `width` columns would lay it out."""
+def shown(screen, width: int = 100, of: type[Static] = Static) -> str:
+    """The text of a screen's static widgets (those `of` a kind) as a terminal of `width` columns would lay it out."""
     console = Console(width=width, file=io.StringIO(), record=True, color_system=None)
-    for w in screen.query(Static):
+    for w in screen.query(of):
         console.print(w.content)
     return console.export_text()
 
@@ -330,16 +330,25 @@ async def test_fleet_is_the_start_with_several_stacks_sorts_filters_and_drills_d
 
 async def test_other_screens_are_composed_ahead_and_switched_to_without_holding_frames(fleet_store, utc):
     """Once the first view is up the app composes the other screens; a switch then shows the screen
-    at once (Textual would hold every frame for 50 ms), and it loads only once it is shown."""
+    at once (Textual would hold every frame for 50 ms), and it loads only once it is shown. Until that load its
+    status line is the one the last screen showed at this moment, not a blank line."""
     path, stacks = fleet_store
     app = replay(path, stacks)
     async with app.run_test(size=(170, 50)) as pilot:
         await wait_for(pilot, lambda: app.screen.view is not None)
         await wait_for(pilot, lambda: gc.get_freeze_count() > 0)  # settled: everything composed, then frozen
         for key, screen in (("4", LocalScreen), ("3", FindingsScreen), ("1", FleetScreen)):
-            app.action_screen(SCREENS[key])
-            assert isinstance(app.screen, screen) and app.screen.is_mounted
-            assert app._batch_count == 0  # the next frame goes to the terminal
+            status = shown(app.screen, 170, StatusLine)
+            assert "collectors: " in status
+            assert app._load_lock.acquire(timeout=10)  # the screen's load waits
+            try:
+                app.action_screen(SCREENS[key])
+                assert isinstance(app.screen, screen) and app.screen.is_mounted
+                assert app._batch_count == 0  # the next frame goes to the terminal
+                await pilot.pause()
+                assert shown(app.screen, 170, StatusLine) == status
+            finally:
+                app._load_lock.release()
             await wait_for(pilot, lambda: app.screen.view is not None)
         await pilot.press("q")
     assert gc.get_freeze_count() == 0  # handed back to the collector on exit
@@ -351,7 +360,7 @@ PANEL_EXPECTATIONS = {
     "d": ("ds-data01",),
     "u": ("naa.600a0980383030", "netapp1:/vol/db2v0/lun0"),  # host and array views of the LUN, joined on NAA
     "v": ("scsi0:1", "sdb"),  # the VMDK and the guest's disk
-    "n": ("4000", "ens192"),
+    "n": ("Network adapter 1", "ens192"),  # the vNIC by its label (the VM's fact), not its device key
     "b": ("IBMDEFAULTBP", "BP_DATA"),
     "l": ("0",),
     "w": ("log disk", "pool read"),
@@ -391,6 +400,9 @@ async def test_stack_layers_panels_and_every_letter(fleet_store, utc):
             shown = " ".join(" ".join(r) for r in rows(stack.detail))
             for word in expected:
                 assert word in shown, (letter, word, shown)
+            # the trend column says what it draws (the LUNs' was read as the array's, beside it, drawn when it was —)
+            trend = stack.detail.model.columns[-1].name.split(" ≤")[0]  # its scale follows: GAVG trend ≤20
+            assert trend.endswith(" trend"), (letter, trend)
 
         await pilot.press("c")
         await wait_for(pilot, lambda: stack.view.panel == "c")
@@ -621,7 +633,7 @@ async def test_the_fleet_has_a_stack_for_every_db2_vm_without_configuration(stor
         await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen) and app.screen.view is not None)
         keys = {r.key for r in app.screen.view.model.rows}
         assert "stack:db2prod07" in keys and "stack:web01" not in keys and {"vm:db2prod07", "vm:web01"} <= keys
-        assert [s.db2 for s in app.known_stacks] == ["prod07"]
+        assert [s.db2 for s in app.stacks.shown] == ["prod07"]
         await pilot.press("q")
 
 

@@ -82,6 +82,17 @@ def test_time_axis_labels_are_local_times_on_round_minutes():
     assert "└12:02" not in text  # its place is the marker's: labels give way
 
 
+def test_a_narrow_time_axis_keeps_a_time():
+    """An 80-column Stack screen's charts are 21 columns wide: 5 minutes there had no time at all (the step was
+    chosen for 9-cell labels, its only tick too near the end); events beside every place still leave one."""
+    since, until = T0 + 10 * S, T0 + 310 * S
+    text = time_axis(since, until, 21).text
+    assert "└12:02" in text, text
+    events = [since + k * 15 * S for k in range(20)]  # one in every column
+    text = time_axis(since, until, 21, Marks.at(since, until, 21, [T0 + 250 * S], events)).text
+    assert text.count("└") == 1 and text.count("▼") == 1, text  # over the events, never over the marker
+
+
 def test_a_benchmark_run_is_a_span_under_the_chart_where_no_label_or_marker_is():
     since, until = T0 + 10 * S, T0 + 310 * S
     marks = Marks.at(since, until, 60, [T0 + 130 * S, T0 + 250 * S],

@@ -45,6 +45,19 @@ def env_for(home: Path) -> dict[str, str]:
             "XDG_STATE_HOME": str(home / "state"), "TZ": "UTC"}
 
 
+def missing_chrome(lines: list[str], message: str = "", flashes: set[str] | frozenset[str] = frozenset()) -> str:
+    """What of the title bar, the key bar (or for a few seconds the `message` a key gave, on the same line) and the
+    collector status line a screen does not show yet ("" when all are there)."""
+    if not lines[0].startswith(" db2vtop — "):
+        return "no title bar"
+    if not (("Quit" in lines[-1] and "Help" in lines[-1]) or (message and message in lines[-1])
+            or lines[-1].strip() in flashes):
+        return "no key bar"
+    if not any("●" in line or " collectors: " in line or "no collector" in line for line in lines[1:-1]):
+        return "no collector status line"
+    return ""
+
+
 def check(term: Terminal, where: str, *, chrome: bool = True, message: str = "",
           flashes: set[str] | frozenset[str] = frozenset()) -> None:
     """What every screen owes its reader (the key bar's line may hold the `message` a key gave)."""
@@ -55,21 +68,20 @@ def check(term: Terminal, where: str, *, chrome: bool = True, message: str = "",
     problems = broken_boxes(term) + outside_boxes(term)
     assert not problems, f"{where}: " + "\n".join(problems) + "\n" + term.text()
     if chrome:
-        assert lines[0].startswith(" db2vtop — "), f"{where}: no title bar:\n{term.text()}"
-        # the key bar, or for a few seconds the message a key gave (on the same line)
-        assert ("Quit" in lines[-1] and "Help" in lines[-1]) or (message and message in lines[-1]) or \
-            lines[-1].strip() in flashes, f"{where}: no key bar:\n{term.text()}"
-        assert any("●" in line or " collectors: " in line or "no collector" in line for line in lines[1:-1]), \
-            f"{where}: no collector status line:\n{term.text()}"
+        missing = missing_chrome(lines, message, flashes)
+        assert not missing, f"{where}: {missing}:\n{term.text()}"
 
 
 def visit(term: Terminal, label: str, keys: list[tuple[str, str]]) -> None:
-    """Press each key, wait for the screen it opens (its breadcrumb or text), check it."""
+    """Press each key, wait for the screen it opens (its breadcrumb or text) and, on a screen, for its title, key
+    bar and status line (a screen is drawn in more than one frame: its breadcrumb can come before its status
+    line), check it."""
     flashes: set[str] = set()  # the messages keys gave: one may still be up on the next screen
     for key, shows in keys:
         term.send(key)
-        term.wait_for(shows)
         dialog = key in ("?", ":", "\x10", "M")
+        term.wait(lambda s, shows=shows, dialog=dialog: shows in s and (
+            dialog or not missing_chrome(s.splitlines(), shows, flashes)), what=repr(shows))
         check(term, f"{label}, after {key!r} ({shows})", chrome=not dialog, message=shows, flashes=flashes)
         flashes.add(term.lines()[-1].strip())
         if dialog:
@@ -89,7 +101,7 @@ def test_make_run_in_a_real_terminal(tmp_path, cols, rows, colours):
         term.wait(lambda s: "Local ›" in s and "busy" in s and "●" in s, 30, "the Local screen with data")
         check(term, f"{label}, first screen")
         visit(term, label, [("1", " Fleet "), ("3", " Findings "), ("4", "Local ›"),
-                            ("2", "configure [[stack]] sections"), ("?", "db2vtop keys"),
+                            ("2", "Fleet › stack "), ("?", "db2vtop keys"),
                             (":", "stack NAME  vm NAME"), ("M", "Add a benchmark marker"), ("1", " Fleet ")])
         term.send("\x03")  # ctrl+c, as the terminal sends it: quits like q
         assert term.exited(15) == 0

@@ -114,8 +114,10 @@ def _step(f: Fleet, k: int) -> list[Sample]:
                     "queue_latency_ms": kavg * 0.9, "commands_per_s": 2300 - 400 * inc}, ts))
     for i in range(f.stacks):
         out += _stack_step(f, k, i, ts)
-    for name in ["vc1", "netapp1", "self", *(f"prod{i + 1:02d}" for i in range(f.stacks)),
-                 *(f.vm(i) for i in range(f.stacks))]:
+    # the collectors as the agent names them (agent/assemble.py): vsphere:VCENTER, storage:ARRAY, db2:NAME, a
+    # remote guest guest:SSH-TARGET, the agent's own self
+    for name in ["vsphere:vc1", "storage:netapp1", "self", *(f"db2:prod{i + 1:02d}" for i in range(f.stacks)),
+                 *(f"guest:{f.vm(i)}" for i in range(f.stacks))]:
         out.append(Sample("db2vtop_collector", {"collector": name}, {
             "duration_ms": 35.0 + 5 * _wave(k, len(name)), "samples": 40, "errors": 0, "skipped": 0, "status": "ok",
             "last_error": ""}, ts))
@@ -219,6 +221,14 @@ def steps(fleet: Fleet = Fleet()) -> Iterator[list[Sample]]:
 def records(fleet: Fleet = Fleet()) -> tuple[list[Fact], list[Annotation], list[Finding]]:
     """The recording's facts, annotations (markers, a counter reset) and findings (resolved ones too)."""
     facts = [Fact("guest", {"guest": fleet.vm(i)}, {"hostname": fleet.vm(i)}, T0) for i in range(fleet.stacks)]
+    # each VM's configuration as the vSphere collector records it (collectors/vsphere/facts.py): its host, disks
+    # and vNICs, the guest's host name as VMware Tools reports it
+    facts += [Fact("vsphere_vm", {"vcenter": "vc1", "vm": fleet.vm(i)}, {
+        "host": fleet.host(i), "cluster": "prod-cl", "num_cpu": 8, "guest_hostname": fleet.vm(i), "ip_addresses": [],
+        "disks": [{"instance": "scsi0:1", "label": "Hard disk 2", "backing": "flat",
+                   "datastore": f"ds-data{i + 1:02d}", "luns": [fleet.naa(i)]}],
+        "nics": [{"key": 4000, "type": "vmxnet3", "label": "Network adapter 1"}] if i < fleet.stacks else []}, T0)
+        for i in range(fleet.vms)]
     facts += [Fact("db2_database", {"db2": f"prod{i + 1:02d}", "database": "PROD"},
                    {"log_path": "/db2/log/NODE0000/LOGSTREAM0000/"}, T0) for i in range(fleet.stacks)]
     marks = [Annotation("marker", "run 1 start", {"by": "cli"}, "", T0 + 2 * 60 * S),

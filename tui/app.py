@@ -43,11 +43,11 @@ from db2vtop.agent.core.markers import deliver_marker
 from db2vtop.agent.core.model import Annotation, Output
 from db2vtop.agent.core.runs import find_run, runs
 from db2vtop.agent.core.source import Source
-from db2vtop.agent.core.store import Store, StoreError
+from db2vtop.agent.core.store import Store, StoreError, store_writer
 from db2vtop.agent.core.units import format_duration, parse_duration
 from db2vtop.checks.scales import Levels, levels
 from db2vtop.tui import commands
-from db2vtop.tui.data import LoadCancelledError, Reader
+from db2vtop.tui.data import LoadCancelledError, Reader, Status
 from db2vtop.tui.safe import NO_CONTROLS
 from db2vtop.tui.screens.base import ViewScreen
 from db2vtop.tui.screens.dialogs import CommandBar, HelpScreen, MarkerPrompt
@@ -56,7 +56,7 @@ from db2vtop.tui.screens.fleet import FleetScreen
 from db2vtop.tui.screens.local import LocalScreen
 from db2vtop.tui.screens.stack import StackScreen
 from db2vtop.tui.stack_view import EventMarks
-from db2vtop.tui.stacks import HOST_MEASUREMENTS, Target, view_stacks
+from db2vtop.tui.stacks import HOST_MEASUREMENTS, Stacks, Target, view_stacks
 from db2vtop.tui.timecursor import SPEEDS, WINDOWS, TimeCursor
 from db2vtop.tui.widgets import Flash, KeyBar, StatusLine, TitleBar
 
@@ -80,6 +80,7 @@ FLASH_S = 5.0  # how long a message stays on the key bar's line
 FULL_GC_EVERY = 10  # the loader's middle-generation passes between two full ones (Python's own default)
 FULL_GC_IDLE_S = 0.3  # a full collection that is due waits for this long without a view shown
 PREFETCH_AFTER_S = 0.5  # a paused cursor left alone this long: the screen under the current one is loaded too
+AGENT_CHECK_S = 2.0  # attached to an agent's store: how often whether it still writes it is looked at
 
 
 @dataclass
@@ -122,11 +123,19 @@ class Db2vtopApp(App):
         self.clock = clock
         self.refresh_s = refresh_s
         self.configured = list(stacks or [])
-        self.known_stacks = list(self.configured)  # for the main thread; the loader refreshes it
+        self.stacks = Stacks.configured(self.configured)  # for the main thread; the loader refreshes it
         self.read_only = read_only
         self.event_marks = EventMarks()  # vCenter's events on the Stack screen (the `E` key)
         self.store_label = store_label or str(store_path)
         self.replaying = cursor is not None and not cursor.live
+        # `watch` on a store an agent writes: that agent's pid while it writes it, and when it was found stopped
+        self.attached = runtime is None and not self.replaying and source is None
+        self.agent_pid: int | None = None
+        self.agent_stopped: str | None = None
+        self._agent_checked = 0.0
+        self.status_note = ""  # said first on every screen's status line (the agent stopped)
+        # the whole status line a screen showed last, with the moment it was loaded at (`status_until_loaded`)
+        self.last_status: tuple[tuple[int, int] | None, list[Status], list[Annotation]] | None = None
         self.timings = Timings.new()
         self.status_title = ""  # the title bar's text (not App.sub_title: that repaints every widget)
         self.last_target: Target | None = None
@@ -141,6 +150,8 @@ class Db2vtopApp(App):
         self._start_target: Target | None = None
         self._switching = False
         self._settled = False
+        self._quitting = False  # exit() was called
+        self._ran = False  # the app has been running (Textual's is_running is False before as after)
         self.flash: Flash | None = None
         self.DEFAULT_MODE = self._start_mode(prefer_fleet)  # read by App.__init__
         super().__init__()
@@ -157,10 +168,11 @@ class Db2vtopApp(App):
                     hosts.discard(None)
                     if len(hosts) > 1:
                         break
-                stacks = self.configured or self._infer(store)
+                if not self.configured:  # (else the Fleet's first load infers the others)
+                    self.stacks = self._infer(store)
         except StoreError:
-            hosts, stacks = set(), self.configured
-        self.known_stacks = stacks
+            hosts = set()
+        stacks = self.stacks.shown
         if prefer_fleet or len(stacks) > 1 or len(hosts) > 1:
             return "fleet"
         if len(stacks) == 1:
@@ -176,6 +188,7 @@ class Db2vtopApp(App):
             self.theme = "ansi-dark"  # 16 colours: stay within the terminal's own palette
         if self.runtime is not None:
             self._collecting = self.run_worker(self.runtime.run(), group="runtime", exit_on_error=False)
+        self._watch_agent()
         self._title()
         self.set_interval(self.refresh_s, self._tick)
         if self._start_target is not None:
@@ -183,31 +196,77 @@ class Db2vtopApp(App):
         else:
             self.call_after_refresh(self.reload)
 
-    def _infer(self, source: Source) -> list[StackConfig]:
+    def _infer(self, source: Source) -> Stacks:
         cfg = self.config or (Config(stack=self.configured) if self.configured else None)
         return view_stacks(cfg, source)
 
     def stacks_for(self, reader: Reader) -> list[StackConfig]:
-        """The configured stacks and the inferred DB2 VMs' (looked at again every minute)."""
-        self.known_stacks = reader.memo("stacks", 60, lambda: self._infer(reader))
-        return self.known_stacks
+        """The stacks the Fleet shows (all of them looked at again every minute)."""
+        self.stacks = reader.memo("stacks", 60, lambda: self._infer(reader))
+        return list(self.stacks.shown)
+
+    def _stacks_now(self) -> Stacks:
+        """The stacks inferred again now, on the main thread: the loader's may be a minute old, and a name the user
+        typed may be a stack found since."""
+        try:
+            with self._open() as store:
+                if not self.configured:  # (else the Fleet's first load infers the others)
+                    self.stacks = self._infer(store)
+        except StoreError:
+            pass
+        return self.stacks
 
     # --- the time cursor and the loader -------------------------------------------------------
 
-    def _screens_gone(self) -> bool:
-        """True once the app has begun tearing its screens down: its timers may still fire then."""
-        return not self._screen_stacks.get(self._current_mode)
+    @property
+    def closing(self) -> bool:
+        """Whether the app has begun to close (a quit, or whoever runs it tearing it down): from then on the
+        loader, the timers and the workers leave it alone. Its timers may still fire and the loader thread may be
+        in the middle of a read while Textual takes the screens down, and a screen taken down has no app."""
+        if self.is_running:
+            self._ran = True
+            return self._quitting
+        return self._ran or self._quitting
+
+    def exit(self, *args: Any, **kwargs: Any) -> None:
+        self._quitting = True
+        super().exit(*args, **kwargs)
+
+    def _top(self) -> Screen | None:
+        """The screen shown (safe from the loader thread, and while the screens are taken down)."""
+        stack = self._screen_stacks.get(self._current_mode)
+        return stack[-1] if stack else None
 
     def _tick(self) -> None:
-        if self._screens_gone():
+        if self.closing:
             return
         now = time.monotonic()
         self.cursor.advance(now - self._last_tick, self.clock())
         self._last_tick = now
-        if self.cursor.live or self.cursor.playing:
+        news = now - self._agent_checked >= AGENT_CHECK_S and self._watch_agent()  # shown by a load
+        if news or self.cursor.live or self.cursor.playing:
             self.reload()
         else:
             self._title()
+
+    def _watch_agent(self) -> bool:
+        """Attached: whether the agent still writes the store (a new one may have started since); True when that
+        changed (the title and the status lines say it)."""
+        if not self.attached:
+            return False
+        self._agent_checked = time.monotonic()
+        pid = store_writer(self.store_path)
+        if pid is not None:
+            changed = (pid, None) != (self.agent_pid, self.agent_stopped)
+            self.agent_pid, self.agent_stopped, self.status_note = pid, None, ""
+        elif self.agent_stopped is None:
+            changed = True
+            self.agent_stopped = datetime.fromtimestamp(self.clock() / 1e9).strftime("%H:%M:%S")
+            who = f"agent (pid {self.agent_pid})" if self.agent_pid else "the agent writing this store"
+            self.status_note = f"{who} stopped at {self.agent_stopped}: nothing new is collected"
+        else:
+            changed = False
+        return changed
 
     def _title(self) -> None:
         end = datetime.fromtimestamp(self.cursor.end(self.clock()) / 1e9).strftime("%Y-%m-%d %H:%M:%S")
@@ -215,8 +274,12 @@ class Db2vtopApp(App):
             mode = "replay"
         elif self.runtime is not None:
             mode = "collecting"
+        elif self.agent_stopped is not None:
+            mode = f"agent {self.agent_pid or ''} stopped {self.agent_stopped}".replace("  ", " ")
+        elif self.agent_pid is not None:
+            mode = f"attached to agent {self.agent_pid}"
         else:
-            mode = "attached to the agent writing this store"
+            mode = "attached"
         ro = " · read-only" if self.read_only else ""
         text = (f"{end} · {self.cursor.describe()} · window {format_duration(self.cursor.window_s)} · "
                 f"{mode}{ro} · {self.store_label}")
@@ -227,7 +290,7 @@ class Db2vtopApp(App):
 
     def reload(self) -> None:
         self._reload_timer = None
-        if self._screens_gone():
+        if self.closing:
             return
         self._title()
         if self._prefetch_timer is not None:
@@ -236,31 +299,75 @@ class Db2vtopApp(App):
         if isinstance(self.screen, ViewScreen):
             self._load(self.screen)
 
+    def status_until_loaded(self) -> tuple[list[Status], list[Annotation]] | None:
+        """What a screen shown before its first load says on its status line until that load: the whole status line
+        another screen showed last, if it is of the moment this one loads (or the cursor moves on its own and this
+        load is only its next moment); else nothing (a blank line, never another moment's figures)."""
+        if self.last_status is None:
+            return None
+        at, collectors, markers = self.last_status
+        now = self.clock()
+        if self.cursor.live or self.cursor.playing or at == (self.cursor.since(now), self.cursor.end(now)):
+            return collectors, markers
+        return None
+
     def request_reload(self, now: bool = False) -> None:
-        """Coalesce reloads asked for by resizes, scrolling and typing into one, 50 ms later; none while the
-        cursor moves on its own, whose next tick loads within a second anyway (a 10,000-VM Fleet's load after
-        each key would take the loader away from the keys that follow)."""
+        """Coalesce reloads asked for by resizes, scrolling and typing into one, 50 ms later. While the cursor moves
+        on its own that load is of the moment already shown (`_redraw`): what the key changed (a sort, a filter, the
+        rows scrolled to) is drawn from what was read, at once, and the next tick reads the next moment (a 10,000-VM
+        Fleet read at a new moment after each key would take the loader away from the keys that follow; waiting for
+        the tick instead showed a sort's trends up to a second late)."""
+        if self.closing:
+            return
         if now:
             self.reload()
-        elif (self.cursor.live or self.cursor.playing) and self.refresh_s <= 1.0:
-            return
         elif self._reload_timer is None:
-            self._reload_timer = self.set_timer(0.05, self.reload)
+            moving = self.cursor.live or self.cursor.playing
+            self._reload_timer = self.set_timer(0.05, self._redraw if moving else self.reload)
+
+    def _redraw(self) -> None:
+        self._reload_timer = None
+        if not self.closing and isinstance(self.screen, ViewScreen):
+            self._load(self.screen, again=True)
 
     @work(thread=True, exclusive=True, group="load")
-    def _load(self, screen: ViewScreen) -> None:
+    def _load(self, screen: ViewScreen, again: bool = False) -> None:
+        """The screen's view at the cursor (`again`: at the moment it shows, read when the load begins)."""
         now = self.clock()
         until, since = self.cursor.end(now), self.cursor.since(now)
         worker = get_current_worker()
         with self._load_lock:  # one store connection, one reader at a time
-            if worker.is_cancelled:
-                return  # a newer load is queued behind this one
+            if worker.is_cancelled or self.closing:
+                return  # a newer load is queued behind this one, or the app is closing
+            if again and screen.loaded_at is not None:
+                since, until = screen.loaded_at
             t0 = time.perf_counter()
             view = self._read(screen, worker, since, until)
             if view is None:
                 return
             self.timings.load_ms.append((time.perf_counter() - t0) * 1000)
-        self.call_from_thread(self._show, screen, view)
+        self._on_main(self._show, screen, view)
+
+    def _on_main(self, callback: Callable[..., None], *args: Any) -> None:
+        """From the loader thread: run `callback` on the main thread and wait for it, unless the app closes first
+        (then it is dropped, not waited for: the loop may never run it)."""
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                if not self.closing:
+                    callback(*args)
+            finally:
+                done.set()
+
+        try:
+            if self.closing or not self.call_later(run):  # a message to the app: thread-safe
+                return
+        except RuntimeError:  # its loop has closed
+            return
+        while not done.wait(0.05):
+            if self.closing:
+                return
 
     def _read(self, screen: ViewScreen, worker: Any, since: int, until: int) -> Any:
         """`screen.load_view` in the loader thread: None if it was cancelled or the source failed (said on screen)."""
@@ -268,8 +375,9 @@ class Db2vtopApp(App):
             if self._reader is None:
                 self._reader = Reader(self._open())
             # a 10,000-VM Fleet's load takes a good part of a second: another screen's, after a key, does
-            # not wait for it to finish (the next tick's load of this one does: it would never finish)
-            self._reader.cancelled = lambda: worker.is_cancelled and not screen.is_current
+            # not wait for it to finish (the next tick's load of this one does: it would never finish); none
+            # goes on once the app is closing
+            self._reader.cancelled = lambda: self.closing or (worker.is_cancelled and self._top() is not screen)
             self._reader.begin()
             # no cyclic garbage collection during a load: a 10,000-VM Fleet at a new moment makes some 100,000
             # objects that live on (rows, their figures), and the collector's passes over them while they were made
@@ -286,7 +394,7 @@ class Db2vtopApp(App):
         except LoadCancelledError:
             return None
         except StoreError as e:
-            self.call_from_thread(self._store_error, screen, str(e))
+            self._on_main(self._store_error, screen, str(e))
             return None
         screen.loaded_at = (since, until)
         return view
@@ -294,7 +402,7 @@ class Db2vtopApp(App):
     def _show(self, screen: ViewScreen, view: Any) -> None:
         # a screen left (Esc) while its load ran is being taken down: its widgets may be gone already; it
         # loads again when it is shown again
-        if not screen.is_attached or not screen.is_current:
+        if not screen.is_attached or self._top() is not screen:
             return
         t0 = time.perf_counter()
         screen.show_view(view)
@@ -316,6 +424,8 @@ class Db2vtopApp(App):
         """A full garbage collection once due (`_settle` put Python's own off), when no view has been shown for a
         moment and no load is under way: between keys, or between two ticks, not in a key's frame or load."""
         self._gc_timer = None
+        if self.closing:
+            return
         if self._reload_timer is not None or any(
                 w.group == "load" and w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in self.workers):
             self._gc_timer = self.set_timer(FULL_GC_IDLE_S, self._full_gc)
@@ -327,7 +437,7 @@ class Db2vtopApp(App):
         user stops there, the screen under it is loaded at that moment too, and going back shows it at once (a
         10,000-VM Fleet at a moment it has not read takes a good part of a second). Any key's load comes first."""
         self._prefetch_timer = None
-        if self._screens_gone():
+        if self.closing:
             return
         base = self.screen_stack[0]
         now = self.clock()
@@ -344,7 +454,7 @@ class Db2vtopApp(App):
         stop both threads for ~100 ms every few seconds, typically in the middle of a keypress. The full passes
         that remain (15-70 ms at 10,000 VMs) are the app's from then on, at a quiet moment (`_full_gc`): Python's
         own came in the middle of screen switches."""
-        if self._screens_gone():
+        if self.closing:
             return
         waiting = [m for m in self.MODES if m not in self._screen_stacks]
         if waiting:
@@ -361,7 +471,7 @@ class Db2vtopApp(App):
             gc.set_threshold(*self._gc_threshold)
 
     def _store_error(self, screen: Screen, message: str) -> None:
-        if screen.is_attached:
+        if screen.is_attached and not self.closing:
             for status in screen.query(StatusLine):
                 status.update(Text(f"{self._source_name}: {message}", style="bold red"))
 
@@ -391,7 +501,7 @@ class Db2vtopApp(App):
 
     def open_subject(self, subject: dict[str, str]) -> None:
         """A finding's subject: the stack holding its DB2 or storage, else its VM, host or guest."""
-        for st in self.known_stacks:
+        for st in self.stacks.every:
             if (subject.get("db2") and subject["db2"] == st.db2) or \
                     (subject.get("storage") and subject["storage"] in st.storage):
                 self.open_target(Target.of_stack(st))
@@ -429,7 +539,8 @@ class Db2vtopApp(App):
             await mounted
         finally:
             self._end_batch()
-            self.screen.refresh()
+            if not self.closing:
+                self.screen.refresh()
 
     def delay_update(self, delay: float = 0.05) -> None:
         if not self._switching:  # switch_mode holds the frames itself
@@ -443,7 +554,8 @@ class Db2vtopApp(App):
         if name == "stack":
             target = self.last_target or self._first_stack()
             if target is None:
-                self.notify("no stack: configure [[stack]] sections, or record DB2 data", severity="warning")
+                self.notify(f"no stack: the {self._source_name} has no vCenter VM, DB2 database or guest yet, and "
+                            "no [[stack]] is configured", severity="warning")
                 return
             if isinstance(self.screen, StackScreen) and self.screen.target == target:
                 return
@@ -455,8 +567,10 @@ class Db2vtopApp(App):
             self.pop_screen()
 
     def _first_stack(self) -> Target | None:
-        stacks = self.known_stacks
-        return Target.of_stack(stacks[0]) if stacks else None
+        """The Fleet's first stack, else the first of those `db2vtop stacks` lists."""
+        stacks = self.stacks if self.stacks.every else self._stacks_now()
+        first = (stacks.shown or stacks.every)[:1]
+        return Target.of_stack(first[0]) if first else None
 
     # --- time ---------------------------------------------------------------------------------
 
@@ -562,6 +676,8 @@ class Db2vtopApp(App):
         self.set_timer((timeout or FLASH_S) + 0.05, self._show_flash)
 
     def _show_flash(self) -> None:
+        if self.closing:
+            return
         for screen in self.screen_stack:
             for bar in screen.query(KeyBar):
                 bar.show_flash()
@@ -578,7 +694,7 @@ class Db2vtopApp(App):
         except StoreError:
             names = []
         return commands.suggestions([f"zoom {format_duration(w)}" for w in WINDOWS]
-                                    + [f"stack {s.name}" for s in self.known_stacks] + [f"run {n}" for n in names]
+                                    + [f"stack {s.name}" for s in self.stacks.every] + [f"run {n}" for n in names]
                                     + [f"{kind} {n}" for kind in NAMED_BY for n in self.names(kind)]
                                     + [f"speed {v:g}x" for v in SPEEDS])
 
@@ -708,11 +824,9 @@ class Db2vtopApp(App):
             raise ValueError(f"no column starting with {arg!r}")
 
     def _cmd_filter(self, arg: str) -> None:
-        if not isinstance(self.screen, ViewScreen) or (table := self.screen.filter_table()) is None:
+        if not isinstance(self.screen, ViewScreen) or self.screen.filter_table() is None:
             raise ValueError("this screen has no table to filter")
-        table.set_filter(arg)
-        self.screen.show_crumbs()
-        self.request_reload()
+        self.screen.set_filter(arg)
 
     def _filter_findings(self, text: str) -> None:
         if isinstance(self.screen, FindingsScreen):
@@ -720,10 +834,20 @@ class Db2vtopApp(App):
             self.screen.show_crumbs()
 
     def _open_named_stack(self, name: str) -> None:
-        stacks = self.known_stacks
-        match = [s for s in stacks if s.name == name] or [s for s in stacks if s.name.startswith(name)]
-        if not match:
-            raise ValueError(f"no stack {name!r}; stacks: {', '.join(s.name for s in stacks) or 'none'}")
+        """Any stack `db2vtop stacks` lists: by its name, else the one name it starts, else an error naming the
+        closest ones."""
+        def matching(stacks: Stacks) -> list[StackConfig]:
+            exact = [s for s in stacks.every if s.name == name]
+            return exact or [s for s in stacks.every if s.name.startswith(name)]
+
+        match = matching(self.stacks) or matching(self._stacks_now())  # one found since the last look
+        if len(match) != 1 and not (match and match[0].name == name):
+            names = [s.name for s in self.stacks.every]
+            close = [s.name for s in match] or difflib.get_close_matches(name, names, n=5, cutoff=0.5)
+            hint = (f"did you mean {', '.join(close[:5])}?" if close else
+                    f"stacks: {', '.join(names[:8])}{', …' if len(names) > 8 else ''}" if names else
+                    "no stack yet: no [[stack]] is configured and no vCenter VM, DB2 database or guest is recorded")
+            raise ValueError(f"no stack {name!r}; {hint}")
         self.open_target(Target.of_stack(match[0]))
 
     def _parse_time(self, text: str) -> int:
@@ -747,7 +871,7 @@ class Db2vtopApp(App):
             if (not c.arg or c.optional) and not (c.verb == "mark" and self.read_only):
                 yield SystemCommand(f":{c.verb}", c.help, lambda v=c.verb: self.run_command(v))
         yield SystemCommand("pause / play", "key space", self.action_toggle)
-        for st in self.known_stacks:
+        for st in self.stacks.shown:
             yield SystemCommand(f":stack {st.name}", f"DB2 {st.db2 or '—'}, VM {st.vm or '—'}",
                                 lambda s=st: self.open_target(Target.of_stack(s)))
         for w in WINDOWS:

@@ -232,8 +232,8 @@ def time_axis(since: int, until: int, cols: int, marks: Marks = Marks(), gutter:
     """Tick labels under a chart of `cols` columns; local time, markers as ▼, vCenter events as ◆, benchmark runs
     as ━."""
     span_s = max((until - since) / 1e9, 1e-9)
-    label_w = 9 if span_s <= 600 else 6
-    step = next((t for t in _TICKS if t / span_s * cols >= label_w + 2), _TICKS[-1])
+    # the first step whose labels fit (└HH:MM:SS below a minute, else └HH:MM): a narrow chart keeps its labels
+    step = next((t for t in _TICKS if t / span_s * cols >= (9 if t < 60 else 6) + 2), _TICKS[-1])
     offset = datetime.fromtimestamp(since / 1e9).astimezone().utcoffset()
     off_s = int(offset.total_seconds()) if offset else 0
     cells: list[tuple[str, str | None]] = [(" ", "dim")] * cols
@@ -248,12 +248,20 @@ def time_axis(since: int, until: int, cols: int, marks: Marks = Marks(), gutter:
             cells[c] = ("▼", MARKER_STYLE)
     t = math.ceil((since / 1e9 + off_s) / step) * step - off_s
     fmt = "%H:%M:%S" if step < 60 else "%H:%M"
-    while t * 1e9 <= until:  # labels where they fit, around the markers
-        c = column(int(t * 1e9), since, until, cols)
-        label = "└" + datetime.fromtimestamp(t).strftime(fmt)
+    ticks = []
+    while t * 1e9 <= until:
+        ticks.append((column(int(t * 1e9), since, until, cols), "└" + datetime.fromtimestamp(t).strftime(fmt)))
+        t += step
+    placed = 0
+    for c, label in ticks:  # labels where they fit, around the markers and events
         if c + len(label) <= cols and all(ch == " " for ch, _ in cells[max(0, c - 1): c + len(label) + 1]):
             cells[c: c + len(label)] = [(ch, "dim") for ch in label]
-        t += step
+            placed += 1
+    if not placed:  # never an axis without a time: one label over the events (▽), still not over a marker
+        for c, label in ticks:
+            if c + len(label) <= cols and all(ch != "▼" for ch, _ in cells[c: c + len(label)]):
+                cells[c: c + len(label)] = [(ch, "dim") for ch in label]
+                break
     for c in marks.runs:  # a benchmark run: a line under its span, where no label or marker is
         if c < cols and cells[c][0] == " ":
             cells[c] = ("━", RUN_STYLE)

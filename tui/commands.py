@@ -12,6 +12,9 @@ from dataclasses import dataclass
 
 from textual.binding import Binding
 
+from db2vtop.agent.core.units import format_duration
+from db2vtop.tui.timecursor import WINDOWS
+
 
 @dataclass(frozen=True)
 class KeyGroup:
@@ -34,7 +37,7 @@ KEYS: tuple[KeyGroup, ...] = (
     KeyGroup("< >", "replay speed: 1×, 10×, 60×",
              (Binding("less_than_sign", "speed(-1)", "Slower", key_display="<", show=False),
               Binding("greater_than_sign", "speed(1)", "Faster", key_display=">", show=False))),
-    KeyGroup("+ -", "zoom the window: 1m 5m 15m 1h 4h 24h",
+    KeyGroup("+ -", f"zoom the window: {' '.join(format_duration(w) for w in WINDOWS)} (:zoom takes any between)",
              (Binding("plus,equals_sign", "zoom(-1)", "Zoom in", key_display="+"),
               Binding("minus", "zoom(1)", "Zoom out", key_display="-"))),
     KeyGroup("home end", "the store's first sample / back to live (the end of a replay)",

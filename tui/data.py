@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
-from db2vtop.agent.core.cadence import interval_of, is_stale
+from db2vtop.agent.core.cadence import MIN_STALE_S, interval_of, is_stale
 from db2vtop.agent.core.model import (
     ALERT_MEASUREMENT,
     SELF_MEASUREMENT,
@@ -376,21 +376,30 @@ class Status:
 
 
 def load_status(reader: Reader, until_ns: int, names: set[str] | None = None) -> list[Status]:
-    """Each collector's last cycle at the cursor's time, and whether it has gone quiet."""
+    """Each collector's last cycle at the cursor's time (of those `names`: a stack's sources), and whether it has
+    gone quiet."""
     out = []
-    for s in reader.series(SELF_MEASUREMENT):
+    series = reader.series(SELF_MEASUREMENT)
+    if names is not None:  # a guest no `guest:NAME` collector feeds is this machine's: the local `guest` collector
+        present = {s.tags.get("collector") for s in series}
+        names = names | ({"guest"} if any(n.startswith("guest:") and n not in present for n in names) else set())
+    wanted = [s for s in series if names is None or s.tags.get("collector", "?") in names]
+    # one read for all (a collector's name is not its series: an InfluxDB sink's global tags can repeat it)
+    newest = {frozenset(row.tags.items()): row for row in reader.latest_of(wanted, 0, until_ns)}
+    for s in wanted:
         name = s.tags.get("collector", "?")
-        if names is not None and name not in names and name != "self":
+        row = newest.get(frozenset(s.tags.items()))
+        if row is None:
             continue
-        rows = reader.latest_of([s], 0, until_ns)
-        if not rows:
-            continue
-        row = rows[0]
-        interval = reader.memo(("interval", s.id, until_ns // 60_000_000_000), 60, lambda s=s, row=row: interval_of(
-            reader.window(s.id, "duration_ms", row.ts - 3600 * 10**9, row.ts)))
+        age = (until_ns - row.ts) / 1e9
+        # its period, read from its last hour: only where it could be stale (a younger cycle never is: 200
+        # collectors' hours took a Fleet's first load a second)
+        interval = None if age <= MIN_STALE_S else reader.memo(
+            ("interval", s.id, until_ns // 3_600_000_000_000), 300, lambda s=s, row=row: interval_of(
+                reader.window(s.id, "duration_ms", row.ts - 3600 * 10**9, row.ts)))
         f = row.fields
         out.append(Status(name, str(f.get("status", "?")), str(f.get("last_error", "")),
-                          float(f.get("duration_ms", 0.0)), (until_ns - row.ts) / 1e9, int(f.get("errors", 0)),
+                          float(f.get("duration_ms", 0.0)), age, int(f.get("errors", 0)),
                           int(f.get("skipped", 0)), interval))
     _with_clocks(reader, until_ns, out)
     return _with_alerts(reader, until_ns, _with_threads(reader, until_ns, out))

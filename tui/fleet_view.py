@@ -16,6 +16,7 @@ from db2vtop.agent.core.cadence import stale_age_s
 from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.model import AGENT_MEASUREMENT, SINK_MEASUREMENT, Annotation, Finding, severity_rank
 from db2vtop.agent.core.source import Columns, Row
+from db2vtop.agent.core.text import plural
 from db2vtop.checks.figures import LATENCY_FLOOR_MS
 from db2vtop.checks.scales import Level, Levels
 from db2vtop.checks.topology import resolve, short_name
@@ -33,19 +34,21 @@ from db2vtop.tui.data import (
 )
 from db2vtop.tui.format import NUMBERS, ago, num, size, value
 from db2vtop.tui.stacks import Target
-from db2vtop.tui.table import Cell, Column, TableModel, TableRow, fitted_widths
+from db2vtop.tui.table import Cell, Column, TableModel, TableRow, cell_text, fitted_widths
 
 SEVERITY_CELL = {"critical": ("CRIT", "bold red"), "warning": ("WARN", "bold yellow"), "info": ("info", "cyan")}
 # Numbers first, as esxtop and htop keep them: at 80 columns the figures show and the finding's
-# text shrinks (then what is past the edge is cut: trends, `where`). Fixed widths but for the
-# names: measuring 2,000 rows every second is not free.
+# text shrinks (a trend that does not fit whole is left out, what is past the edge is cut: `where`); on a wide
+# terminal the finding's text takes the room there is. Fixed widths but for the names and the findings,
+# measured as the rows are made: measuring 2,000 rows' cells every second is not free.
 COLUMNS = [
     Column("kind", width=5), Column("name", max_width=30),
     Column("cpu%", width=5, right=True, descending=True), Column("rdy%", width=5, right=True, descending=True),
     Column("balloon", width=8, right=True, descending=True), Column("I/O ms", width=6, right=True, descending=True),
     Column("log ms", width=6, right=True, descending=True), Column("TPS", width=7, right=True, descending=True),
-    Column("worst open finding", width=36, min_width=16), Column("rdy% trend", width=16, sortable=False),
-    Column("I/O ms trend", width=16, sortable=False), Column("where", max_width=24),
+    Column("worst open finding", max_width=100, min_width=16),
+    Column("rdy% trend", width=16, sortable=False, whole=True),
+    Column("I/O ms trend", width=16, sortable=False, whole=True), Column("where", max_width=24),
 ]
 NAME_COL, FINDING_COL, READY_TREND, IO_TREND, WHERE_COL = 1, 8, 9, 10, 11
 KIND_ORDER = {"stack": 0, "vm": 1, "host": 2, "guest": 3, "agent": 4}
@@ -334,7 +337,7 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
             found = made_targets[(make, *args)] = make(*args)
         return found
 
-    longest = {NAME_COL: 0, WHERE_COL: 0}  # the two columns as wide as their text: measured here, not from the cells
+    longest = {NAME_COL: 0, WHERE_COL: 0, FINDING_COL: 0}  # the columns as wide as their text: measured here
 
     def add(kind: str, name: str, where: str, finding: Finding | None, figures: tuple, target: Target,
             stale: bool, status: Cell | None = None, key: str | None = None, lower: str | None = None) -> None:
@@ -364,6 +367,8 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
             longest[NAME_COL] = len(name)
         if len(where) > longest[WHERE_COL]:
             longest[WHERE_COL] = len(where)
+        if status is not None or finding is not None:  # most rows have none: "ok"
+            longest[FINDING_COL] = max(longest[FINDING_COL], len(cell_text(status or _finding_cell(finding))))
 
     guests_in_use: set[str] = set()
     for st in stacks:  # each stack's entities at the cursor (checks/topology.py), as its Stack screen has them
@@ -442,7 +447,7 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
         row = hosts.get(name)
         f = row.fields if row else {}
         note, stale = age_note(row.ts if row else None, "vsphere_host")
-        where = (row.tags.get("cluster", "") if row else "") + f" {vms_on.get(name, 0)} VMs" + note
+        where = (row.tags.get("cluster", "") if row else "") + f" {plural(vms_on.get(name, 0), 'VM')}" + note
         add("host", name, where.strip(), fx.worst_of(("host", name), exclude="vm"),
             (None, value(f, "cpu_usage_pct"), value(f, "cpu_ready_pct"), value(f, "mem_balloon_bytes"), None,
              gavg.get(name)), target(Target.of_host, name), stale)

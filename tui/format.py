@@ -8,14 +8,8 @@ NONE = "—"
 
 
 def rate(v: float | None) -> str:
-    """Bytes per second in binary units, e.g. 1.5M/s."""
-    if v is None:
-        return NONE
-    for unit in ("", "K", "M", "G"):
-        if abs(v) < 1024:
-            return f"{v:.0f}{unit}/s" if unit == "" else f"{v:.1f}{unit}/s"
-        v /= 1024
-    return f"{v:.1f}T/s"
+    """Bytes per second in binary units, as sizes are written: 0B/s, 221.5KiB/s, 1.5MiB/s."""
+    return NONE if v is None else f"{format_bytes(v)}/s"
 
 
 def num(v: float | None, digits: int = 1) -> str:

@@ -32,7 +32,11 @@ EVENTS_PANEL = "e"
 ARRAY_LATENCY = {m: tuple(f.field for f in of_layer("storage") if f.measurement == m and f.screen == "latency")
                  for m in {f.measurement for f in of_layer("storage") if f.screen == "latency"}}
 PanelResult = tuple[list[Run], TableModel, dict[str, Trend], int]
-TREND = Column("trend", width=16)
+
+
+def trend(what: str) -> Column:
+    """A panel's trend column, named for what it draws (`GAVG trend ≤50`: not read as the column before it)."""
+    return Column(f"{what} trend", width=16, whole=True)
 
 
 def _r(key: str, cells: list[Cell], sort: tuple, style: str | None = None) -> TableRow:
@@ -63,7 +67,7 @@ def cpu_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str =
         return _guest_cpu_panel(rd, r, until, lv)
     cols = [Column("vm", max_width=32), Column("vCPU", right=True), Column("usage%", right=True),
             Column("rdy%", right=True), Column("cstp%", right=True), Column("mlmtd%", right=True),
-            Column("swpwt%", right=True), Column("%RDY", right=True), Column("N%L", right=True), TREND]
+            Column("swpwt%", right=True), Column("%RDY", right=True), Column("N%L", right=True), trend("rdy%")]
     rows, trends = [], {}
     names = sorted({x.tags["vm"] for x in vms} | set(esx))
     by_vm = {x.tags["vm"]: x for x in sorted(vms, key=lambda x: x.ts)}
@@ -92,7 +96,7 @@ def cpu_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str =
 
 def _guest_cpu_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str = "") -> PanelResult:
     cols = [Column("cpu"), Column("busy%", right=True), Column("user%", right=True), Column("sys%", right=True),
-            Column("iowait%", right=True), Column("steal%", right=True), Column("idle%", right=True), TREND]
+            Column("iowait%", right=True), Column("steal%", right=True), Column("idle%", right=True), trend("busy%")]
     rows, trends = [], {}
     for x in _now(rd, r, "guest", "guest_cpu", until):
         f, cpu = x.fields, x.tags.get("cpu", "?")
@@ -111,7 +115,7 @@ def _mem_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str 
     vms, esx = _vms_on_host(rd, r, until), _esxtop_vms(rd, r, until)
     cols = [Column("vm", max_width=32), Column("balloon", right=True), Column("target", right=True),
             Column("swapped", right=True), Column("swapin", right=True), Column("compr", right=True),
-            Column("consumed", right=True), Column("active", right=True), Column("N%L", right=True), TREND]
+            Column("consumed", right=True), Column("active", right=True), Column("N%L", right=True), trend("balloon")]
     rows, trends = [], {}
     by_vm = {x.tags["vm"]: x for x in sorted(vms, key=lambda x: x.ts)}
     # a VM's consumed, active and compressed memory are its quickStats (not asked of vCenter twice)
@@ -153,7 +157,7 @@ def _mem_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str 
 def _adapter_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str = "") -> PanelResult:
     """ESXi's per-HBA counters are not collected; the host's datastores are the nearest view."""
     cols = [Column("datastore", max_width=36), Column("r/s", right=True), Column("w/s", right=True),
-            Column("read ms", right=True), Column("write ms", right=True), TREND]
+            Column("read ms", right=True), Column("write ms", right=True), trend("lat ms")]
     rows, trends = [], {}
     if r.host:
         for x in _now(rd, r, "datastore", "vsphere_datastore", until):
@@ -178,7 +182,7 @@ def _lun_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str 
             Column("KAVG", right=True), Column("DAVG", right=True), Column("QAVG", right=True),
             Column("QUED", right=True), Column("ACTV", right=True), Column("DQLEN", right=True),
             Column("%USD", right=True), Column("IOPS", right=True), Column("array ms", right=True),
-            Column("fabric ms", right=True), Column("array", max_width=24), TREND]
+            Column("fabric ms", right=True), Column("array", max_width=24), trend("GAVG")]
     if not r.host:
         return [("no host for this stack: LUNs need vSphere or esxtop", "dim")], TableModel(cols, []), {}, len(cols) - 1
     host_luns = {x.tags.get("lun", ""): x for x in _now(rd, r, "host", "vsphere_host_lun", until)}
@@ -231,7 +235,7 @@ def _disk_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str
     """The same I/O seen by the hypervisor (VMDKs) and by the guest (block devices)."""
     cols = [Column("layer"), Column("disk", max_width=28), Column("r/s", right=True), Column("w/s", right=True),
             Column("read", right=True), Column("write", right=True), Column("read ms", right=True),
-            Column("write ms", right=True), Column("queue", right=True), Column("where", max_width=30), TREND]
+            Column("write ms", right=True), Column("queue", right=True), Column("where", max_width=30), trend("lat ms")]
     rows, trends = [], {}
     if r.vm:
         for x in _now(rd, r, "vm", "vsphere_vm_disk", until):
@@ -264,16 +268,28 @@ def _disk_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str
     return summary, TableModel(cols, rows), trends, len(cols) - 1
 
 
+def _vnic_names(rd: Reader, r: StackEntities, until: int) -> dict[str, str]:
+    """The VM's vNICs by the device key vCenter names its network counters by: their labels (Network adapter 1),
+    from the VM's newest fact at the cursor."""
+    facts = [f for f in rd.facts("vsphere_vm") if f.tags.get("vm") == r.vm and f.ts <= until
+             and (not r.vcenter or f.tags.get("vcenter", r.vcenter) == r.vcenter)]
+    nics = max(facts, key=lambda f: f.ts).data.get("nics") if facts else None
+    return {str(n.get("key")): str(n.get("label") or f"{n.get('type') or 'vNIC'} {n.get('key')}")
+            for n in nics or [] if isinstance(n, dict) and n.get("key") is not None}
+
+
 def _net_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str = "") -> PanelResult:
     cols = [Column("layer"), Column("nic", max_width=24), Column("rx", right=True), Column("tx", right=True),
             Column("rx pkt/s", right=True), Column("tx pkt/s", right=True), Column("drops/s", right=True),
-            Column("errors/s", right=True), TREND]
+            Column("errors/s", right=True), trend("rx+tx")]
     rows, trends = [], {}
     if r.vm:
+        names = _vnic_names(rd, r, until)
         for x in _now(rd, r, "vm", "vsphere_vm_net", until):
-            f, nic = x.fields, x.tags.get("instance", "?")
+            f, device = x.fields, x.tags.get("instance", "?")
+            nic = names.get(device) or f"key {device}"  # not the device key alone, a bare number
             drops = sum_of([x], "rx_drops_per_s", "tx_drops_per_s")
-            key = f"vnic {nic} {x.tags.get('host', '')}"
+            key = f"vnic {device} {x.tags.get('host', '')}"
             rows.append(_r(key, ["vNIC", nic, rate(value(f, "rx_bytes_per_s")), rate(value(f, "tx_bytes_per_s")),
                                  NONE, NONE, _styled(drops, lv["nonzero"]), NONE, ""],
                            ("vNIC", nic, value(f, "rx_bytes_per_s"), value(f, "tx_bytes_per_s"), None, None, drops,
@@ -309,7 +325,7 @@ def _bufferpool_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, labe
     cols = [Column("member"), Column("bufferpool", max_width=24), Column("hit%", right=True),
             Column("data%", right=True), Column("index%", right=True), Column("logical/s", right=True),
             Column("physical/s", right=True), Column("async%", right=True), Column("read ms/pg", right=True),
-            Column("writes/s", right=True), Column("write ms/pg", right=True), TREND]
+            Column("writes/s", right=True), Column("write ms/pg", right=True), trend("hit%")]
     if not r.db2:
         return _no_db2(cols)
     rows, trends = [], {}
@@ -332,7 +348,8 @@ def _bufferpool_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, labe
 def _log_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str = "") -> PanelResult:
     cols = [Column("member"), Column("write ms", right=True), Column("writes/s", right=True),
             Column("written", right=True), Column("buffer full/s", right=True), Column("used%", right=True),
-            Column("secondary", right=True), Column("read ms", right=True), Column("reads/s", right=True), TREND]
+            Column("secondary", right=True), Column("read ms", right=True), Column("reads/s", right=True),
+            trend("write")]
     if not r.db2:
         return _no_db2(cols)
     rows, trends = [], {}
@@ -363,7 +380,7 @@ WAITS = (("pool read", "pool_read_wait_pct", "read_wait"), ("pool write", "pool_
 def _wait_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str = "") -> PanelResult:
     """dmctop's "Time spent": shares of request time, biggest first."""
     cols = [Column("member"), Column("time spent in", max_width=20), Column("% of request time", right=True),
-            Column("", width=20), TREND]
+            Column("", width=20), trend("share")]
     if not r.db2:
         return _no_db2(cols)
     rows, trends = [], {}
@@ -392,7 +409,7 @@ def _tablespace_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, labe
     """Tablespaces, each followed by its containers: compare read ms/page across containers."""
     cols = [Column("member"), Column("tablespace / container", max_width=44), Column("read pg/s", right=True),
             Column("write pg/s", right=True), Column("read ms/pg", right=True), Column("write ms/pg", right=True),
-            Column("async%", right=True), Column("direct r/s", right=True), Column("used%", right=True), TREND]
+            Column("async%", right=True), Column("direct r/s", right=True), Column("used%", right=True), trend("ms/pg")]
     if not r.db2:
         return _no_db2(cols)
     rows, trends = [], {}

@@ -19,6 +19,7 @@ from textual.strip import Strip
 
 from db2vtop.agent.core.events import EVENT, VCenterEvent
 from db2vtop.agent.core.model import Annotation, Finding
+from db2vtop.agent.core.text import plural
 from db2vtop.checks.culprits import Culprit
 from db2vtop.checks.figures import LATENCY_FLOOR_MS
 from db2vtop.checks.scales import Levels
@@ -135,11 +136,11 @@ def _verdict(rd: Reader, target: Target, since: int, until: int, levels: Levels,
     except Exception as e:  # the verdict is the checks' business: show its failure, keep the screen
         return [("verdict failed: ", "bold red"), (str(e)[:200], "red")], None
     if v.confidence == "none":
-        return [("verdict: too little data ", "dim"), (f"({v.samples} samples in the window)", "dim")], v
+        return [("verdict: too little data ", "dim"), (f"({plural(v.samples, 'sample')} in the window)", "dim")], v
     st = {"high": "bold red", "medium": "bold yellow", "low": "yellow"}.get(v.confidence, "bold")
     blame = " ".join(x for x in (v.layer, onset_text(v, utc=False)) if x) + ": " if v.layer else ""
     out: list[Run] = [("VERDICT ", "bold reverse"), (" ", None), (blame, st), (v.summary, "bold"),
-                      (f"  [{v.confidence} confidence, {v.samples} samples]", "dim")]
+                      (f"  [{v.confidence} confidence, {plural(v.samples, 'sample')}]", "dim")]
     also = [f"{c.layer}: {c.label}" for c in v.causes[1:]]
     earlier = earlier_text([e.to_json() for e in v.episodes], until, utc=False) if v.layer else ""
     more = "; ".join(x for x in (f"also {', '.join(also)}" if also else "", f"earlier: {earlier}" if earlier else "",
@@ -207,6 +208,8 @@ def _draw_layers(rd: Reader, layers: list[Layer], since: int, until: int, geo: G
 
 _LEGEND = [("▼", MARKER_STYLE), (" marker ", "dim"), ("◆", VCENTER_STYLE), (" vCenter ", "dim"), ("┊", EVENT_STYLE),
            (" gap/reset blank=no data", "dim")]
+_SHORT_LEGEND = [("▼", MARKER_STYLE), (" marker ", "dim"), ("◆", VCENTER_STYLE), (" vCenter ", "dim"),
+                 ("┊", EVENT_STYLE), (" gap", "dim")]  # a narrow figures column (80 columns)
 SEPARATOR = ("  ", None)
 
 
@@ -261,7 +264,8 @@ def _block(layers: list[LayerView], axis_a: Strip, axis_b: Strip, geo: Geometry)
     empty = [x.title for x in layers if not x.data]
     if empty:  # layers without a sample in the window take one line between them, not a chart each
         out.append(_line([(" ", None), (" · ".join(empty), "dim bold"), ("  no data in the window", "dim")]))
-    legend = _line([(" ", None), *_LEGEND])
+    full = sum(len(t) for t, _ in _LEGEND) + 1 <= geo.figures
+    legend = _line([(" ", None), *(_LEGEND if full else _SHORT_LEGEND)])
     out.append(Strip.join([cell([legend], 0, geo.figures), cell([axis_a], 0, geo.a_cols),
                            cell([axis_b], 0, geo.b_cols)]))
     return out

@@ -48,11 +48,25 @@ class Target:
         return cls("guest", guest, StackConfig(name=guest, guest=guest))
 
 
-def view_stacks(cfg: Config | None, source: Source) -> list[StackConfig]:
-    """The stacks the screens show (checks/topology.py infer_stacks): the configured ones, every VM a [[db2]]
-    is matched to, and every DB2 database no stack holds. A lone guest is a guest row, not a stack."""
+@dataclass(frozen=True)
+class Stacks:
+    """The stacks there are, as `db2vtop stacks` lists them (`:stack NAME` and `2` open any of them), and those the
+    Fleet gives a row of their own: the configured ones, every VM a [[db2]] is matched to and every DB2 database no
+    stack holds (a plain VM's or guest's stack is its VM's or guest's row)."""
+
+    every: tuple[StackConfig, ...] = ()
+    shown: tuple[StackConfig, ...] = ()
+
+    @classmethod
+    def configured(cls, stacks: list[StackConfig]) -> Stacks:
+        return cls(tuple(stacks), tuple(stacks))
+
+
+def view_stacks(cfg: Config | None, source: Source) -> Stacks:
+    """Every stack (checks/topology.py infer_stacks, all its rules), and those the Fleet shows."""
     found = infer_stacks(cfg or Config(), source)
-    return [i.stack for i in found if i.configured or (i.rule != "guest" and i.stack.db2)]
+    return Stacks(tuple(i.stack for i in found),
+                  tuple(i.stack for i in found if i.configured or (i.rule != "guest" and i.stack.db2)))
 
 
 def resolve_at(source: Source, target: Target, since_ns: int, until_ns: int) -> StackEntities:

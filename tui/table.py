@@ -36,6 +36,7 @@ class Column:
     descending: bool = False  # the natural first sort order (numbers: highest first)
     sortable: bool = True
     min_width: int = 0  # a text column that gives way (down to this) before columns are cut at the edge
+    whole: bool = False  # drawn whole or not at all (a trend cut at the edge would show its oldest part only)
 
 
 class TableRow:
@@ -148,17 +149,28 @@ def arrange(rows: list[TableRow], filter_text: str, sort_col: int | None, revers
 def fit(widths: Sequence[int], columns: Sequence[Column], hidden: frozenset[str], room: int) -> list[int]:
     """The widths a table of `room` cells draws: hidden columns 0 (not drawn), and when the rest
     is wider than the room, the columns with a `min_width` give way first, down to it (a cell
-    then ends in …); whatever still does not fit is cut at the right edge, as in esxtop."""
+    then ends in …); a `whole` column that still does not fit is left out (the others fitted again without
+    it); whatever else does not fit is cut at the right edge, as in esxtop."""
     out = [0 if c.name.split(" ≤")[0] in hidden else w for c, w in zip(columns, widths, strict=False)]
-    over = sum(w + 1 for w in out if w) - room
-    for i, c in enumerate(columns):
-        if over <= 0:
-            break
-        if out[i] and c.min_width and out[i] > c.min_width:
-            give = min(over, out[i] - c.min_width)
-            out[i] -= give
-            over -= give
-    return out
+    while True:
+        fitted = list(out)
+        over = sum(w + 1 for w in fitted if w) - room
+        for i, c in enumerate(columns):
+            if over <= 0:
+                break
+            if fitted[i] and c.min_width and fitted[i] > c.min_width:
+                give = min(over, fitted[i] - c.min_width)
+                fitted[i] -= give
+                over -= give
+        x, cut = 0, None
+        for i, w in enumerate(fitted):
+            if w and i < len(columns) and columns[i].whole and x + w > room:
+                cut = i
+                break
+            x += w + 1 if w else 0
+        if cut is None:
+            return fitted
+        out[cut] = 0
 
 
 def row_strip(row: TableRow, widths: Sequence[int], columns: Sequence[Column]) -> Strip:
@@ -217,6 +229,9 @@ class GridTable(ScrollView, can_focus=True, inherit_bindings=False):
         self.sort_col: int | None = None
         self.sort_reverse = False
         self.cursor = 0
+        #: the user moved the cursor: from then on it follows its row when rows move (a sort, new data); until
+        #: then it stays on the top row, whatever the first frames held (htop, k9s)
+        self.moved = False
         self.show_cursor = cursor
         self.empty_text = ""
         self.hidden: frozenset[str] = frozenset()  # column names the field chooser took off
@@ -272,10 +287,11 @@ class GridTable(ScrollView, can_focus=True, inherit_bindings=False):
         self.shown = shown
         self._arranged_for = (self.filter_text, self.sort_col, self.sort_reverse)
         self._strips.clear()
-        if key is not None:
+        if key is not None and self.moved:
             self.cursor = next((i for i, r in enumerate(self.shown) if r.key == key), self.cursor)
         self.cursor = max(0, min(self.cursor, len(self.shown) - 1))
-        self.virtual_size = Size(self.size.width, len(self.shown) + 1)
+        says = not self.shown and bool(self.filter_text or self.empty_text)  # a line for "no row matches /x"
+        self.virtual_size = Size(self.size.width, len(self.shown) + 1 + says)
         self.refresh()
 
     @property
@@ -304,8 +320,9 @@ class GridTable(ScrollView, can_focus=True, inherit_bindings=False):
             return self._header.crop_extend(0, width, base)
         index = int(self.scroll_y) + y - 1
         if index >= len(self.shown):
-            if index == 0 and self.empty_text:
-                return Strip([Segment(self.empty_text, style("italic"))]).crop_extend(0, width, base)
+            empty = f"no row matches /{self.filter_text}" if self.filter_text and self.model.rows else self.empty_text
+            if index == 0 and empty:
+                return Strip([Segment(empty, style("italic"))]).crop_extend(0, width, base)
             return Strip.blank(width, base)
         # focus shows on the cursor's row alone: `/` moving it to the filter bar draws that row again, not all
         cursor = self.has_focus if self.show_cursor and index == self.cursor else None
@@ -324,10 +341,11 @@ class GridTable(ScrollView, can_focus=True, inherit_bindings=False):
             if not w:
                 continue
             name = c.name
-            if i == self.sort_col:
-                name = name + ("▼" if self.sort_reverse else "▲")
-            if len(name) > w:
-                name = name[: w - 1] + "…"
+            arrow = ("▼" if self.sort_reverse else "▲") if i == self.sort_col else ""
+            if len(name) + len(arrow) > w:  # cut; the sort's arrow stays, in the place of the …
+                name = name[: w - 1] + (arrow or "…")
+            else:
+                name += arrow
             name = name.rjust(w) if c.right else name.ljust(w)
             segments += [Segment(name, _HEADER), Segment(" ", _HEADER)]
         return Strip(segments)
@@ -344,6 +362,7 @@ class GridTable(ScrollView, can_focus=True, inherit_bindings=False):
         if not self.shown:
             return
         before = int(self.scroll_y)
+        self.moved = True
         self.cursor = max(0, min(index, len(self.shown) - 1))
         rows = max(self.size.height - 1, 1)
         if self.cursor < self.scroll_y:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from db2vtop.agent.core.units import format_duration
+
 WINDOWS = (60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 24 * 3600.0)
 SCRUB_FRACTION = 0.1  # one ←/→ press moves a tenth of the window
 SPEEDS = (1.0, 10.0, 60.0)  # replay: real time, an hour in six minutes, an hour in one
@@ -83,12 +85,18 @@ class TimeCursor:
         self.end_ns = self._clamp(end_ns, now_ns)
 
     def set_window(self, seconds: float) -> None:
-        """`:zoom`: the nearest of the zoom steps."""
-        self.window_s = min(WINDOWS, key=lambda w: abs(w - seconds))
+        """`:zoom`: the window asked for, from the smallest zoom step to the largest (a ValueError else)."""
+        if not WINDOWS[0] <= seconds <= WINDOWS[-1]:
+            raise ValueError(f"zoom is a window from {format_duration(WINDOWS[0])} to {format_duration(WINDOWS[-1])}"
+                             f" (zoom 2h), not {format_duration(seconds)}")
+        self.window_s = float(seconds)
 
     def zoom(self, step: int) -> None:
-        i = WINDOWS.index(self.window_s) if self.window_s in WINDOWS else 1
-        self.window_s = WINDOWS[max(0, min(len(WINDOWS) - 1, i + step))]
+        """`+` `-`: the next zoom step in (-1) or out (1) from the window, whichever it is."""
+        if step > 0:
+            self.window_s = next((w for w in WINDOWS if w > self.window_s), WINDOWS[-1])
+        else:
+            self.window_s = next((w for w in reversed(WINDOWS) if w < self.window_s), WINDOWS[0])
 
     def advance(self, dt_s: float, now_ns: int) -> None:
         """Playing: move forward in step with the wall clock; stop at the end of the recording."""

@@ -35,6 +35,30 @@ def runs_text(runs: list[Run]) -> Text:
     return t
 
 
+def packed(lines: list[list[list[Run]]], width: int, gap: int = 2) -> Text:
+    """Lines of phrases (each a list of runs), laid out `width` cells wide: a line that does not fit goes on
+    below, between two phrases, never in the middle of one ("major faults 0.8/s" stays whole)."""
+    t = Text(no_wrap=False)
+    first = True
+    for phrases in lines:
+        used = 0
+        for phrase in phrases:
+            size = sum(len(text) for text, _ in phrase)
+            if used and width and used + gap + size > width:
+                t.append("\n")
+                used = 0
+            elif used:
+                t.append(" " * gap)
+                used += gap
+            elif not first:
+                t.append("\n")
+            first = False
+            for text, st in phrase:
+                t.append(text, style=st or "")
+            used += size
+    return t
+
+
 class StripView(Widget):
     """Shows strips drawn by the loader thread (charts, axes): the main thread only copies them.
 
@@ -112,7 +136,9 @@ class Flash:
 
 
 FIRST_KEYS = ("?", "q", ":", "1-4", "/", "space")
-FLASH_STYLE = {"error": "bold white on red", "warning": "bold black on yellow", "information": "bold"}
+# colours of their own, not the theme's "white" and "red": those came out light grey on a light red in 256
+# colours, 2:1; these are 7:1 in 256 colours and in truecolor
+FLASH_STYLE = {"error": "bold #ffffff on #af0000", "warning": "bold #000000 on #ffd700", "information": "bold"}
 
 
 class KeyBar(Static):
@@ -161,7 +187,8 @@ def failing(collectors: list[Status]) -> list[Status]:
 
 class StatusLine(Static):
     """Collectors (all of them when few, else a count and the ones in trouble), then markers; under
-    that, one line per failing source with its reason in full (wrapped, never cut off).
+    that, the app's news (the agent it was attached to stopped) and one line per failing source with its
+    reason in full (wrapped, never cut off).
 
     A collector whose last cycle is older than three of its intervals is STALE: its
     data is not current, whatever its last status said. The agent's own threads (store writer,
@@ -169,11 +196,11 @@ class StatusLine(Static):
     """
 
     _shown_lines = 1
+    loaded = False  # shown a load of its own screen
 
-    def show(self, collectors: list[Status], markers: list[Annotation], note: str = "") -> None:
+    def show(self, collectors: list[Status], markers: list[Annotation], loaded: bool = True) -> None:
+        """`loaded`: its screen's own load (the app keeps a whole one, for screens shown before their first load)."""
         t = Text(no_wrap=True, overflow="ellipsis")
-        if note:
-            t.append(note + "  ", style="bold yellow")
         trouble = [s for s in collectors if s.status != "ok" or s.stale]
         listed = sorted(collectors, key=lambda s: s.collector) if len(collectors) <= MAX_LISTED else \
             sorted(trouble, key=lambda s: (s.status == "ok", s.collector))
@@ -207,6 +234,9 @@ class StatusLine(Static):
             when = datetime.fromtimestamp(m.ts / 1e9).strftime("%H:%M:%S")
             t.append(f"▼ {m.name} {when}  ", style=MARKER_STYLE)
         lines: list[Text] = [t]
+        note = getattr(self.app, "status_note", "")  # the app's own news (the agent it was attached to stopped)
+        if note:
+            lines.append(Text(f"● {note}", style="bold yellow", overflow="fold"))
         for s in failing(collectors):
             line = Text(overflow="fold")
             line.append(f"✖ {s.collector} {s.status}", style="bold red")
@@ -220,6 +250,10 @@ class StatusLine(Static):
             lines.append(line)
         self.update(Group(*lines) if len(lines) > 1 else t, layout=len(lines) != self._shown_lines)
         self._shown_lines = len(lines)
+        if loaded:
+            self.loaded = True
+            if getattr(self.screen, "WHOLE_STATUS", False):
+                self.app.last_status = (self.screen.loaded_at, collectors, markers)
 
 
 class Breadcrumbs(Static):

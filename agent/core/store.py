@@ -1339,6 +1339,40 @@ class Store:
                 for r, sev, sub, summ, ev, why, fix, refs, fs, ls, res in self.db.execute(sql + " ORDER BY id")]
 
 
+def store_writer(path: Path) -> int | None:
+    """The pid of the process writing the store at `path` (holding its writer lock), None when none does: `watch`
+    attached to an agent's store says so when that agent stops. Learnt without taking the lock (a lock taken only
+    to look would make an agent starting at that moment fail): from the kernel's table of locks where there is one
+    (Linux), else from whether the process its lock file names is alive."""
+    lock = Path(f"{path}-writer.lock")
+    try:
+        st = os.stat(lock)
+        named = lock.read_text(errors="replace").strip()
+    except OSError:
+        return None
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            table = f.read()
+    except OSError:
+        table = None
+    if table is not None:  # "1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234 0 EOF" (a waiter's has "->" after "1:")
+        file = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+        for line in table.splitlines():
+            parts = line.split()
+            if "FLOCK" in parts and "->" not in parts and file in parts:
+                holder = parts[parts.index(file) - 1]
+                return int(holder) if holder.isdigit() else None
+        return None
+    if not named.isdigit():
+        return None
+    try:
+        os.kill(int(named), 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:  # alive, another user's
+        pass
+    return int(named)
+
 def _shared(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A decoded JSON object whose short strings are interned: the same value in thousands of facts is
     held once."""

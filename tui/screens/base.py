@@ -11,14 +11,15 @@ from textual.widgets import Input
 from db2vtop.checks.scales import Levels
 from db2vtop.tui.data import Reader
 from db2vtop.tui.table import GridTable
-from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar
+from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine
 
 
 class ViewScreen(Screen):
-    """`load_view` runs in the loader thread (store reads only); `show_view` on the main thread
-    (widget updates only). HELP lists the screen's own keys for `?`."""
+    """`load_view` runs in the loader thread (store reads only, never `self.app`: the app may be taking the
+    screen down); `show_view` on the main thread (widget updates only). HELP lists the screen's own keys for `?`."""
 
     HELP: ClassVar[list[tuple[str, str]]] = []
+    WHOLE_STATUS: ClassVar[bool] = True  # its status line names every source (the Stack screen's, its stack's own)
     BINDINGS: ClassVar = [Binding("slash", "filter", "Filter", key_display="/"),
                           Binding("escape", "back", "Back", show=False)]
 
@@ -50,6 +51,11 @@ class ViewScreen(Screen):
         (started before, the loader thread would compete with that frame for the GIL)."""
         if self.is_current:  # not when the app composes it ahead of its first visit
             self.app.call_after_refresh(self.app.request_reload, True)
+            # until its first load (a 10,000-VM Fleet's takes a second), not a blank status line
+            last = self.app.status_until_loaded() if self.WHOLE_STATUS else None
+            for status in self.query(StatusLine) if last is not None else ():
+                if not status.loaded:
+                    status.show(*last, loaded=False)
             for bar in self.query(KeyBar):  # the app's message, if it is still up, follows to this screen
                 if hasattr(bar, "keys"):
                     bar.show_flash()
@@ -64,10 +70,21 @@ class ViewScreen(Screen):
 
     # --- k9s `/` ------------------------------------------------------------------------
 
-    def filter_table(self) -> GridTable | None:
-        """The table `/` filters (the screen's main one)."""
+    def filter_tables(self) -> list[GridTable]:
+        """The tables `/` filters: the screen's main one (Local: each of its tables)."""
         tables = self.query(GridTable)
-        return tables.first() if tables else None
+        return [tables.first()] if tables else []
+
+    def filter_table(self) -> GridTable | None:
+        """The first table `/` filters: its filter is the screen's."""
+        tables = self.filter_tables()
+        return tables[0] if tables else None
+
+    def set_filter(self, text: str) -> None:
+        for table in self.filter_tables():
+            table.set_filter(text)
+        self.show_crumbs()
+        self.app.request_reload()  # trends are drawn for the rows now on screen
 
     def action_filter(self) -> None:
         table = self.filter_table()
@@ -75,12 +92,8 @@ class ViewScreen(Screen):
             self.query_one(FilterBar).open(table.filter_text)
 
     def on_input_changed(self, event: Input.Changed) -> None:
-        if isinstance(event.input, FilterBar) and event.input.display:
-            table = self.filter_table()
-            if table is not None:
-                table.set_filter(event.value)
-                self.show_crumbs()
-                self.app.request_reload()  # trends are drawn for the rows now on screen
+        if isinstance(event.input, FilterBar) and event.input.display and self.filter_tables():
+            self.set_filter(event.value)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if isinstance(event.input, FilterBar):
@@ -91,13 +104,11 @@ class ViewScreen(Screen):
         bars = self.query(FilterBar)
         if not bars or not bars.first().display:
             return False
-        bar = bars.first()
-        bar.close()
+        bars.first().close()
         table = self.filter_table()
         if table is not None:
             if not keep:
-                table.set_filter("")
-                self.app.request_reload()
+                self.set_filter("")
             table.focus()
         self.show_crumbs()
         return True
@@ -108,9 +119,7 @@ class ViewScreen(Screen):
             return
         table = self.filter_table()
         if table is not None and table.filter_text:
-            table.set_filter("")
-            self.show_crumbs()
-            self.app.request_reload()
+            self.set_filter("")
             return
         self.app.back()
 

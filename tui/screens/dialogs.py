@@ -22,8 +22,10 @@ class HelpScreen(ModalScreen[None]):
         self.sections = sections
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="help", classes="dialog"):
-            yield Static(Text("db2vtop keys", style="bold"))
+        # the scroll sits against the dialog's right edge, its track drawn: a thumb on the dialog's own colour,
+        # inside its padding, looked like a stray block in the text
+        with Vertical(id="help-box", classes="dialog"), VerticalScroll(id="help"):
+            yield Static(Text.assemble(("db2vtop keys", "bold"), ("   ↑ ↓ pgup pgdn scroll", "dim")))
             for title, keys in self.sections:
                 if not keys:
                     continue
@@ -61,33 +63,67 @@ class MarkerPrompt(ModalScreen[str | None]):
 
 
 class CommandBar(ModalScreen[str | None]):
-    """`:` then a command (`:stack prod`, `:zoom 1h`, `:goto 14:05`); Tab (or →) completes, Esc cancels."""
+    """`:` then a command (`:stack prod`, `:zoom 1h`, `:goto 14:05`); Tab completes (again: the next match, as a
+    shell cycles, with the matches listed above the line), Esc cancels."""
 
     BINDINGS: ClassVar = [Binding("escape", "cancel", "Cancel"),
                           Binding("tab", "complete", "Complete", show=False, priority=True)]
     DEFAULT_CSS = """
     CommandBar { align: left bottom; background: transparent; }
-    CommandBar #command-line { dock: bottom; height: 3; width: 100%; border: tall $accent; background: $surface; }
+    CommandBar #command-box { dock: bottom; height: auto; width: 100%; }
+    CommandBar #matches { width: 100%; height: auto; max-height: 3; background: $surface; color: $text-muted;
+                          padding: 0 1; display: none; }
+    CommandBar #command-line { height: 3; width: 100%; border: tall $accent; background: $surface; }
     CommandBar #prompt { width: 2; padding: 0 0 0 1; text-style: bold; }
     CommandBar Input, CommandBar Input:focus { width: 1fr; border: none; height: 1; padding: 0; }
     """
+    MAX_LISTED = 12
 
     def __init__(self, suggestions: list[str]):
         super().__init__()
-        self.suggestions = suggestions
+        self.suggestions = list(dict.fromkeys(suggestions))
+        self._cycle: tuple[list[str], int] | None = None  # the matches Tab goes through, and the one shown
 
     def compose(self) -> ComposeResult:
-        with Horizontal(id="command-line"):
-            yield Static(":", id="prompt")
-            yield Input(placeholder="fleet  stack NAME  vm NAME  findings  zoom 1h  goto 14:05  help"
-                                    "  (tab completes, ? lists them all)",
-                        suggester=SuggestFromList(self.suggestions, case_sensitive=False), id="command")
+        with Vertical(id="command-box"):
+            yield Static(id="matches")
+            with Horizontal(id="command-line"):
+                yield Static(":", id="prompt")
+                yield Input(placeholder="fleet  stack NAME  vm NAME  findings  zoom 1h  goto 14:05  help"
+                                        "  (tab completes, ? lists them all)",
+                            suggester=SuggestFromList(self.suggestions, case_sensitive=False), id="command")
 
     def action_complete(self) -> None:
-        """Tab, as in k9s and a shell: take the grey completion (what → does at the end of the line)."""
+        """Tab: the first completion (the grey one); Tab again, the next, round and round."""
         line = self.query_one(Input)
+        if self._cycle is not None and line.value == self._cycle[0][self._cycle[1]]:
+            matches, i = self._cycle[0], (self._cycle[1] + 1) % len(self._cycle[0])
+        else:
+            typed = line.value.lower()
+            matches, i = [s for s in self.suggestions if s.lower().startswith(typed) and s.lower() != typed], 0
+            if not matches:
+                return
+        self._cycle = (matches, i)
+        line.value = matches[i]
         line.cursor_position = len(line.value)
-        line.action_cursor_right()
+        listed = self.query_one("#matches", Static)
+        listed.display = len(matches) > 1
+        if len(matches) > 1:
+            verbs = {m.partition(" ")[0] for m in matches}  # a verb they share is said once: vm db2prod01 db2prod02
+            head = f"{verbs.pop()} " if len(verbs) == 1 and all(" " in m for m in matches) else ""
+            t = Text(head)
+            for m in matches[:self.MAX_LISTED]:
+                t.append(m[len(head):], style="bold reverse" if m == matches[i] else "")
+                t.append("  ")
+            if len(matches) > self.MAX_LISTED:
+                t.append(f"… {len(matches) - self.MAX_LISTED} more  ")
+            t.append("(tab: the next)", style="dim")
+            listed.update(t)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if self._cycle is not None and event.value != self._cycle[0][self._cycle[1]]:  # typed: a new completion
+            self._cycle = None
+            self.query_one("#matches", Static).display = False
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.dismiss(event.value.strip().lstrip(":") or None)

@@ -16,6 +16,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from db2vtop.agent.core.model import Finding, Severity, severity_rank
+from db2vtop.agent.core.text import plural
 from db2vtop.checks.catalog import references_of
 from db2vtop.checks.evidence import describe
 from db2vtop.tui.data import FindingsView, Reader, load_findings
@@ -149,7 +150,7 @@ class FindingsScreen(ViewScreen):
         ev = f.evidence
         window = ev.get("window") or {}
         t.append("evidence  ", style="bold")
-        t.append(f"{describe(ev)}\n          {ev.get('samples', 1)} samples, "
+        t.append(f"{describe(ev)}\n          {plural(int(ev.get('samples', 1)), 'sample')}, "
                  f"{_when(window.get('from_ns', f.first_seen))} .. {_when(window.get('to_ns', f.last_seen))}\n")
         t.append("why       ", style="bold")
         t.append(f"{f.why}\n")

@@ -9,6 +9,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
+from db2vtop.agent.core.text import plural
 from db2vtop.tui import prefs
 from db2vtop.tui.data import Reader, TableState
 from db2vtop.tui.fleet_view import COLUMNS, FINDING_COL, READY_TREND, FleetView, load_fleet
@@ -44,6 +45,9 @@ class FleetScreen(ViewScreen):
         self.table.set_sort(FINDING_COL, False)
         self.table.empty_text = EMPTY
         self.table.set_hidden(prefs.hidden_columns("fleet"))
+        # the loader thread asks for the stacks through this, never through `self.app`: a screen the app is
+        # taking down (a quit during a load) has none
+        self.stacks_for = self.app.stacks_for
 
     def compose(self) -> ComposeResult:
         yield TitleBar()
@@ -62,7 +66,7 @@ class FleetScreen(ViewScreen):
         return ["Fleet"]
 
     def load_view(self, reader: Reader, since_ns: int, until_ns: int) -> FleetView:
-        return load_fleet(reader, self.app.stacks_for(reader), since_ns, until_ns, TableState.of(self.table),
+        return load_fleet(reader, self.stacks_for(reader), since_ns, until_ns, TableState.of(self.table),
                           SPARK_COLS, self.levels)
 
     def show_view(self, view: FleetView) -> None:
@@ -74,13 +78,13 @@ class FleetScreen(ViewScreen):
         self.table.set_model(view.model)
         t = Text()
         order = ("stack", "vm", "host", "guest")
-        parts = [f"{view.counts[k]} {k}{'s' if view.counts[k] != 1 else ''}" for k in order if view.counts.get(k)]
+        parts = [plural(view.counts[k], k) for k in order if view.counts.get(k)]
         t.append(" · ".join(parts) or "no stacks, VMs, hosts or guests yet", style="bold")
-        t.append(f"   {view.findings} open findings", style="bold red" if view.findings else "green")
+        t.append(f"   {plural(view.findings, 'open finding')}", style="bold red" if view.findings else "green")
         if bad:  # "0 open findings" says nothing while a source cannot be read
-            t.append(f"   {len(bad)} source{'s' if len(bad) != 1 else ''} failing", style="bold red")
+            t.append(f"   {plural(len(bad), 'source')} failing", style="bold red")
         if view.stale:
-            t.append(f"   {view.stale} stale rows (dimmed)", style="yellow")
+            t.append(f"   {plural(view.stale, 'stale row')} (dimmed)", style="yellow")
         self.query_one("#fleet-summary", Static).update(t, layout=False)
         self.show_crumbs()
 

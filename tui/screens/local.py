@@ -3,33 +3,34 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import ClassVar
 
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.strip import Strip
 from textual.widgets import Static
 
-from db2vtop.agent.core.units import format_bytes, format_duration
+from db2vtop.agent.core.units import format_duration
 from db2vtop.checks.scales import Level
 from db2vtop.tui.chart import Marks, braille, buckets, level_style, nice_top, spark, time_axis
 from db2vtop.tui.data import LocalView, Reader, load_local, pick_guest
-from db2vtop.tui.format import ago, bar, num, rate, value
+from db2vtop.tui.format import NONE, ago, bar, num, rate, size, value
 from db2vtop.tui.screens.base import ViewScreen
 from db2vtop.tui.table import Column, GridTable, TableModel, TableRow
-from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, StripView, TitleBar
+from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, StripView, TitleBar, packed
 
 SPARK = 20
 GUTTER = 5
+# iostat -x's names (its awaits are in ms): at 80 columns every figure fits, %util too; a trend that does not fit
+# whole is left out
 DISK_COLUMNS = [Column("device", max_width=24, min_width=8), Column("type"), Column("r/s", right=True),
-                Column("w/s", right=True),
-                Column("read", right=True), Column("write", right=True), Column("r_await ms", right=True),
-                Column("w_await ms", right=True), Column("aqu-sz", right=True), Column("%util", right=True),
-                Column("%util trend", width=SPARK, sortable=False)]
+                Column("w/s", right=True), Column("read", right=True), Column("write", right=True),
+                Column("r_await", right=True), Column("w_await", right=True), Column("aqu-sz", right=True),
+                Column("%util", right=True), Column("%util trend", width=SPARK, sortable=False, whole=True)]
 NET_COLUMNS = [Column("interface", max_width=24, min_width=8), Column("rx", right=True), Column("tx", right=True),
                Column("rx pkt/s", right=True), Column("tx pkt/s", right=True), Column("drops/s", right=True),
-               Column("errors/s", right=True), Column("rx+tx trend", width=SPARK, sortable=False)]
+               Column("errors/s", right=True), Column("rx+tx trend", width=SPARK, sortable=False, whole=True)]
 
 
 @dataclass
@@ -95,7 +96,7 @@ def _pane(name: str, title: str) -> Vertical:
 
 
 class LocalScreen(ViewScreen):
-    HELP: ClassVar = [("/", "filter the disk rows"), ("esc", "back (when opened from the Fleet)")]
+    HELP: ClassVar = [("/", "filter the disks and interfaces"), ("esc", "back (when opened from the Fleet)")]
 
     def __init__(self, guest: str | None = None) -> None:
         super().__init__()
@@ -131,6 +132,10 @@ class LocalScreen(ViewScreen):
     def crumbs(self) -> list[str]:
         return ["Local", f"guest {self.guest}" if self.guest else "this machine"]
 
+    def filter_tables(self) -> list[GridTable]:
+        """`/` filters what is on screen: the disks and the interfaces."""
+        return list(self.query(GridTable))
+
     def load_view(self, reader: Reader, since_ns: int, until_ns: int) -> LocalFrame:
         if self.guest is None:
             self.guest = pick_guest(reader)
@@ -160,7 +165,11 @@ class LocalScreen(ViewScreen):
 
     def _stale_title(self, pane: str, title: str, view: LocalView) -> None:
         widget = self.query_one(pane)
-        if view.stale and view.age_s is not None:
+        if view.guest is not None and view.age_s is None:  # the cursor is before the guest's first sample
+            at = datetime.fromtimestamp(view.now_ns / 1e9).strftime("%H:%M:%S")
+            widget.border_title = f"{title} — no sample at {at}"
+            widget.add_class("stale")
+        elif view.stale and view.age_s is not None:
             widget.border_title = f"{title} — STALE, last sample {ago(view.age_s)}"
             widget.add_class("stale")
         else:
@@ -168,19 +177,18 @@ class LocalScreen(ViewScreen):
             widget.remove_class("stale")
 
     def _show_cpu(self, view: LocalView) -> None:
+        """The guest's CPU at the cursor; without a sample then, every figure "—" (never the last ones shown)."""
         c = view.cpu
-        if not c:
-            return
-        summary = Text()
-        summary.append(f"busy {num(value(c, 'busy_pct'))}%", style="bold")
-        summary.append(f"  usr {num(value(c, 'user_pct'))}  sys {num(value(c, 'system_pct'))}"
-                       f"  iowait {num(value(c, 'iowait_pct'))}  ")
-        steal = value(c, "steal_pct") or 0.0
-        summary.append(f"steal {num(steal)}", style=level_style(self.levels["steal"], steal, ""))
-        summary.append(f"  idle {num(value(c, 'idle_pct'))}\n")
-        summary.append(f"load {c.get('load1', 0):.2f} {c.get('load5', 0):.2f} {c.get('load15', 0):.2f}"
-                       f"   runnable {c.get('procs_running', 0)}  blocked {c.get('procs_blocked', 0)}")
-        self.query_one("#cpu-summary", Static).update(summary)
+        steal = value(c, "steal_pct")
+        box = self.query_one("#cpu-summary", Static)
+        box.update(packed([
+            [[(f"busy {num(value(c, 'busy_pct'))}%", "bold")], [(f"usr {num(value(c, 'user_pct'))}", None)],
+             [(f"sys {num(value(c, 'system_pct'))}", None)], [(f"iowait {num(value(c, 'iowait_pct'))}", None)],
+             [(f"steal {num(steal)}", level_style(self.levels["steal"], steal, ""))],
+             [(f"idle {num(value(c, 'idle_pct'))}", None)]],
+            [[(f"load {num(value(c, 'load1'), 2)} {num(value(c, 'load5'), 2)} {num(value(c, 'load15'), 2)}", None)],
+             [(f"runnable {num(value(c, 'procs_running'), 0)}", None)],
+             [(f"blocked {num(value(c, 'procs_blocked'), 0)}", None)]]], box.size.width))
         cells = [f"{name:>3} {bar(busy, 8)} {busy:5.1f}%" for name, busy in view.cpus]
         bars = self.query_one("#cpu-bars", Static)
         fits = (bars.size.width + 2) // (max(map(len, cells)) + 2) if cells and bars.size.width else 4
@@ -190,19 +198,18 @@ class LocalScreen(ViewScreen):
 
     def _show_mem(self, view: LocalView) -> None:
         m = view.mem
-        if not m:
-            return
-        t = Text()
-        t.append(f"used {format_bytes(m.get('used_bytes', 0))} of {format_bytes(m.get('total_bytes', 0))}"
-                 f" ({num(value(m, 'used_pct'))}%)", style="bold")
-        t.append(f"  available {format_bytes(m.get('available_bytes', 0))}"
-                 f"  cache {format_bytes(m.get('page_cache_bytes', 0))}\n")
-        swapping = (m.get("swap_in_bytes_per_s", 0) or 0) > 0 or (m.get("swap_out_bytes_per_s", 0) or 0) > 0
-        t.append(f"swap used {format_bytes(m.get('swap_used_bytes', 0))}"
-                 f"  in {rate(value(m, 'swap_in_bytes_per_s'))}  out {rate(value(m, 'swap_out_bytes_per_s'))}",
-                 style="bold red" if swapping else "")
-        t.append(f"  major faults {num(value(m, 'major_faults_per_s'))}/s\n")
-        t.append(f"huge pages {m.get('hugepages_total', 0)} total, {m.get('hugepages_free', 0)} free,"
-                 f" {m.get('hugepages_rsvd', 0)} reserved  THP {m.get('thp_mode', '?')}")
-        self.query_one("#mem-summary", Static).update(t)
-
+        swapping = (value(m, "swap_in_bytes_per_s") or 0) > 0 or (value(m, "swap_out_bytes_per_s") or 0) > 0
+        swap = "bold red" if swapping else None
+        box = self.query_one("#mem-summary", Static)
+        box.update(packed([
+            [[(f"used {size(value(m, 'used_bytes'))} of {size(value(m, 'total_bytes'))}"
+               f" ({num(value(m, 'used_pct'))}%)", "bold")], [(f"available {size(value(m, 'available_bytes'))}", None)],
+             [(f"cache {size(value(m, 'page_cache_bytes'))}", None)]],
+            [[(f"swap used {size(value(m, 'swap_used_bytes'))}", swap)],
+             [(f"in {rate(value(m, 'swap_in_bytes_per_s'))}", swap)],
+             [(f"out {rate(value(m, 'swap_out_bytes_per_s'))}", swap)],
+             [(f"major faults {num(value(m, 'major_faults_per_s'))}/s", None)]],
+            [[(f"huge pages {num(value(m, 'hugepages_total'), 0)} total, {num(value(m, 'hugepages_free'), 0)} free",
+               None)], [(f"reserved {num(value(m, 'hugepages_rsvd'), 0)}", None)],
+             [(f"THP {m.get('thp_mode') or NONE}", None)]]],
+            box.size.width))

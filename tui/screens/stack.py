@@ -11,6 +11,7 @@ from textual.binding import Binding
 from textual.widgets import Static
 
 from db2vtop.agent.core.model import severity_rank
+from db2vtop.agent.core.text import plural
 from db2vtop.tui.data import Reader, TableState
 from db2vtop.tui.fleet_view import SEVERITY_CELL
 from db2vtop.tui.panels import PANELS
@@ -37,6 +38,7 @@ class StackScreen(ViewScreen):
         ("J", "jump to the culprits (◀ beside the blamed layer) on the Fleet, which lists them alone"),
         ("/", "filter the detail rows"), ("esc", "back to the Fleet"),
     ]
+    WHOLE_STATUS: ClassVar = False  # its status line names the stack's own sources
     BINDINGS: ClassVar = [
         *(Binding(k, f"panel('{k}')", PANELS[k], show=False) for k in VMWARE_LETTERS + DB2_LETTERS + EVENT_LETTERS),
         Binding("J", "culprits", "Culprits", show=False),
@@ -102,7 +104,7 @@ class StackScreen(ViewScreen):
         if view.findings:
             worst = sorted(view.findings, key=lambda f: severity_rank(f.severity))
             t.append("\n")
-            t.append(f"{len(view.findings)} open finding{'s' if len(view.findings) != 1 else ''}: ", style="bold")
+            t.append(f"{plural(len(view.findings), 'open finding')}: ", style="bold")
             for f in worst[:3]:
                 word, st = SEVERITY_CELL.get(f.severity, (f.severity, ""))
                 t.append(f"{word} ", style=st)
