@@ -102,7 +102,7 @@ async def test_rest_http_errors_are_recorded(ontap_api, monkeypatch):
     c.first_delay = 0.0
     rt = Runtime([c], [Memory()])
     await rt.run_once()
-    assert "Lun HTTP 500" in rt.stats[c.name].last_error
+    assert "/api/storage/luns: HTTP 500: entry doesn't exist" in rt.stats[c.name].last_error
     monkeypatch.setenv("NA_PW", "nope")
     c = OntapCollector(config(ontap_api, interval=5.0))
     c.first_delay = 0.0
