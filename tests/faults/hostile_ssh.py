@@ -10,6 +10,7 @@ the client.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import socket
 import subprocess
@@ -67,10 +68,8 @@ def _relay(chan: paramiko.Channel, line: str) -> None:
         except (OSError, EOFError):
             pass
         finally:
-            try:
+            with contextlib.suppress(OSError):
                 p.stdin.close()
-            except OSError:
-                pass
 
     def errors() -> None:
         while chunk := p.stderr.read1(65536):
@@ -107,7 +106,8 @@ class HostileSSH:
         self._sock.listen(8)
         self.port = self._sock.getsockname()[1]
         self.known_hosts = root / "known_hosts"
-        self.known_hosts.write_text(f"[127.0.0.1]:{self.port} {self.host_key.get_name()} {self.host_key.get_base64()}\n")
+        key = self.host_key
+        self.known_hosts.write_text(f"[127.0.0.1]:{self.port} {key.get_name()} {key.get_base64()}\n")
         self._transports: list[_Transport] = []
         self._stop = threading.Event()
 

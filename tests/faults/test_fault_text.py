@@ -11,6 +11,7 @@ error text to a few KB (escaped) and an ok cycle carries none: what the store ho
 from __future__ import annotations
 
 import base64
+import itertools
 import os
 from http.server import BaseHTTPRequestHandler
 
@@ -72,7 +73,7 @@ def test_one_huge_fault_is_stored_once_cut_and_not_again_with_every_ok_cycle(tmp
     assert all(r.fields["last_error"] == "" for r in cycles if r.fields["status"] == "ok")
     # what each cycle after the fault added to the store, every measurement's rows of its 20 s
     after = [r.ts for r in cycles[statuses.index("error"):]]
-    for start_ns, end_ns in zip(after, after[1:], strict=False):
+    for start_ns, end_ns in itertools.pairwise(after):
         added = sum(payload(r.fields) for r in rows if start_ns < r.ts <= end_ns)
         assert added < PER_CYCLE_BYTES, (added, start_ns)
     size = sum(p.stat().st_size for p in tmp_path.glob("m.db*") if p.is_file())
