@@ -1,4 +1,4 @@
-"""ONTAP's REST transport through NetApp's netapp-ontap library against a local HTTPS
+"""ONTAP's REST transport (plain JSON through the arrays' bounded client) against a local HTTPS
 server serving the documented JSON (ONTAP 9 REST API reference: /api/storage/volumes
 metric object with IOPS, throughput in B/s and latency in microseconds over `duration`)."""
 
