@@ -136,7 +136,8 @@ def test_a_db2_vm_found_by_its_guest_ip_is_judged_from_db2_down(sshd, tmp_path):
             + "[[ssh]]\n" + "".join(f'{k} = {json.dumps(v)}\n' for k, v in ssh.items())
             + f'[[db2]]\nname = "prod"\ndatabase = "PROD"\nssh = "db"\ninterval = "1s"\n'
                   'timeout = "10s"\n'  # triage's one read over ssh: over 1 s under a load of 3.5 (a full run timed out)
-                  f'instance_profile = "{db2.profile}"\n[[remote_guest]]\nssh = "db"\ninterval = "1s"\n')
+                  f'instance_profile = "{db2.profile}"\n[[remote_guest]]\nssh = "db"\ninterval = "1s"\n'
+                  'timeout = "10s"\n')  # as db2's: triage's guest read timed out at 1 s under a load of 14
         store = tmp_path / "m.db"
         env = {"VC1_PASSWORD": "secret"}
         agent = subprocess.Popen([sys.executable, "-m", "db2vtop.agent", "agent", "-c", str(cfg), "--store",
