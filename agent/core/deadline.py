@@ -75,7 +75,8 @@ class Deadline:
         now = time.monotonic()
         seconds = max(0.0, seconds)
         bound = getattr(_local, "at", None)
-        if bound is not None and bound < now + seconds:  # the cycle ends first
+        self.cut = bound is not None and bound < now + seconds  # the cycle ends first
+        if self.cut:
             seconds = round(max(0.0, bound - now), 1)
         self.at, self.limit = now + seconds, seconds
         self.what = what
@@ -91,6 +92,10 @@ class Deadline:
                 self._guarded.append(thing)
                 return
         _close_soon([thing])
+
+    def spent(self) -> str:
+        """How long the call had, as an error text says it."""
+        return f"{self.limit:g}s ({'what was left of its cycle' if self.cut else 'the whole call'})"
 
     def left(self) -> float:
         """Seconds left (never below a small floor: a socket timeout of 0 would mean non-blocking)."""
@@ -115,7 +120,7 @@ class Deadline:
             self._done = True
             self._guarded = []
         if self.expired:  # whatever the closing made the call raise, or a call that ended as it passed
-            raise DeadlineError(f"{self.what} timed out after {self.limit:g}s (the whole call)") from None
+            raise DeadlineError(f"{self.what} timed out after {self.spent()}") from None
 
 
 def deadline(seconds: float, what: str) -> Deadline:

@@ -223,7 +223,7 @@ class SSHTarget:
             with d:
                 return self._run_within(d, line, stdin, max_output, what)
         except DeadlineError:
-            raise SSHTimeoutError(f"ssh {self.where}: {what} did not finish within {d.limit:g}s") from None
+            raise SSHTimeoutError(f"ssh {self.where}: {what} timed out after {d.spent()}") from None
 
     def _run_within(self, d: Deadline, line: str, stdin: bytes | None, max_output: int, what: str) -> Result:
         """One command under its deadline: the wait for a session slot, the channel, the exec request (a
@@ -232,8 +232,8 @@ class SSHTarget:
         share), which ends whichever of these waits is under way."""
         started = time.monotonic()
         if not self._sessions.acquire(timeout=d.left()):
-            raise SSHTimeoutError(f"ssh {self.where}: {what} waited {d.limit:g}s for one of the target's "
-                                  f"{self.cfg.max_sessions} sessions (max_sessions), all busy")
+            raise SSHTimeoutError(f"ssh {self.where}: {what} timed out after {d.spent()} waiting for one of the "
+                                  f"target's {self.cfg.max_sessions} sessions (max_sessions), all busy")
         try:
             transport = self._transport()
             try:
@@ -280,7 +280,7 @@ class SSHTarget:
                 return bytes(out), bytes(err)
             left = d.at - time.monotonic()
             if left <= 0:
-                raise SSHTimeoutError(f"ssh {self.where}: {what} did not finish within {d.limit:g}s")
+                raise SSHTimeoutError(f"ssh {self.where}: {what} timed out after {d.spent()}")
             select.select([chan], [], [], min(left, 0.5))
 
     def close(self) -> None:
