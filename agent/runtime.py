@@ -67,12 +67,15 @@ MEASUREMENTS = (
     Measurement(
         SELF_MEASUREMENT, "One collector cycle: how it went and what it cost, beside the collector's own samples.",
         {"collector": "the collector (named for its config section)"},
-        fields("duration_ms", "samples", status="`ok`, `error`, `timeout` or `skipped`",
+        fields("duration_ms", "samples",
+               status="`ok`, `error`, `timeout` or `skipped` (`timeout` too when a cycle is skipped because a call of "
+                      "one that timed out has not returned)",
                errors="failed cycles since the start",
                skipped="cycles skipped since the start (the previous one still running)",
                undeclared_facts="facts since the start that depart from their declaration (kept whole; the log "
                                 "says how)",
-               last_error="the last error", text=("status", "last_error")),
+               last_error="this cycle's error, cut to a few KB (empty when it went well)",
+               text=("status", "last_error")),
     ),
 )
 
