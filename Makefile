@@ -1,6 +1,6 @@
 # db2vtop: `make run` starts the TUI on this machine, `make test` installs what the tests
-# need and runs them. Everything lands in .venv/, build/ and ~/.cache/db2vtop/ (influxd 1.8.10,
-# built once with `go install`); nothing is installed globally except Debian packages
+# need and runs them. Everything lands in .venv/, build/ and ~/.cache/db2vtop/ (influxd 1.8.10 and
+# 2.7.12, Alertmanager, each built once from its Go module); nothing is installed globally except Debian packages
 # (openssh-server, sysstat, tmux, systemd, chromium) that the tests use as real peers.
 
 PYTHON ?= python3
@@ -29,6 +29,8 @@ run: $(RUN_STAMP)
 test-deps:
 	tests/infra/install-deps.sh
 	tests/infra/build-influxd.sh
+	tests/infra/build-influxd2.sh
+	tests/infra/build-alertmanager.sh
 
 # The Go vSphere scenario simulator (tests/vsphere-sim, govmomi pinned in its go.mod).
 # Go's build and module caches make a rebuild with unchanged sources a no-op.

@@ -24,6 +24,7 @@ from db2vtop.collectors.selfmon import SelfCollector
 from db2vtop.collectors.ssh import Targets
 
 if TYPE_CHECKING:
+    from db2vtop.agent.sinks.alerts import Alerter
     from db2vtop.agent.sinks.influx import InfluxSink
 
 log = logging.getLogger(__name__)
@@ -36,20 +37,39 @@ class _Wiring:
         self.ssh = Targets(cfg.ssh)
 
 
-def build_collectors(cfg: Config, store_path: Path | None = None,
-                     sinks: Sequence[InfluxSink] = ()) -> list[BaseCollector]:
-    """The collectors of a config; with the store's path, also its marker inbox; a monitor per sink."""
+def build_collectors(cfg: Config, store_path: Path | None = None, sinks: Sequence[InfluxSink] = (),
+                     alerter: Alerter | None = None) -> list[BaseCollector]:
+    """The collectors of a config; with the store's path, also its marker inbox; a monitor per sink, and one of
+    the alert receivers."""
     collectors: list[BaseCollector] = [SelfCollector()]
     if store_path is not None:
         collectors.append(MarkerInbox(store_path))
     wiring = _Wiring(cfg)
     for i in INPUTS:
-        collectors += i.collectors(cfg, wiring)
+        made = i.collectors(cfg, wiring)
+        if made:
+            declared = frozenset(m.name for schema in i.declarations().values() for m in schema.measurements)
+            for c in made:
+                c.declared = declared
+        collectors += made
     if sinks:
         from db2vtop.agent.sinks.monitor import SinkMonitor
 
         collectors += [SinkMonitor(s) for s in sinks]
+    if alerter is not None:
+        from db2vtop.agent.sinks.monitor import AlertMonitor
+
+        collectors.append(AlertMonitor(alerter))
     return collectors
+
+
+def build_alerter(cfg: Config, store_path: Path, supervisor: Supervisor | None = None) -> Alerter | None:
+    """The alerts' judge and receivers when [[alert]] sections are configured; each resumes its spool."""
+    if not cfg.alert:
+        return None
+    from db2vtop.agent.sinks.alerts import Alerter
+
+    return Alerter(cfg, store_path, supervisor)
 
 
 def build_sink(cfg: Config, store_path: Path, supervisor: Supervisor | None = None) -> InfluxSink | None:

@@ -148,7 +148,11 @@ def make_report(cfg: Config, store_path: Path, spec: str, baseline: str | None =
             chosen = [every[n] for n in dict.fromkeys(stacks)]
         if workers is None:  # a large fleet is read by up to 4 processes
             workers = max(1, min(4, len(os.sched_getaffinity(0))))
-        return build_report(store, chosen, run, base, cfg.checks, now_ns, workers)
+        report = build_report(store, chosen, run, base, cfg.checks, now_ns, workers)
+        if not stacks:  # said, not left out silently: a VM's stack without DB2 is reported when named
+            covered = {s.name for s in chosen}
+            report.left_out = [i.stack.name for i in inferred if i.stack.name not in covered]
+        return report
 
 
 def report_stacks(inferred: list[Inferred], recorded_db2: list[str]) -> list[StackConfig]:

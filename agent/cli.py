@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import logging
 import os
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -26,7 +27,14 @@ from db2vtop.agent.core.secrets import SecretError
 from db2vtop.agent.core.store import Store, StoreError, StoreLockedError
 from db2vtop.agent.core.text import printable
 from db2vtop.agent.core.units import format_duration, parse_duration
-from db2vtop.agent.exits import EXIT_FAILED, EXIT_OK, EXIT_TRIAGE_UNKNOWN, EXIT_USAGE
+from db2vtop.agent.exits import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TRIAGE_UNKNOWN,
+    EXIT_USAGE,
+    interrupt_promptly,
+)
 from db2vtop.agent.logs import LOG_FORMATS, setup_logging
 from db2vtop.agent.service import AgentService
 from db2vtop.agent.sinks.spool import SpoolError
@@ -78,13 +86,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     a = sub.add_parser("agent", help="headless collection into the store",
                        description="Collect on schedule into the embedded store (and InfluxDB when [influxdb] is "
-                                   "configured) until SIGTERM/SIGINT, which stop gracefully: in-flight cycles end, "
+                                   "configured; with [[alert]] sections, alerts from the live verdicts and findings "
+                                   "to Alertmanager or webhooks) until SIGTERM/SIGINT, which stop gracefully: "
+                                   "in-flight cycles end, "
                                    "the store is flushed and the InfluxDB spool is delivered for up to "
                                    "[influxdb] flush_timeout. SIGHUP reloads the config file without losing "
                                    "spooled data.")
     common(a)
     a.add_argument("--once", action="store_true", help="one cycle of every collector, then exit "
-                   "(status 1 if any collector failed)")
+                   "(status 1 if any collector failed; Ctrl-C ends it at once, status 130)")
     a.add_argument("--duration", type=_duration, metavar="SECONDS", help="stop after this long (e.g. 60, 10m)")
     a.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     a.add_argument("--log-format", default="text", choices=LOG_FORMATS,
@@ -114,9 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="allow benchmark markers (M, :mark) to be added to the recording")
 
     mk = sub.add_parser("mark", help="add a benchmark marker to the store and sinks",
-                        description="Add a marker (e.g. \"run 2 start\") at the current time. If an agent or watch "
-                                    "is writing the store, it is queued for that process, which records it and sends "
-                                    "it to its sinks.")
+                        description="Add a marker (e.g. \"run 2 start\") at the current time to a store that exists. "
+                                    "If an agent or watch is writing the store, it is queued for that process, which "
+                                    "records it and sends it to its sinks.")
     mk.add_argument("name", metavar="NAME")
     mk.add_argument("--text", default="", help="a longer description")
     edge = mk.add_mutually_exclusive_group()
@@ -188,6 +198,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("-c", "--config", type=Path, metavar="FILE", help="config whose overrides and sections to apply")
     r.add_argument("--format", choices=["text", "json"], default="text")
 
+    al = sub.add_parser("alert", help="alert receivers: send each a test alert",
+                        description="The [[alert]] receivers of a config (docs/alerts.md).")
+    alsub = al.add_subparsers(dest="alert_command", metavar="ACTION", required=True)
+    alt = alsub.add_parser("test", help="send one test alert to each [[alert]] receiver and say what each answered",
+                           description="Send one test alert (alertname DB2vtopTest, severity warning; Alertmanager "
+                                       "ends it after 5 minutes) to each [[alert]] receiver, now, past its spool, and "
+                                       "print what each answered. Exit status 0 when every receiver took it, else 1.")
+    alt.add_argument("-c", "--config", type=Path, metavar="FILE",
+                     help=f"config file (default: {default_config_path()} if it exists)")
+
     c = sub.add_parser("config", help="validate or create a config file")
     csub = c.add_subparsers(dest="config_command", metavar="ACTION", required=True)
     cc = csub.add_parser("check", help="validate a config file (exit 2 on the first error)",
@@ -195,7 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
     cc.add_argument("-c", "--config", type=Path, metavar="FILE", required=True)
     ci = csub.add_parser("init", help="print a commented config template",
                          description="Print a commented template covering every section, or write it to a file.")
-    ci.add_argument("-o", "--output", type=Path, metavar="FILE", help="write to FILE (mode 600) instead of stdout")
+    ci.add_argument("-o", "--output", type=Path, metavar="FILE",
+                    help="write to FILE (mode 600, its missing directories made 700) instead of stdout")
     ci.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     return p
 
@@ -210,6 +231,18 @@ def main(argv: list[str] | None = None) -> int:
         argv, command = argv[:cut], argv[cut + 1:]
     args = build_parser().parse_args(argv)
     args.command_argv = command
+    if args.command in ONE_SHOT or (args.command == "agent" and args.once):
+        with interrupt_promptly():
+            return _dispatch(args)
+    return _dispatch(args)
+
+
+#: commands that end by themselves: Ctrl-C ends them at once (the TUI and `run` pass it on as their own, the
+#: agent stops gracefully); `agent --once` too
+ONE_SHOT = frozenset({"triage", "stacks", "config", "query", "report", "rules", "mark"})
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     try:
         if args.command == "watch":
             return cmd_watch(args)
@@ -231,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_rules(args)
         if args.command == "stacks":
             return cmd_stacks(args)
+        if args.command == "alert":
+            return cmd_alert_test(args)
         if args.config_command == "check":
             return cmd_config_check(args)
         return cmd_config_init(args)
@@ -243,8 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     except (CommandError, StoreError, SpoolError) as e:  # one line, whatever a remote side put in it
         print(f"db2vtop: {printable(str(e))}", file=sys.stderr)
         return getattr(e, "status", EXIT_FAILED)
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt:  # the handler said so (interrupt_promptly); the TUI's is a key of its own
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # output piped into head(1) and closed: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
@@ -343,7 +378,11 @@ def cmd_mark(args: argparse.Namespace) -> int:
         marker = edge_marker(args.name, BEGIN if args.begin else END, args.text, {"by": "cli"})
     else:
         marker = Annotation("marker", args.name, {"by": "cli"}, args.text)
-    print(deliver_marker(_store_path(args, cfg), marker))
+    path = _store_path(args, cfg)
+    if not path.exists():  # a mistyped --store would make a store (and directories) nobody records into
+        raise CommandError(f"no store at {path}; a marker goes into the store an agent or watch records "
+                           "(start one first, or name its store with --store)")
+    print(deliver_marker(path, marker))
     return EXIT_OK
 
 
@@ -442,6 +481,13 @@ def cmd_query(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _progress() -> Callable[[str], None]:
+    """What a command reading sources is doing, on a terminal's stderr ("… collecting now from vsphere:vc1")."""
+    if sys.stderr.isatty():
+        return lambda m: print(f"… {m}", file=sys.stderr, flush=True)
+    return lambda _m: None
+
+
 def cmd_triage(args: argparse.Namespace) -> int:
     import json
 
@@ -450,9 +496,8 @@ def cmd_triage(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
     cfg = resolve_config(args.config)
-    progress = (lambda m: print(f"… {m}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else (lambda m: None)
     try:
-        result = run_triage(cfg, _store_path(args, cfg), args.lookback, progress, vms=args.vm, stacks=args.stack,
+        result = run_triage(cfg, _store_path(args, cfg), args.lookback, _progress(), vms=args.vm, stacks=args.stack,
                             source=_source(args, cfg), store_named=bool(args.store))
     except NoSuchTargetError as e:
         print(f"db2vtop: {e}", file=sys.stderr)
@@ -486,9 +531,9 @@ def cmd_stacks(args: argparse.Namespace) -> int:
             recorded = bool(view.facts())
             stacks = infer_stacks(cfg, view)
     if not recorded:  # no facts recorded (yet): ask the sources, as triage does
-        _, facts, sources = look_now(cfg, facts_only=True)
-        stacks, where = infer_stacks(cfg, MemorySource(facts=facts)), "the sources, read now"
-        for name, status in sources.items():
+        looked = look_now(cfg, progress=_progress(), facts_only=True)
+        stacks, where = infer_stacks(cfg, MemorySource(facts=looked.facts)), "the sources, read now"
+        for name, status in looked.sources.items():
             if not status.startswith("ok"):
                 print(printable(f"db2vtop: {name}: {status}"), file=sys.stderr)
     if args.format == "json":
@@ -528,6 +573,8 @@ def cmd_config_check(args: argparse.Namespace) -> int:
             for _, where, item in sections_of(cfg) if isinstance(item, Secret)]
     if cfg.influxdb:
         refs.append(("influxdb", cfg.influxdb.token(), ""))
+    for i, a in enumerate(cfg.alert):
+        refs += [(f"alert[{i}]", a.token(), ""), (f"alert[{i}]", a.secret(), "")]
     for where, ref, user in refs:
         if ref is None:
             continue
@@ -539,9 +586,30 @@ def cmd_config_check(args: argparse.Namespace) -> int:
         print(f"db2vtop: warning: {warning}", file=sys.stderr)
     counts = ", ".join(f"{len(getattr(cfg, s))} {s}" for s in ("vcenter", "ssh", "db2", "storage", "esxtop", "stack"))
     print(f"{args.config}: OK ({counts}; influxdb {'on' if cfg.influxdb else 'off'}; "
+          f"alert {', '.join(f'{a.name} ({a.kind})' for a in cfg.alert) or 'off'}; "
           f"guest {'every ' + format_duration(cfg.guest.interval) if cfg.guest.enabled else 'off'}; "
           f"store {cfg.store.path}, retention {format_duration(cfg.store.retention)})")
     return EXIT_OK
+
+
+def cmd_alert_test(args: argparse.Namespace) -> int:
+    from db2vtop.agent.sinks.receivers import DeliveryError, Receiver, test_change
+
+    cfg = resolve_config(args.config)
+    if not cfg.alert:
+        where = f" in {cfg.source}" if cfg.source else " (no config file was found)"
+        raise CommandError(f"no [[alert]] section{where}", EXIT_USAGE)
+    for warning in plaintext_warnings(cfg):
+        print(f"db2vtop: warning: {warning}", file=sys.stderr)
+    failed = 0
+    for a in cfg.alert:
+        try:
+            answer = str(Receiver(a, socket.gethostname()).send([test_change(time.time_ns())]))
+        except DeliveryError as e:
+            failed += 1
+            answer = f"{e.state}: {e}"
+        print(printable(f"{a.name} ({a.kind} {a.url}): {answer}"))
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def cmd_config_init(args: argparse.Namespace) -> int:
@@ -550,8 +618,10 @@ def cmd_config_init(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         return EXIT_OK
     flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if args.force else os.O_EXCL)
-    try:  # 0600 (an existing file of ours too) and never through a link
-        fd = open_private(args.output, flags)
+    output = Path(os.path.expanduser(str(args.output)))
+    try:  # 0600 (an existing file of ours too) and never through a link, in a 0700 directory made if missing
+        make_private_dir(output.parent)
+        fd = open_private(output, flags)
     except FileExistsError:
         raise CommandError(f"{args.output} exists; use --force to overwrite it", EXIT_USAGE) from None
     except OSError as e:

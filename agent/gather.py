@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from db2vtop.agent.assemble import build_collectors
 from db2vtop.agent.core.columns import ColumnSource
@@ -22,6 +22,7 @@ from db2vtop.agent.core.influx_source import InfluxSource
 from db2vtop.agent.core.model import Fact, Finding, Sample, clean_fields, record_problem
 from db2vtop.agent.core.source import CachedSource
 from db2vtop.agent.core.store import Store, StoreError
+from db2vtop.agent.core.text import did_you_mean, plural
 from db2vtop.checks.topology import infer_stacks, pick
 from db2vtop.checks.triage import TriageResult, judge, kept_fields
 from db2vtop.collectors.base import BaseCollector
@@ -66,8 +67,8 @@ async def _fresh(c: BaseCollector, lookback_s: float, vms: set[str] | None, fact
         async with asyncio.timeout(max(c.timeout, 60.0)) as limit:
             take(await c.lookback(lookback_s, vms, emit=take))
         bad = counts[1]
-        status = f"ok: {counts[0]} samples, {len(facts)} facts" + (
-            f", {bad} samples left out (time outside the lookback and clock skew)" if bad else "")
+        status = f"ok: {plural(counts[0], 'sample')}, {plural(len(facts), 'fact')}" + (
+            f", {plural(bad, 'sample')} left out (time outside the lookback and clock skew)" if bad else "")
     except TimeoutError:
         status = f"error: timed out after {c.timeout:g}s"
     except Exception as e:  # every failure is reported in the result, never raised
@@ -85,9 +86,20 @@ def bare_vm(cfg: Config, name: str) -> str:
     return vm if sep and vcenter in {v.name for v in cfg.vcenter} else name
 
 
+class Look(NamedTuple):
+    """What one look at every configured source found: its samples (none when kept elsewhere), facts, each
+    source's status ("ok: ..." or "error: ...") and the measurements only sources that failed write (`unread`:
+    nothing renewed them now)."""
+
+    samples: list[Sample]
+    facts: list[Fact]
+    sources: dict[str, str]
+    unread: frozenset[str]
+
+
 def look_now(cfg: Config, lookback_s: float = 0.0, vms: set[str] | None = None,
              progress: Callable[[str], None] = lambda _m: None, facts_only: bool = False,
-             keep: ColumnSource | None = None) -> tuple[list[Sample], list[Fact], dict[str, str]]:
+             keep: ColumnSource | None = None) -> Look:
     """Every configured source read once now, at once (`vms`: only those VMs' realtime hour); with
     `facts_only`, only what each describes (what `db2vtop stacks` infers stacks from). With `keep`, the
     samples are kept there as they come, each source's after the ones before it (rank 1, 2, ...)."""
@@ -96,7 +108,7 @@ def look_now(cfg: Config, lookback_s: float = 0.0, vms: set[str] | None = None,
     sources: dict[str, str] = {}
     collectors = [c for c in build_collectors(cfg) if c.name != "self"]  # no store: no marker inbox
     if not collectors:
-        return samples, facts, sources
+        return Look(samples, facts, sources, frozenset())
     for c in collectors:
         c.clock_skew_s = cfg.store.max_clock_skew
     progress(("describing " if facts_only else "collecting now from ") + ", ".join(c.name for c in collectors))
@@ -111,11 +123,14 @@ def look_now(cfg: Config, lookback_s: float = 0.0, vms: set[str] | None = None,
                 with contextlib.suppress(Exception):
                     await c.close()
 
+    read: set[str] = set()
+    failed: set[str] = set()
     for c, (s, f, status) in zip(collectors, asyncio.run(gather()), strict=True):
         samples += s
         facts += f
         sources[c.name] = status
-    return samples, facts, sources
+        (read if status.startswith("ok") else failed).update(c.declared)
+    return Look(samples, facts, sources, frozenset(failed - read))
 
 
 def run_triage(cfg: Config, store_path: Path, lookback_s: float,
@@ -143,21 +158,24 @@ def run_triage(cfg: Config, store_path: Path, lookback_s: float,
                     samples.add(reader.rows(m, since, now))
                 if fleet:
                     recorded = [f for f in reader.findings(open_only=False) if f.last_seen >= since]
-            sources[name] = f"ok: {len(samples)} samples"
+            sources[name] = f"ok: {plural(len(samples), 'sample')}"
         except StoreError as e:
             sources[name] = f"error: {e}"
     elif store_named:
         sources["store"] = f"error: no store at {store_path}"
     else:
         sources["store"] = f"ok: none at {store_path} (nothing recorded there)"
-    _, f, looked = look_now(cfg, lookback_s, {bare_vm(cfg, v) for v in vms} or None, progress, keep=samples)
-    facts += f
-    sources.update(looked)
+    looked = look_now(cfg, lookback_s, {bare_vm(cfg, v) for v in vms} or None, progress, keep=samples)
+    facts += looked.facts
+    sources.update(looked.sources)
     samples.set_facts(facts)
     found = [i for i in infer_stacks(cfg, CachedSource(samples)) if i.rule != "guest"]
     chosen, missing = pick(found, vms, stacks)
     if missing:
-        raise NoSuchTargetError(f"no stack or VM named {', '.join(missing)} (db2vtop stacks lists them)")
-    progress(f"checking {len(samples)} samples and {len(facts)} facts, {len(chosen)} stack(s)")
+        known = {n for i in found for n in (i.stack.name, i.stack.vm) if n}
+        near = "".join(did_you_mean(m, known) for m in missing)
+        raise NoSuchTargetError(f"no stack or VM named {', '.join(missing)}{near}; db2vtop stacks lists them")
+    progress(f"checking {plural(len(samples), 'sample')} and {plural(len(facts), 'fact')}, "
+             f"{plural(len(chosen), 'stack')}")
     return judge(cfg, samples, facts, sources, lookback_s, now, [i.stack for i in chosen], bool(vms or stacks),
-                 recorded)
+                 recorded, looked.unread)

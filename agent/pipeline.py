@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from db2vtop.agent.assemble import build_collectors, build_sink, fact_check
+from db2vtop.agent.assemble import build_alerter, build_collectors, build_sink, fact_check
 from db2vtop.agent.core.config import Config
 from db2vtop.agent.core.source import Row
 from db2vtop.agent.core.store import Store, StoreWriter
@@ -32,6 +32,7 @@ from db2vtop.checks.runner import CheckRunner, build_engine
 from db2vtop.collectors.base import BaseCollector
 
 if TYPE_CHECKING:  # the sink's modules (line protocol, the InfluxDB reader) only with [influxdb]: build_sink
+    from db2vtop.agent.sinks.alerts import Alerter
     from db2vtop.agent.sinks.influx import InfluxSink
 
 log = logging.getLogger(__name__)
@@ -54,11 +55,13 @@ class Pipeline:
         self.supervisor = Supervisor()
         self.writer = StoreWriter(store_path, cfg.store.retention, supervisor=self.supervisor)
         self.sink: InfluxSink | None = None
+        self.alerter: Alerter | None = None
         self.checks: CheckRunner | None = None
         self._closing = threading.Lock()  # the agent's watchdog may close it from its own thread
         self._closed = False
         try:
             self.sink = build_sink(cfg, store_path, self.supervisor)
+            self.alerter = build_alerter(cfg, store_path, self.supervisor)
             self._start(build_engine(cfg))
         except BaseException:
             self.close()
@@ -68,16 +71,21 @@ class Pipeline:
     def sinks(self) -> list[InfluxSink]:
         return [self.sink] if self.sink else []
 
+    @property
+    def outputs(self) -> list:
+        """Where the check runner's findings go besides the store: the sink and the alerts."""
+        return [*self.sinks, *([self.alerter] if self.alerter else [])]
+
     def _start(self, engine: Engine) -> None:
         """The check runner and the collectors that can, resumed from the store on the writer's thread
         (after queued batches)."""
-        self.checks = CheckRunner(engine, [self.writer, *self.sinks], self.supervisor)
-        collectors = build_collectors(self.cfg, self.writer.path, self.sinks)
+        self.checks = CheckRunner(engine, [self.writer, *self.outputs], self.supervisor)
+        collectors = build_collectors(self.cfg, self.writer.path, self.sinks, self.alerter)
         needed, fields = engine.history_samples(), engine.history_fields()
         for c in collectors:
             c.history_samples, c.history_fields = needed, fields
         self.writer.call(lambda store: self._resume(store, collectors, engine))
-        self.runtime = Runtime(collectors, [self.writer, self.checks, *self.sinks], fact_check(self.cfg),
+        self.runtime = Runtime(collectors, [self.writer, self.checks, *self.outputs], fact_check(self.cfg),
                                self.supervisor, self.cfg.store.max_clock_skew)
 
     def _resume(self, store: Store, collectors: list[BaseCollector], engine: Engine) -> None:
@@ -126,6 +134,9 @@ class Pipeline:
             log.warning("reload: [store] changes take effect at the next restart")
         if new.influxdb != self.cfg.influxdb:
             new = self._reload_sink(new)
+        if (new.alert, new.alerting, new.checks, new.stack) != (self.cfg.alert, self.cfg.alerting, self.cfg.checks,
+                                                                 self.cfg.stack):
+            new = self._reload_alerter(new)
         self.cfg = new
         self._start(engine)
 
@@ -144,7 +155,23 @@ class Pipeline:
             self.sink = build_sink(self.cfg, self.writer.path, self.supervisor)
             return replace(new, influxdb=old)
 
-    def close(self) -> None:
+    def _reload_alerter(self, new: Config) -> Config:
+        """The alerts anew from the new config: what each receiver waits for stays in its spool, and the
+        state file keeps what each was told (a receiver no longer configured is told nothing more)."""
+        if self.alerter is not None:
+            self.alerter.close(timeout=0)
+            self.alerter = None
+        try:
+            self.alerter = build_alerter(new, self.writer.path, self.supervisor)
+            return new
+        except (SpoolError, OSError) as e:
+            log.error("reload: alerts: %s; keeping the previous [[alert]] sections", e)
+            self.alerter = build_alerter(self.cfg, self.writer.path, self.supervisor)
+            return replace(new, alert=self.cfg.alert, alerting=self.cfg.alerting)
+
+    def close(self, deliver: bool = True) -> None:
+        """Everything flushed; `deliver`: the sink's and the alert receivers' backlogs get their flush_timeout to
+        be delivered (else they stay spooled for the next start)."""
         with self._closing:
             if self._closed:
                 return
@@ -153,6 +180,10 @@ class Pipeline:
                 self.checks.close()  # first: its last finding changes still reach the store and the sink
                 self.checks = None
             if self.sink is not None:
-                self.sink.close()
+                self.sink.close(None if deliver else 0)
                 self.sink = None
+            if self.alerter is not None:
+                flush = self.cfg.influxdb.flush_timeout if self.cfg.influxdb else 10.0
+                self.alerter.close(flush if deliver else 0)
+                self.alerter = None
             self.writer.close()

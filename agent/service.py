@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING
 from db2vtop.agent import __version__
 from db2vtop.agent.config import resolve_config
 from db2vtop.agent.core.config import Config, ConfigError, plaintext_warnings
+from db2vtop.agent.core.text import plural
+from db2vtop.agent.core.units import format_duration
 from db2vtop.agent.exits import EXIT_FAILED, EXIT_OK
 from db2vtop.agent.logs import setup_logging
 
@@ -51,10 +53,11 @@ class AgentService:
 
         tame_malloc()
         setup_logging(self.log_level, self.log_format)
+        started = time.monotonic()
         cfg = resolve_config(self.config)
         pipeline = Pipeline(cfg, self.store or cfg.store.path)
         deadline = None if self.duration is None else time.monotonic() + self.duration
-        signals = Signals(pipeline, deadline)
+        signals = Signals(pipeline, deadline, interactive=self.once)
         pipeline.supervisor.on_failure(signals.failed)
         try:
             while True:
@@ -72,17 +75,32 @@ class AgentService:
                     continue
                 pipeline.reload(*reread)
                 log.info("reload: configuration read again from %s", pipeline.cfg.source or "defaults")
+        except KeyboardInterrupt:  # Ctrl-C on --once (agent/exits.py): the store flushed, the sink's backlog spooled
+            pipeline.close(deliver=False)
+            raise
         finally:
             pipeline.close()
         if pipeline.supervisor.failed:  # also what could not be written at exit
             print("db2vtop: stopped because a part of the agent failed: " + "; ".join(pipeline.supervisor.failures),
                   file=sys.stderr)
-            return EXIT_FAILED
-        failed = [f"{name}: {st.last_error}" for name, st in runtime.stats.items() if st.errors]
-        if self.once and failed:
-            print("db2vtop: collectors failed: " + "; ".join(failed), file=sys.stderr)
-            return EXIT_FAILED
-        return EXIT_OK
+            status = EXIT_FAILED
+        else:
+            failed = [f"{name}: {st.last_error}" for name, st in runtime.stats.items() if st.errors]
+            if self.once and failed:
+                print("db2vtop: collectors failed: " + "; ".join(failed), file=sys.stderr)
+            status = EXIT_FAILED if self.once and failed else EXIT_OK
+        log.info("%s", stopped_line(runtime, pipeline.writer.path, time.monotonic() - started, status))
+        return status
+
+
+def stopped_line(runtime: Runtime, store: Path, seconds: float, status: int) -> str:
+    """The agent's last line, the counterpart of its first: how long it ran, what it collected, the exit
+    status (a service manager's log and an interactive run end with the same words)."""
+    stats = runtime.stats.values()
+    cycles, samples, errors = (sum(getattr(st, k) for st in stats) for k in ("cycles", "samples", "errors"))
+    return (f"db2vtop agent (pid {os.getpid()}) stopped after {format_duration(round(seconds))}: "
+            f"{plural(cycles, 'cycle')}, {plural(samples, 'sample')} into {store}, "
+            f"{plural(errors, 'collector error')}; exit status {status}")
 
 
 def tame_malloc(arenas: int = 2, mmap_threshold: int = 128 * 1024) -> None:
@@ -118,7 +136,9 @@ class Signals:
 
     NAMES = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
-    def __init__(self, pipeline: Pipeline, deadline: float | None) -> None:
+    def __init__(self, pipeline: Pipeline, deadline: float | None, interactive: bool = False) -> None:
+        """`interactive` (`--once`): SIGINT is left to the command line's Ctrl-C (agent/exits.py), which ends
+        the run at once rather than letting in-flight cycles time out."""
         self.pipeline = pipeline
         self.stop = self.reload = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -126,7 +146,8 @@ class Signals:
         self._watchdog: threading.Timer | None = None
         self._forced_status = EXIT_OK  # what the watchdog exits with when nothing failed (--once: its cycles' errors)
         for sig in self.NAMES:
-            signal.signal(sig, lambda signum, _frame: self._note(signum))
+            if not (interactive and sig == signal.SIGINT):
+                signal.signal(sig, lambda signum, _frame: self._note(signum))
         if deadline is not None:
             timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._note, (signal.SIGTERM,))
             timer.daemon = True

@@ -32,7 +32,11 @@ simulator, and get each tool's peak-RSS growth per VM between the smallest and t
 The simulator holds its whole inventory in memory: 10,000 VMs take ~5 GB and 75 s to start on an
 idle machine (3 minutes on a busy one); at that size the whole run takes about 17 minutes.
 
-    .venv/bin/python bench/vsphere_vs_telegraf.py [--vms 2000 [--vms 10000]] [--cycles 5] [--repeat 3]
+`--alerts` runs db2vtop's steady phase a second time with two `[[alert]]` receivers (Alertmanager's kind and a
+webhook, a local HTTP receiver) and prints `alerts_cpu_pct_of_one_core`: what judging and delivering alerts adds
+to a steady cycle (target: at most 1 % of a core at 2,000 VMs).
+
+    .venv/bin/python bench/vsphere_vs_telegraf.py [--vms 2000 [--vms 10000]] [--cycles 5] [--repeat 3] [--alerts]
 """
 
 from __future__ import annotations
@@ -116,6 +120,32 @@ password_env = "DB2VTOP_BENCH_VC_PASSWORD"
 verify_tls = false
 interval = "{interval}s"
 """
+
+
+def with_alerts(agent: list[str], sim: Simulator, env: dict[str, str], t: Path, cycles: int, warm: int,
+                without: dict) -> dict:
+    """The steady agent again with alerts judged every 20 s and two receivers (Alertmanager's kind and a webhook,
+    both a local HTTP receiver): what alert delivery adds to a cycle, as a share of one core."""
+    from tests.infra.alertmanager import WebhookReceiver
+
+    hook = WebhookReceiver().start()
+    try:
+        (t / "db2vtop.toml").write_text(db2vtop_config(sim.url, t / "steady-alerts.db", INTERVAL_S) + f"""
+[[alert]]
+name = "am"
+url = "{hook.url.rsplit('/', 1)[0]}"
+[[alert]]
+name = "hook"
+kind = "webhook"
+url = "{hook.url}"
+""")
+        steady_alerts = steady(agent, sim, env, t / "db2vtop-steady-alerts.log", cycles, warm)
+    finally:
+        hook.stop()
+    added = steady_alerts["cpu_s_per_cycle"] - without["cpu_s_per_cycle"]
+    return {"db2vtop_steady_alerts": steady_alerts, "alert_posts": len(hook.received),
+            "alerts_cpu_pct_of_one_core": round(added / INTERVAL_S * 100, 3),
+            "alerts_target_pct_of_one_core": 1.0}
 
 
 def compile_db2vtop() -> None:
@@ -227,7 +257,7 @@ def median_run(runs: list[dict]) -> dict:
     return {"exit": max(r["exit"] for r in runs), "runs": len(runs), **out}
 
 
-def run(hosts: int, vms_per_host: int, cycles: int, only: str | None, repeat: int = 3) -> dict:
+def run(hosts: int, vms_per_host: int, cycles: int, only: str | None, repeat: int = 3, alerts: bool = False) -> dict:
     telegraf = build_telegraf() if only != "db2vtop" else TELEGRAF
     compile_db2vtop()
     vms = hosts * vms_per_host
@@ -261,6 +291,8 @@ def run(hosts: int, vms_per_host: int, cycles: int, only: str | None, repeat: in
                     out["telegraf_steady"] = steady(tg, sim, env, t / "telegraf-steady.log", cycles, warm)
                 if only != "telegraf":
                     out["db2vtop_steady"] = steady(agent, sim, env, t / "db2vtop-steady.log", cycles, warm)
+                if only != "telegraf" and alerts:
+                    out.update(with_alerts(agent, sim, env, t, cycles, warm, out["db2vtop_steady"]))
             for name in ("db2vtop-once.log", "db2vtop-restart.log", "telegraf-once.log"):
                 p = t / name
                 if p.exists() and p.stat().st_size:
@@ -307,11 +339,14 @@ def main() -> None:
                     help="20 s cycles measured one by one in steady state, their median taken (0: one-shot only)")
     ap.add_argument("--only", choices=("db2vtop", "telegraf"), help="run one tool only (no ratios)")
     ap.add_argument("--repeat", type=int, default=3, help="one-shot rounds; each figure is their median")
+    ap.add_argument("--alerts", action="store_true",
+                    help="also the steady agent with [[alert]] receivers: what alert delivery adds (%% of one core)")
     args = ap.parse_args()
     sizes = sorted(set(args.vms or [2000]))
     if any(n < VMS_PER_HOST or n % VMS_PER_HOST for n in sizes):
         ap.error(f"--vms must be a multiple of {VMS_PER_HOST} (VMs a simulated host holds)")
-    runs = [run(n // VMS_PER_HOST, VMS_PER_HOST, args.cycles, args.only, max(args.repeat, 1)) for n in sizes]
+    runs = [run(n // VMS_PER_HOST, VMS_PER_HOST, args.cycles, args.only, max(args.repeat, 1), args.alerts)
+            for n in sizes]
     if len(runs) == 1:
         print(json.dumps(runs[0], indent=2))
         return

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from statistics import median
 
@@ -26,6 +26,7 @@ from db2vtop.agent.core.cadence import is_stale
 from db2vtop.agent.core.config import ConfigError, StackConfig, shown
 from db2vtop.agent.core.model import Fact, Finding, Sample, canonical_tags, worse
 from db2vtop.agent.core.source import MemorySource, Row
+from db2vtop.agent.core.text import did_you_mean
 from db2vtop.checks.rule import (
     FactIndex,
     Limit,
@@ -340,18 +341,21 @@ class Engine:
         self._changed.clear()
         return out
 
-    def mark_stale(self, now_ns: int) -> None:
+    def mark_stale(self, now_ns: int, unread: Collection[str] = ()) -> None:
         """Live findings whose subject has missed its source's cycles since its last sample (the period its
         own samples kept) are stale since that sample; no sample of it will clear them while it is silent.
 
         Time is the source's own: a measurement's samples arrive some time after their stamp (vCenter's
         20-60 s, a clock apart from ours), measured when its newest sample is judged (the caller says when:
         right after each feed), and a subject's silence is counted from there. A source that stops reporting
-        altogether keeps that delay, so its subjects go stale on our clock."""
+        altogether keeps that delay, so its subjects go stale on our clock. `unread`: measurements no source
+        could be asked for now (triage, its sources down): their newest sample's age is silence, not delay."""
         if self._judged and now_ns - self._judged_until > HISTORY_NS:  # no source hands on samples that old
             self._judged.clear()
         for m, ts in self._newest.items():
-            if self._lag.get(m, (None, 0))[0] != ts:
+            if m in unread:
+                self._lag[m] = (ts, 0)
+            elif self._lag.get(m, (None, 0))[0] != ts:
                 self._lag[m] = (ts, max(0, now_ns - ts))
         for track in (track for tracks in self._tracks.values() for track in tracks.values()):
             f = track.finding
@@ -409,15 +413,16 @@ def validate_overrides(rules: Sequence[Rule], file: str, overrides: dict[str, di
     for rule_id, keys in overrides.items():
         same = by_id.get(rule_id)
         if same is None:
-            raise ConfigError(file, f"{where}.{rule_id}", "no such rule; `db2vtop rules` lists them")
+            raise ConfigError(file, f"{where}.{rule_id}",
+                              "no such rule" + did_you_mean(rule_id, by_id) + "; `db2vtop rules` lists them")
         limits = {"enabled": Limit(bool)}
         for r in same:
             for key in thresholds_of(r):
                 limits[key] = limits[key].widest(limit(r, key)) if key in limits else limit(r, key)
         for key, value in keys.items():
             if key not in limits:
-                raise ConfigError(file, f"{where}.{rule_id}.{key}",
-                                  "unknown threshold; expected one of " + ", ".join(sorted(limits)))
+                raise ConfigError(file, f"{where}.{rule_id}.{key}", f"unknown threshold{did_you_mean(key, limits)}; "
+                                  "expected one of " + ", ".join(sorted(limits)))
             if not limits[key].accepts(value):
                 raise ConfigError(file, f"{where}.{rule_id}.{key}",
                                   f"{shown(value)} is not valid; expected {limits[key].expected()}")

@@ -97,7 +97,7 @@ class RunFigures:
 
     def to_json(self) -> dict[str, Any]:
         r = self.run
-        return {"name": r.name, "begin": _iso(r.begin_ns), "end": _iso(r.end_ns), "open": r.open,
+        return {"name": r.name, "label": r.called, "begin": _iso(r.begin_ns), "end": _iso(r.end_ns), "open": r.open,
                 "duration_s": round((self.until_ns - r.begin_ns) / 1e9, 3), "command": r.command,
                 "exit_status": r.exit_status,
                 "stacks": {st: {layer: {k: v.to_json(FIGURE_BY_ID[k]) for k, v in figs.items()}
@@ -125,6 +125,8 @@ class Report:
     run: RunFigures
     baseline: RunFigures | None = None
     moved: list[Moved] = field(default_factory=list)
+    #: stacks the store has that the report does not cover (no --stack named them: VMs without DB2)
+    left_out: list[str] = field(default_factory=list)
 
     def delta(self) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
         """stack > layer > figure > run and baseline means, change of the mean and of p95 in %."""
@@ -151,9 +153,9 @@ class Report:
                 "run": self.run.to_json(),
                 "baseline": self.baseline.to_json() if self.baseline else None,
                 "delta": {"stacks": self.delta(), "moved": [m.to_json() for m in self.moved]},
-                "findings": [{**finding_json(f), "run": r.run.name, "stacks": stacks}
+                "findings": [{**finding_json(f), "run": r.run.called, "stacks": stacks}
                              for r in runs for f, stacks in zip(r.findings, r.finding_stacks, strict=True)],
-                "verdicts": [v for r in runs for v in r.verdicts]}
+                "verdicts": [v for r in runs for v in r.verdicts], "left_out": self.left_out}
 
 
 def _iso(ns: int | None) -> str | None:
@@ -253,7 +255,7 @@ class _Reporter:
             # the verdict reads the same entities' series, from the rows read above; then they go: a fleet's
             # rows all kept until the last stack were most of a report's memory (~340 MB for 100 stacks)
             v = stack_verdict(self.cache, st, since, until, self.overrides, ent)
-            out.verdicts.append({**v.to_json(), "run": run.name})
+            out.verdicts.append({**v.to_json(), "run": run.called})
             self.cache.refresh()
         return out
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Callable
 from typing import Any
 
+from db2vtop.agent.core.text import plural
 from db2vtop.checks.figures import LAYER_TITLES, LAYERS
 from db2vtop.checks.report import FIGURE_BY_ID, MOVE_FLOOR, Report, RunFigures, Stat, change_pct
-from db2vtop.checks.verdict import earlier_text, since_text
+from db2vtop.checks.verdict import earlier_text, onset_text
 
 #: how a unit is shown: (divide by, label)
 DISPLAY = {"bytes/s": (1e6, "MB/s"), "bytes": (1e6, "MB"), "per second": (1.0, "/s"), "I/O per second": (1.0, "IOPS"),
@@ -59,12 +61,17 @@ def _when(ns: int | None) -> str:
     return "—" if ns is None else datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _run_line(r: RunFigures) -> str:
+def _run_line(r: RunFigures, as_html: bool = False) -> str:
+    """"bench~1: 2026-05-01 12:00:00 to ... (41.0 s, exit status 0, command `sleep 30`)"; `as_html`: escaped,
+    the command in <code> (back-ticks are markdown's)."""
     run = r.run
+    text: Callable[[str], str] = html.escape if as_html else str
     end = "still running" if run.open else _when(run.end_ns)
     status = "" if run.exit_status is None else f", exit status {run.exit_status}"
-    command = f", command `{run.command}`" if run.command else ""
-    return f"{run.name}: {_when(run.begin_ns)} to {end} ({(r.until_ns - run.begin_ns) / 1e9:,.1f} s{status}{command})"
+    command = "" if not run.command else \
+        f", command <code>{html.escape(run.command)}</code>" if as_html else f", command `{run.command}`"
+    return text(f"{run.called}: {_when(run.begin_ns)} to {end} ({(r.until_ns - run.begin_ns) / 1e9:,.1f} s{status}") \
+        + command + ")"
 
 
 def _entities(report: Report, name: str) -> str:
@@ -73,7 +80,7 @@ def _entities(report: Report, name: str) -> str:
         return ""
     vm = f"vm {e.vm}" + (f" of vCenter {e.vcenter}" if e.vcenter else "") if e.vm else ""
     parts = [f"db2 {e.db2}" if e.db2 else "", f"guest {e.guest}" if e.guest else "", vm,
-             f"host {', '.join(e.hosts)}" if e.hosts else "", f"{len(e.luns)} LUN(s)" if e.luns else "",
+             f"host {', '.join(e.hosts)}" if e.hosts else "", plural(len(e.luns), "LUN") if e.luns else "",
              f"arrays {', '.join(e.arrays)}" if e.arrays else ""]
     return "; ".join(p for p in parts if p)
 
@@ -99,9 +106,22 @@ def _rows(report: Report, stack: str, layer: str) -> list[tuple[str, str, Stat |
     return [(k, shown(FIGURE_BY_ID[k].unit)[1], mine.get(k), theirs.get(k)) for k in keys]
 
 
+def _left_out(report: Report) -> str:
+    """"Not in this report: 15 stacks without DB2 data (db2prod01, ... and 12 more); --stack NAME reports one"."""
+    names = report.left_out
+    if not names:
+        return ""
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return (f"Not in this report: {plural(len(names), 'stack')} without DB2 data ({shown}); "
+            "--stack NAME reports one (db2vtop stacks lists them).")
+
+
 def _verdict_line(v: dict[str, Any]) -> str:
-    """The verdict at the run's end (its episode going on then, with its start), then the run's earlier ones."""
-    blame = f"blame: {v['layer']} {since_text(v['since'], v['until'])}".rstrip() if v["layer"] else \
+    """The verdict at the run's end (its episode going on then, with its start), then the run's earlier ones;
+    one that could not judge (too few buckets) is its summary alone, which says why."""
+    if v["confidence"] == "none":
+        return v["summary"]
+    blame = f"blame: {v['layer']} {onset_text(v)}".rstrip() if v["layer"] else \
         "no layer to blame at its end"
     where = f"; VM {v['vm']} of vCenter {v['vcenter']}" if v.get("vm") and v.get("vcenter") else ""
     also = "".join(f"; also {c['layer']}: {c['summary']}" for c in v.get("causes", [])[1:])
@@ -113,8 +133,10 @@ def _verdict_line(v: dict[str, Any]) -> str:
 def to_text(report: Report, markdown: bool = False) -> str:
     h1, h2, h3 = ("# ", "## ", "### ") if markdown else ("", "", "")
     base = report.baseline
-    lines = [f"{h1}db2vtop report: run {report.run.run.name}" + (f" against {base.run.name}" if base else ""), ""]
+    lines = [f"{h1}db2vtop report: run {report.run.run.called}" + (f" against {base.run.called}" if base else ""), ""]
     lines += [f"- run {_run_line(report.run)}"] + ([f"- baseline {_run_line(base)}"] if base else []) + [""]
+    if left_out := _left_out(report):
+        lines += [left_out, ""]
     if base:
         lines += [f"{h2}What changed", ""]
         lines += [f"- {x}" for x in _moved_lines(report)] or [f"- {NOTHING_MOVED}"]
@@ -143,7 +165,7 @@ def to_text(report: Report, markdown: bool = False) -> str:
         for side in [report.run] + ([base] if base else []):
             for v in side.verdicts:
                 if v["stack"] == st.name:
-                    who = "verdict" if side is report.run else f"baseline verdict ({side.run.name})"
+                    who = "verdict" if side is report.run else f"baseline verdict ({side.run.called})"
                     lines += [f"{'**' if markdown else '  '}{who}{'**' if markdown else ''}: {_verdict_line(v)}", ""]
     lines += [f"{h2}Findings opened during the run", ""]
     any_finding = False
@@ -152,7 +174,7 @@ def to_text(report: Report, markdown: bool = False) -> str:
             any_finding = True
             where = f" [{', '.join(stacks)}]" if stacks else ""
             subject = " ".join(f"{k}={v}" for k, v in f.subject.items() if k != "layer")
-            lines.append(f"- {side.run.name}: {f.severity.upper()} {f.rule} ({f.subject.get('layer')}: {subject})"
+            lines.append(f"- {side.run.called}: {f.severity.upper()} {f.rule} ({f.subject.get('layer')}: {subject})"
                          f"{where}: {f.summary}")
     if not any_finding:
         lines.append("- none")
@@ -207,6 +229,8 @@ def summary(report: Report) -> str:
                      f"({', '.join(sorted({f.rule for f in report.run.findings}))})")
     if not report.run.stacks:
         lines.append("  no samples of any stack in the run (is an agent or watch recording this store?)")
+    if left_out := _left_out(report):
+        lines.append(f"  {left_out}")
     return "\n".join(lines) + "\n"
 
 
@@ -267,13 +291,15 @@ def _downsample(points: list[tuple[float, float]], limit: int = 400) -> list[tup
 def to_html(report: Report) -> str:
     base = report.baseline
     e = html.escape
-    title = f"db2vtop report: run {report.run.run.name}" + (f" against {base.run.name}" if base else "")
+    title = f"db2vtop report: run {report.run.run.called}" + (f" against {base.run.called}" if base else "")
     out = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
            f"<title>{e(title)}</title><style>{_CSS}</style></head><body>", f"<h1>{e(title)}</h1><ul>",
-           f"<li>run {e(_run_line(report.run))}</li>"]
+           f"<li>run {_run_line(report.run, as_html=True)}</li>"]
     if base:
-        out.append(f"<li>baseline {e(_run_line(base))}</li>")
+        out.append(f"<li>baseline {_run_line(base, as_html=True)}</li>")
     out.append("</ul>")
+    if left_out := _left_out(report):
+        out.append(f"<p>{e(left_out)}</p>")
     if base:
         out.append("<h2>What changed</h2><ul>")
         out += [f"<li>{e(x)}</li>" for x in _moved_lines(report)] or [f"<li>{e(NOTHING_MOVED)}</li>"]
@@ -287,8 +313,9 @@ def to_html(report: Report) -> str:
         keys = [k for k in FIGURE_BY_ID if k in charts or k in base_charts]
         if keys:
             out.append(f"<p class='legend'>time from each run's start: <span style='background:{RUN_COLOUR}'></span>"
-                       f"{e(report.run.run.name)}" + (f"<span style='background:{BASELINE_COLOUR}'></span>"
-                                                       f"{e(base.run.name)}" if base else "") + "</p>")
+                       f"{e(report.run.run.called)} (run)" + (f"<span style='background:{BASELINE_COLOUR}'></span>"
+                                                             f"{e(base.run.called)} (baseline)" if base else "")
+                       + "</p>")
             out.append("<div class='charts'>")
             for k in keys:
                 fig = FIGURE_BY_ID[k]
@@ -318,7 +345,7 @@ def to_html(report: Report) -> str:
         for side in [report.run] + ([base] if base else []):
             for v in side.verdicts:
                 if v["stack"] == st.name:
-                    who = "Verdict" if side is report.run else f"Baseline verdict ({side.run.name})"
+                    who = "Verdict" if side is report.run else f"Baseline verdict ({side.run.called})"
                     out.append(f"<p><b>{e(who)}</b>: {e(_verdict_line(v))}</p>")
     out.append("<h2>Findings opened during the run</h2><ul>")
     found = False
@@ -327,7 +354,7 @@ def to_html(report: Report) -> str:
             found = True
             subject = " ".join(f"{k}={v}" for k, v in f.subject.items() if k != "layer")
             where = f" [{e(', '.join(stacks))}]" if stacks else ""
-            out.append(f"<li>{e(side.run.name)}: <b>{e(f.severity.upper())}</b> <code>{e(f.rule)}</code> "
+            out.append(f"<li>{e(side.run.called)}: <b>{e(f.severity.upper())}</b> <code>{e(f.rule)}</code> "
                        f"({e(str(f.subject.get('layer')))}: {e(subject)}){where}: {e(f.summary)}</li>")
     if not found:
         out.append("<li>none</li>")

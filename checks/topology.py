@@ -22,6 +22,7 @@ from typing import Any
 from db2vtop.agent.core.config import Config, StackConfig
 from db2vtop.agent.core.model import Fact
 from db2vtop.agent.core.source import CachedSource, Series, Source, cached, derive, tag_values
+from db2vtop.agent.core.text import plural
 
 #: a VM's measurements tagged with its host, and fields every such sample carries
 VM_PLACEMENT = {"vsphere_vm": ("cpu_ready_pct", "cpu_usage_pct", "mem_balloon_bytes"),
@@ -212,9 +213,12 @@ class StackEntities:
 
     def owns(self, subject: dict[str, str]) -> bool:
         """Whether a finding's subject is one of the stack's entities: its VM (of its vCenter), guest, DB2
-        or arrays; a host the VM ran on in the window; a host's LUN only when it is behind the VM's disks."""
+        or arrays; a host the VM ran on in the window; a host's LUN only when it is behind the VM's disks; its
+        VM's vCenter itself (its clock dates the VM's samples)."""
         if not _vcenter_ok(subject, self.vcenter):
             return False
+        if subject.get("layer") == "vcenter":
+            return self.vm is not None and "vcenter" in subject
         if self.vm is not None and subject.get("vm") == self.vm:
             return True
         if any(v is not None and subject.get(k) == v for k, v in (("db2", self.db2), ("guest", self.guest))):
@@ -518,7 +522,7 @@ def _match_storage(vm: Fact, array_luns: dict[str, str], found: Inferred) -> Non
     arrays = sorted({array_luns[lun] for lun in luns if lun in array_luns})
     if arrays:
         found.stack = replace(found.stack, storage=arrays)
-        found.matched["storage"] = f"{len(luns)} LUN(s) behind the VM's disks found on " + ", ".join(arrays)
+        found.matched["storage"] = f"{plural(len(luns), 'LUN')} behind the VM's disks found on " + ", ".join(arrays)
     else:
         found.unmatched["storage"] = ("no array reports the LUNs behind the VM's disks" if luns else
                                       "the VM's disks have no LUN (NFS or not reported)")

@@ -10,7 +10,7 @@ judge (no sample of any layer and no configuration read), triage is UNKNOWN and 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,13 +18,14 @@ from db2vtop.agent.core.columns import ColumnSource
 from db2vtop.agent.core.config import Config, StackConfig
 from db2vtop.agent.core.model import THREAD_MEASUREMENT, Fact, Finding, Severity, severity_rank
 from db2vtop.agent.core.source import CachedSource
+from db2vtop.agent.core.text import plural
 from db2vtop.agent.core.units import format_duration
 from db2vtop.checks.catalog import references_of
 from db2vtop.checks.evidence import describe
 from db2vtop.checks.figures import TABLE
 from db2vtop.checks.runner import build_engine
 from db2vtop.checks.topology import VM_PLACEMENT, resolve
-from db2vtop.checks.verdict import earlier_text, iso, since_text, stack_verdict
+from db2vtop.checks.verdict import clock, earlier_text, iso, onset_text, stack_verdict
 
 EXIT_OK, EXIT_WARNING, EXIT_CRITICAL, EXIT_UNKNOWN = 0, 1, 2, 3
 STATUS = ("OK", "WARNING", "CRITICAL", "UNKNOWN")
@@ -88,13 +89,15 @@ def kept_fields(cfg: Config) -> dict[str, frozenset[str] | None]:
 
 def judge(cfg: Config, samples: ColumnSource | Iterable[Any], facts: list[Fact], sources: dict[str, str],
           lookback_s: float, now: int, stacks: list[StackConfig] | None = None, targeted: bool = False,
-          recorded: Sequence[Finding] = ()) -> TriageResult:
+          recorded: Sequence[Finding] = (), unread: Collection[str] = ()) -> TriageResult:
     """Everything gathered, judged in time order by the engine the agent runs (fed a slice of time at a
     time from the columns the samples were kept in as they came). A verdict for each of
     `stacks` (default: the configured ones); targeted (`--vm`, `--stack`), only those stacks' findings
     count and every verdict is shown, else the configured stacks and those with a layer to blame are
     shown and the healthy inferred ones counted. `recorded`: findings agents stored that this pass did
-    not find itself (its own judgement of a rule and subject wins)."""
+    not find itself (its own judgement of a rule and subject wins). `unread`: the measurements only sources
+    that could not be read now write: their findings are stale once their subject's period has passed since
+    its last sample, as the agent would have found them."""
     if not isinstance(samples, ColumnSource):
         kept = ColumnSource(kept_fields(cfg))
         kept.add(samples)
@@ -104,7 +107,7 @@ def judge(cfg: Config, samples: ColumnSource | Iterable[Any], facts: list[Fact],
     engine.feed(facts=facts)
     for rows in samples.in_time_order(engine.live_measurements()):
         engine.feed(rows)
-    engine.mark_stale(now)
+    engine.mark_stale(now, unread)
     changed = {f.key: f for f in engine.changes()}
     for f in engine.open_findings():
         changed[f.key] = f
@@ -175,26 +178,45 @@ def _subject(f: Finding) -> str:
     return " ".join(f"{k}={v}" for k, v in f.subject.items() if k != "layer")
 
 
+def _stale_text(stale: Sequence[Finding]) -> str:
+    """"1 critical, 2 warning findings stale since 05:05 UTC": those no source renewed, from the oldest."""
+    counts = [f"{n} {sev}" for sev in (Severity.CRITICAL, Severity.WARNING)
+              if (n := sum(1 for f in stale if f.severity == sev))]
+    if not counts:
+        return ""
+    since = min(f.stale_since for f in stale if f.stale_since is not None)
+    return f"{', '.join(counts)} finding{'s' if len(stale) != 1 else ''} stale since {clock(since, True)}"
+
+
 def headline(r: TriageResult) -> str:
-    """The first line: the status and why, for the one line read at 3 a.m."""
+    """The first line: the status and why, for the one line read at 3 a.m. A source that could not be
+    read is named in it whatever the status (first when it makes the status UNKNOWN), and so are the
+    findings only it could have renewed, stale now."""
     status = STATUS[r.exit_status]
     if r.blind is not None:
         return f"{status}: {r.blind}"
     counts = {s: sum(1 for f in r.current if f.severity == s) for s in Severity}
-    why = f"{counts['critical']} critical, {counts['warning']} warning open"
-    if status == "UNKNOWN":
-        k, v = next(iter(r.failed_sources.items()))
-        why = f"source {k} could not be read ({v}); what it would show is not judged; {why}"
+    parts = [f"{counts['critical']} critical, {counts['warning']} warning open"]
+    failed = r.failed_sources
+    if failed:
+        (k, v), more = next(iter(failed.items())), len(failed) - 1
+        down = f"source {k} could not be read ({v.removeprefix('error: ')})" + (f" (and {more} more)" if more else "")
+        if status == "UNKNOWN":
+            parts.insert(0, down + "; what it would show is not judged")
+        else:
+            parts.append(down)
+    if stale := _stale_text([f for f in r.findings if f.resolved_at is None and f.stale_since is not None]):
+        parts.insert(1 if status == "UNKNOWN" and failed else len(parts), stale)
     blamed = [v for v in r.verdicts if v["layer"]]
     if blamed:
         v = blamed[0]
-        why += f"; stack {v['stack']}: {v['layer']} {since_text(v['since'], r.generated_at)}".rstrip()
-    return f"{status}: {why}"
+        parts.append(f"stack {v['stack']}: {v['layer']} {onset_text(v)}".rstrip())
+    return f"{status}: {'; '.join(parts)}"
 
 
 def verdict_lines(v: dict[str, Any], now: int, markdown: bool = False) -> list[str]:
     """A verdict as text: its headline, the causes beside it, the earlier episodes and what is not known."""
-    blame = f"blame: {v['layer']} {since_text(v['since'], now)}".rstrip() if v["layer"] else "no layer to blame now"
+    blame = f"blame: {v['layer']} {onset_text(v)}".rstrip() if v["layer"] else "no layer to blame now"
     where = f"; VM {v['vm']} of vCenter {v['vcenter']}" if v.get("vm") and v.get("vcenter") else ""
     lines = [("## " if markdown else "") + f"Verdict for stack {v['stack']} ({blame}, confidence "
              f"{v['confidence']}, {v['buckets']} buckets of 20 s{where})", "", v["summary"]]
@@ -212,11 +234,11 @@ def _finding_lines(f: Finding, markdown: bool) -> list[str]:
     pad = "  " if markdown else "    "
     head = (f"- **{sev}** `{f.rule}` ({f.subject.get('layer')}: {_subject(f)}): {f.summary}" if markdown
             else f"[{sev}] {f.rule} ({f.subject.get('layer')}: {_subject(f)}): {f.summary}")
-    samples = f"{f.evidence.get('samples', 1)} samples"
+    samples = plural(f.evidence.get("samples", 1), "sample")
     if f.resolved_at is not None:
         when = f"opened {iso(f.first_seen)}, resolved {iso(f.resolved_at)}, {samples}"
     elif f.stale_since is not None:
-        when = f"opened {iso(f.first_seen)}, stale since {iso(f.stale_since)}: its entity stopped reporting"
+        when = f"opened {iso(f.first_seen)}, stale since {iso(f.stale_since)}: no sample of it since"
     else:
         when = f"open since {iso(f.first_seen)}, last seen {iso(f.last_seen)}, {samples}"
     lines = [head, f"{pad}{when}"]
@@ -240,7 +262,7 @@ def to_text(r: TriageResult, markdown: bool = False) -> str:
         lines += [("**UNKNOWN**" if markdown else "UNKNOWN") + f": source {k} could not be read ({v}); "
                   "what it would show is not judged", ""]
     if r.healthy:
-        lines += [f"{r.healthy} stack(s) with no layer to blame now", ""]
+        lines += [f"{plural(r.healthy, 'stack')} with no layer to blame now", ""]
     for v in r.verdicts:
         lines += verdict_lines(v, r.generated_at, markdown)
     for title, group in (("Findings", current), ("Stale: open when their entity stopped reporting", stale),

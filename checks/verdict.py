@@ -76,6 +76,14 @@ _ORDER = {k: i for i, k in enumerate(KINDS)}  # ties between equal ranks: memory
 _SEEN = (("log_write_ms", "log_disk_wait_pct"), ("guest_write_await_ms",), ("vmdk_write_ms", "ready_pct"),
          ("kavg_ms", "esx_kavg_ms"), ("array_ms",))
 _DB2_ROLES = ("log_write_ms", "log_disk_wait_pct", "read_wait_pct", "direct_read_wait_pct", "lock_wait_pct")
+#: a bucket is walked when one of these roles reaches its level (a key of `limits`; None: any amount above zero),
+#: when DB2's read waits together reach `symptom_read_wait_pct`, or when the VM's swapped memory grew
+TRIGGERS: tuple[tuple[str, str | None], ...] = (
+    ("vm_swapin", None), ("host_swapin", None), ("balloon_bytes", None),
+    ("log_write_ms", "symptom_log_write_ms"), ("log_disk_wait_pct", "symptom_log_disk_wait_pct"),
+    ("kavg_ms", "kavg_ms"), ("esx_kavg_ms", "kavg_ms"), ("davg_ms", "device_ms"), ("esx_davg_ms", "device_ms"),
+    ("ready_pct", "ready_pct"), ("costop_pct", "costop_pct"), ("guest_steal_pct", "steal_pct"),
+    ("lock_wait_pct", "symptom_lock_wait_pct"))
 
 
 @dataclass
@@ -148,6 +156,8 @@ class StackVerdict:
     vm: str | None = None
     vcenter: str | None = None  # the VM's: a stack's identity (VM names repeat across vCenters)
     since: int | None = None  # the ongoing episode's start
+    #: it was going on at the first bucket judged already: it began at `since` or before (onset_text)
+    since_before: bool = False
     episodes: list[Episode] = field(default_factory=list)  # oldest first
     causes: list[Cause] = field(default_factory=list)  # the ongoing episode's, ranked
     not_known: list[str] = field(default_factory=list)  # what the verdict could not see
@@ -157,6 +167,7 @@ class StackVerdict:
         return {"stack": self.stack, "vm": self.vm, "vcenter": self.vcenter, "layer": self.layer,
                 "summary": self.summary, "confidence": self.confidence, "chain": self.chain, "samples": self.samples,
                 "buckets": self.buckets, "figures": self.figures, "since": iso(self.since),
+                "since_before": self.since_before,
                 "episodes": [e.to_json() for e in self.episodes], "causes": [c.to_json() for c in self.causes],
                 "not_known": self.not_known, "until": iso(self.until)}
 
@@ -188,12 +199,24 @@ def clock(ns: int, utc: bool) -> str:
     return when.strftime("%H:%M") + (" UTC" if utc else "")
 
 
-def since_text(since: int | str | None, until: int | str | None, utc: bool = True) -> str:
-    """"since 05:05 UTC, 3m" for a verdict blaming a layer now (times in ns or ISO-8601), else ""."""
+def since_text(since: int | str | None, until: int | str | None, utc: bool = True, before: bool = False) -> str:
+    """"since 05:05 UTC, 3m" for a verdict blaming a layer now (times in ns or ISO-8601), else ""; `before`
+    (the episode was going on when the judged data begins): "since before 05:05 UTC (≥ 3m)", never the
+    edge of a window taken for the onset."""
     start, end = _ns(since), _ns(until)
     if start is None:
         return ""
+    if before:
+        return f"since before {clock(start, utc)} (≥ {span((end or start) - start)})"
     return f"since {clock(start, utc)}, {span((end or start) - start)}"
+
+
+def onset_text(verdict: StackVerdict | Mapping[str, Any], utc: bool = True) -> str:
+    """The onset of a verdict's ongoing episode as every view says it (since_text), from the verdict or its
+    JSON: one wording of one onset on the Stack screen, in triage and in the report."""
+    if isinstance(verdict, StackVerdict):
+        return since_text(verdict.since, verdict.until, utc, verdict.since_before)
+    return since_text(verdict["since"], verdict["until"], utc, bool(verdict.get("since_before")))
 
 
 def span(ns: int) -> str:
@@ -436,15 +459,32 @@ def _chain(kind: str, v: Values, t: dict[str, float], hosts: str) -> tuple[list[
 # --- the verdict ------------------------------------------------------------------------------
 
 
+#: how far back from the moment judged the onset of the episode going on then is looked for, whatever the
+#: window (the Stack screen's few minutes, a run's span): vCenter's realtime hour, triage's default lookback,
+#: so every view gives one onset for one incident
+ONSET_REACH_NS = 3600 * 10**9
+
+
 def stack_verdict(source: Source, stack: StackConfig, since_ns: int, until_ns: int,
                   overrides: Overrides | None = None, entities: StackEntities | None = None) -> StackVerdict:
-    """The verdict over [since, until] (`entities`: the stack's, when the caller resolved them already)."""
+    """The verdict over [since, until] (`entities`: the stack's, when the caller resolved them already).
+
+    The episode going on at `until` that was going on at the window's first bucket already began then or
+    before: its start is looked for back to ONSET_REACH_NS before `until`, as a longer view of the same
+    data (triage's lookback) finds it; found nowhere, `since_before` says it began then or earlier."""
     ent = entities if entities is not None else resolve(source, stack, since_ns, until_ns)
     r = _Buckets(ent)
     f = {role: r.role(figs) for role, figs in ROLES.items()}
     out = _judge(stack.name, f, r.samples, lambda b: ent.host_at(b * BUCKET_NS + BUCKET_NS // 2),
                  limits(stack, overrides), until_ns)
     out.vm, out.vcenter = ent.vm, ent.vcenter
+    reach_ns = until_ns - ONSET_REACH_NS
+    if out.since_before and reach_ns < since_ns:
+        longer = stack_verdict(source, stack, reach_ns, until_ns, overrides)
+        if longer.layer == out.layer and longer.since is not None and out.since is not None \
+                and longer.since <= out.since:
+            out.since, out.since_before = longer.since, longer.since_before
+            out.episodes[-1].start = longer.since  # the ongoing one: `since` is its start
     return out
 
 
@@ -515,8 +555,8 @@ def _judge(name: str, f: dict[str, dict[int, float]], samples: int, host_of: Cal
     if ongoing is not None:
         return StackVerdict(name, ongoing.layer, ongoing.summary, ongoing.confidence, ongoing.chain, samples,
                             ongoing.buckets, {k: round(m, 3) for k, (m, _) in ongoing.figures.items()},
-                            since=ongoing.start, episodes=episodes, causes=ongoing.causes, not_known=not_known,
-                            until=until)
+                            since=ongoing.start, since_before=ongoing.start == first * BUCKET_NS,
+                            episodes=episodes, causes=ongoing.causes, not_known=not_known, until=until)
     if any(v[k] is not None for k in _DB2_ROLES):
         summary = "no layer stands out: DB2 and the infrastructure below it look healthy"
     else:
@@ -544,22 +584,12 @@ def _growing(swapped: dict[int, float]) -> set[int]:
 def _per_bucket(f: dict[str, dict[int, float]], t: dict[str, float],
                 growth: set[int]) -> dict[int, list[tuple[str, float | None, float]]]:
     """bucket -> the causes it shows, ranked; only the buckets where some chain reaches a level are walked."""
-    def over(role: str, level: float) -> set[int]:
-        return {b for b, x in f[role].items() if x >= level}
-
-    def positive(role: str) -> set[int]:
-        return {b for b, x in f[role].items() if x > 0}
-
     reads = {b: (f["read_wait_pct"].get(b) or 0) + (f["direct_read_wait_pct"].get(b) or 0)
              for b in f["read_wait_pct"].keys() | f["direct_read_wait_pct"].keys()}
-    candidates = (growth | positive("vm_swapin") | positive("host_swapin") | positive("balloon_bytes")
-                  | over("log_write_ms", t["symptom_log_write_ms"])
-                  | over("log_disk_wait_pct", t["symptom_log_disk_wait_pct"])
-                  | {b for b, x in reads.items() if x >= t["symptom_read_wait_pct"]}
-                  | over("kavg_ms", t["kavg_ms"]) | over("esx_kavg_ms", t["kavg_ms"])
-                  | over("davg_ms", t["device_ms"]) | over("esx_davg_ms", t["device_ms"])
-                  | over("ready_pct", t["ready_pct"]) | over("costop_pct", t["costop_pct"])
-                  | over("guest_steal_pct", t["steal_pct"]) | over("lock_wait_pct", t["symptom_lock_wait_pct"]))
+    candidates = growth | {b for b, x in reads.items() if x >= t["symptom_read_wait_pct"]}
+    for role, level in TRIGGERS:
+        at = t[level] if level else 0.0
+        candidates |= {b for b, x in f[role].items() if (x >= at if level else x > 0)}
     out = {}
     for b in candidates:
         found = _scores({role: series.get(b) for role, series in f.items()}, t, b in growth)

@@ -55,6 +55,9 @@ class BaseCollector:
     #: the measurements whose history its first cycle hands on itself (with history_samples): the check engine
     #: need not read them from the store at a restart as well
     reaches_back: frozenset[str] = frozenset()
+    #: the measurements its source's package declares (the wiring sets them): what stays unrenewed, when no other
+    #: source writes them, while it cannot be read
+    declared: frozenset[str] = frozenset()
     #: set by the runtime while a cycle runs: when it times out (time.monotonic()); the deadline of every call
     #: to the source run_blocking makes meanwhile ends by then
     cycle_ends: float | None = None

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.infra.influxd import VERSIONS
 from tests.sshd import SSHServer
 from tests.tmux import Tmux
 
@@ -34,6 +35,12 @@ def utc(monkeypatch: pytest.MonkeyPatch):
     yield
     monkeypatch.undo()
     time.tzset()
+
+
+@pytest.fixture(params=VERSIONS)
+def influx_version(request: pytest.FixtureRequest) -> str:
+    """Each InfluxDB test runs against every server version the agent supports (tests/infra/influxd.py)."""
+    return request.param
 
 
 @pytest.fixture

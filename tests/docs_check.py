@@ -24,6 +24,7 @@ from db2vtop.agent.cli import build_parser
 from db2vtop.agent.config import Config, load_config
 from db2vtop.agent.core import config
 from db2vtop.agent.core.schema import markdown
+from tests import grafana_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -255,6 +256,7 @@ def main() -> int:
     check_examples(problems)
     check_measurements(problems, write="--write" in sys.argv[1:])
     check_figures(problems, write="--write" in sys.argv[1:])
+    grafana_rules.check(problems, write="--write" in sys.argv[1:])
     for p in problems:
         print(p)
     return 1 if problems else 0

@@ -48,6 +48,11 @@ class Cell:
     bg: str
 
 
+def _take_terminal() -> None:
+    """In the child, after setsid(): its stdin, the pty, becomes the session's controlling terminal."""
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
 class Terminal:
     """One program in a pty of `cols` x `rows`, its output kept on a pyte screen (read with `lines()`)."""
 
@@ -61,8 +66,11 @@ class Terminal:
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
         base = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "COLORTERM", "NO_COLOR")}
         base.update(TERM="xterm-256color", **({"COLORTERM": "truecolor"} if truecolor else {}))
+        # a session of its own whose controlling terminal is the pty, as a shell's foreground job: ^C, ^Z and ^\\
+        # reach it as signals (unless the program turned them off, as a full-screen UI does)
         self.proc = subprocess.Popen(list(argv), stdin=slave, stdout=slave, stderr=slave, cwd=cwd,
-                                     env={**base, **(env or {})}, start_new_session=True, close_fds=True)
+                                     env={**base, **(env or {})}, start_new_session=True, close_fds=True,
+                                     preexec_fn=_take_terminal)
         os.close(slave)
         self.master = master
         self.reader = threading.Thread(target=self._read, daemon=True)

@@ -37,8 +37,8 @@ def main() -> int:
     modes = set(sys.argv[1].split("+"))
     build = pipeline.build_collectors
 
-    def with_stand_ins(cfg, store_path=None, sinks=()):
-        out = [c for c in build(cfg, store_path, sinks) if c.name != "self"]
+    def with_stand_ins(cfg, store_path=None, sinks=(), alerter=None):
+        out = [c for c in build(cfg, store_path, sinks, alerter) if c.name != "self"]
         return out + ([Spins()] if "spin" in modes else []) + ([Blocks("blocks", 1.0)] if "block" in modes else [])
 
     pipeline.build_collectors = with_stand_ins

@@ -23,6 +23,7 @@ from tests.infra.influxd import (
     InfluxServer,
     fact_entities,
     influx_keys,
+    server,
     store_fact_entities,
     store_keys,
     wait_for,
@@ -31,6 +32,7 @@ from tests.infra.influxd import (
 
 OUTAGE_S = 30  # the scenario: InfluxDB away for 30 s while the agent collects
 DASHBOARD = ROOT / "contrib" / "grafana" / "db2vtop-dashboard.json"
+RULES = ROOT / "contrib" / "grafana" / "db2vtop-alert-rules.json"
 UNIT = ROOT / "contrib" / "systemd" / "db2vtop-agent.service"
 
 def start_agent(cfg: Path, log: Path, *extra: str) -> subprocess.Popen:
@@ -53,8 +55,8 @@ def sink_states(store: Path) -> list[str]:
 
 
 @pytest.fixture
-def influxd(tmp_path):
-    srv = InfluxServer(tmp_path / "influxd")
+def influxd(tmp_path, influx_version):
+    srv = server(influx_version, tmp_path / "influxd")
     yield srv
     srv.stop()
 
@@ -103,8 +105,11 @@ def check_dashboard_queries(srv: InfluxServer, db: str) -> None:
         for t in p["targets"]:
             assert run(t["query"]), f"panel {p['title']!r} shows nothing: {t['query']}"
     notes = {a["name"]: a for a in dash["annotations"]["list"]}
-    assert run(notes["Markers"]["query"])
-    run(notes["Findings"]["query"])  # valid InfluxQL; no findings in this run
+    assert run(notes["Events"]["query"])  # the sink's state changes
+    for name in ("Markers", "Alerts", "Findings"):
+        run(notes[name]["query"])  # valid InfluxQL; none of them in this run
+    for rule in json.loads(RULES.read_text())["groups"][0]["rules"]:  # contrib's Grafana alert rules
+        run(rule["data"][0]["model"]["query"])
     variable = next(v for v in dash["templating"]["list"] if v["name"] == "guest")
     assert run(variable["query"])
 
@@ -145,8 +150,8 @@ def test_a_kill_9_during_an_outage_keeps_the_spool_for_the_next_start(tmp_path, 
 
 
 @pytest.mark.slow
-def test_a_wrong_token_then_sighup_with_the_right_one_delivers_everything(tmp_path):
-    srv = InfluxServer(tmp_path / "influxd", auth=True)
+def test_a_wrong_token_then_sighup_with_the_right_one_delivers_everything(tmp_path, influx_version):
+    srv = server(influx_version, tmp_path / "influxd", auth=True)
     srv.start()
     try:
         bucket = srv.create_db("auth")
@@ -179,7 +184,8 @@ def test_a_wrong_token_then_sighup_with_the_right_one_delivers_everything(tmp_pa
         except json.JSONDecodeError:
             pytest.fail(f"a log line that is not JSON: {x!r}")
     assert all(set(x) >= {"ts", "level", "logger", "msg"} for x in lines)
-    assert any(x["level"] == "error" and "auth_error: 401 authorization failed" in x["msg"] for x in lines)
+    said = "401 authorization failed" if influx_version == "1.8" else "401 unauthorized access"
+    assert any(x["level"] == "error" and f"auth_error: {said}" in x["msg"] for x in lines)
     assert any(x["msg"].startswith("reload: configuration read again") for x in lines)
 
 

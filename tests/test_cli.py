@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -87,15 +88,22 @@ def test_agent_stops_cleanly_on_sigterm_and_keeps_its_samples(store_path):
 
 
 def test_agent_duration(store_path):
+    """It stops by itself, and says so as its last line (the counterpart of its first)."""
     r = run_cli("agent", "--store", str(store_path), "--duration", "2")
     assert r.returncode == 0, r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    into = re.escape(str(store_path))
+    assert re.search(rf"db2vtop agent \(pid \d+\) stopped after \d+s: \d+ cycles, \d+ samples into {into}, "
+                     r"0 collector errors; exit status 0$", last), r.stderr
     with Store(store_path) as s:
         assert s.latest("guest_mem")
 
 
 def test_mark_goes_straight_into_an_idle_store(store_path):
+    with Store(store_path, writer=True):  # recorded once; nobody writes it now
+        pass
     r = run_cli("mark", "run 1 start", "--text", "TPC-like OLTP, 120 clients", "--store", str(store_path))
-    assert r.returncode == 0 and "stored" in r.stdout
+    assert r.returncode == 0 and "stored" in r.stdout and "no agent or watch is recording" in r.stdout
     with Store(store_path) as s:
         (m,) = s.annotations()
     assert (m.event, m.name, m.text, m.tags) == ("marker", "run 1 start", "TPC-like OLTP, 120 clients", {"by": "cli"})
@@ -136,6 +144,8 @@ def test_text_from_outside_never_reaches_the_terminal_raw(store_path):
     """A marker name (from the inbox, so from anyone who could write it) with escape sequences that
     would retitle the terminal and clear it: `report` prints them escaped."""
     name = "r1\x1b]0;PWNED-TITLE\x07\x1b[2J"
+    with Store(store_path, writer=True):
+        pass
     for edge in ("--begin", "--end"):
         assert run_cli("mark", name, edge, "--store", str(store_path)).returncode == 0
     r = run_cli("report", name, "--store", str(store_path))

@@ -64,6 +64,7 @@ def test_template_examples_uncommented_are_valid(tmp_path, monkeypatch):
     assert cfg.influxdb is not None and cfg.influxdb.spool_max_bytes == 2**30
     assert cfg.checks == {"cpu-ready": {"warn_pct": 5}}
     assert cfg.vcenter[0].verify_tls is True
+    assert [(a.name, a.kind) for a in cfg.alert] == [("oncall", "alertmanager"), ("chat", "webhook")]
 
 
 def test_values_are_typed(tmp_path):
@@ -120,6 +121,22 @@ def test_errors_name_file_key_value_and_expectation(tmp_path, text, key, expecte
 def test_unknown_key_lists_the_known_ones(tmp_path):
     e = error_of(tmp_path, "[guest]\nintervall = 5")
     assert e.key == "guest.intervall" and "unknown key" in str(e) and "interval" in str(e)
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ('[[vcenter]]\nname = "v"\nurl = "https://x/sdk"\nuser = "u"\npassword_env = "P"\nverfy_tls = false',
+     "vcenter[0].verfy_tls: unknown key (did you mean verify_tls?); expected one of allow_plaintext"),
+    ('[[storage]]\nname = "n"\nkind = "ontapp"\nssh = "x"', '"xtremio" (did you mean ontap?)'),
+    ('[[ssh]]\nname = "a"\nhost = "h"\nuser = "u"\nhost_key_policy = "rejct"', "(did you mean reject?)"),
+    ("[checks.cpu-redy]\nwarn_pct = 5", "checks.cpu-redy: no such rule (did you mean cpu-ready?); `db2vtop rules`"),
+    ("[checks.cpu-ready]\nwarn_pc = 5", "warn_pc: unknown threshold (did you mean warn_pct?); expected one of"),
+])
+def test_a_mistyped_name_gets_the_near_ones(tmp_path, text, words):
+    """A typo in a key, a kind, a choice, a rule or a threshold: the error says which name was probably meant."""
+    path = tmp_path / "db2vtop.toml"
+    path.write_text(text)
+    r = run_cli("config", "check", "-c", str(path))
+    assert r.returncode == 2 and words in r.stderr, r.stderr
 
 
 def test_missing_required_key(tmp_path):

@@ -17,7 +17,7 @@ import pytest
 
 from db2vtop.agent.core.influx_source import parse_series_key
 from tests.conftest import ROOT, run_cli
-from tests.infra.influxd import InfluxServer
+from tests.infra.influxd import VERSIONS, InfluxServer, server
 from tests.test_triage_vsphere import LUN, SCENARIO
 from tests.vsphere_sim import Simulator
 
@@ -39,7 +39,7 @@ def agent_config(d: Path, site: str, sim: Simulator, influx: InfluxServer, bucke
     cfg.write_text(f'[store]\npath = "{d / "metrics.db"}"\n[guest]\nenabled = false\n'
                    f'[[vcenter]]\nname = "vc-{site}"\nurl = "{sim.url}"\nuser = "monitor"\n'
                    f'password_env = "VC_PASSWORD"\nca_file = "{ca}"\n'
-                   f'[influxdb]\nurl = "{influx.url}"\nbucket = "{bucket}"\nspool_dir = "{d / "spool"}"\n'
+                   f'[influxdb]\n{influx.agent_section(bucket)}spool_dir = "{d / "spool"}"\n'
                    f'flush_interval = "200ms"\nflush_timeout = "30s"\ntags = {{agent = "{site}"}}\n')
     return cfg
 
@@ -49,19 +49,19 @@ def third_machine(tmp_path: Path, influx: InfluxServer, bucket: str) -> tuple[Pa
     home = tmp_path / "console-home"
     home.mkdir()
     cfg = home / "fleet.toml"
-    cfg.write_text(f'[guest]\nenabled = false\n[influxdb]\nurl = "{influx.url}"\nbucket = "{bucket}"\n'
+    cfg.write_text(f'[guest]\nenabled = false\n[influxdb]\n{influx.agent_section(bucket)}'
                    f'spool_dir = "{home / "spool"}"\ntimeout = "5s"\n')
     env = {"HOME": str(home), "XDG_DATA_HOME": str(home / "data"), "XDG_STATE_HOME": str(home / "state"),
            "XDG_CONFIG_HOME": str(home / "config")}
     return cfg, env
 
 
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory):
+@pytest.fixture(scope="module", params=VERSIONS)
+def fleet(request, tmp_path_factory):
     """Both agents have collected three vCenter cycles (the rules' "3 samples" to open a finding)
-    and delivered everything to influxd."""
+    and delivered everything to influxd (1.8 and 2.7)."""
     base = tmp_path_factory.mktemp("fleet")
-    influx = InfluxServer(base / "influxd")
+    influx = server(request.param, base / "influxd")
     influx.start()
     bucket = influx.create_db("fleet")
     sims, agents = [], []
@@ -205,7 +205,6 @@ async def test_an_influxdb_outage_is_shown_on_screen(tmp_path):
 
 def test_the_latest_and_window_caches_follow_points_written_since(fleet, tmp_path):
     """A moving cursor reads only what was written since; what it answers is what a fresh read answers."""
-    import urllib.request
 
     from db2vtop.agent.config import load_config
     from db2vtop.agent.core.influx_source import InfluxSource
@@ -215,10 +214,7 @@ def test_the_latest_and_window_caches_follow_points_written_since(fleet, tmp_pat
     t0 = 1_700_000_000 * 10**9
 
     def write(*lines: str) -> None:
-        req = urllib.request.Request(f"{influx.url}/write?db=cache&precision=ns", data="\n".join(lines).encode(),
-                                     method="POST")
-        with urllib.request.urlopen(req, timeout=30) as r:
-            assert r.status == 204
+        influx.write("cache", lines)
 
     def answers(src: InfluxSource, until: int) -> tuple:
         a = next(s for s in src.series("m") if s.tags == {"vm": "a"})
@@ -246,8 +242,13 @@ def test_series_keys_are_unescaped_as_line_protocol_escapes_them():
     assert parse_series_key(r"m\ x,k\=1=v\=2") == ("m x", {"k=1": "v=2"})
 
 
-@pytest.mark.parametrize("reads", ["caught up", "read whole", "probed", "large"])
-def test_the_fleet_over_influxdb_shows_what_it_shows_over_the_store_while_points_arrive(reads, tmp_path, monkeypatch):
+# the caches' ways of reading are the same InfluxQL on both versions: all four on 1.8, one on 2.7
+PARITY = [(r, "1.8") for r in ("caught up", "read whole", "probed", "large")] + [("caught up", "2.7")]
+
+
+@pytest.mark.parametrize(("reads", "influx_version"), PARITY)
+def test_the_fleet_over_influxdb_shows_what_it_shows_over_the_store_while_points_arrive(reads, tmp_path, monkeypatch,
+                                                                                        influx_version):
     """One recording delivered as it happens, at the same moments, to the embedded store and to a real influxd;
     the Fleet loaded at each cursor (1-3 s apart, then a jump back and forward) over each shows the same rows,
     cells, trends, staleness and collectors. Samples are stamped at times of their own per series and vCenter's
@@ -257,7 +258,6 @@ def test_the_fleet_over_influxdb_shows_what_it_shows_over_the_store_while_points
     series); `large`: every one is a large one too (as a 10,000-VM vCenter's), looked at one a look: the Fleet
     shows what the store does after at most three loads at a cursor."""
     import dataclasses
-    import urllib.request
 
     import db2vtop.agent.core.influx_source as influx_source
     import db2vtop.tui.data as tui_data
@@ -280,7 +280,7 @@ def test_the_fleet_over_influxdb_shows_what_it_shows_over_the_store_while_points
             monkeypatch.setattr(influx_source, name, value)
         monkeypatch.setattr(tui_data, "RECHECK_S", 0.0)  # the Reader's own, at a paused cursor
     fleet = Fleet(vms=24, hosts=3, stacks=3, minutes=8)
-    influx = InfluxServer(tmp_path / "influxd")
+    influx = server(influx_version, tmp_path / "influxd")
     influx.start()
     try:
         bucket = influx.create_db("parity")
@@ -290,10 +290,7 @@ def test_the_fleet_over_influxdb_shows_what_it_shows_over_the_store_while_points
             store.write(list(samples), facts=list(facts), annotations=list(marks), findings=list(findings))
             lines = enc.samples(samples) + enc.facts(facts) + enc.annotations(marks) + enc.findings(findings)
             if lines:
-                req = urllib.request.Request(f"{influx.url}/write?db=parity&precision=ns",
-                                             data="".join(lines).encode(), method="POST")
-                with urllib.request.urlopen(req, timeout=30) as r:
-                    assert r.status == 204
+                influx.write("parity", lines)
 
         def stamp(x):  # each series its own phase in the 20 s step: 0..13 s after it
             return dataclasses.replace(x, ts=x.ts + (sum(map(ord, "".join(sorted(x.tags.values())))) % 14) * s)
@@ -302,7 +299,7 @@ def test_the_fleet_over_influxdb_shows_what_it_shows_over_the_store_while_points
                            for i, x in enumerate(stamp(x) for step in steps(fleet) for x in step)),
                           key=lambda a: a[:2])
         cfg_path = write_config(tmp_path / "fleet.toml", fleet)
-        cfg_path.write_text(cfg_path.read_text() + f'[influxdb]\nurl = "{influx.url}"\nbucket = "{bucket}"\n'
+        cfg_path.write_text(cfg_path.read_text() + f'[influxdb]\n{influx.agent_section(bucket)}'
                                                    f'spool_dir = "{tmp_path / "spool"}"\ntimeout = "30s"\n')
         cfg = load_config(cfg_path)
         lv = levels(cfg.checks)

@@ -1,4 +1,4 @@
-"""The InfluxDB sink against a real influxd 1.8.10 on 127.0.0.1 (tests/infra/influxd.py).
+"""The InfluxDB sink against real influxd 1.8.10 and 2.7 on 127.0.0.1 (tests/infra/influxd.py).
 
 Exact read-back of tags, field types and timestamps; a rejected point; a full spool;
 an outage under steady load; a wrong token. Nothing here is mocked: points travel
@@ -23,14 +23,14 @@ from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample
 from db2vtop.agent.sinks.influx import InfluxSink
 from db2vtop.agent.sinks.monitor import MEASUREMENT, SinkMonitor
 from db2vtop.agent.sinks.spool import Spool
-from tests.infra.influxd import InfluxServer, refused_url, wait_for
+from tests.infra.influxd import VERSIONS, refused_url, server, wait_for
 
 T0 = 1_700_000_000_123_456_789
 
 
-@pytest.fixture(scope="module")
-def influxd(tmp_path_factory):
-    srv = InfluxServer(tmp_path_factory.mktemp("influxd"))
+@pytest.fixture(scope="module", params=VERSIONS)
+def influxd(request, tmp_path_factory):
+    srv = server(request.param, tmp_path_factory.mktemp("influxd"))
     srv.start()
     yield srv
     srv.stop()
@@ -43,9 +43,18 @@ def db(influxd) -> str:
     return name
 
 
+OPTS = {"flush_interval": 0.1, "retry_interval": 0.1, "max_retry_delay": 1.0, "flush_timeout": 20.0}
+
+
 def config(url: str, bucket: str, spool: Path, **kw) -> InfluxConfig:
-    opts = {"flush_interval": 0.1, "retry_interval": 0.1, "max_retry_delay": 1.0, "flush_timeout": 20.0}
-    return InfluxConfig(url=url, bucket=bucket, spool_dir=spool, **{**opts, **kw})
+    """A config of no server's (a refused port)."""
+    return InfluxConfig(url=url, bucket=bucket, spool_dir=spool, **{**OPTS, **kw})
+
+
+def config_of(srv, db: str, spool: Path, **kw) -> InfluxConfig:
+    """A config that reaches `srv`'s database `db` (its bucket and token, as the version asks)."""
+    bucket = f"{db}/autogen" if srv.version == "1.8" else db
+    return srv.sink_config(bucket, spool, **{**OPTS, **kw})
 
 
 @pytest.fixture
@@ -62,7 +71,7 @@ def make_sink():
 
 
 def test_points_read_back_exactly_with_their_tags_types_and_timestamps(influxd, db, tmp_path, make_sink):
-    sink = make_sink(config(influxd.url, f"{db}/autogen", tmp_path / "spool", tags={"agent": "a1"}))
+    sink = make_sink(config_of(influxd, db, tmp_path / "spool", tags={"agent": "a1"}))
     tags = {"vm": "db2 prod,01", "path": "a=b", "city": "Zürich", "empty": ""}
     fields = {"big": 2**62, "neg": -7, "ratio": 0.1, "tiny": 1e-300, "huge": 1.7976931348623157e308,
               "text": 'say "hi" \\ there ✓', "flag": True, "off": False, "zero": 0.0}
@@ -95,7 +104,7 @@ def test_points_read_back_exactly_with_their_tags_types_and_timestamps(influxd, 
 
 def test_a_removed_entity_leaves_the_facts_the_fleet_reads_back(influxd, db, tmp_path, make_sink):
     from db2vtop.agent.core.influx_source import InfluxSource
-    cfg = config(influxd.url, f"{db}/autogen", tmp_path / "spool")
+    cfg = config_of(influxd, db, tmp_path / "spool")
     sink = make_sink(cfg)
     gone, stays = {"vcenter": "vc1", "vm": "deleted01"}, {"vcenter": "vc1", "vm": "db2prod01"}
     sink.submit(facts=[Fact("vsphere_vm", gone, {"num_cpu": 4}, T0), Fact("vsphere_vm", stays, {"num_cpu": 8}, T0)])
@@ -107,7 +116,7 @@ def test_a_removed_entity_leaves_the_facts_the_fleet_reads_back(influxd, db, tmp
 
 
 def test_a_fields_type_stays_what_it_was_first_even_across_restarts(influxd, db, tmp_path, make_sink):
-    cfg = config(influxd.url, f"{db}/autogen", tmp_path / "spool")
+    cfg = config_of(influxd, db, tmp_path / "spool")
     sink = make_sink(cfg)
     sink.submit([Sample("m", {}, {"f": 1.5, "i": 3}, T0), Sample("m", {}, {"f": 2, "i": 4.0}, T0 + 1)])
     assert sink.flush(30)
@@ -122,7 +131,7 @@ def test_a_fields_type_stays_what_it_was_first_even_across_restarts(influxd, db,
 
 def test_a_point_influxdb_refuses_goes_to_the_dead_letter_file_and_the_rest_is_delivered(
         influxd, db, tmp_path, make_sink):
-    sink = make_sink(config(influxd.url, f"{db}/autogen", tmp_path / "spool", batch_size=1000))
+    sink = make_sink(config_of(influxd, db, tmp_path / "spool", batch_size=1000))
     batch = [Sample("m", {"s": str(i % 3)}, {"v": i}, T0 + i) for i in range(100)]
     batch[37] = Sample("m", {"s": "1"}, {"v": "not a number"}, T0 + 37)  # field type conflict
     sink.submit(batch)
@@ -131,7 +140,9 @@ def test_a_point_influxdb_refuses_goes_to_the_dead_letter_file_and_the_rest_is_d
     assert T0 + 37 not in {p[0] for p in influxd.points(db, "m")}
     letters = [json.loads(x) for x in (tmp_path / "spool" / "dead-letter.jsonl").read_text().splitlines()]
     assert len(letters) == 1
-    assert letters[0]["status"] == 400 and "field type conflict" in letters[0]["reason"]
+    # 1.8 refuses the batch (400); 2.7 writes the rest and refuses the point (422, a partial write): both bad data
+    assert letters[0]["status"] == (400 if influxd.version == "1.8" else 422)
+    assert "field type conflict" in letters[0]["reason"]
     assert letters[0]["line"] == f'm,s=1 v="not a number" {T0 + 37}'
     snap = sink.snapshot()
     assert (snap["sent"], snap["dead_lettered"], snap["pending"], snap["retries"]) == (99, 1, 0, 0)
@@ -163,20 +174,21 @@ def test_a_full_spool_drops_the_oldest_counts_them_and_says_so(influxd, db, tmp_
     sink.close(timeout=0)  # batches in flight from dropped segments were only in memory: now dropped too
     dropped = sink.snapshot()["dropped"]
     assert dropped >= snap["dropped"]
-    sink = make_sink(config(influxd.url, f"{db}/autogen", spool, spool_max_bytes=64 * 1024))
+    sink = make_sink(config_of(influxd, db, spool, spool_max_bytes=64 * 1024))
     assert sink.flush(30)
     got = [p[2]["v"] for p in influxd.points(db, "m")]
     assert got == list(range(dropped, n))  # the newest, each once
 
 
-def test_an_outage_under_steady_load_loses_nothing_and_duplicates_nothing(tmp_path, make_sink):
-    srv = InfluxServer(tmp_path / "influxd")
+@pytest.mark.parametrize("version", VERSIONS)
+def test_an_outage_under_steady_load_loses_nothing_and_duplicates_nothing(tmp_path, make_sink, version):
+    srv = server(version, tmp_path / "influxd")
     srv.start()
     stop = threading.Event()
     sent: list[int] = []
     try:
         srv.create_db("load")
-        sink = make_sink(config(srv.url, "load/autogen", tmp_path / "spool", batch_size=500))
+        sink = make_sink(config_of(srv, "load", tmp_path / "spool", batch_size=500))
 
         def load():
             i = 0
@@ -208,18 +220,19 @@ def test_an_outage_under_steady_load_loses_nothing_and_duplicates_nothing(tmp_pa
         srv.stop()
 
 
-def test_a_wrong_token_is_a_visible_error_spooling_goes_on_and_nothing_is_lost(tmp_path, make_sink):
-    srv = InfluxServer(tmp_path / "influxd", auth=True)
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_wrong_token_is_a_visible_error_spooling_goes_on_and_nothing_is_lost(tmp_path, make_sink, version):
+    srv = server(version, tmp_path / "influxd", auth=True)
     srv.start()
     try:
         srv.create_db("sec")
         token = tmp_path / "token"
         token.write_text("admin:wrong\n")
         token.chmod(0o600)
-        sink = make_sink(config(srv.url, "sec/autogen", tmp_path / "spool", token_file=token))
+        sink = make_sink(config_of(srv, "sec", tmp_path / "spool", token_file=token))
         sink.submit([Sample("m", {}, {"v": i}, T0 + i) for i in range(300)])
         snap = wait_for(lambda: (s := sink.snapshot())["state"] == "auth_error" and s, what="auth_error")
-        assert snap["last_error"] == "401 authorization failed"
+        assert snap["last_error"] == ("401 authorization failed" if version == "1.8" else "401 unauthorized access")
         assert snap["pending"] == 300 and snap["sent"] == 0
         monitor = SinkMonitor(sink)
         records = asyncio.run(monitor.collect())
@@ -270,7 +283,7 @@ values = st.one_of(st.integers(-(2**63), 2**63 - 1), st.floats(allow_nan=False, 
 def test_any_text_round_trips_through_real_influxdb_as_documented(influxd, tmp_path_factory, points, measurement):
     db = "h" + uuid.uuid4().hex[:10]
     influxd.create_db(db)
-    sink = InfluxSink(config(influxd.url, f"{db}/autogen", tmp_path_factory.mktemp("spool")))
+    sink = InfluxSink(config_of(influxd, db, tmp_path_factory.mktemp("spool")))
     try:
         want = {}
         for i, (tags, fields) in enumerate(points):

@@ -94,7 +94,7 @@ def test_judged_a_minute_at_a_time_from_pages_it_is_what_judged_at_once_is(sim, 
     monkeypatch.setenv("VC1_PASSWORD", "secret")
     cfg = load_config(sim.vcenter_only(tmp_path, "max_query_entities = 2\nmax_query_metrics = 3\n"))
     kept = Recorded(kept_fields(cfg))
-    _, facts, sources = look_now(cfg, HOUR, keep=kept)
+    _, facts, sources, _ = look_now(cfg, HOUR, keep=kept)
     now = time.time_ns()
     assert sources["vsphere:vc1"].startswith("ok"), sources
     assert len(kept.calls) > 20  # page by page (and the look now's newest samples before them)

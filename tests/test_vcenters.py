@@ -70,7 +70,7 @@ def recorded(two, tmp_path_factory, monkeypatch_module):
     """The vCenters' realtime hour and facts in a store, as an agent would have recorded them, with a run over
     its last ten minutes."""
     monkeypatch_module.setenv("VC_PASSWORD", "secret")
-    samples, facts, sources = look_now(load_config(two), 3600.0)
+    samples, facts, sources, _ = look_now(load_config(two), 3600.0)
     assert all(s.startswith("ok") for s in sources.values()), sources
     end = max(s.ts for s in samples)
     path = tmp_path_factory.mktemp("two-store") / "m.db"

@@ -31,6 +31,7 @@ from db2vtop.collectors.vsphere import inventory as inv_mod
 from db2vtop.collectors.vsphere.collector import VSphereCollector
 from db2vtop.collectors.vsphere.config import VCenterConfig
 from db2vtop.collectors.vsphere.connection import SMALL_MAX_BYTES, _parse_stream, soap_body, spoken_version
+from db2vtop.collectors.vsphere.counters import MEASUREMENTS as BY_GROUP
 from db2vtop.collectors.vsphere.counters import VM_COUNTERS
 from db2vtop.collectors.vsphere.facts import TagMaps
 from db2vtop.collectors.vsphere.inventory import parse_objects
@@ -40,6 +41,7 @@ from tests.conftest import ROOT, run_cli
 from tests.vsphere_sim import Simulator
 
 GiB, MiB = 2**30, 2**20
+REALTIME = frozenset(BY_GROUP.values())  # QueryPerf's measurements (not quickStats', nor vCenter's clock)
 LUN_DATA = "naa.600a098038303053000000000000a001"
 LUN_LOG = "naa.600a098038303053000000000000a002"
 
@@ -244,7 +246,7 @@ def test_vm_and_host_facts(collected):
 
 def test_samples_keep_their_own_20s_timestamps(collected):
     _, samples = collected
-    perf = [s for s in samples if not s.measurement.endswith("quickstats")]
+    perf = [s for s in samples if s.measurement in REALTIME]
     assert perf and all(s.ts % (20 * 10**9) == 0 for s in perf)
     assert not pick(samples, "vsphere_vm", vm="off01")  # powered off: no realtime stats
 
@@ -253,6 +255,8 @@ def test_lookback_returns_the_recent_hour_oldest_first(sim):
     async def go(c):
         return await c.lookback(600), await c.lookback(60, vms=["app01"])
     everything, one_vm = run(using(sim.url, go))
+    assert [s.tags for s in one_vm if s.measurement == "vsphere_vcenter"] == [{"vcenter": "vc1"}]  # its clock
+    one_vm = [s for s in one_vm if s.measurement in REALTIME]
     assert {s.tags.get("vm") for s in one_vm} == {"app01", None}  # the VM and its host only
     assert {s.tags["host"] for s in one_vm} == {"esx01"}
     rows = sorted(pick(everything, "vsphere_host_lun", lun=LUN_DATA), key=lambda s: s.ts)
@@ -649,9 +653,7 @@ def test_a_restart_asks_for_samples_while_the_inventory_is_read_and_tags_them_fr
     run(Runtime([again], [out])._cycle(again))
     run(again.close())
     assert events.index("perf vm") < events.index("inventory read")
-    samples = [x for b, _ in out.batches for x in b if x.measurement not in (SELF_MEASUREMENT,
-                                                                               "vsphere_vm_quickstats",
-                                                                               "vsphere_host_quickstats")]
+    samples = [x for b, _ in out.batches for x in b if x.measurement in REALTIME]
     keys = [(x.measurement, canonical_tags(x.tags), x.ts) for x in samples]
     assert len(keys) == len(set(keys))
     assert all(x.ts > newest_ts - 20 * 10**9 for x in samples)
@@ -723,8 +725,7 @@ def test_consecutive_cycles_neither_lose_nor_repeat_a_sample(sim):
         rows += await c.collect()
         rows += await c.collect()  # nothing new yet: nothing repeated
         return rows
-    quickstats = ("vsphere_vm_quickstats", "vsphere_host_quickstats")
-    rows = [r for r in run(using(sim.url, go)) if r.measurement not in quickstats]
+    rows = [r for r in run(using(sim.url, go)) if r.measurement in REALTIME]
     series: dict[tuple, list[int]] = {}
     for r in rows:
         series.setdefault((r.measurement, tuple(sorted(r.tags.items()))), []).append(r.ts)

@@ -17,6 +17,7 @@ from typing import Any
 
 from db2vtop.agent.core.cadence import interval_of, is_stale
 from db2vtop.agent.core.model import (
+    ALERT_MEASUREMENT,
     SELF_MEASUREMENT,
     THREAD_MEASUREMENT,
     Annotation,
@@ -365,7 +366,9 @@ class Status:
     skipped: int
     interval_s: float | None = None
     set_aside: int = 0  # records the agent's thread for it set aside (db2vtop_thread)
-    thread: bool = False  # an agent thread (store writer, spool, checks), not a collector's cycle
+    thread: bool = False  # an agent thread (store writer, spool, checks) or alert receiver, not a collector's cycle
+    clock_ms: float | None = None  # a vCenter's clock minus the agent's, while its timekeeping finding is open
+    detail: str = ""  # shown after its status (an alert receiver's firing alerts and waiting changes)
 
     @property
     def stale(self) -> bool:
@@ -389,7 +392,33 @@ def load_status(reader: Reader, until_ns: int, names: set[str] | None = None) ->
         out.append(Status(name, str(f.get("status", "?")), str(f.get("last_error", "")),
                           float(f.get("duration_ms", 0.0)), (until_ns - row.ts) / 1e9, int(f.get("errors", 0)),
                           int(f.get("skipped", 0)), interval))
-    return _with_threads(reader, until_ns, out)
+    _with_clocks(reader, until_ns, out)
+    return _with_alerts(reader, until_ns, _with_threads(reader, until_ns, out))
+
+
+def _with_alerts(reader: Reader, until_ns: int, out: list[Status]) -> list[Status]:
+    """Each alert receiver (db2vtop_alert) as an entry: its delivery state, the alerts it was told firing and the
+    changes waiting in its spool."""
+    series = reader.series(ALERT_MEASUREMENT)
+    for row in reader.latest_of(series, 0, until_ns) if series else []:
+        f = row.fields
+        firing, pending = int(f.get("firing", 0)), int(f.get("pending", 0))
+        detail = f"{firing} firing" + (f", {pending} waiting" if pending else "")
+        out.append(Status(f"alerts→{row.tags.get('receiver', '?')}", str(f.get("state", "?")),
+                          str(f.get("last_error", "")), 0.0, (until_ns - row.ts) / 1e9, 0, 0, thread=True,
+                          detail=detail))
+    return out
+
+
+def _with_clocks(reader: Reader, until_ns: int, out: list[Status]) -> None:
+    """A vCenter's clock beside its collector while a finding says it is off (the timekeeping rule judges
+    the offset the collector reads each cycle): its samples are dated by that clock."""
+    by_name = {s.collector: s for s in out}
+    for f in open_at(reader.every_finding(), until_ns):
+        offset = (f.evidence.get("values") or {}).get("vcenter_offset_ms")
+        mine = by_name.get(f"vsphere:{f.subject.get('vcenter')}")
+        if mine is not None and f.subject.get("layer") == "vcenter" and isinstance(offset, int | float):
+            mine.clock_ms = float(offset)
 
 
 def _with_threads(reader: Reader, until_ns: int, out: list[Status]) -> list[Status]:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from db2vtop.agent.core.source import Row, Series
+from db2vtop.agent.core.text import plural
 from db2vtop.checks.figures import COMBINE, LATENCY_FLOOR_MS, LAYERS, Figure, of_layer
 from db2vtop.checks.scales import Level, Levels
 from db2vtop.checks.topology import StackEntities
@@ -44,10 +45,6 @@ class Layer:
 def fig(label: str, text: str, level: Level | None = None, v: float | None = None) -> list[Run]:
     st = level_style(level, v, "bold") if level is not None else "bold"
     return [(f"{label} ", "dim"), (text, st), ("  ", None)]
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def max_of(rows: list[Row], *names: str) -> tuple[float | None, Row | None]:

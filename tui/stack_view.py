@@ -19,7 +19,7 @@ from db2vtop.agent.core.model import Annotation, Finding
 from db2vtop.checks.figures import LATENCY_FLOOR_MS
 from db2vtop.checks.scales import Levels
 from db2vtop.checks.topology import StackEntities
-from db2vtop.checks.verdict import earlier_text, since_text, stack_verdict
+from db2vtop.checks.verdict import earlier_text, onset_text, stack_verdict
 from db2vtop.tui.chart import EVENT_STYLE, MARKER_STYLE, Marks, braille, nice_top, style, time_axis
 from db2vtop.tui.data import (
     Reader,
@@ -118,7 +118,7 @@ def _verdict(rd: Reader, target: Target, since: int, until: int, levels: Levels,
     if v.confidence == "none":
         return [("verdict: too little data ", "dim"), (f"({v.samples} samples in the window)", "dim")]
     st = {"high": "bold red", "medium": "bold yellow", "low": "yellow"}.get(v.confidence, "bold")
-    blame = " ".join(x for x in (v.layer, since_text(v.since, until, utc=False)) if x) + ": " if v.layer else ""
+    blame = " ".join(x for x in (v.layer, onset_text(v, utc=False)) if x) + ": " if v.layer else ""
     out: list[Run] = [("VERDICT ", "bold reverse"), (" ", None), (blame, st), (v.summary, "bold"),
                       (f"  [{v.confidence} confidence, {v.samples} samples]", "dim")]
     also = [f"{c.layer}: {c.label}" for c in v.causes[1:]]

@@ -16,13 +16,14 @@ from textual.widget import Widget
 from textual.widgets import Input, Static
 
 from db2vtop.agent.core.model import Annotation
+from db2vtop.agent.core.units import format_duration
 from db2vtop.tui.chart import MARKER_STYLE
 from db2vtop.tui.data import Status
 from db2vtop.tui.format import ago
 from db2vtop.tui.table import Run
 
 STATUS_STYLE = {"ok": "green", "error": "bold red", "timeout": "bold red", "skipped": "yellow", "failed": "bold red",
-                "retrying": "bold yellow"}
+                "retrying": "bold yellow", "failing": "bold red"}
 FAILED = ("error", "timeout", "failed")
 MAX_LISTED = 6
 
@@ -188,12 +189,17 @@ class StatusLine(Static):
             else:
                 t.append("● ", style=STATUS_STYLE.get(s.status, "yellow"))
                 t.append(f"{s.collector} {s.status}" + ("" if s.thread else " "), style="bold")
+                if s.detail:
+                    t.append(f" {s.detail}")
                 if not s.thread:
                     t.append(f"{s.duration_ms:.0f}ms {ago(s.age_s)}")
             if s.skipped:
                 t.append(f" skipped {s.skipped}", style="yellow")
             if s.set_aside:
                 t.append(f" {s.set_aside} set aside", style="yellow")
+            if s.clock_ms is not None:
+                way = "ahead" if s.clock_ms > 0 else "behind"
+                t.append(f" clock {format_duration(abs(s.clock_ms) / 1000)} {way}", style="bold yellow")
             t.append("   ")
         if not collectors:
             t.append("no collector has reported yet", style="yellow")
@@ -209,7 +215,7 @@ class StatusLine(Static):
         for s in sorted((s for s in collectors if s.thread and s.status != "ok"), key=lambda s: s.collector):
             line = Text(overflow="fold")  # the agent's own thread: what the stored history may be missing
             style = "red" if s.status == "failed" else "yellow"
-            line.append(f"✖ {s.collector} {s.status}", style="bold " + style)
+            line.append(f"✖ {s.collector} {s.status}" + (f" ({s.detail})" if s.detail else ""), style="bold " + style)
             line.append(f": {s.last_error or 'no reason given'}", style=style)
             lines.append(line)
         self.update(Group(*lines) if len(lines) > 1 else t, layout=len(lines) != self._shown_lines)

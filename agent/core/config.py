@@ -33,6 +33,7 @@ from urllib.parse import urlparse
 from db2vtop.agent.core import tls
 from db2vtop.agent.core.paths import default_store_path
 from db2vtop.agent.core.secrets import SecretRef
+from db2vtop.agent.core.text import did_you_mean
 from db2vtop.agent.core.units import format_bytes, format_duration, parse_duration, parse_size
 
 SECRET_KEYS = frozenset({"password", "token", "secret", "passwd", "api_key"})
@@ -338,6 +339,68 @@ class InfluxConfig:
                                              f"retry_interval ({self.retry_interval:g}s)")
 
 
+#: the layers an alert can name (the verdict's, and its findings' subjects)
+ALERT_LAYERS = ("db2", "guest", "vm", "host", "storage", "storage-network")
+
+
+@dataclass(frozen=True)
+class AlertConfig:
+    """A receiver of the agent's alerts (docs/alerts.md): Prometheus Alertmanager's v2 API, or a JSON webhook
+    (one POST per change). Each has its own spool: what it has not taken yet waits there on disk."""
+
+    name: Name
+    url: Url
+    kind: Choice("alertmanager", "webhook") = "alertmanager"
+    min_severity: Choice("warning", "critical") = "warning"
+    stacks: list[str] = field(default_factory=list)  # globs of stack names; empty: every stack
+    layers: list[Choice(*ALERT_LAYERS)] = field(default_factory=list)  # empty: every layer
+    token_env: EnvName | None = None  # sent as `Authorization: Bearer <token>`
+    token_file: Path | None = None
+    secret_env: EnvName | None = None  # webhook: the key of its HMAC-SHA256 signature header
+    secret_file: Path | None = None
+    verify_tls: bool = True
+    ca_file: Path | None = None
+    allow_plaintext: bool = False
+    timeout: Duration(1.0, 10 * MINUTE) = 10.0
+    resend_interval: Duration(1.0, HOUR) = 60.0  # firing alerts again, inside Alertmanager's resolve_timeout
+    retry_interval: Duration(0.1, HOUR) = 1.0
+    max_retry_delay: Duration(0.1, DAY) = 60.0
+    spool_dir: Path | None = None  # None: [alerting] state_dir / name
+    spool_max_bytes: Size(64 * 1024, 2**40) = 16 * 2**20
+
+    def token(self) -> SecretRef | None:
+        if self.token_env or self.token_file:
+            return SecretRef(env=self.token_env, file=self.token_file)
+        return None
+
+    def secret(self) -> SecretRef | None:
+        if self.secret_env or self.secret_file:
+            return SecretRef(env=self.secret_env, file=self.secret_file)
+        return None
+
+    def check(self) -> None:
+        for what in ("token", "secret"):
+            if getattr(self, what + "_env") and getattr(self, what + "_file"):
+                raise Invalid("", f"{what}_env and {what}_file are both set; give only one")
+        if self.secret() is not None and self.kind != "webhook":
+            raise Invalid("secret_env" if self.secret_env else "secret_file",
+                          'signs a webhook\'s body; this receiver\'s kind is "alertmanager"')
+        if self.max_retry_delay < self.retry_interval:
+            raise Invalid("max_retry_delay", f"{self.max_retry_delay:g}s is not valid; expected at least "
+                                             f"retry_interval ({self.retry_interval:g}s)")
+
+
+@dataclass(frozen=True)
+class AlertingConfig:
+    """How the agent judges its alerts: every `interval`, from the live verdicts and findings; an alert that clears
+    is resolved once it has stayed clear for `flap_guard` (a condition back within it was never resolved: it pages
+    once)."""
+
+    interval: Duration(1.0, 10 * MINUTE) = 20.0
+    flap_guard: Duration(MINUTE, HOUR) = MINUTE
+    state_dir: Path | None = None  # None: beside the store, `<store>.alerts` (alerts_of)
+
+
 @dataclass(frozen=True)
 class Config:
     """The core's part of the whole file. Each collector's section (`[guest]`, `[[vcenter]]`,
@@ -350,6 +413,8 @@ class Config:
     vsphere: VSphereConfig = field(default_factory=VSphereConfig)
     view: ViewConfig = field(default_factory=ViewConfig)
     checks: dict[str, dict[str, CheckValue]] = field(default_factory=dict)
+    alert: list[AlertConfig] = field(default_factory=list)
+    alerting: AlertingConfig = field(default_factory=AlertingConfig)
     source: Path | None = field(default=None, metadata={"toml": False})
 
 
@@ -410,7 +475,8 @@ class _Loader:
                 if k in SECRET_KEYS:
                     raise self.error(where, f"secrets are never written in the config; use {k}_env"
                                             f" (an environment variable) or {k}_file (a file only you can read)")
-                raise self.error(where, "unknown key; expected one of " + ", ".join(sorted(known)))
+                raise self.error(where, f"unknown key{did_you_mean(k, known)}; expected one of "
+                                        + ", ".join(sorted(known)))
         values = {}
         for name, f in known.items():
             where = f"{key}.{name}" if key else name
@@ -430,7 +496,9 @@ class _Loader:
             raise self.error(f"{key}.{KIND}", f"missing; this key is required ({expected})")
         chosen = next((c for c, ks in kinds.items() if table[KIND] in ks), None)
         if chosen is None:
-            raise self.bad(f"{key}.{KIND}", table[KIND], expected)
+            near = did_you_mean(table[KIND], [k for ks in kinds.values() for k in ks]) \
+                if isinstance(table[KIND], str) else ""
+            raise self.bad(f"{key}.{KIND}", table[KIND], expected + near)
         return self.section(chosen, table, key)
 
     def value(self, tp: Any, value: Any, key: str) -> Any:
@@ -440,7 +508,9 @@ class _Loader:
             try:
                 return marker.convert(value)
             except ValueError:
-                raise self.bad(key, value, marker.expected) from None
+                near = did_you_mean(value, marker.choices) if isinstance(marker, _Choice) and \
+                    isinstance(value, str) else ""
+                raise self.bad(key, value, marker.expected + near) from None
         if origin in (types.UnionType, typing.Union):
             inner = [a for a in typing.get_args(tp) if a is not type(None)]
             if len(inner) == 1:
@@ -589,6 +659,11 @@ def spool_of(store_path: Path) -> Path:
     """The InfluxDB spool's directory when [influxdb] spool_dir is not set: beside the store, as its
     marker inbox is, so two agents with different stores never share one."""
     return store_path.with_name(store_path.name + ".spool")
+
+
+def alerts_of(store_path: Path) -> Path:
+    """The alerts' directory when [alerting] state_dir is not set: beside the store, as the InfluxDB spool is."""
+    return store_path.with_name(store_path.name + ".alerts")
 
 
 def load(path: Path, root: type[Config]) -> Config:

@@ -63,14 +63,23 @@ def make_private_dir(path: Path) -> None:
         os.chmod(d, 0o700)  # the umask may have taken bits away, never added
 
 
-def write_private(path: Path, data: bytes) -> None:
+def write_private(path: Path, data: bytes, durable: bool = False) -> None:
     """Replace `path` atomically with `data`: a new 0600 file renamed over it (a link at `path` is
-    replaced, never followed)."""
+    replaced, never followed). `durable`: on disk before the rename, and the rename too, when this returns."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
+        if durable:
+            dfd = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -66,7 +66,7 @@ def drop_marker(store_path: Path, marker: Annotation) -> Path:
     return final
 
 
-def record_marker(store_path: Path, marker: Annotation) -> str | None:
+def record_marker(store_path: Path, marker: Annotation) -> StoreLockedError | None:
     """Write the marker now if nobody writes the store (None), else queue it for the writer and
     say who holds the store."""
     try:
@@ -75,15 +75,17 @@ def record_marker(store_path: Path, marker: Annotation) -> str | None:
         return None
     except StoreLockedError as e:
         drop_marker(store_path, marker)
-        return str(e)
+        return e
 
 
 def deliver_marker(store_path: Path, marker: Annotation) -> str:
-    """Write the marker now if nobody writes the store, else queue it for the writer."""
+    """Write the marker now if nobody writes the store, else queue it for the writer; what happened, in
+    one line (without a writer, nothing is being collected around the marker)."""
     holder = record_marker(store_path, marker)
     if holder is None:
-        return f"marker {marker.name!r} stored in {store_path}"
-    return f"marker {marker.name!r} queued for the process writing the store ({holder})"
+        return (f"marker {marker.name!r} stored in {store_path}; no agent or watch is recording this store, so "
+                "nothing is collected around it (start `db2vtop agent` first)")
+    return f"marker {marker.name!r} queued for db2vtop (pid {holder.pid}), which records it into {store_path}"
 
 
 def wait_recorded(store_path: Path, marker: Annotation, timeout: float) -> bool:

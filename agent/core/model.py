@@ -20,6 +20,7 @@ from typing import Any, Protocol
 FieldValue = int | float | str | bool
 SELF_MEASUREMENT = "db2vtop_collector"  # the runtime's sample of each collector cycle
 SINK_MEASUREMENT = "db2vtop_sink"  # each agent's InfluxDB sink: delivery, backlog, errors
+ALERT_MEASUREMENT = "db2vtop_alert"  # each agent's alert receivers: firing, delivery, backlog
 AGENT_MEASUREMENT = "db2vtop_agent"  # each agent's own process: its cost
 THREAD_MEASUREMENT = "db2vtop_thread"  # each agent thread's health (agent/core/supervise.py)
 

@@ -15,7 +15,7 @@ means that name's run before it, as `db2vtop run` compares with the previous run
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from db2vtop.agent.core.model import Annotation
 
@@ -46,6 +46,12 @@ class Run:
     end_ns: int | None  # None: the run has not ended (yet)
     begin: Annotation
     end: Annotation | None = None
+    #: how it is named to the user: NAME (the latest of that name), NAME~N or FIRST..SECOND
+    label: str = ""
+
+    @property
+    def called(self) -> str:
+        return self.label or self.name
 
     @property
     def open(self) -> bool:
@@ -106,7 +112,7 @@ def find_run(annotations: list[Annotation], spec: str) -> Run:
                 back -= 1
                 continue
             end = next((b for b in annotations[i + 1:] if _edge(b, name, END)), None)
-            return Run(name, a.ts, end.ts if end else None, a, end)
+            return Run(name, a.ts, end.ts if end else None, a, end, spec)
     known = sorted({r.name for r in runs(annotations)})
     if name != spec and name in known:
         count = sum(r.name == name for r in runs(annotations))
@@ -128,8 +134,9 @@ def baseline_for(annotations: list[Annotation], run: Run, spec: str | None, prev
         return base
     base = find_run(annotations, spec)
     if base.begin_ns == run.begin_ns and base.end_ns == run.end_ns:
-        raise RunNotFoundError(f"{spec!r} is the run being reported itself; name another, or {run.name}~1 "
-                               "for the one before it")
+        before = previous_run(annotations, run)
+        raise RunNotFoundError(f"{spec!r} is the run being reported itself; name another" + (
+            f", or {before.called} for the one before it" if before else f" (no {run.name} was run before it)"))
     return base
 
 
@@ -140,7 +147,10 @@ def previous_run(annotations: list[Annotation], run: Run) -> Run | None:
         found = find_run(earlier, run.name)
     except RunNotFoundError:
         return None
-    return found if found.begin_ns < run.begin_ns else None
+    if found.begin_ns >= run.begin_ns:
+        return None
+    back = sum(1 for a in annotations if a.ts > found.begin_ns and _edge(a, run.name, BEGIN))
+    return replace(found, label=f"{run.name}{BACK}{back}")  # named as `report --list` names it
 
 
 def runs(annotations: list[Annotation]) -> list[Run]:

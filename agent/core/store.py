@@ -129,7 +129,11 @@ class StoreError(Exception):
 
 
 class StoreLockedError(StoreError):
-    """Another process holds the writer lock of this store."""
+    """Another process holds the writer lock of this store: `pid`, as its lock file says ("?" unknown)."""
+
+    def __init__(self, path: Path, pid: str):
+        super().__init__(f"{path} is being written by another db2vtop process (pid {pid})")
+        self.pid = pid
 
 
 class StoreAccessError(StoreError):
@@ -319,7 +323,7 @@ class Store:
         except BlockingIOError:
             pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
             os.close(fd)
-            raise StoreLockedError(f"{self.path} is being written by another db2vtop process (pid {pid})") from None
+            raise StoreLockedError(self.path, pid) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._lock_fd = fd

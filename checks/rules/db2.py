@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from db2vtop.agent.core.model import Fact
 from db2vtop.agent.core.source import Row
+from db2vtop.agent.core.text import plural
 from db2vtop.checks.catalog import Practice, baselines, cite
 from db2vtop.checks.rule import FactIndex, LiveRule, PerFactRule, StaticRule, Thresholds, Verdict, as_float, is_number
 from db2vtop.checks.rules.common import ThresholdRule
@@ -57,7 +58,7 @@ class LogsSeparate(StaticRule):
                              and _mount_of(str(c.data.get("path", "")), list(mounts)) == log_mount})
             out.append(Verdict({"layer": "db2", **db.tags}, "warning" if shared else None,
                                f"log path {log_path} shares {log_mount} ({mounts.get(log_mount)}) with "
-                               f"{len(shared)} container(s), e.g. {shared[0] if shared else ''}",
+                               f"{plural(len(shared), 'container')}, e.g. {shared[0] if shared else ''}",
                                {"log_path": log_path, "file_system": log_mount, "containers": shared[:5]}))
         return out
 

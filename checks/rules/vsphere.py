@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from db2vtop.agent.core.model import Fact
 from db2vtop.agent.core.source import Row
-from db2vtop.agent.core.units import format_bytes
+from db2vtop.agent.core.text import plural
+from db2vtop.agent.core.units import format_bytes, format_duration
 from db2vtop.checks.rule import (
     FactIndex,
     LiveRule,
@@ -168,6 +169,32 @@ class MaxLimited(CpuReady):
     id, field, label = "cpu-limit-none", "cpu_maxlimited_pct", "time throttled by a CPU limit"
     defaults = {"warn_pct": 0.01, "crit_pct": 5.0}
     fix = "Remove the CPU limit from the DB VM (Edit Settings > CPU > Limit: Unlimited)."
+
+
+class VCenterClock(LiveRule):
+    """vCenter's clock against the agent's (its CurrentTime, read each cycle). vCenter dates its VMs' and hosts'
+    samples, the agent those of the guest and DB2: a minute apart, the layers of one moment fall three of the
+    verdict's buckets apart. One reading decides (samples 1 of 1): it is no load figure that flaps, and its own
+    error is half the call's round trip. Triage, which reads the clock once, judges it too."""
+
+    id, layer, subject_tags = "timekeeping", "vcenter", ("vcenter",)
+    measurement, field = "vsphere_vcenter", "clock_offset_ms"
+    needs = {"vsphere_vcenter": "vcenter"}
+    defaults = {"warn_vcenter_offset_ms": 60_000, "samples": 1, "window": 1}
+    fix = ("Synchronise vCenter's clock with NTP (its appliance management interface, Time; or `timesync.set --mode "
+           "NTP` and `ntp.set --servers` in its shell), from the same time source as its hosts, the DB2 guests and "
+           "the machine db2vtop runs on.")
+
+    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
+        offset = row.fields.get(self.field)
+        if not is_number(offset):
+            return None
+        if abs(offset) < as_float(t["warn_vcenter_offset_ms"]):
+            return Verdict(self.subject(row), None)
+        way = "ahead of" if offset > 0 else "behind"
+        return Verdict(self.subject(row), "warning",
+                       f"vCenter {row.tags.get('vcenter')}'s clock is {format_duration(abs(offset) / 1000)} {way} "
+                       "the agent's", {"vcenter_offset_ms": float(offset)})
 
 
 class HostCpuCeiling(ThresholdRule):
@@ -434,7 +461,7 @@ class RedundantPaths(_HostLunRule):
     def problem(self, lun: dict, t: Thresholds) -> str | None:
         active = lun.get("paths_active")
         if isinstance(active, int) and active < as_float(t["min_active_paths"]):
-            return f"{active} active path(s) of {lun.get('paths_total')}"
+            return f"{plural(active, 'active path')} of {lun.get('paths_total')}"
         return None
 
 
@@ -522,4 +549,5 @@ RULES = [BalloonZero(), BalloonQuickStats(), BalloonEsxtop(), HostSwapVM(), Host
          HostSwapHost(), CpuReady(), CoStop(), MaxLimited(), HostCpuCeiling(), HostMemState(), HostLunKernelLatency(),
          HostLunQueueLatency(), VmFitsNumaNode(), VcpuLeThreads(), CpuLimitConfigured(), MemReservation(),
          HostMemHeadroom(), NicVmxnet3(), ScsiPvscsi(), ToolsRunning(), EagerZeroed(), MultipathRoundRobin(),
-         RedundantPaths(), HbaQueueDepth(), HyperThreading(), NumaEnabled(), PowerPolicy(), VmkJumboFrames()]
+         RedundantPaths(), HbaQueueDepth(), HyperThreading(), NumaEnabled(), PowerPolicy(), VmkJumboFrames(),
+         VCenterClock()]

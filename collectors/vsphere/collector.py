@@ -18,7 +18,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 from db2vtop.agent.core.model import Annotation, Fact, Record, Sample
@@ -30,6 +29,7 @@ from db2vtop.collectors.vsphere.counters import MEASUREMENTS
 from db2vtop.collectors.vsphere.facts import FactsBuilder, TagMaps, build_facts
 from db2vtop.collectors.vsphere.inventory import FullRead, Inventory, Rows
 from db2vtop.collectors.vsphere.perf import (
+    CLOCK_MARGIN_S,
     REALTIME_KEEP_S,
     REALTIME_S,
     CounterIds,
@@ -37,10 +37,12 @@ from db2vtop.collectors.vsphere.perf import (
     PerfState,
     Spec,
     chunk,
+    iso,
     read_counters,
     to_samples,
 )
 from db2vtop.collectors.vsphere.perf import query as perf_query
+from db2vtop.collectors.vsphere.schema import CLOCK_MEASUREMENT
 from db2vtop.collectors.vsphere.soapxml import Ref, as_list
 from db2vtop.collectors.vsphere.watch import InventoryWatch, WatchLostError
 
@@ -450,6 +452,7 @@ class VSphereCollector(BaseCollector):
             early: list[asyncio.Future] = []
             paged = not self._identity
             asked: list[str] = []
+            self._emit([await self._clock(conn)])
             if ahead is not None:  # asked for by describe(): its facts are out, they may become samples now
                 early, ready, asked = ahead
                 ahead = None
@@ -466,7 +469,13 @@ class VSphereCollector(BaseCollector):
                         for moid in moids:
                             self._resume_mark(kind, moid, self.inventory)
                     self._stored.clear()
-                lost = self.perf_state.lost(conn.session.server_now())
+                server_now = conn.session.server_now()
+                reset, newest = self.perf_state.reset_ahead(server_now)
+                if reset:
+                    self.problem(f"vcenter {self.cfg.name}: its clock went back (samples until {iso(newest)} were "
+                                 f"taken, its CurrentTime is {iso(server_now)}): the high-water marks of {reset} "
+                                 "VMs and hosts were reset to its realtime window, its last hour asked again")
+                lost = self.perf_state.lost(server_now)
                 if lost is not None:
                     self._emit([self._gap(*lost)])
                 if paged:
@@ -525,8 +534,10 @@ class VSphereCollector(BaseCollector):
                 raise CollectorError(f"vcenter {self.cfg.name}: session lost while the hour was read")
             if not self.inventory.hosts:
                 await self._light(conn)
-            return await self._perf(conn, conn.session.server_now() - seconds, *self._entities(names),
-                                    emit=out if emit is not None else None)
+            clock = await self._clock(conn)
+            samples = await self._perf(conn, conn.session.server_now() - seconds, *self._entities(names),
+                                       emit=out if emit is not None else None)
+            return [*samples, clock]
         return await self._with_session(step)
 
     # --- steps ------------------------------------------------------------------------
@@ -536,10 +547,14 @@ class VSphereCollector(BaseCollector):
         self._inventory_at = time.monotonic()
         self.perf_state.forget({m for m, v in inventory.vms.items() if v.powered_on} | set(inventory.hosts))
 
+    async def _clock(self, conn: _Conn) -> Sample:
+        """vCenter's clock read now (CurrentTime), as its offset from ours: the marks and the samples' bound
+        follow it (perf.CLOCK_MARGIN_S), and the timekeeping rule judges it."""
+        offset = await self.run_blocking(conn.session.read_clock)
+        return Sample(CLOCK_MEASUREMENT, {"vcenter": self.cfg.name}, {"clock_offset_ms": round(offset * 1000, 1)})
+
     def _gap(self, since: float, until: float) -> Annotation:
         """Samples nobody can fetch any more (vCenter keeps an hour): said, not silently skipped."""
-        def iso(t: float) -> str:
-            return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         log.warning("vcenter %s: realtime samples %s to %s expired in vCenter before they could be collected",
                     self.cfg.name, iso(since), iso(until))
         return Annotation("gap", self.name, {"vcenter": self.cfg.name},
@@ -652,15 +667,17 @@ class VSphereCollector(BaseCollector):
     async def _query(self, s: Session, batch: list[Spec]) -> list[EntityResult]:
         """One QueryPerf call. An entity that vanished since the inventory was read (a VM
         deleted, a host disconnected) fails the whole call in vCenter: halve the batch and
-        retry, so it costs only its own samples. Any other fault fails the cycle."""
-        now = time.time()
-        window = (now - self.clock_skew_s, now + self.clock_skew_s)
+        retry, so it costs only its own samples. Any other fault fails the cycle. Samples dated past vCenter's
+        own clock (plus CLOCK_MARGIN_S), or outside the clock skew of ours, are set aside and counted."""
+        now, server_now = time.time(), s.server_now()
+        window = (now - self.clock_skew_s, min(now + self.clock_skew_s, server_now + CLOCK_MARGIN_S))
         try:
             results = await self.run_blocking(perf_query, s, s.perf_manager, batch, window)
             rejected = sum(r.rejected for r in results)
             if rejected:
                 self.supervisor.set_aside(self.thread, f"{rejected} QueryPerf samples of vcenter {self.cfg.name}",
-                                          f"their times are more than {self.clock_skew_s:g}s from now")
+                                          f"their times are past vCenter's own clock ({iso(server_now)}) plus "
+                                          f"{CLOCK_MARGIN_S}s, or more than {self.clock_skew_s:g}s from ours")
             return results
         except SoapFaultError as e:
             if e.name not in ENTITY_FAULTS:

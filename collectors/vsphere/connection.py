@@ -215,10 +215,19 @@ class Session:
         self.session_manager, self.setting = refs["sessionManager"], refs["setting"]
         self.call("Login", "SessionManager", self.session_manager,
                   f"<userName>{escape(user)}</userName><password>{escape(password)}</password>")
-        now = self.call("CurrentTime", "ServiceInstance", "ServiceInstance")
-        if now is not None and now.text:
-            self.server_offset_s = _epoch(now.text) - time.time()
+        self.read_clock()
         self.max_query_metrics = self._max_query_metrics()
+
+    def read_clock(self) -> float:
+        """vCenter's clock (CurrentTime) minus ours, in seconds, taken against the middle of the call (its
+        error is half the round trip); server_now() follows it until the next reading. The collector reads
+        it each cycle: a vCenter clock stepped by NTP is seen at once."""
+        asked = time.time()
+        now = self.call("CurrentTime", "ServiceInstance", "ServiceInstance")
+        if now is None or not now.text:
+            raise SoapFaultError("InvalidResponse", "CurrentTime answered without a time")
+        self.server_offset_s = _epoch(now.text) - (asked + time.time()) / 2
+        return self.server_offset_s
 
     def _max_query_metrics(self) -> int:
         """vCenter's limit on metrics per QueryPerf call; 0 when unset, unlimited (-1) or not a vCenter."""

@@ -3,13 +3,15 @@
 Many entities go in one call (chunked by entities and by metric ids, capped by vCenter's
 config.vpxd.stats.maxQueryMetrics); results come back in CSV form, so zero values stay
 aligned with their timestamps and one series is one short string to split. A high-water
-mark per (entity, counter, instance) makes consecutive cycles join without a lost or
-repeated sample; each sample keeps its own 20 s timestamp.
+mark per entity makes consecutive cycles join without a lost or repeated sample; each sample
+keeps its own 20 s timestamp. A mark is only ever a time vCenter's own clock has reached: a
+sample dated past it is set aside, and a mark found past it (that clock stepped back) is reset.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -27,6 +29,10 @@ from db2vtop.collectors.vsphere.soapxml import Node, Ref, as_list, envelope, thi
 
 REALTIME_S = 20
 REALTIME_KEEP_S = 3600   # vCenter keeps an hour of realtime samples
+#: how far past vCenter's own clock (CurrentTime) a sample's time may be: its hosts' clocks a little ahead of
+#: its own. A sample dated further is set aside, never a mark (a mark in the future stops the entity's samples
+#: until vCenter's clock reaches it)
+CLOCK_MARGIN_S = 60
 _ENTITY_TYPES = {"vm": "VirtualMachine", "host": "HostSystem"}
 
 
@@ -159,7 +165,8 @@ def chunk(specs: list[Spec], max_metrics: int, max_entities: int) -> list[list[S
     return calls
 
 
-def _iso(epoch: float) -> str:
+def iso(epoch: float) -> str:
+    """A time as vCenter writes it (UTC, to the second)."""
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -171,7 +178,7 @@ def request_xml(perf_manager: str, specs: list[Spec]) -> bytes:
         if s.start is None:
             out.append("<maxSample>1</maxSample>")
         else:
-            out.append(f"<startTime>{_iso(s.start)}</startTime>")
+            out.append(f"<startTime>{iso(s.start)}</startTime>")
         out.append(_metric_ids_xml(s.metric_ids))
         out.append(f"<intervalId>{REALTIME_S}</intervalId><format>csv</format></querySpec>")
     out.append("</QueryPerf>")
@@ -249,8 +256,9 @@ def _entity(rv: ET.Element, window: tuple[float, float] | None) -> EntityResult:
 
 
 def _keep_within(r: EntityResult, window: tuple[float, float]) -> None:
-    """Leave out the samples whose time is outside the window (a clock years off, a date past 2262):
-    taken as they are they would stop the high-water mark, and with it the entity's samples, for good."""
+    """Leave out the samples whose time is outside the window (past vCenter's own clock, a clock years off, a
+    date past 2262): taken as they are they would move the high-water mark past every sample to come, and with
+    it stop the entity's samples until that time."""
     keep = [i for i, t in enumerate(r.stamps) if window[0] <= t <= window[1]]
     r.rejected = len(r.stamps) - len(keep)
     r.stamps = [r.stamps[i] for i in keep]
@@ -275,6 +283,19 @@ class PerfState:
         if mark is None:
             return None
         return max(mark, window_start(server_now))
+
+    def reset_ahead(self, server_now: float) -> tuple[int, int]:
+        """Marks past vCenter's clock by more than the margin, reset to the start of its realtime window: no
+        sample set them so (see CLOCK_MARGIN_S), so its clock went back since (NTP stepped it, or the marks
+        were resumed from samples it dated ahead), and QueryPerf would answer nothing for them until its
+        window moves past them. The hour vCenter holds is asked again (what the store has is written again
+        unchanged). Returns (marks reset, the newest of them)."""
+        limit = server_now + CLOCK_MARGIN_S
+        ahead = [(moid, mark) for moid, mark in self.entity_start.items() if mark > limit]
+        floor = math.ceil(window_start(server_now))  # not before the window: lost() says nothing of them
+        for moid, _ in ahead:
+            self.entity_start[moid] = floor
+        return len(ahead), max((mark for _, mark in ahead), default=0)
 
     def lost(self, server_now: float) -> tuple[int, float] | None:
         """(oldest mark, window start) when marks fell out of vCenter's realtime hour."""

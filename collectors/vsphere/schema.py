@@ -52,8 +52,19 @@ def _meaning(c: Counter) -> str:
     return f"vCenter `{c.name}`{per}"
 
 
+#: vCenter's own figures (its clock), beside its VMs' and hosts'
+CLOCK_MEASUREMENT = "vsphere_vcenter"
+
 MEASUREMENTS = (
     *_realtime(),
+    Measurement(
+        CLOCK_MEASUREMENT,
+        "vCenter's own clock, read each cycle (CurrentTime): its samples are dated by it, the agent's other "
+        "sources by the agent's clock.",
+        {"vcenter": "the [[vcenter]] name"},
+        fields(clock_offset_ms="vCenter's clock minus the agent's (positive: vCenter is ahead), taken against the "
+                               "middle of the call"),
+    ),
     Measurement(
         "vsphere_vm_quickstats",
         "A VM's quick statistics from the inventory (no performance query), every cycle.",

@@ -5,7 +5,13 @@ the path of a plain-HTTP or unverified session, stands.
 `faults` maps a SOAP method (as it appears in the request body, e.g. "QueryPerf") to one of:
 - "bomb": a gzip'd answer that inflates to 512 MiB (0.5 MB on the wire);
 - "doctype": the real answer with a DOCTYPE declaring entities put before its root;
-- "year9999": the real answer with every timestamp in it moved to 9999-12-31.
+- "year9999": the real answer with every timestamp in it moved to 9999-12-31;
+- "ahead6h": the real answer with every timestamp in it moved 6 hours ahead (within the agent's default
+  `max_clock_skew` of a day).
+
+`clock_s` is this vCenter's clock minus the real one (0: right): its CurrentTime answers and the times in
+its QueryPerf answers are moved by it, and the times a QueryPerf request names moved back, as a vCenter
+(and its hosts) whose clock is that far off answers. Setting it back to 0 is NTP stepping that clock back.
 """
 
 from __future__ import annotations
@@ -15,13 +21,23 @@ import re
 import ssl
 import threading
 import zlib
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse
 
-_STAMP = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z")
+_STAMP = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)")
 _DECL = re.compile(rb"^(\s*<\?xml[^>]*\?>)?")
 DOCTYPE = b'<!DOCTYPE e [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>'
 _SKIP = {"host", "accept-encoding", "connection", "content-length", "transfer-encoding"}
+
+
+def shifted(data: bytes, seconds: float) -> bytes:
+    """`data` with every timestamp in it moved by `seconds`, written in UTC."""
+    def move(m: re.Match) -> bytes:
+        t = datetime.fromisoformat(m.group().decode().replace("Z", "+00:00")) + timedelta(seconds=seconds)
+        return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ" if b"." in m.group() else
+                                          "%Y-%m-%dT%H:%M:%SZ").encode()
+    return _STAMP.sub(move, data)
 
 
 def gzip_bomb(mib: int = 512) -> bytes:
@@ -39,6 +55,7 @@ class HostileVCenter:
         u = urlparse(upstream)
         self.upstream = (u.hostname or "127.0.0.1", u.port or 443)
         self.faults: dict[str, str] = {}
+        self.clock_s = 0.0
         self.hits: dict[str, int] = {}
         self._bomb = gzip_bomb()
         proxy = self
@@ -72,14 +89,19 @@ class HostileVCenter:
         fault = next(((name, how) for name, how in self.faults.items() if f"<{name}".encode() in body), None)
         if fault is not None:
             self.hits[fault[0]] = self.hits.get(fault[0], 0) + 1
+        clocked = self.clock_s and (b"<CurrentTime" in body or b"<QueryPerf" in body)
         if fault and fault[1] == "bomb":
             status, headers, data = 200, [("Content-Encoding", "gzip")], self._bomb
         else:
-            status, headers, data = self._forward(h, method, body)
+            status, headers, data = self._forward(h, method, shifted(body, -self.clock_s) if clocked else body)
+            if clocked:
+                data = shifted(data, self.clock_s)
             if fault and fault[1] == "doctype":
                 data = _DECL.sub(lambda m: (m.group(1) or b"") + DOCTYPE, data, count=1)
             elif fault and fault[1] == "year9999":
                 data = _STAMP.sub(b"9999-12-31T23:59:40Z", data)
+            elif fault and fault[1] == "ahead6h":
+                data = shifted(data, 6 * 3600)
         h.send_response(status)
         for k, v in headers:
             h.send_header(k, v)

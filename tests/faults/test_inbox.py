@@ -31,7 +31,7 @@ def test_an_agent_fed_hostile_markers_keeps_storing_and_records_the_good_one(tmp
         poisoned = time.time()
         hostile = hostile_files(box, outside)
         r = run_cli("mark", "--store", str(store), "after the poison", "--text", "queued last")
-        assert r.returncode == 0 and "queued for the process writing the store" in r.stdout, r.stderr
+        assert r.returncode == 0 and "queued for db2vtop (pid " in r.stdout, r.stderr
         wait_past(store, poisoned + 4)
     finally:
         status = agent.stop()

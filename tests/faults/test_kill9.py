@@ -20,7 +20,7 @@ from db2vtop.agent.core.store import Store
 from tests.conftest import run_cli
 from tests.faults.agent import AGENT, ROOT, nothing_lost, start, wait_seconds, write_config
 from tests.faults.test_spool_corrupt import line_key
-from tests.infra.influxd import InfluxServer, influx_keys, store_keys
+from tests.infra.influxd import influx_keys, server, store_keys
 
 _HEADER = struct.Struct("<III")
 
@@ -45,14 +45,14 @@ def whole_records(spool: Path) -> set[tuple]:
     return keys
 
 
-def test_kill_9_during_store_and_spool_writes_keeps_what_was_committed(tmp_path):
-    srv = InfluxServer(tmp_path / "influxd")
+def test_kill_9_during_store_and_spool_writes_keeps_what_was_committed(tmp_path, influx_version):
+    srv = server(influx_version, tmp_path / "influxd")
     srv.start()
     try:
         bucket = srv.create_db("k")
         store, spool = tmp_path / "m.db", tmp_path / "spool"
         cfg = write_config(tmp_path / "config.toml", store, "500ms", extra=(
-            f'[influxdb]\nurl = "{srv.url}"\nbucket = "{bucket}"\nspool_dir = "{spool}"\nflush_interval = "200ms"\n'
+            f'[influxdb]\n{srv.agent_section(bucket)}spool_dir = "{spool}"\nflush_interval = "200ms"\n'
             'retry_interval = "200ms"\nmax_retry_delay = "1s"\nflush_timeout = "20s"\nstats_interval = "1s"\n'))
         seen: set[tuple] = set()
         spooled: set[tuple] = set()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from db2vtop.agent.core.store import Store
 from tests.conftest import run_cli
-from tests.infra.influxd import InfluxServer, influx_keys, refused_url
+from tests.infra.influxd import influx_keys, refused_url, server
 
 _HEADER = struct.Struct("<III")
 _MAGIC = 8
@@ -51,22 +51,23 @@ def records(spool: Path) -> list[tuple[Path, int, list[str]]]:
     return out
 
 
-def config(path: Path, url: str, bucket: str, store: Path, spool: Path) -> Path:
-    path.write_text(f'[store]\npath = "{store}"\n[guest]\ninterval = "500ms"\n[influxdb]\nurl = "{url}"\n'
-                    f'bucket = "{bucket}"\nspool_dir = "{spool}"\nspool_max_bytes = "1MiB"\n'
+def config(path: Path, influx: str, store: Path, spool: Path) -> Path:
+    """An agent config whose [influxdb] has the keys `influx` (url, bucket, org, token)."""
+    path.write_text(f'[store]\npath = "{store}"\n[guest]\ninterval = "500ms"\n[influxdb]\n{influx}'
+                    f'spool_dir = "{spool}"\nspool_max_bytes = "1MiB"\n'
                     'flush_interval = "200ms"\nretry_interval = "200ms"\nmax_retry_delay = "1s"\n'
                     'flush_timeout = "20s"\nstats_interval = "1s"\n')
     return path
 
 
-def test_a_corrupt_spool_delivers_every_record_but_the_bad_one(tmp_path):
-    srv = InfluxServer(tmp_path / "influxd")
+def test_a_corrupt_spool_delivers_every_record_but_the_bad_one(tmp_path, influx_version):
+    srv = server(influx_version, tmp_path / "influxd")
     srv.start()
     try:
         bucket = srv.create_db("c")
         store, spool = tmp_path / "m.db", tmp_path / "spool"
         with refused_url() as url:
-            away = config(tmp_path / "away.toml", url, bucket, store, spool)
+            away = config(tmp_path / "away.toml", srv.agent_section(bucket).replace(srv.url, url), store, spool)
             r = run_cli("agent", "-c", str(away), "--duration", "5", timeout=120)
         assert r.returncode == 0, r.stderr
         spooled = records(spool)
@@ -80,7 +81,7 @@ def test_a_corrupt_spool_delivers_every_record_but_the_bad_one(tmp_path):
         top = int(segments[-1].stem[4:])
         (spool / f"seg-{top + 1:016d}.spool").mkdir()
 
-        there = config(tmp_path / "there.toml", srv.url, bucket, store, spool)
+        there = config(tmp_path / "there.toml", srv.agent_section(bucket), store, spool)
         r = run_cli("agent", "-c", str(there), "--duration", "3", timeout=120)
         assert r.returncode == 0, r.stderr
         delivered = influx_keys(srv, "c") | influx_keys(srv, "c", findings=True) | influx_keys(srv, "c", facts=True)

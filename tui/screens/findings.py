@@ -42,15 +42,22 @@ def finding_key(f: Finding) -> str:
     return f"{f.key} {f.first_seen}"
 
 
+def stale_at(f: Finding, now_ns: int) -> bool:
+    """Open but no longer seen at that moment: its subject stopped reporting (its source down, or it gone)."""
+    return f.stale_since is not None and f.stale_since <= now_ns
+
+
 def _model(view: FindingsView) -> TableModel:
     rows = []
     for f in view.open:
         word, st = SEVERITY_CELL.get(f.severity, (f.severity, ""))
         age = (view.now_ns - f.first_seen) / 1e9
-        rows.append(TableRow(finding_key(f), [(word, st), f.rule, f.subject.get("layer", ""), subject_text(f),
-                                              without_subject(f), ago(age)],
-                             (severity_rank(f.severity), f.rule, f.subject.get("layer", ""), subject_text(f),
-                              f.summary, age)))
+        stale = stale_at(f, view.now_ns)  # listed after the current ones, dimmed: it sets nothing
+        rows.append(TableRow(finding_key(f), [(f"{word} stale" if stale else word, "dim" if stale else st), f.rule,
+                                              f.subject.get("layer", ""), subject_text(f), without_subject(f),
+                                              ago(age)],
+                             (severity_rank(f.severity) + (5 if stale else 0), f.rule, f.subject.get("layer", ""),
+                              subject_text(f), f.summary, age), style="dim" if stale else None))
     for f in view.resolved:
         age = (view.now_ns - (f.resolved_at or 0)) / 1e9
         rows.append(TableRow(finding_key(f), ["resolved", f.rule, f.subject.get("layer", ""), subject_text(f),
@@ -108,8 +115,11 @@ class FindingsScreen(ViewScreen):
     def _score(self, view: FindingsView) -> Text:
         """Open findings per layer and severity (k9s popeye's sanitizer report, per layer)."""
         t = Text(no_wrap=True)
-        t.append(f"{len(view.open)} open, {len(view.resolved)} resolved in the window   ", style="bold")
-        per = Counter((f.subject.get("layer", "?"), f.severity) for f in view.open)
+        current = [f for f in view.open if not stale_at(f, view.now_ns)]
+        stale = len(view.open) - len(current)
+        t.append(f"{len(current)} open, " + (f"{stale} stale, " if stale else "")
+                 + f"{len(view.resolved)} resolved in the window   ", style="bold")
+        per = Counter((f.subject.get("layer", "?"), f.severity) for f in current)
         for layer in sorted({layer for layer, _ in per}):
             t.append(f"{layer} ", style="bold")
             for sev in Severity:
@@ -150,5 +160,8 @@ class FindingsScreen(ViewScreen):
         t.append(f"first seen {_when(f.first_seen)}, last seen {_when(f.last_seen)}\n", style="dim")
         if f.resolved_at:
             t.append(f"resolved  {_when(f.resolved_at)}\n", style="dim")
+        elif self.view is not None and f.stale_since is not None and stale_at(f, self.view.now_ns):
+            t.append(f"stale since {_when(f.stale_since)}: no sample of its subject since (its source down, or it "
+                     "gone); not current\n", style="yellow")
         self.query_one("#detail", Static).update(t)
 
