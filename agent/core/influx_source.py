@@ -27,7 +27,7 @@ from urllib.parse import urlencode
 
 from db2vtop.agent.core import tls
 from db2vtop.agent.core.config import InfluxConfig
-from db2vtop.agent.core.httpclient import CallError, HttpClient
+from db2vtop.agent.core.httpclient import AnswerTooLargeError, CallError, HttpClient
 from db2vtop.agent.core.model import Annotation, Fact, FieldValue, Finding
 from db2vtop.agent.core.source import Row, Series
 from db2vtop.agent.core.store import StoreError
@@ -207,8 +207,12 @@ class InfluxSource:
         headers = {**self._headers, "Content-Type": "application/x-www-form-urlencoded", "Accept-Encoding": "gzip"}
         try:
             r = self._http.request("POST", "/query", urlencode(fields).encode(), headers)
+        except AnswerTooLargeError:
+            raise SourceError(f"influxdb at {self.cfg.url} answered more than {self.cfg.max_response_bytes} bytes "
+                              "(max_response_bytes); stopped reading") from None
         except CallError as e:
-            raise SourceError(f"influxdb at {self.cfg.url} did not answer: {e}") from None
+            why = str(e).removeprefix(self._http.where + ": ")
+            raise SourceError(f"influxdb at {self.cfg.url} did not answer: {why}") from None
         try:
             doc = json.loads(r.body or b"{}")
         except (ValueError, RecursionError):
