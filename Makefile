@@ -55,7 +55,7 @@ test: $(STAMP) test-deps $(VSPHERE_SIM) $(WHEELHOUSE)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 	$(PY) -m tests.docs_check
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=30
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
