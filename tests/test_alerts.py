@@ -7,14 +7,17 @@ real verdict are in tests/test_alertmanager.py.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
+import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from db2vtop.agent.core.config import AlertConfig, AlertingConfig, Config, StackConfig
+from db2vtop.agent.sinks import alerts
 from db2vtop.agent.sinks.alerts import Alerter
 from db2vtop.checks.alerts import EPISODE, FINDING, Alert, episode_alerts, triage_command
 from db2vtop.checks.topology import StackEntities
@@ -117,6 +120,42 @@ def test_a_receiver_down_gets_every_change_in_order_after_a_restart_of_the_agent
     assert changes(hook) == [("firing", first.fingerprint), ("firing", second.fingerprint),
                              ("resolved", first.fingerprint)]
     assert len({x["id"] for x in hook.bodies()}) == 3 and [x["seq"] for x in hook.bodies()] == [1, 2, 3]
+
+
+def test_a_crash_between_spooling_a_change_and_saving_the_state_tells_it_once(tmp_path, hook, monkeypatch):
+    """The agent dies after a change is in the spool and before the state file says it was told (the state
+    file's write fails where a kill -9 would land, the agent is left unclosed): the next agent finds the change
+    in the spool, delivers it once and does not page again for it, nor for its resolve."""
+    cfg = config(tmp_path, webhook("hook", hook.url))
+    first = alert("ds01")
+    save = alerts.write_private
+
+    def dies(path, data, durable=False):
+        if path.name == alerts.STATE_FILE:
+            deadline = time.monotonic() + 2  # time for a sender that does not wait for the state file
+            while not hook.bodies() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            raise OSError(errno.EIO, "the agent died here")
+        return save(path, data, durable=durable)
+
+    a = Alerter(cfg, tmp_path / "m.db", judge=False)
+    monkeypatch.setattr(alerts, "write_private", dies)
+    with pytest.raises(OSError):
+        a.apply({first.key: first}, T0)
+    monkeypatch.setattr(alerts, "write_private", save)
+    for box in a.outboxes:  # as a kill -9 would: nothing more delivered, the spool's lock let go, no state saved
+        box.close(0)
+    b = Alerter(cfg, tmp_path / "m.db", judge=False)
+    try:
+        wait_for(lambda: len(hook.bodies()) >= 1, 20, "the spooled change")
+        b.apply({first.key: first}, T0 + 20 * S)  # still firing: nothing new
+        b.apply({}, T0 + 100 * S)  # clear ...
+        b.apply({}, T0 + 200 * S)  # ... for the flap guard: resolved once
+        wait_for(lambda: len(hook.bodies()) >= 2, 20, "the resolve")
+    finally:
+        b.close(5)
+    assert changes(hook) == [("firing", first.fingerprint), ("resolved", first.fingerprint)]
+    assert [x["seq"] for x in hook.bodies()] == [1, 2]
 
 
 def test_the_webhook_body_is_the_documented_schema_and_signed(tmp_path, hook, monkeypatch):

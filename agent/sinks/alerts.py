@@ -10,9 +10,9 @@ Each receiver (`[[alert]]`) is told its own changes — `firing`, `updated` (its
 `resolved` — for the alerts its filters let through (`min_severity`, `stacks`, `layers`). A change goes first
 into the receiver's spool (agent/sinks/spool.py: on disk, checksummed, bounded, fsync'd at every change), then
 the state file (`state.json`, written whole and renamed) records it told; a sender thread delivers the spool in
-order, one change at a time, and marks it delivered only after a 2xx. After a kill -9 the spool is resumed
-where its cursor says; a change appended but not yet in the state file is appended again with the same `id`
-(Alertmanager absorbs a repeat; a webhook can drop an `id` it has seen). A receiver down for a while gets
+order, one change at a time, and marks it delivered only after a 2xx. The sender holds back a change until
+the state file says it was told: after a kill -9 between the two, the spool's changes the state file lacks are
+taken back into it (never told again), so no change is delivered twice. A receiver down for a while gets
 every change in order once it answers. Alertmanager is sent the firing alerts again every `resend_interval`
 while nothing else waits (it ends an alert not heard of for its resolve_timeout, and forgets all at a restart).
 """
@@ -167,7 +167,26 @@ class Outbox:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._last_resend = time.monotonic()
+        self._released = 0  # the newest `seq` the state file has: the sender holds back any later change
+        self.unsaved = self._pending()
         self._thread = supervisor.start(self.thread_name, self._run)
+
+    def _pending(self) -> list[dict[str, Any]]:
+        """The changes in the spool not delivered yet (read before the sender starts)."""
+        found = []
+        while (batch := self.spool.read(2**20, 2**24)) is not None:
+            for line in batch.data.splitlines():
+                try:
+                    found.append(json.loads(line))
+                except ValueError:  # the sender sets it aside when it comes to it
+                    continue
+        self.spool.rewind()
+        return found
+
+    def release(self, seq: int) -> None:
+        """The state file records every change up to `seq`: they may go."""
+        self._released = seq
+        self._wake.set()
 
     def accepts(self, a: Alert) -> bool:
         cfg = self.cfg
@@ -248,6 +267,9 @@ class Outbox:
             self.supervisor.set_aside(self.thread_name, f"an alert change of {len(batch.data)} bytes", e)
             self.spool.commit(batch)
             return 0
+        if change.get("seq", 0) > self._released:  # not in the state file yet: told once it is
+            self.spool.rewind()
+            return -1
         return self._deliver([change], batch)
 
     def _deliver(self, changes: list[dict[str, Any]], batch: Any, resend: bool = False) -> float:
@@ -351,6 +373,14 @@ class Alerter:
             self.close(0)
             raise
         self.state = _State.load(self.dir / STATE_FILE)
+        self._unsaved = False
+        for box in self.outboxes:  # a kill -9 after a change was spooled, before the state file said so
+            for change in box.unsaved:
+                if change.get("seq", 0) > self.state.seq.get(box.cfg.name, 0):
+                    self._recall(box.cfg.name, change)
+                    self._unsaved = True
+            box.unsaved = []
+        self._save()
         for box in self.outboxes:  # what each was last told firing: Alertmanager's resends
             box.firing = {c["alert"]["fingerprint"]: c for _, c in self.state.told.get(box.cfg.name, {}).values()
                           if c["status"] == "firing"}
@@ -504,12 +534,30 @@ class Alerter:
                 ended[key] = a.clear_since
                 del self.state.active[key]
                 self._event(a.alert, "resolved", a.clear_since)
-        changed = False
         for box in self.outboxes:
-            changed |= self._tell(box, ended, now)
-        if changed or ended:
+            self._unsaved |= self._tell(box, ended, now)
+        self._unsaved |= bool(ended)
+        self._save()
+
+    def _save(self) -> None:
+        """The state file written (again, after a failed write), then the changes it records may go."""
+        if self._unsaved:
             data = json.dumps(self.state.to_json(), ensure_ascii=False).encode()
             write_private(self.dir / STATE_FILE, data, durable=True)
+            self._unsaved = False
+        for box in self.outboxes:
+            box.release(self.state.seq.get(box.cfg.name, 0))
+
+    def _recall(self, name: str, change: dict[str, Any]) -> None:
+        """A change found in the spool taken back into the state, as `_tell` would have recorded it."""
+        doc = change["alert"]
+        self.state.seq[name] = change["seq"]
+        told = self.state.told.setdefault(name, {})
+        if change["status"] == "resolved":
+            told.pop(doc["key"], None)
+            self.state.active.pop(doc["key"], None)
+        else:
+            told[doc["key"]] = [_digest(Alert.from_json(doc, 0)), change]
 
     def _event(self, a: Alert, status: str, ts: int) -> None:
         """An annotation of an alert's start (at its onset, at most the verdict's window back) or its end."""
