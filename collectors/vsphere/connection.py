@@ -16,6 +16,12 @@ DOCTYPE (defusedxml reads the prolog; vSphere never sends one, and entity expans
 depend on the expat the interpreter links). The small calls around the bulk reads (the version document,
 the service content, login, the clock, options) answer a few KB and are held to SMALL_MAX_BYTES. Past
 either bound the call fails with SoapFaultError InvalidResponse.
+
+Each call is one deadline (agent/core/deadline.py) of the collector's timeout, and no later than its cycle's
+end, over all of it: connecting, the request, every byte of the answer. A socket timeout bounds one read only,
+so a vCenter that trickled its answer (a byte a second) held the collector's worker for as long as it liked and
+every later cycle was skipped; when the deadline passes the call's socket is shut down from outside, the call
+fails with "timed out after", and the next one connects afresh.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from xml.sax.saxutils import escape
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import DefusedXMLParser
 
+from db2vtop.agent.core.deadline import current, deadline
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.vsphere.config import VCenterConfig
@@ -84,6 +91,28 @@ def tls_context(cfg: VCenterConfig) -> ssl.SSLContext:
         raise CollectorError(f"vcenter {cfg.name}: cannot load ca_file {cfg.ca_file}: {e}") from None
 
 
+#: the method a SOAP request calls: the first element in its Body
+_CALLED = re.compile(rb"<soapenv:Body><(?:\w+:)?(\w+)")
+
+
+class _Guarded(http.client.HTTPConnection):
+    """A connection whose socket is put under the calling thread's deadline as soon as it is connected."""
+
+    def connect(self) -> None:
+        super().connect()
+        d = current()
+        if d is not None:
+            d.guard(self.sock)
+
+
+class _HTTP(_Guarded):
+    pass
+
+
+class _HTTPS(_Guarded, http.client.HTTPSConnection):
+    pass
+
+
 class Session:
     """A vCenter's SOAP endpoint with a pool of kept-alive connections and, once logged in, the session's
     cookie and the managed objects the collector talks to (from the ServiceContent)."""
@@ -114,8 +143,8 @@ class Session:
             if self._pool:
                 return self._pool.pop()
         if self.https:
-            return http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout_s, context=self.context)
-        return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
+            return _HTTPS(self.host, self.port, timeout=self.timeout_s, context=self.context)
+        return _HTTP(self.host, self.port, timeout=self.timeout_s)
 
     def _give_back(self, conn: http.client.HTTPConnection) -> None:
         with self._lock:
@@ -130,23 +159,28 @@ class Session:
     def _request(self, method: str, path: str, body: bytes | None,
                  read: Callable[[http.client.HTTPResponse], ET.Element]) -> ET.Element:
         conn = self._connection()
+        name = _CALLED.search(body[:1024]) if body else None
+        what = f"{name.group(1).decode() if name else method + ' ' + path} to {self.host}"
         try:
-            headers = {"Content-Type": "text/xml; charset=UTF-8", "Accept-Encoding": "gzip"}
-            if body is not None:
-                headers["SOAPAction"] = self.action
-            if self.cookie:
-                headers["Cookie"] = self.cookie
-            conn.request(method, path, body, headers)
-            resp = conn.getresponse()
-            for value_ in resp.headers.get_all("Set-Cookie") or ():
-                found = SimpleCookie(value_).get(COOKIE)
-                if found is not None:
-                    self.cookie = f"{COOKIE}={found.coded_value}"
-            if resp.status not in (200, 500):
-                resp.read()
-                raise http.client.HTTPException(f"HTTP {resp.status} {resp.reason}")
-            root = read(resp)
-        except (OSError, http.client.HTTPException):
+            with deadline(self.timeout_s, what) as d:  # a new connection's socket is guarded as it connects
+                if conn.sock is not None:
+                    d.guard(conn.sock)
+                headers = {"Content-Type": "text/xml; charset=UTF-8", "Accept-Encoding": "gzip"}
+                if body is not None:
+                    headers["SOAPAction"] = self.action
+                if self.cookie:
+                    headers["Cookie"] = self.cookie
+                conn.request(method, path, body, headers)
+                resp = conn.getresponse()
+                for value_ in resp.headers.get_all("Set-Cookie") or ():
+                    found = SimpleCookie(value_).get(COOKIE)
+                    if found is not None:
+                        self.cookie = f"{COOKIE}={found.coded_value}"
+                if resp.status not in (200, 500):
+                    resp.read()
+                    raise http.client.HTTPException(f"HTTP {resp.status} {resp.reason}")
+                root = read(resp)
+        except (OSError, http.client.HTTPException):  # DeadlineError is a TimeoutError
             conn.close()
             self._drop_all()  # the server may have restarted: none of the kept connections is good
             raise
