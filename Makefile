@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-run
 
-.PHONY: run test test-deps lint docs-check bench snapshots clean vsphere-sim wheelhouse
+.PHONY: run test test-deps lint docs-check bench snapshots clean vsphere-sim vcsim-models wheelhouse
 
 # `make run` installs what running needs (db2vtop and its runtime dependencies); the test extras
 # (ibm_db's CLI driver, ruff, hypothesis, pyte, ...: most of the venv's size) come with `make test`.
@@ -40,6 +40,13 @@ $(VSPHERE_SIM): tests/vsphere-sim/go.mod tests/vsphere-sim/go.sum $(wildcard tes
 
 vsphere-sim: $(VSPHERE_SIM)
 
+# govmomi's own simulator models, unpatched (tests/vcsim-models, the same govmomi pinned in its go.mod).
+VCSIM_MODELS := build/vcsim-models
+$(VCSIM_MODELS): tests/vcsim-models/go.mod tests/vcsim-models/go.sum $(wildcard tests/vcsim-models/*.go)
+	cd tests/vcsim-models && GOFLAGS=-buildvcs=false go build -trimpath -o ../../$(VCSIM_MODELS) .
+
+vcsim-models: $(VCSIM_MODELS)
+
 # The wheels of every runtime dependency and of setuptools: tests/test_packaging.py builds
 # db2vtop's wheel and installs it into a clean venv from here, offline, as a user would.
 WHEELHOUSE := build/wheelhouse/.complete
@@ -51,7 +58,7 @@ $(WHEELHOUSE): pyproject.toml setup.py $(STAMP)
 
 wheelhouse: $(WHEELHOUSE)
 
-test: $(STAMP) test-deps $(VSPHERE_SIM) $(WHEELHOUSE)
+test: $(STAMP) test-deps $(VSPHERE_SIM) $(VCSIM_MODELS) $(WHEELHOUSE)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 	$(PY) -m tests.docs_check

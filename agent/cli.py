@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from db2vtop.agent import __version__
 from db2vtop.agent.config import Config, load_config, resolve_config, template
-from db2vtop.agent.core.config import ConfigError, Secret, plaintext_warnings, sections_of
+from db2vtop.agent.core.config import ConfigError, plaintext_warnings, sections_of
 from db2vtop.agent.core.files import append_private, make_private_dir, open_private
 from db2vtop.agent.core.paths import default_config_path, state_dir
 from db2vtop.agent.core.secrets import SecretError
@@ -168,8 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("triage", help="one-shot diagnosis: findings and the verdict, exit 0/1/2/3",
                        description="Judge recent history (the store, vCenter's realtime hour) and one fresh look at "
                                    "every configured source against the documented practices; each stack's verdict "
-                                   "names the layer to blame now and since when, every cause and the earlier episodes "
-                                   "of the lookback. Exit status, from current findings only (a resolved or stale one "
+                                   "names the layer to blame now and since when, every cause, the co-tenants taking "
+                                   "what it contends for (its culprits) and the earlier episodes of the lookback. Exit "
+                                   "status, from current findings only (a resolved or stale one "
                                    "does not count): 0 OK, 1 warning, 2 critical, 3 could not run (config, connection, "
                                    "a --store that does not exist, nothing judgeable in the lookback).")
     common(t)
@@ -569,12 +570,8 @@ def cmd_config_check(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.config)
     build_engine(cfg)  # [checks.RULE] thresholds: known keys, typed, in range, warn/crit in order
-    refs = [(where, item.password(), getattr(item, "user", None) or "")
-            for _, where, item in sections_of(cfg) if isinstance(item, Secret)]
-    if cfg.influxdb:
-        refs.append(("influxdb", cfg.influxdb.token(), ""))
-    for i, a in enumerate(cfg.alert):
-        refs += [(f"alert[{i}]", a.token(), ""), (f"alert[{i}]", a.secret(), "")]
+    refs = [(where, getattr(item, kind)(), getattr(item, "user", None) or "")
+            for _, where, item in sections_of(cfg) for kind in ("password", "token", "secret") if hasattr(item, kind)]
     for where, ref, user in refs:
         if ref is None:
             continue

@@ -24,7 +24,7 @@ from db2vtop.agent.core.source import CachedSource
 from db2vtop.agent.core.store import Store, StoreError
 from db2vtop.agent.core.text import did_you_mean, plural
 from db2vtop.checks.topology import infer_stacks, pick
-from db2vtop.checks.triage import TriageResult, judge, kept_fields
+from db2vtop.checks.triage import TriageResult, co_tenants, judge, kept_fields
 from db2vtop.collectors.base import BaseCollector
 
 
@@ -61,11 +61,13 @@ async def _fresh(c: BaseCollector, lookback_s: float, vms: set[str] | None, fact
         if facts_only:
             return [], facts, f"ok: {len(facts)} facts"
         keeps_history = type(c).lookback is not BaseCollector.lookback
-        # a source that keeps its own history gives "now" with it: for named VMs, that hour is all we need
-        if not (vms and keeps_history):
-            take(await asyncio.wait_for(c.collect(), c.timeout))
         async with asyncio.timeout(max(c.timeout, 60.0)) as limit:
             take(await c.lookback(lookback_s, vms, emit=take))
+        limit = None
+        # a source that keeps its own history gives "now" with it: for named VMs, that hour is all we need. The
+        # look now comes after the hour: each series' samples arrive in time order (none to sort again)
+        if not (vms and keeps_history):
+            take(await asyncio.wait_for(c.collect(), c.timeout))
         bad = counts[1]
         status = f"ok: {plural(counts[0], 'sample')}, {plural(len(facts), 'fact')}" + (
             f", {plural(bad, 'sample')} left out (time outside the lookback and clock skew)" if bad else "")
@@ -99,18 +101,22 @@ class Look(NamedTuple):
 
 def look_now(cfg: Config, lookback_s: float = 0.0, vms: set[str] | None = None,
              progress: Callable[[str], None] = lambda _m: None, facts_only: bool = False,
-             keep: ColumnSource | None = None) -> Look:
+             keep: ColumnSource | None = None, history_only: bool = False) -> Look:
     """Every configured source read once now, at once (`vms`: only those VMs' realtime hour); with
-    `facts_only`, only what each describes (what `db2vtop stacks` infers stacks from). With `keep`, the
-    samples are kept there as they come, each source's after the ones before it (rank 1, 2, ...)."""
+    `facts_only`, only what each describes (what `db2vtop stacks` infers stacks from); with `history_only`,
+    only the sources that keep their own history. With `keep`, the samples are kept there as they come, each
+    source's after the ones before it (rank 1, 2, ...)."""
     samples: list[Sample] = []
     facts: list[Fact] = []
     sources: dict[str, str] = {}
-    collectors = [c for c in build_collectors(cfg) if c.name != "self"]  # no store: no marker inbox
+    collectors = [c for c in build_collectors(cfg) if c.name != "self"  # no store: no marker inbox
+                  and (not history_only or type(c).lookback is not BaseCollector.lookback)]
     if not collectors:
         return Look(samples, facts, sources, frozenset())
     for c in collectors:
         c.clock_skew_s = cfg.store.max_clock_skew
+        if keep is not None:  # a source that looks back asks only for what is kept of it
+            c.history_fields = keep.kept
     progress(("describing " if facts_only else "collecting now from ") + ", ".join(c.name for c in collectors))
 
     async def gather() -> list[tuple[list[Sample], list[Fact], str]]:
@@ -175,6 +181,16 @@ def run_triage(cfg: Config, store_path: Path, lookback_s: float,
         known = {n for i in found for n in (i.stack.name, i.stack.vm) if n}
         near = "".join(did_you_mean(m, known) for m in missing)
         raise NoSuchTargetError(f"no stack or VM named {', '.join(missing)}{near}; db2vtop stacks lists them")
+    if vms or stacks:  # one VM's hour: the co-tenants its verdict's culprits rank are read too, from its episodes
+        extra, start = co_tenants(samples, [i.stack for i in chosen], since, now, cfg)
+        if extra:
+            progress(f"reading {plural(len(extra), 'co-tenant VM')} of the contended resources")
+            more = look_now(cfg, min(lookback_s, (now - start) / 1e9 + 60), extra, progress, keep=samples,
+                            history_only=True)
+            facts += more.facts
+            samples.set_facts(facts)
+            for name, status in more.sources.items():
+                sources[name] = f"{sources.get(name, 'ok')}; co-tenants: {status}"
     progress(f"checking {plural(len(samples), 'sample')} and {plural(len(facts), 'fact')}, "
              f"{plural(len(chosen), 'stack')}")
     return judge(cfg, samples, facts, sources, lookback_s, now, [i.stack for i in chosen], bool(vms or stacks),

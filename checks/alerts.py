@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from db2vtop.agent.core.model import Finding, Severity, canonical_tags
+from db2vtop.checks.culprits import culprit_text
 from db2vtop.checks.figures import ROLES
 from db2vtop.checks.rule import LiveRule
 from db2vtop.checks.rules import all_rules
@@ -123,16 +124,25 @@ def _verdict_text(v: StackVerdict, key: str) -> list[dict[str, Any]]:
 
 
 def _culprit(items: Sequence[dict[str, Any]]) -> str:
-    out = []
-    for c in items[:3]:
-        what = " ".join(str(c[k]) for k in ("resource", "figure") if c.get(k))
-        value = c.get("value")
-        amount = f" {value:g}{c.get('unit') or ''}" if isinstance(value, int | float) else ""
-        share = f", {c['share_pct']:g}% of it" if isinstance(c.get("share_pct"), int | float) else ""
-        where = f" on {c['host']}" if c.get("host") else ""
-        out.append(f"{c.get('vm') or '?'}{where}: {what}{amount}{share}".strip())
+    """The first three culprits as triage lists them: `etl-7 (esx12) 72.0 % of the CPU of esx12, 59.9 GHz`."""
     more = f" (+{len(items) - 3} more)" if len(items) > 3 else ""
-    return "; ".join(out) + more
+    return "; ".join(culprit_text(c) for c in items[:3]) + more
+
+
+def _share(c: dict[str, Any]) -> float:
+    share = c.get("share_pct")
+    return float(share) if isinstance(share, int | float) else 0.0
+
+
+def _merged(items: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The culprits of several stacks' verdicts, each co-tenant of a resource once (the ten VMs of a slow
+    datastore each rank the same co-tenants): its largest share kept, the largest first."""
+    best: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
+    for c in items:
+        key = (c.get("vcenter"), c.get("vm") or c.get("lun"), c.get("resource"))
+        if key not in best or _share(c) > _share(best[key]):
+            best[key] = c
+    return sorted(best.values(), key=lambda c: -_share(c))
 
 
 def _events(items: Sequence[dict[str, Any]]) -> str:
@@ -158,8 +168,7 @@ def episode_alerts(judged: Iterable[tuple[StackVerdict, StackEntities]]) -> dict
         stacks = sorted({v.stack for v, _, _ in members})
         severity = Severity.CRITICAL if any(v.confidence in ("high", "medium") for v, _, _ in members) \
             else Severity.WARNING
-        culprits = [c for v, _, _ in members for c in _verdict_text(v, "culprits")]
-        culprits.sort(key=lambda c: -(c.get("share_pct") or 0) if isinstance(c.get("share_pct"), int | float) else 0)
+        culprits = _merged([c for v, _, _ in members for c in _verdict_text(v, "culprits")])
         events = list({canonical_tags({k: str(x) for k, x in e.items()}): e  # one event of several stacks: once
                        for v, _, _ in members for e in _verdict_text(v, "events")}.values())
         events.sort(key=lambda e: str(e.get("time") or ""))

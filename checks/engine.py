@@ -17,6 +17,7 @@ triage, would make.
 from __future__ import annotations
 
 import json
+from array import array
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from statistics import median
 from db2vtop.agent.core.cadence import is_stale
 from db2vtop.agent.core.config import ConfigError, StackConfig, shown
 from db2vtop.agent.core.model import Fact, Finding, Sample, canonical_tags, worse
-from db2vtop.agent.core.source import MemorySource, Row
+from db2vtop.agent.core.source import MemorySource, Row, Series
 from db2vtop.agent.core.text import did_you_mean
 from db2vtop.checks.rule import (
     FactIndex,
@@ -140,6 +141,38 @@ class Engine:
                     t = {**thresholds_of(rule), **self.overrides.get(rule.id, {}), **own}
                     n = max(n, int(t["window"]) + int(t["clear_samples"]))
         return n
+
+    def quiet(self, series: Iterable[Series], column: Callable[[int, str], Sequence], newest: Callable[[int], int],
+              ) -> set[int]:
+        """The series (ids) whose samples no live rule of their measurement could find breaching, by the rules'
+        screens: for an engine fed a whole history at once (triage), each of their samples would be a clean
+        verdict of a subject without a track, nothing to judge. A series shares its fate with every other of
+        the same subject (a VM that moved has a series per host: one that breached needs the other's clean
+        samples to resolve). None where a stack has thresholds of its own. Their newest times count as judged."""
+        if self._stack_entities():
+            return set()
+        verdicts: dict[tuple[str, str], list[tuple[int, bool]]] = {}
+        of_series: dict[int, list[tuple[str, str]]] = {}
+        measurement = {}
+        for s in series:
+            rules = self._live.get(s.measurement)
+            if not rules:
+                continue
+            measurement[s.id] = s.measurement
+            for rule in rules:
+                t = self.thresholds(rule, {})
+                tests = None if t.get("enabled") is False else rule.screen(t)
+                calm = t.get("enabled") is False or (tests is not None and not any(
+                    _passes(column(s.id, name), level, below) for name, level, below in tests))
+                key = (rule.id, self._canonical(rule.subject(Row(0, s.measurement, s.tags, {}))))
+                verdicts.setdefault(key, []).append((s.id, calm))
+                of_series.setdefault(s.id, []).append(key)
+        loud = {key for key, found in verdicts.items() if not all(calm for _, calm in found)}
+        out = {sid for sid, keys in of_series.items() if not loud.intersection(keys)}
+        for sid in out:
+            m = measurement[sid]
+            self._newest[m] = max(self._newest.get(m, 0), newest(sid))
+        return out
 
     def start_from(self, history: Iterable[Sample | Row]) -> None:
         """Judge the history a source keeps before anything new, in time order. A sample judged here is not
@@ -384,6 +417,17 @@ class Engine:
                                first_bad_ts=f.first_seen, samples=f.evidence.get("samples", 1), finding=f,
                                last_ts=f.last_seen)
                 self._tracks.setdefault(f.rule, {})[canonical_tags(f.subject)] = track
+
+
+def _passes(values: Sequence, level: float, below: bool) -> bool:
+    """Whether a value of a column reaches a screen's level (a column of one numeric type is compared at C
+    speed; its placeholders for missing values are 0, which can only make it pass)."""
+    if not values:
+        return False
+    if isinstance(values, array):
+        return (min(values) <= level) if below else (max(values) >= level)
+    numbers = [v for v in values if type(v) is int or type(v) is float]
+    return bool(numbers) and ((min(numbers) <= level) if below else (max(numbers) >= level))
 
 
 def _entity_of(subject: dict[str, str]) -> tuple:

@@ -52,6 +52,8 @@ class Figure:
     suffix: str | None = None  # after the number on the screen; None: from the unit
     detail: str | None = None  # a tag of the series with the worst value, shown after it (which disk)
     chart: Chart | None = None  # the Stack screen chart of its layer that plots it
+    gate: tuple[str, ...] = ()  # fields of the same series whose sum must reach the verdict's `min_iops` for a
+    # sample to count (a device doing a few I/O per second is not judged by its latency)
 
     @property
     def id(self) -> str:
@@ -120,6 +122,8 @@ TABLE: tuple[Figure, ...] = (
     F("vm", "vsphere_vm", "cpu_usage_pct", "CPU usage", "vm", "max"),
     F("vm", "vsphere_vm", "mem_balloon_bytes", "balloon", "vm", "max", role="balloon_bytes", level="balloon",
       screen="balloon"),
+    F("vm", "vsphere_vm", "mem_balloon_target_bytes", "balloon target", "vm", "max", report=False,
+      role="balloon_target_bytes", level="balloon"),
     F("vm", "vsphere_vm", "mem_swapped_bytes", "swapped", "vm", "max", report=False, role="vm_swapped_bytes",
       level="host_swap", screen="swapped"),
     F("vm", "vsphere_vm", "mem_swapin_bytes_per_s", "host swap-in of the VM", "vm", role="vm_swapin"),
@@ -142,14 +146,14 @@ TABLE: tuple[Figure, ...] = (
     F("host", "vsphere_host", "cpu_usage_pct", "host CPU usage", "host", "max", level="cpu_busy", screen="cpu",
       chart=Chart("CPU usage %", top=100.0)),
     F("host", "vsphere_host", "mem_state", "host memory state", "host", "max", report=False, level="mem_state",
-      screen="mem"),
+      screen="mem", role="host_mem_state"),
     F("host", "vsphere_host", "mem_swapin_bytes_per_s", "host swap-in", "host", role="host_swapin"),
     F("host", "vsphere_host_lun", "total_latency_ms", "GAVG", "lun", "max", report=False, level="io_latency",
       screen="GAVG", chart=Chart("GAVG ms", floor=_LAT)),
     F("host", "vsphere_host_lun", "kernel_latency_ms", "KAVG", "lun", "max", key=True, role="kavg_ms", level="kavg",
       screen="KAVG", digits=2),
     F("host", "vsphere_host_lun", "device_latency_ms", "DAVG", "lun", "max", key=True, role="davg_ms",
-      level="io_latency", screen="DAVG"),
+      level="io_latency", screen="DAVG", gate=("read_iops", "write_iops")),
     F("host", "vsphere_host_lun", "queue_latency_ms", "QAVG", "lun", "max", role="qavg_ms", level="qavg"),
     F("host", "vsphere_host_lun", "max_queue_depth", "LUN queue depth", "lun", "min", report=False,
       role="queue_depth"),
@@ -160,7 +164,7 @@ TABLE: tuple[Figure, ...] = (
     F("host", "esxtop_device", "kernel_latency_ms", "esxtop KAVG", "lun", "max", role="esx_kavg_ms", level="kavg",
       screen="KAVG", digits=2),
     F("host", "esxtop_device", "device_latency_ms", "esxtop DAVG", "lun", "max", role="esx_davg_ms",
-      level="io_latency", screen="DAVG"),
+      level="io_latency", screen="DAVG", gate=("reads_per_s", "writes_per_s")),
     F("host", "esxtop_device", "queue_latency_ms", "esxtop QAVG", "lun", "max", level="qavg"),
     F("host", "esxtop_device", "queued", "esxtop QUED", "lun", "max", role="esx_qued", level="queued",
       screen="QUED", digits=0),

@@ -8,6 +8,7 @@ which measurements or fact kinds it needs and which config section provides them
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -149,6 +150,18 @@ class LiveRule(Rule):
     def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
         """A verdict for this sample, or None when the sample says nothing about the rule."""
         raise NotImplementedError
+
+    def screen(self, t: Thresholds) -> Screen | None:
+        """What a sample must show for this rule to find it breaching: (field, level, below) each, one of which
+        holds (the field at or above its level, at or below it with `below`); None when it cannot tell. The
+        engine fed a whole history at once (triage) leaves out the series whose samples none holds."""
+        return None
+
+
+#: a live rule's screen: (field, level, below) tests, one of which a breaching sample passes
+Screen = tuple[tuple[str, float, bool], ...]
+#: the smallest value above zero: "any amount breaches"
+ABOVE_ZERO = math.ulp(0.0)
 
 
 class StaticRule(Rule):

@@ -54,10 +54,21 @@ def short_name(name: str) -> str:
     return name.split(".", 1)[0].lower()
 
 
-def naa(name: str) -> str:
-    """A LUN's NAA id as every source is compared, and as ESXi names it: `naa.` and the id in lower case
-    (arrays report the id bare, or in upper case)."""
-    return "naa." + name.strip().lower().removeprefix("naa.")
+#: how ESXi's canonical name of a storage device begins (scsiLun canonicalName): an NAA or EUI-64 id, a T10 vendor id,
+#: a path (mpx., a device with no id of its own: local disks, CD-ROMs), a VMware legacy name
+LUN_PREFIXES = ("naa.", "eui.", "t10.", "mpx.", "vml.")
+
+
+def lun_name(name: str) -> str:
+    """A LUN's name as every source is compared, and as ESXi names it: its canonical name, the NAA or EUI-64 id in
+    lower case (arrays report an NAA id bare, or in upper case), any other (t10., mpx., vml.) as it is."""
+    n = name.strip()
+    low = n.lower()
+    if low.startswith(("naa.", "eui.")):
+        return low
+    if low.startswith(LUN_PREFIXES):
+        return n
+    return "naa." + low if n else ""
 
 
 # --- placement -------------------------------------------------------------------------------
@@ -120,7 +131,7 @@ def placement(source: Source, vm: str | None, since_ns: int, until_ns: int,
 
 @dataclass(frozen=True)
 class Disk:
-    """One of the VM's virtual disks: its datastore and the LUNs (normalised NAA ids) behind it."""
+    """One of the VM's virtual disks: its datastore and the LUNs (lun_name()) behind it."""
 
     name: str
     datastore: str
@@ -140,7 +151,7 @@ class StackEntities:
     placement: Placement = field(default_factory=lambda: Placement(None))
     hosts: tuple[str, ...] = ()  # every host the VM ran on in the window (a host target's own host)
     disks: tuple[Disk, ...] = ()
-    luns: dict[str, str] = field(default_factory=dict)  # normalised NAA id -> datastore ("" when unknown)
+    luns: dict[str, str] = field(default_factory=dict)  # LUN (lun_name()) -> datastore ("" when unknown)
     guest: str | None = None
     db2: str | None = None
     arrays: tuple[str, ...] = ()  # the stack's arrays and those that hold its LUNs
@@ -163,6 +174,11 @@ class StackEntities:
     def host_at(self, ts: int) -> str | None:
         return self.fixed_host or self.placement.host_at(ts)
 
+    def always_there(self, tags: dict[str, str]) -> bool:
+        """A host's series counts at every moment of the window: the VM ran on that host alone in it (or the
+        target is the host)."""
+        return self.fixed_host is not None or (len(self.hosts) == 1 and tags.get("host") == self.hosts[0])
+
     def ran_there(self, tags: dict[str, str], ts: int) -> bool:
         """A host's sample counts while the VM ran on that host."""
         return self.fixed_host is not None or self.placement.host_at(ts) == tags.get("host")
@@ -176,8 +192,8 @@ class StackEntities:
 
     @staticmethod
     def lun_of(tags: dict[str, str]) -> str:
-        """The normalised NAA id a host's per-LUN series names."""
-        return naa(tags.get("lun") or tags.get("device") or "")
+        """The LUN (lun_name()) a host's per-LUN series names."""
+        return lun_name(tags.get("lun") or tags.get("device") or "")
 
     @property
     def _by_naa(self) -> bool:
@@ -227,7 +243,7 @@ class StackEntities:
             return True
         if "host" in subject and "vm" not in subject and subject["host"] in self.hosts:
             lun = subject.get("lun") or subject.get("device") or subject.get("naa")
-            return lun is None or naa(lun) in self.luns
+            return lun is None or lun_name(lun) in self.luns
         return False
 
     def collectors(self) -> set[str]:
@@ -276,14 +292,14 @@ def _known(view: CachedSource) -> _Known:
 
 
 def _volumes(view: CachedSource) -> dict[str, list[Series]]:
-    """Every array series that names a LUN, by its normalised NAA id (indexed once per series listing)."""
+    """Every array series that names a LUN, by its name (lun_name(), indexed once per series listing)."""
     indexes = tuple(view.by_tag(m, "naa") for m in VOLUME_MEASUREMENTS)
 
     def build() -> dict[str, list[Series]]:
         out: dict[str, list[Series]] = {}
         for index in indexes:
             for k, series in index.items():
-                out.setdefault(naa(k), []).extend(series)
+                out.setdefault(lun_name(k), []).extend(series)
         return out
 
     return derive(view, "volumes", indexes, build)
@@ -329,7 +345,7 @@ def resolve(source: Source, stack: StackConfig, since_ns: int, until_ns: int,
         names: set[str] = set()
         lun_sets: set[tuple[str, ...]] = set()
         for name, datastore, raw in found:
-            ids = tuple(naa(str(x)) for x in raw if x)
+            ids = tuple(lun_name(str(x)) for x in raw if x)
             if (name in names) if name else (ids in lun_sets):
                 continue
             names.add(name)
@@ -346,8 +362,8 @@ def resolve(source: Source, stack: StackConfig, since_ns: int, until_ns: int,
         out.hosts = (host,)
         for m, tag in HOST_LUN_TAGS.items():
             for s in view.by_tag(m, "host").get(host, ()):
-                if s.tags.get(tag, "").startswith("naa."):
-                    luns.setdefault(naa(s.tags[tag]), s.tags.get("datastore", ""))
+                if s.tags.get(tag, "").lower().startswith(LUN_PREFIXES):
+                    luns.setdefault(lun_name(s.tags[tag]), s.tags.get("datastore", ""))
     if out.guest is None and stack.db2 and not stack.vm:
         out.guest = _guest_named(known, {stack.db2.lower()})
     out.disks, out.luns = tuple(disks), luns
@@ -424,7 +440,7 @@ def infer_stacks(cfg: Config, source: Source) -> list[Inferred]:
         for f in _latest(facts, kind).values():
             lun = f.tags.get("naa") or f.data.get("naa")
             if lun and f.tags.get("storage"):
-                array_luns.setdefault(naa(str(lun)), f.tags["storage"])
+                array_luns.setdefault(lun_name(str(lun)), f.tags["storage"])
     vms = sorted(_latest(facts, "vsphere_vm").values(), key=lambda f: (f.tags.get("vm", ""), f.tags.get("vcenter", "")))
     repeated = {n for n, c in Counter(f.tags.get("vm") for f in vms).items() if c > 1}
     taken = {s.name for s in cfg.stack}
@@ -518,7 +534,7 @@ def _match_guest(cfg: Config, vm: Fact, found: Inferred) -> None:
 
 
 def _match_storage(vm: Fact, array_luns: dict[str, str], found: Inferred) -> None:
-    luns = {naa(str(lun)) for d in vm.data.get("disks") or () for lun in d.get("luns") or ()}
+    luns = {lun_name(str(lun)) for d in vm.data.get("disks") or () for lun in d.get("luns") or ()}
     arrays = sorted({array_luns[lun] for lun in luns if lun in array_luns})
     if arrays:
         found.stack = replace(found.stack, storage=arrays)

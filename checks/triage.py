@@ -21,13 +21,17 @@ from db2vtop.agent.core.source import CachedSource
 from db2vtop.agent.core.text import plural
 from db2vtop.agent.core.units import format_duration
 from db2vtop.checks.catalog import references_of
+from db2vtop.checks.culprits import READS as CULPRIT_READS
+from db2vtop.checks.culprits import culprit_text, tenants
 from db2vtop.checks.evidence import describe
 from db2vtop.checks.figures import TABLE
 from db2vtop.checks.runner import build_engine
 from db2vtop.checks.topology import VM_PLACEMENT, resolve
-from db2vtop.checks.verdict import clock, earlier_text, iso, onset_text, stack_verdict
+from db2vtop.checks.verdict import BUCKET_NS, clock, earlier_text, iso, onset_text, stack_verdict
 
 EXIT_OK, EXIT_WARNING, EXIT_CRITICAL, EXIT_UNKNOWN = 0, 1, 2, 3
+#: the blamed stacks the first line names (the others counted)
+HEADLINE_STACKS = 3
 STATUS = ("OK", "WARNING", "CRITICAL", "UNKNOWN")
 #: what the layers are judged from: the verdict's figures (the live rules' measurements are the engine's)
 _FIGURES = {f.measurement for f in TABLE}
@@ -41,7 +45,7 @@ class TriageResult:
     verdicts: list[dict[str, Any]] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)  # source -> "ok: ..." or the error
     samples: int = 0
-    healthy: int = 0  # stacks judged whose verdict blames no layer (left out of `verdicts` unless targeted)
+    healthy: int = 0  # stacks judged whose verdict blames no layer in the lookback (left out unless targeted)
     blind: str | None = None  # why nothing could be judged (no layer's data in the lookback)
     threads: list[dict[str, Any]] = field(default_factory=list)  # the recording agents' threads in trouble
 
@@ -77,9 +81,11 @@ class TriageResult:
 
 def kept_fields(cfg: Config) -> dict[str, frozenset[str] | None]:
     """What triage keeps of each measurement's samples as they arrive: the fields the live rules read, the
-    verdict's figures and where a VM ran (None: every field; an agent's thread states are kept whole)."""
+    verdict's figures (and the I/O that gates them), what its culprits read and where a VM ran (None: every
+    field; an agent's thread states are kept whole)."""
     keep = build_engine(cfg).history_fields()
-    wanted = [(f.measurement, {f.field}) for f in TABLE] + [(m, set(names)) for m, names in VM_PLACEMENT.items()]
+    wanted = [(f.measurement, {f.field, *f.gate}) for f in TABLE] + [
+        (m, set(names)) for m, names in (*VM_PLACEMENT.items(), *CULPRIT_READS.items())]
     for m, names in wanted:
         if m not in keep or keep[m] is not None:
             keep[m] = frozenset(keep.get(m) or frozenset()) | names
@@ -105,7 +111,9 @@ def judge(cfg: Config, samples: ColumnSource | Iterable[Any], facts: list[Fact],
     engine = build_engine(cfg)
     since = now - int(lookback_s * 1e9)
     engine.feed(facts=facts)
-    for rows in samples.in_time_order(engine.live_measurements()):
+    live = engine.live_measurements()
+    quiet = engine.quiet([s for m in live for s in samples.series(m)], samples.column, samples.newest_ts)
+    for rows in samples.in_time_order(live, skip=quiet):  # a healthy fleet's series need no judging
         engine.feed(rows)
     engine.mark_stale(now, unread)
     changed = {f.key: f for f in engine.changes()}
@@ -113,8 +121,7 @@ def judge(cfg: Config, samples: ColumnSource | Iterable[Any], facts: list[Fact],
         changed[f.key] = f
     for f in recorded:
         changed.setdefault(f.key, f)
-    findings = sorted(changed.values(), key=lambda f: (f.resolved_at is not None, f.stale_since is not None,
-                                                       severity_rank(f.severity), f.rule, sorted(f.subject.items())))
+    findings = list(changed.values())
     seen = samples.count(_FIGURES | engine.live_measurements())
     blind = None if seen or facts else (f"nothing to judge in the last {format_duration(lookback_s)}: no guest, "
                                         "VM, host, DB2 or storage data")
@@ -122,19 +129,48 @@ def judge(cfg: Config, samples: ColumnSource | Iterable[Any], facts: list[Fact],
     samples.set_facts(facts)
     source = CachedSource(samples)
     entities = [resolve(source, s, since, now) for s in stacks]
+    configured = {s.name for s in cfg.stack}  # asked for by name in the config: always shown
     verdicts = []
+    shared: dict = {}  # the figures of a host's series, read once for its VMs' stacks
     for e in entities:
-        v = stack_verdict(source, e.stack, since, now, cfg.checks, e)
-        v.note_findings(f for f in findings if e.owns(f.subject))
+        v = stack_verdict(source, e.stack, since, now, cfg.checks, e, shared=shared)
         verdicts.append(v)
+        if v.layer is not None and not any(f.severity != Severity.INFO and f.resolved_at is None
+                                           and f.stale_since is None and e.owns(f.subject) for f in findings):
+            findings.append(v.as_finding())  # type: ignore[arg-type]  # blamed now: never without a finding
+    findings.sort(key=lambda f: (f.resolved_at is not None, f.stale_since is not None, severity_rank(f.severity),
+                                 f.rule, sorted(f.subject.items())))
+    # a stack with an episode in the lookback is shown, ended or not: an incident that is over is still news
+    shown = []
+    for v, e in zip(verdicts, entities, strict=True):
+        if targeted or v.layer is not None or v.episodes or v.stack in configured:
+            v.note_findings(f for f in findings if e.owns(f.subject))
+            shown.append(v)
     if targeted:
         findings = [f for f in findings if any(e.owns(f.subject) for e in entities)]
-    configured = {s.name for s in cfg.stack}  # asked for by name in the config: always shown
-    shown = [v for v in verdicts if targeted or v.layer is not None or v.stack in configured]
     shown.sort(key=lambda v: (v.layer is None, {"high": 0, "medium": 1, "low": 2}.get(v.confidence, 3), v.stack))
     return TriageResult(now, lookback_s, findings, [v.to_json() for v in shown], sources=sources, samples=seen,
-                        healthy=len([v for v in verdicts if v.layer is None]), blind=blind,
+                        healthy=len([v for v in verdicts if v.layer is None and not v.episodes]), blind=blind,
                         threads=threads_in_trouble(samples.rows(THREAD_MEASUREMENT)))
+
+
+def co_tenants(source: ColumnSource, stacks: list[StackConfig], since: int, now: int, cfg: Config,
+               ) -> tuple[set[str], int]:
+    """The VMs the culprits of these stacks' verdicts would rank that nothing gathered has samples of (triage
+    of one VM reads only its own hour), and from when: the first episode that needs them."""
+    view = CachedSource(source)
+    out: set[str] = set()
+    start = now
+    for st in stacks:
+        e = resolve(view, st, since, now)
+        for ep in stack_verdict(view, st, since, now, cfg.checks, e).episodes:
+            hosts = {h for b in range(ep.start, ep.last, BUCKET_NS) if (h := e.host_at(b))}
+            found = tenants(e, [c.kind for c in ep.causes], hosts)
+            if found:
+                out |= found
+                start = min(start, ep.start)
+    have = view.by_tag("vsphere_vm", "vm")
+    return {vm for vm in out if vm not in have}, start
 
 
 def threads_in_trouble(samples: Iterable[Any]) -> list[dict[str, Any]]:
@@ -208,9 +244,14 @@ def headline(r: TriageResult) -> str:
     if stale := _stale_text([f for f in r.findings if f.resolved_at is None and f.stale_since is not None]):
         parts.insert(1 if status == "UNKNOWN" and failed else len(parts), stale)
     blamed = [v for v in r.verdicts if v["layer"]]
-    if blamed:
-        v = blamed[0]
-        parts.append(f"stack {v['stack']}: {v['layer']} {onset_text(v)}".rstrip())
+    for v in blamed[:HEADLINE_STACKS]:
+        text = f"stack {v['stack']}: {v['layer']} {onset_text(v)}".rstrip()
+        if v.get("culprits"):
+            c = v["culprits"][0]
+            text += f", {c['vm'] or c['lun']} {c['share_pct']:.0f} % of the {c['resource']}"
+        parts.append(text)
+    if len(blamed) > HEADLINE_STACKS:
+        parts.append(f"{len(blamed) - HEADLINE_STACKS} more stacks blamed")
     return f"{status}: {'; '.join(parts)}"
 
 
@@ -221,6 +262,8 @@ def verdict_lines(v: dict[str, Any], now: int, markdown: bool = False) -> list[s
     lines = [("## " if markdown else "") + f"Verdict for stack {v['stack']} ({blame}, confidence "
              f"{v['confidence']}, {v['buckets']} buckets of 20 s{where})", "", v["summary"]]
     lines += [f"  also: {c['layer']}: {c['summary']}" for c in v["causes"][1:]]
+    if v.get("culprits"):
+        lines.append("  culprits: " + "; ".join(culprit_text(c) for c in v["culprits"]))
     earlier = earlier_text(v["episodes"], now)
     if earlier and v["layer"]:  # with nothing blamed now, the summary lists them already
         lines.append(f"  earlier: {earlier}")
@@ -262,7 +305,7 @@ def to_text(r: TriageResult, markdown: bool = False) -> str:
         lines += [("**UNKNOWN**" if markdown else "UNKNOWN") + f": source {k} could not be read ({v}); "
                   "what it would show is not judged", ""]
     if r.healthy:
-        lines += [f"{plural(r.healthy, 'stack')} with no layer to blame now", ""]
+        lines += [f"{plural(r.healthy, 'stack')} with no layer to blame in the lookback", ""]
     for v in r.verdicts:
         lines += verdict_lines(v, r.generated_at, markdown)
     for title, group in (("Findings", current), ("Stale: open when their entity stopped reporting", stale),

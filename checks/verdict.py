@@ -5,7 +5,10 @@ Every layer is read on the same 20 s buckets of the window, and each bucket is j
 against the levels of three chains, from the database down:
 
 - memory: host swapping (the VM's or the host's swap-in, or the VM's swapped memory growing),
-  ballooning that pushes the guest into swap;
+  ballooning that pushes the guest into swap, and the host reclaiming the VM's memory at all (by its own
+  counters a balloon or balloon target, or memory in host swap; without them, its host in the hard memory
+  state while the VM's memory is not reserved whole), a cause even where no guest or DB2 data shows its
+  effect;
 - I/O: DB2 log/read waits ← guest await ← VMDK latency ← host KAVG/QAVG and DAVG ← array LUN
   latency, walked where DB2 waits on I/O (where it does not report, from the layers below): the
   hypervisor's queue (KAVG/QAVG/QUED), the path between host and array (DAVG far above the array's
@@ -24,10 +27,14 @@ over the episode rather than the window; its causes are every one its buckets sh
 `episode_buckets` of them), ranked. The headline is the episode still going at the window's end,
 with its start (`since`); the others are earlier episodes. When none is going on, the verdict says
 what is known and what is not, never "healthy" by default: a stack without DB2 data says so.
+
+Each episode names its culprits (checks/culprits.py): the co-tenants of what its causes contend for, ranked
+by their share of it, the first named in its conclusion.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -39,8 +46,9 @@ from typing import Any
 from db2vtop.agent.core.cadence import is_stale
 from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.model import Finding, Severity
-from db2vtop.agent.core.source import Source, cached
+from db2vtop.agent.core.source import Series, Source, cached, derive
 from db2vtop.agent.core.units import format_duration
+from db2vtop.checks.culprits import RESOURCE_OF, Culprit, clause, culprits
 from db2vtop.checks.figures import COMBINE, LAYER_TITLES, ROLES, Figure
 from db2vtop.checks.rule import LiveRule
 from db2vtop.checks.rules import all_rules
@@ -59,6 +67,9 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "host-swap": ("host", "host swapping", "the host is swapping VM memory: host memory is overcommitted"),
     "balloon": ("vm", "ballooning into guest swap",
                 "ballooning pushes DB2 memory into guest swap: reserve the VM's memory"),
+    "host-memory": ("host", "host memory pressure",
+                    "the host is short of memory and reclaims the VM's: reserve the DB VM's memory, move VMs off "
+                    "the host"),
     "hypervisor-queue": ("host", "queueing in the hypervisor", "queueing in the hypervisor"),
     "fabric": ("storage-network", "a slow path between host and array",
                "the path between host and array (fabric, HBA, multipathing): the array answers fast, "
@@ -75,11 +86,14 @@ _ORDER = {k: i for i, k in enumerate(KINDS)}  # ties between equal ranks: memory
 #: each monitored layer of the chains and the roles that show it is monitored (confidence)
 _SEEN = (("log_write_ms", "log_disk_wait_pct"), ("guest_write_await_ms",), ("vmdk_write_ms", "ready_pct"),
          ("kavg_ms", "esx_kavg_ms"), ("array_ms",))
+#: vCenter's mem.state values
+MEM_STATES = {0: "high", 1: "soft", 2: "hard", 3: "low"}
 _DB2_ROLES = ("log_write_ms", "log_disk_wait_pct", "read_wait_pct", "direct_read_wait_pct", "lock_wait_pct")
 #: a bucket is walked when one of these roles reaches its level (a key of `limits`; None: any amount above zero),
 #: when DB2's read waits together reach `symptom_read_wait_pct`, or when the VM's swapped memory grew
 TRIGGERS: tuple[tuple[str, str | None], ...] = (
-    ("vm_swapin", None), ("host_swapin", None), ("balloon_bytes", None),
+    ("vm_swapin", None), ("host_swapin", None), ("balloon_bytes", None), ("balloon_target_bytes", None),
+    ("vm_swapped_bytes", None), ("host_mem_state", "host_mem_state"),
     ("log_write_ms", "symptom_log_write_ms"), ("log_disk_wait_pct", "symptom_log_disk_wait_pct"),
     ("kavg_ms", "kavg_ms"), ("esx_kavg_ms", "kavg_ms"), ("davg_ms", "device_ms"), ("esx_davg_ms", "device_ms"),
     ("ready_pct", "ready_pct"), ("costop_pct", "costop_pct"), ("guest_steal_pct", "steal_pct"),
@@ -127,6 +141,7 @@ class Episode:
     figures: dict[str, tuple[float, float]]  # role -> (mean, peak) over the episode
     buckets: int
     confidence: str
+    culprits: list[Culprit] = field(default_factory=list)  # who takes what its causes contend for, ranked
 
     @property
     def summary(self) -> str:
@@ -140,7 +155,7 @@ class Episode:
         return {"layer": self.layer, "summary": self.summary, "start": iso(self.start), "end": iso(self.end),
                 "figures": {k: {"mean": round(m, 3), "peak": round(float(p), 3)} for k, (m, p) in self.figures.items()},
                 "chain": self.chain, "causes": [c.to_json() for c in self.causes], "buckets": self.buckets,
-                "confidence": self.confidence}
+                "confidence": self.confidence, "culprits": [c.to_json() for c in self.culprits]}
 
 
 @dataclass
@@ -163,13 +178,34 @@ class StackVerdict:
     not_known: list[str] = field(default_factory=list)  # what the verdict could not see
     until: int = 0  # the moment judged (the window's end)
 
+    @property
+    def culprits(self) -> list[Culprit]:
+        """The ongoing episode's culprits, else the latest episode's: the last contention the verdict blames."""
+        return self.episodes[-1].culprits if self.episodes else []
+
     def to_json(self) -> dict:
         return {"stack": self.stack, "vm": self.vm, "vcenter": self.vcenter, "layer": self.layer,
                 "summary": self.summary, "confidence": self.confidence, "chain": self.chain, "samples": self.samples,
                 "buckets": self.buckets, "figures": self.figures, "since": iso(self.since),
                 "since_before": self.since_before,
                 "episodes": [e.to_json() for e in self.episodes], "causes": [c.to_json() for c in self.causes],
-                "not_known": self.not_known, "until": iso(self.until)}
+                "culprits": [c.to_json() for c in self.culprits], "not_known": self.not_known,
+                "until": iso(self.until)}
+
+    def as_finding(self) -> Finding | None:
+        """The blame now as a finding of `stack-verdict` (a warning): for a stack whose own current findings
+        leave the blamed layer uncovered (a DB2 symptom below any rule's level, a device between the verdict's
+        level and the published one), so a blamed layer is always a finding."""
+        if self.layer is None or self.since is None:
+            return None
+        rule = next(r for r in all_rules() if r.id == "stack-verdict")
+        named = {k: v for k, v in (("vm", self.vm), ("vcenter", self.vcenter)) if v}
+        subject = {"layer": "stack", "stack": self.stack, **named}
+        summary = f"{self.stack}: {self.layer} blamed {since_text(self.since, self.until)}: {self.summary}"
+        evidence = {"values": dict(self.figures), "window": {"from_ns": self.since, "to_ns": self.until},
+                    "samples": self.buckets, "thresholds": {}}
+        return Finding(rule.id, Severity.WARNING, subject, summary, evidence, rule.why(), rule.fix,
+                       list(rule.practice.references), self.since, self.until)
 
     def note_findings(self, findings: Iterable[Finding]) -> None:
         """With nothing blamed now, the stack's open critical findings are named with why the verdict does
@@ -240,7 +276,9 @@ def earlier_text(episodes: Sequence[dict[str, Any]], until: int | str | None, ut
         if start is None or end is None:
             continue
         label = KINDS[e["causes"][0]["kind"]][1] if e.get("causes") else e["layer"]
-        out.append(f"{label} {clock(start, utc).removesuffix(' UTC')}–{clock(end, utc)}, "
+        first = (e.get("culprits") or [None])[0]
+        who = f" ({first['vm'] or first['lun']} {first['share_pct']:.0f} %)" if first else ""
+        out.append(f"{label} {clock(start, utc).removesuffix(' UTC')}–{clock(end, utc)}{who}, "
                    f"ended {span(now - end)} ago")
     return "; ".join(out)
 
@@ -264,8 +302,10 @@ def _not_blamed(f: Finding) -> str:
 class _Buckets:
     """The stack's figures on 20 s buckets, read once per verdict through its entities."""
 
-    def __init__(self, entities: StackEntities):
+    def __init__(self, entities: StackEntities, min_iops: float = 0.0, memo: dict | None = None):
         self.entities = entities
+        self.min_iops = min_iops  # a figure's `gate`: the I/O a device does for its latency to count
+        self.memo = memo  # a series' bucket means over the window, by (series, field): shared by the stacks of a host
         self.samples = 0
 
     def role(self, figures: tuple[Figure, ...]) -> dict[int, float]:
@@ -280,20 +320,78 @@ class _Buckets:
         """bucket -> value: the mean of each series in the bucket, then the figure's `combine` across series.
         A host's series count only for the buckets in which the VM ran on that host."""
         ent = self.entities
-        at = ent.ran_there if fig.entity in PLACED else None
-        combine = COMBINE[fig.combine]
-        per_bucket: dict[int, list[float]] = defaultdict(list)
+        placed = fig.entity in PLACED
+        found: list[dict[int, float]] = []
         for s in ent.select(fig.entity, fig.measurement, fig.where):
-            points: dict[int, list[float]] = defaultdict(list)
-            tags = s.tags
-            numbers = [(ts, v) for ts, v in ent.source.window(s.id, fig.field, ent.since, ent.until)
-                       if (type(v) is float or type(v) is int) and (at is None or at(tags, ts))]  # not bool, not text
-            self.samples += len(numbers)
-            for ts, v in numbers:
-                points[ts // BUCKET_NS].append(v)
-            for b, vs in points.items():
-                per_bucket[b].append(vs[0] if len(vs) == 1 else fmean(vs))
+            whole = not placed or ent.always_there(s.tags)
+            key = (s.id, fig.field, ent.since, ent.until, self.min_iops if fig.gate else 0.0)
+            hit = self.memo.get(key) if whole and self.memo is not None else None
+            if hit is not None:
+                means, n = hit
+            else:
+                window = ent.source.window(s.id, fig.field, ent.since, ent.until)
+                if not whole:  # the VM moved in the window: each sample by the host it ran on then
+                    tags, at = s.tags, ent.ran_there
+                    window = [(ts, v) for ts, v in window if at(tags, ts)]
+                if fig.gate and self.min_iops > 0:
+                    busy, least = self._busy(s, fig.gate), self.min_iops
+                    window = [(ts, v) for ts, v in window if busy.get(ts, least) >= least]
+                means, n = _bucket_means(window)
+                if whole and self.memo is not None and placed:
+                    self.memo[key] = (means, n)
+            if n:
+                self.samples += n
+                found.append(means)
+        if len(found) <= 1:
+            return found[0] if found else {}
+        per_bucket: dict[int, list[float]] = defaultdict(list)
+        for means in found:
+            for b, x in means.items():
+                per_bucket[b].append(x)
+        combine = COMBINE[fig.combine]
         return {b: vs[0] if len(vs) == 1 else combine(vs) for b, vs in per_bucket.items()}
+
+    def _busy(self, s: Series, fields: tuple[str, ...]) -> dict[int, float]:
+        """time -> the sum of the fields at it (the I/O a device did then); a time without them is not in it
+        (a source that does not give them: judged as before)."""
+        ent = self.entities
+        out: dict[int, float] = defaultdict(float)
+        for name in fields:
+            for ts, v in ent.source.window(s.id, name, ent.since, ent.until):
+                if type(v) is float or type(v) is int:
+                    out[ts] += v
+        return out
+
+
+def _bucket_means(window: Sequence[tuple[int, Any]]) -> tuple[dict[int, float], int]:
+    """bucket -> the mean of a series' numbers in it (not bools, not text), and how many numbers there were. A
+    window comes in time order (each bucket's points one run); one that does not is taken the long way."""
+    out: dict[int, float] = {}
+    cur, total, k, n = -1, 0.0, 0, 0
+    for ts, v in window:
+        if type(v) is float or type(v) is int:
+            b = ts // BUCKET_NS
+            if b == cur:
+                total += v
+                k += 1
+            elif b > cur:
+                if k:
+                    out[cur] = total / k if k > 1 else total
+                cur, total, k = b, v, 1
+            else:
+                return _unordered_means(window)
+            n += 1
+    if k:
+        out[cur] = total / k if k > 1 else total
+    return out, n
+
+
+def _unordered_means(window: Sequence[tuple[int, Any]]) -> tuple[dict[int, float], int]:
+    points: dict[int, list[float]] = defaultdict(list)
+    for ts, v in window:
+        if type(v) is float or type(v) is int:
+            points[ts // BUCKET_NS].append(v)
+    return {b: vs[0] if len(vs) == 1 else fmean(vs) for b, vs in points.items()}, sum(map(len, points.values()))
 
 
 def _max(*values: float | None) -> float | None:
@@ -321,7 +419,8 @@ def _fmt(x: float | None, unit: str) -> str:
 def stack_verdicts(source: Source, stacks: list[StackConfig], since_ns: int, until_ns: int,
                    overrides: Overrides | None = None) -> list[StackVerdict]:
     view = cached(source)  # one series index for every stack
-    return [stack_verdict(view, s, since_ns, until_ns, overrides) for s in stacks]
+    shared: dict = {}
+    return [stack_verdict(view, s, since_ns, until_ns, overrides, shared=shared) for s in stacks]
 
 
 def limits(stack: StackConfig, overrides: Overrides | None = None) -> dict[str, float]:
@@ -331,9 +430,27 @@ def limits(stack: StackConfig, overrides: Overrides | None = None) -> dict[str, 
     merged = {rid: dict(v) for rid, v in (overrides or {}).items()}
     for rid, v in stack.checks.items():
         merged.setdefault(rid, {}).update(v)
+    key = json.dumps(merged, sort_keys=True, default=str)
+    hit = _LIMITS.get(key)
+    if hit is None:
+        if len(_LIMITS) >= 64:
+            _LIMITS.clear()
+        hit = _LIMITS[key] = _limits(merged)
+    return dict(hit)
+
+
+#: the levels of each set of overrides, made once (every stack of a fleet asks, most with the same)
+_LIMITS: dict[str, dict[str, float]] = {}
+
+
+def _limits(merged: dict[str, dict[str, Any]]) -> dict[str, float]:
     lv = levels(merged)
-    own = {k: float(v) for k, v in rule_thresholds(merged)["stack-verdict"].items()}
+    rules = rule_thresholds(merged)
+    own = {k: float(v) for k, v in rules["stack-verdict"].items()}
     shared = {role: warn for role, figs in ROLES.items() if (warn := lv.of(figs[0].level).warn) is not None}
+    # the host's memory state from which an unreserved VM's memory is reclaimed (swapped, compressed): hard
+    shared["host_mem_state"] = lv["mem_state"].crit or math.inf
+    shared["min_iops"] = float(rules["disk-queue-saturation"]["min_iops"])
     return {**own, **shared}
 
 
@@ -384,6 +501,8 @@ def _scores(v: Values, t: dict[str, float], growing: bool) -> list[tuple[str, fl
         out.append(("host-swap", None, math.inf))
     if (v["balloon_bytes"] or 0) > 0 and (v["guest_swap_in"] or 0) > 0:
         out.append(("balloon", None, math.inf))
+    elif not out and _reclaimed(v, t):
+        out.append(("host-memory", None, math.inf))
     out += _io_kinds(v, t)
     ready, costop, steal = v["ready_pct"], v["costop_pct"], v["guest_steal_pct"]
     if ready is not None and ready >= t["ready_pct"]:  # vsphere_vm gives ready and co-stop per vCPU
@@ -396,6 +515,15 @@ def _scores(v: Values, t: dict[str, float], growing: bool) -> list[tuple[str, fl
     if not out and lock is not None and lock >= t["symptom_lock_wait_pct"]:
         out.append(("lock", lock, _times(lock, t["symptom_lock_wait_pct"])))
     return ranked(out)
+
+
+def _reclaimed(v: Values, t: dict[str, float]) -> bool:
+    """The host reclaims the VM's memory: by its own counters a balloon or its target, or memory in host swap;
+    without them, its host's memory state at its level (left out for a VM whose memory is reserved whole)."""
+    own = (v["balloon_bytes"], v["balloon_target_bytes"], v["vm_swapped_bytes"])
+    if any(x is not None for x in own):
+        return any((x or 0) > 0 for x in own)
+    return (v["host_mem_state"] or 0) >= t["host_mem_state"]
 
 
 def ranked(causes: list[Any]) -> list[Any]:
@@ -418,6 +546,14 @@ def _chain(kind: str, v: Values, t: dict[str, float], hosts: str) -> tuple[list[
     if kind == "balloon":
         return [f"guest swap-in {_fmt((v['guest_swap_in'] or 0) / mib, ' MiB/s')}",
                 f"balloon {_fmt((v['balloon_bytes'] or 0) / mib, ' MiB')}"], ""
+    if kind == "host-memory":
+        shown = [f"{label} {_fmt(x / mib, ' MiB')}" for label, x in (
+            ("balloon", v["balloon_bytes"]), ("balloon target", v["balloon_target_bytes"]),
+            ("swapped", v["vm_swapped_bytes"])) if x]
+        if v["host_mem_state"]:  # soft or worse: "high" is plenty of free memory
+            state = round(v["host_mem_state"])
+            shown.append(f"host memory state {MEM_STATES.get(state, str(state))}")
+        return shown, ""
     if kind == "ready":
         return [f"CPU ready {v['ready_pct'] or 0:.1f}% per vCPU", f"co-stop {_fmt(v['costop_pct'], '%')}"], ""
     if kind == "costop":
@@ -466,17 +602,22 @@ ONSET_REACH_NS = 3600 * 10**9
 
 
 def stack_verdict(source: Source, stack: StackConfig, since_ns: int, until_ns: int,
-                  overrides: Overrides | None = None, entities: StackEntities | None = None) -> StackVerdict:
-    """The verdict over [since, until] (`entities`: the stack's, when the caller resolved them already).
+                  overrides: Overrides | None = None, entities: StackEntities | None = None, *,
+                  shared: dict | None = None) -> StackVerdict:
+    """The verdict over [since, until] (`entities`: the stack's, when the caller resolved them already;
+    `shared`: what the verdicts of one judgement over data that does not change share, a host's figures).
 
     The episode going on at `until` that was going on at the window's first bucket already began then or
     before: its start is looked for back to ONSET_REACH_NS before `until`, as a longer view of the same
     data (triage's lookback) finds it; found nowhere, `since_before` says it began then or earlier."""
     ent = entities if entities is not None else resolve(source, stack, since_ns, until_ns)
-    r = _Buckets(ent)
+    t = limits(stack, overrides)
+    r = _Buckets(ent, t["min_iops"], shared)
     f = {role: r.role(figs) for role, figs in ROLES.items()}
-    out = _judge(stack.name, f, r.samples, lambda b: ent.host_at(b * BUCKET_NS + BUCKET_NS // 2),
-                 limits(stack, overrides), until_ns)
+    if _reserved(ent):  # the host's memory state does not reach memory reserved whole
+        f["host_mem_state"] = {}
+    out = _judge(stack.name, f, r.samples, lambda b: ent.host_at(b * BUCKET_NS + BUCKET_NS // 2), t, until_ns,
+                 lambda kinds, lo, hi: culprits(ent, kinds, lo, hi, t, BUCKET_NS, shared))
     out.vm, out.vcenter = ent.vm, ent.vcenter
     reach_ns = until_ns - ONSET_REACH_NS
     if out.since_before and reach_ns < since_ns:
@@ -488,11 +629,31 @@ def stack_verdict(source: Source, stack: StackConfig, since_ns: int, until_ns: i
     return out
 
 
+def _reserved(ent: StackEntities) -> bool:
+    """The VM's memory is reserved whole (its reservation at its size, or locked to it)."""
+    facts = ent.source.facts("vsphere_vm")
+
+    def build() -> set[tuple[str | None, str]]:
+        out = set()
+        for f in facts:
+            d = f.data
+            size, reserved = d.get("memory_mb") or 0, d.get("mem_reservation_mb") or 0
+            if d.get("mem_reservation_locked_to_max") or (size > 0 and reserved >= size):
+                out.add((f.tags.get("vcenter"), f.tags.get("vm", "")))
+        return out
+
+    whole = derive(ent.source, "memory-reserved", (facts,), build)
+    return (ent.vcenter, ent.vm or "") in whole or (None, ent.vm or "") in whole
+
+
 def _figures(f: dict[str, dict[int, float]], lo: int, hi: int) -> dict[str, tuple[float, float]]:
     """role -> (mean, peak) over the buckets lo..hi."""
     out = {}
     for role, series in f.items():
-        values = [x for b, x in series.items() if lo <= b <= hi]
+        if not series:
+            continue
+        inside = lo <= min(series) and max(series) <= hi  # the whole window, most often
+        values = list(series.values()) if inside else [x for b, x in series.items() if lo <= b <= hi]
         if values:
             out[role] = (fmean(values), max(values))
     return out
@@ -528,8 +689,11 @@ def _runs(layer_at: list[str | None], gap: int) -> list[tuple[str | None, int, i
     return merged
 
 
+Named = Callable[[list[str], int, int], list[Culprit]]  # (an episode's causes, start, end) -> its culprits
+
+
 def _judge(name: str, f: dict[str, dict[int, float]], samples: int, host_of: Callable[[int], str | None],
-           t: dict[str, float], until: int) -> StackVerdict:
+           t: dict[str, float], until: int, named: Named | None = None) -> StackVerdict:
     all_buckets = sorted(set().union(*f.values()))
     if len(all_buckets) < t["min_buckets"]:
         return StackVerdict(name, None, f"not enough data to judge ({len(all_buckets)} of {t['min_buckets']:.0f} "
@@ -548,6 +712,9 @@ def _judge(name: str, f: dict[str, dict[int, float]], samples: int, host_of: Cal
             continue
         going = not stale and hi + gap >= last - first
         episodes.append(_episode(layer, first + lo, first + hi, going, f, scored, growth, host_of, t, least))
+    if named is not None:
+        for e in episodes:
+            _name_culprits(e, named)
     ongoing = episodes[-1] if episodes and episodes[-1].end is None else None
     window = _figures(f, first, last)
     v = _means(window)
@@ -571,6 +738,15 @@ def _judge(name: str, f: dict[str, dict[int, float]], samples: int, host_of: Cal
                         until=until)
 
 
+def _name_culprits(e: Episode, named: Named) -> None:
+    """The episode's culprits, the first named in its conclusion."""
+    e.culprits = named([c.kind for c in e.causes], e.start, e.last)
+    first = e.causes[0]
+    if e.culprits and e.culprits[0].contended == RESOURCE_OF.get(first.kind):
+        head = (first.conclusion or KINDS[first.kind][2]).split(":", 1)[0]
+        first.conclusion = f"{head}: {clause(e.culprits)}"
+
+
 def _growing(swapped: dict[int, float]) -> set[int]:
     """The buckets in which the VM's swapped memory grew since the bucket before it with a value."""
     out, before = set(), None
@@ -588,8 +764,11 @@ def _per_bucket(f: dict[str, dict[int, float]], t: dict[str, float],
              for b in f["read_wait_pct"].keys() | f["direct_read_wait_pct"].keys()}
     candidates = growth | {b for b, x in reads.items() if x >= t["symptom_read_wait_pct"]}
     for role, level in TRIGGERS:
+        series = f[role]
         at = t[level] if level else 0.0
-        candidates |= {b for b, x in f[role].items() if (x >= at if level else x > 0)}
+        if not series or (max(series.values()) < at if level else max(series.values()) <= 0):
+            continue  # most roles of most stacks, at C speed
+        candidates |= {b for b, x in series.items() if (x >= at if level else x > 0)}
     out = {}
     for b in candidates:
         found = _scores({role: series.get(b) for role, series in f.items()}, t, b in growth)

@@ -20,10 +20,14 @@ pytest_plugins = ["tests.schema_check"]  # every emitted sample is checked again
 
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Never read or write the developer's own config, store or logs."""
+    """Never read or write the developer's own config, store or logs, and never send the tests' calls to
+    their 127.0.0.1 peers through a proxy of the developer's environment (a vCenter session honours it)."""
     home = tmp_path_factory.mktemp("xdg")
     for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"), ("XDG_STATE_HOME", "state")):
         monkeypatch.setenv(var, str(home / sub))
+    for var in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(var, raising=False)
+        monkeypatch.delenv(var.upper(), raising=False)
     return home
 
 

@@ -20,8 +20,9 @@ from db2vtop.agent.core.config import AlertConfig, AlertingConfig, Config, Stack
 from db2vtop.agent.sinks import alerts
 from db2vtop.agent.sinks.alerts import Alerter
 from db2vtop.checks.alerts import EPISODE, FINDING, Alert, episode_alerts, triage_command
+from db2vtop.checks.culprits import Culprit
 from db2vtop.checks.topology import StackEntities
-from db2vtop.checks.verdict import Cause, StackVerdict
+from db2vtop.checks.verdict import Cause, Episode, StackVerdict
 from tests.infra.alertmanager import WebhookReceiver
 from tests.infra.influxd import wait_for
 
@@ -182,9 +183,15 @@ def test_ten_vms_blamed_on_one_datastore_are_one_alert_naming_the_ten():
         ent = StackEntities(stack, T0, T0 + 600 * S, None, vm=stack.vm, vcenter="vc1",  # type: ignore[arg-type]
                             luns={"naa.600a0980383031": "ds_shared"})
         cause = Cause("array", ["host esx01 KAVG 0.1 ms, DAVG 40.0 ms"], None, 8.0)
+        since = T0 + (i % 3) * 20 * S
+        # each ranks the datastore's VMs over its own episode: backup01 first, itself among the others
+        shares = {"backup01": 60.0 + i, f"db2ten{i:02d}": 4.0, f"db2ten{(i + 1) % 10:02d}": 4.0}
+        culprits = [Culprit(vm, "vc1", "esx09" if vm == "backup01" else "esx01", "datastore ds_shared", share,
+                            "iops", share * 100, "IOPS", own=vm == stack.vm) for vm, share in shares.items()]
+        episode = Episode("storage", since, T0 + 600 * S, None, [cause], {}, 30, "medium", culprits)
         judged.append((StackVerdict(stack.name, "storage", cause.summary, "medium", cause.chain, vm=stack.vm,
-                                    vcenter="vc1", since=T0 + (i % 3) * 20 * S, causes=[cause], until=T0 + 600 * S),
-                       ent))
+                                    vcenter="vc1", since=since, causes=[cause], until=T0 + 600 * S,
+                                    episodes=[episode]), ent))
     found = episode_alerts(judged)
     assert len(found) == 1
     (a,) = found.values()
@@ -194,6 +201,10 @@ def test_ten_vms_blamed_on_one_datastore_are_one_alert_naming_the_ten():
     assert a.annotations["triage"] == triage_command(a.vms)
     assert a.annotations["triage"].startswith("db2vtop triage --vm db2ten00 --vm db2ten01")
     assert "10 stacks" in a.annotations["summary"] and a.annotations["since"] == "2027-01-15T08:00:00+00:00"
+    # the culprits the ten verdicts share, each VM once at its largest share
+    assert a.annotations["culprit"] == ("backup01 (esx09) 69.0 % of the datastore ds_shared, 6,900 IOPS; "
+                                        "db2ten00 (esx01) 4.0 % of the datastore ds_shared, 400 IOPS; "
+                                        "db2ten01 (esx01) 4.0 % of the datastore ds_shared, 400 IOPS (+8 more)")
     assert FINDING != EPISODE
 
 

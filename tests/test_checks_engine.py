@@ -288,3 +288,48 @@ def test_history_covers_what_the_rules_need_to_open_and_clear():
     longer = Engine(all_rules(), {"cpu-ready": {"window": 8}},
                     [StackConfig(name="s", vm="v", checks={"guest-swap-zero": {"clear_samples": 9}})])
     assert longer.history_samples() == 14 and "vsphere_vm" in longer.live_measurements()
+
+
+def _judged(samples: list[Sample], screened: bool) -> list[tuple]:
+    """Triage's judgement of a history: fed in time order, the quiet series left out when `screened`."""
+    from db2vtop.agent.core.columns import ColumnSource
+
+    engine = Engine(all_rules())
+    kept = ColumnSource(engine.history_fields())
+    kept.add(samples)
+    live = engine.live_measurements()
+    quiet = engine.quiet([s for m in live for s in kept.series(m)], kept.column, kept.newest_ts) if screened else set()
+    for rows in kept.in_time_order(live, skip=quiet):
+        engine.feed(rows)
+    changes = {f.key: f for f in engine.changes()}
+    return sorted((f.rule, canonical_tags(f.subject), f.severity, f.first_seen, f.resolved_at)
+                  for f in changes.values())
+
+
+def test_the_series_triage_leaves_out_change_no_finding():
+    """A VM whose CPU ready breached on one host and was clean after it moved: its series on the second host
+    breaches nothing, yet its clean samples resolve the finding (a subject's series share one fate); a calm
+    VM's series are left out; a balloon and a VMDK latency are judged as before."""
+    rows = []
+    for i in range(20):
+        moved = i >= 8
+        rows.append(Sample("vsphere_vm", {"vcenter": "vc1", "vm": "mover", "host": "esx02" if moved else "esx01"},
+                           {"cpu_ready_pct": 0.5 if moved else 12.0, "vcpus": 4, "mem_balloon_bytes": 0}, T0 + i * S))
+        rows.append(Sample("vsphere_vm", {"vcenter": "vc1", "vm": "calm", "host": "esx01"},
+                           {"cpu_ready_pct": 0.5, "vcpus": 4, "mem_balloon_bytes": 0}, T0 + i * S))
+        rows.append(Sample("vsphere_vm", {"vcenter": "vc1", "vm": "ballooned", "host": "esx01"},
+                           {"cpu_ready_pct": 0.5, "vcpus": 4, "mem_balloon_bytes": 2**30 if i > 12 else 0}, T0 + i * S))
+        rows.append(Sample("vsphere_vm_disk", {"vcenter": "vc1", "vm": "calm", "host": "esx01", "instance": "scsi0:0"},
+                           {"read_latency_ms": 2.0, "write_latency_ms": 40.0 if i > 10 else 1.0, "read_iops": 50,
+                            "write_iops": 50}, T0 + i * S))
+    full, screened = _judged(rows, False), _judged(rows, True)
+    assert screened == full
+    assert {(rule, resolved is None) for rule, _, _, _, resolved in full} == {
+        ("cpu-ready", False), ("balloon-zero", True), ("disk-queue-saturation", True)}
+    from db2vtop.agent.core.columns import ColumnSource
+    engine = Engine(all_rules())
+    kept = ColumnSource(engine.history_fields())
+    kept.add(rows)
+    quiet = engine.quiet([s for m in engine.live_measurements() for s in kept.series(m)], kept.column,
+                         kept.newest_ts)
+    assert {kept.series()[i].tags["vm"] for i in quiet} == {"calm"}  # its vsphere_vm series; its disk breaches

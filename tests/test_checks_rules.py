@@ -30,6 +30,8 @@ DB = {"db2": "prod", "database": "PROD", "member": "0"}
 XIO = {"storage": "xio1", "kind": "xtremio", "cluster": "xbrick1"}
 ONTAP_LUN = {"storage": "netapp1", "kind": "ontap", "vserver": "svm1", "lun": "/vol/db/lun0"}
 ESX = {"host": "esx01", "device": "naa.600a098038303053"}
+VMDK = {"vcenter": "vc1", "vm": "db2prod01", "host": "esx01", "instance": "scsi0:0"}
+HOST_LUN = {"vcenter": "vc1", "host": "esx01", "lun": "naa.600a098038303053"}
 
 LIVE_CASES = [
     # rule, measurement, tags, tripping fields, near-miss fields, expected severity
@@ -56,6 +58,19 @@ LIVE_CASES = [
      {"avg_latency_ms": 0.9, "total_iops": 200000.0}, "warning"),
     ("xio-capacity-headroom", "storage_cluster", XIO, {"free_ssd_pct": 8.0}, {"free_ssd_pct": 25.0}, "critical"),
     ("na-perf-latency", "storage_lun", ONTAP_LUN, {"avg_latency_ms": 12.0}, {"avg_latency_ms": 3.0}, "warning"),
+    # VMDK latency (GAVG) and device latency (DAVG) at KB 1008205's 25 ms, judged only where the disk does I/O:
+    # near misses, the same latency at 4 IOPS (a few slow commands, not a slow device) or in the direction
+    # that does none
+    ("disk-queue-saturation", "vsphere_vm_disk", VMDK, {"write_latency_ms": 40.0, "read_latency_ms": 2.0,
+                                                        "write_iops": 50.0, "read_iops": 50.0},
+     {"write_latency_ms": 40.0, "read_latency_ms": 2.0, "write_iops": 2.0, "read_iops": 2.0}, "warning"),
+    ("disk-queue-saturation", "vsphere_vm_disk", VMDK, {"write_latency_ms": 55.0, "write_iops": 300.0},
+     {"write_latency_ms": 55.0, "read_latency_ms": 2.0, "write_iops": 0.0, "read_iops": 300.0}, "critical"),
+    ("disk-queue-saturation", "vsphere_host_lun", HOST_LUN, {"device_latency_ms": 38.0, "read_iops": 400.0,
+                                                             "write_iops": 100.0},
+     {"device_latency_ms": 38.0, "read_iops": 3.0, "write_iops": 1.0}, "warning"),
+    ("disk-queue-saturation", "esxtop_device", ESX, {"device_latency_ms": 60.0, "writes_per_s": 800.0},
+     {"device_latency_ms": 20.0, "writes_per_s": 800.0}, "critical"),
 ]
 
 

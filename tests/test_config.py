@@ -57,7 +57,7 @@ def test_template_examples_uncommented_are_valid(tmp_path, monkeypatch):
     lines = [line[2:] if line.startswith("# ") else line for line in TEMPLATE.splitlines()]
     monkeypatch.setenv("VC1_PASSWORD", "x")
     cfg = load_config(write(tmp_path, "\n".join(lines)))
-    assert [v.name for v in cfg.vcenter] == ["vc1"]
+    assert [v.name for v in cfg.vcenter] == ["vc1", "esx01"]
     assert [s.name for s in cfg.ssh] == ["db2prod01", "netapp1-admin", "esx01-root", "symcli01"]
     assert cfg.db2[0].ssh == "db2prod01" and cfg.storage[0].kind == "ontap" and cfg.esxtop[0].ssh == "esx01-root"
     assert cfg.stack[0].storage == ["netapp1"]
@@ -108,6 +108,14 @@ spool_max_bytes = "512MiB"
     ('[[vcenter]]\nname = "has space"\nurl = "https://x/sdk"\nuser = "u"\npassword_env = "P"', "vcenter[0].name",
      "a name"),
     ("[checks.cpu-ready]\nwarn_pct = [1]", "checks.cpu-ready.warn_pct", "a number or an integer or a string"),
+    ('[[vcenter]]\nname = "v"\nurl = "https://x/sdk"\nuser = "u"\npassword_env = "P"\nthumbprint = "AB:CD"',
+     "vcenter[0].thumbprint", "SHA-256 thumbprint"),
+    ('[[vcenter]]\nname = "v"\nurl = "https://x/sdk"\nuser = "u"\npassword_env = "P"\nthumbprint = "' + "g" * 64 + '"',
+     "vcenter[0].thumbprint", "in hex"),
+    ('[[vcenter]]\nname = "v"\nurl = "https://x/sdk"\nuser = "u"\npassword_env = "P"\nproxy = "https://p:3128"',
+     "vcenter[0].proxy", "the http:// URL of an HTTP CONNECT proxy"),
+    ('[[vcenter]]\nname = "v"\nurl = "https://x/sdk"\nuser = "u"\npassword_env = "P"\nproxy = "http://u:pw@p:3128"',
+     "vcenter[0].proxy", "no user:password@"),
 ])
 def test_errors_name_file_key_value_and_expectation(tmp_path, text, key, expected):
     e = error_of(tmp_path, text)
@@ -164,6 +172,16 @@ def test_bad_secret_value_is_hidden(tmp_path):
     ('[[vcenter]]\nname = "v"\nurl = "https://x/sdk"\nuser = "u"', "vcenter[0]", "no password source"),
     ('[[vcenter]]\nname = "v"\nurl = "https://x/sdk"\nuser = "u"\npassword_env = "A"\npassword_file = "/f"',
      "vcenter[0]", "give only one"),
+    ('[[vcenter]]\nname = "v"\nurl = "https://x/sdk"\ntoken_env = "T"\ntoken_file = "/t"', "vcenter[0]",
+     "token_env and token_file are both set"),
+    ('[[vcenter]]\nname = "v"\nurl = "https://x/sdk"\nuser = "u"\npassword_env = "A"\ntoken_env = "T"', "vcenter[0]",
+     "give one way to log in"),
+    ('[[vcenter]]\nname = "v"\nurl = "https://x/sdk"\npassword_env = "A"', "vcenter[0].user",
+     "required with a password"),
+    ('[[vcenter]]\nname = "v"\nurl = "https://x/sdk"\nuser = "u"\npassword_env = "A"\nverify_tls = false\n'
+     'thumbprint = "' + "a" * 64 + '"', "vcenter[0].thumbprint", "verify_tls = false"),
+    ('[[vcenter]]\nname = "v"\nurl = "https://x/sdk"\nuser = "u"\npassword_env = "A"\nca_file = "/ca.pem"\n'
+     'thumbprint = "' + "a" * 64 + '"', "vcenter[0].thumbprint", "remove ca_file or thumbprint"),
 ])
 def test_cross_references(tmp_path, text, key, words):
     e = error_of(tmp_path, text)
@@ -200,6 +218,20 @@ def test_garbage_text_gives_a_clear_error_never_a_traceback(tmp_path, text):
     if code == 2:
         assert err.startswith(f"db2vtop: config error: {path}: ")
         assert "Traceback" not in err
+
+
+def test_a_vcenter_token_thumbprint_and_proxy_load_and_config_check_reads_the_token(tmp_path):
+    token = tmp_path / "vc1.token"
+    token.write_text("<saml2:Assertion/>")
+    token.chmod(0o600)
+    good = write(tmp_path, f'[[vcenter]]\nname = "esx1"\nurl = "https://esx1/sdk"\ntoken_file = "{token}"\n'
+                           'thumbprint = "3b:9f:' + "00:" * 29 + 'a0"\nproxy = "http://proxy.example.com:3128"\n')
+    (vc,) = load_config(good).vcenter
+    assert (vc.user, vc.token().file, vc.proxy) == ("", token, "http://proxy.example.com:3128")
+    assert _check(good)[0] == 0
+    token.chmod(0o644)  # config check reads the token as it reads a password file
+    code, err = _check(good)
+    assert code == 2 and "vcenter[0]: secret not readable" in err and "readable by group or others" in err
 
 
 def test_config_check_subprocess(tmp_path, monkeypatch):

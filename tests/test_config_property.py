@@ -64,6 +64,8 @@ def _marker(marker: Any) -> st.SearchStrategy:
         return st.just(PASSWORD_ENV)
     if kind == "_Sid":
         return st.just("000197900123")
+    if kind == "_Thumbprint":
+        return st.sampled_from(["ab" * 32, "AB:" * 19 + "AB", "ab" * 31, "zz" * 32])
     raise AssertionError(f"no strategy for {marker!r}; add one")
 
 

@@ -62,11 +62,14 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp / "venv" / "bin"
 
 
-def db2vtop(bin_dir: Path, cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """The installed entry point, run away from the repository so nothing of the source tree is importable."""
+def outside(argv: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    """A program of the installed venv, run away from the repository so nothing of the source tree is importable."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    return subprocess.run([str(bin_dir / "db2vtop"), *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def db2vtop(bin_dir: Path, cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return outside([str(bin_dir / "db2vtop"), *args], cwd, timeout)
 
 
 def test_site_packages_holds_one_namespace(installed: Path):
@@ -74,6 +77,14 @@ def test_site_packages_holds_one_namespace(installed: Path):
     ours = {p.name for p in site.iterdir()} & {*FOLDERS, "db2vtop"}
     assert ours == {"db2vtop"}
     assert {p.name for p in (site / "db2vtop").iterdir() if not p.name.startswith("__")} == set(FOLDERS)
+
+
+def test_the_install_brings_pyvmomi_for_the_vsphere_session(installed: Path, tmp_path: Path):
+    """pyvmomi is a runtime dependency: the vSphere session is its stub, not a copy of it."""
+    probe = "from db2vtop.collectors.vsphere import connection; print(connection._Stub.__mro__[1].__module__)"
+    done = outside([str(installed / "python"), "-c", probe], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "pyVmomi.SoapAdapter"
 
 
 def test_the_installed_command_runs_from_its_package_data(installed: Path, tmp_path: Path):

@@ -45,7 +45,9 @@ def test_one_source_interface_one_inference_one_normaliser():
     assert [x.split(":")[0] for x in _grep(r"^class \w*Source\(Protocol\)")] == ["agent/core/source.py"]
     assert [x.split(":")[0] for x in _grep(r"^def infer_stacks\b")] == ["checks/topology.py"]
     assert [x.split(":")[0] for x in _grep(r"^def (short_name|_short)\b")] == ["checks/topology.py"]
-    assert [x.split(":")[0] for x in _grep(r"removeprefix\(\"naa\.\"\)")] == ["checks/topology.py"]  # naa()
+    # one LUN name normaliser (lun_name()), and no other module's own take on an NAA id's prefix
+    assert [x.split(":")[0] for x in _grep(r"^def lun_name\b")] == ["checks/topology.py"]
+    assert [x.split(":")[0] for x in _grep(r"removeprefix\(\"naa\.\"\)")] == []
     # the TUI's source is typed with the interface, not "any callable"
     app = (ROOT / "tui" / "app.py").read_text()
     assert "Callable[[], Source]" in app and "Callable[[], Any]" not in app

@@ -169,7 +169,14 @@ def _fleet(path: Path) -> None:
             Sample("vsphere_vm", {"vcenter": "vc1", "vm": "db2prod01", "host": host},
                    {"cpu_ready_pct": 0.5, "cpu_usage_pct": 30.0, "vcpus": 8}, ts),
             Sample("vsphere_vm_disk", {"vcenter": "vc1", "vm": "db2prod01", "host": host, "instance": "scsi0:1",
-                                       "datastore": "ds_data", "lun": LUN}, {"write_latency_ms": 4.5}, ts),
+                                       "datastore": "ds_data", "lun": LUN}, {"write_latency_ms": 4.5, "read_iops": 0.0,
+                                                                         "write_iops": 300.0},
+                   ts),
+            # a batch VM beside it on its LUN, on its host at each moment: the queue's culprit
+            Sample("vsphere_vm_disk", {"vcenter": "vc1", "vm": "etl01", "host": host, "instance": "scsi0:0",
+                                       "datastore": "ds_data", "lun": LUN}, {"write_latency_ms": 4.5, "read_iops": 0.0,
+                                                                     "write_iops": 2700.0},
+                   ts),
             Sample("vsphere_vm", {"vcenter": "vc1", "vm": "other01", "host": "esx01"}, {"cpu_ready_pct": 9.0}, ts),
             Sample("vsphere_host_lun", {"vcenter": "vc1", "host": "esx01", "lun": LUN},
                    {"kernel_latency_ms": (2.0 if ts < MOVED else 77.0) if in_run else 0.0, "device_latency_ms": 0.7},
@@ -243,6 +250,8 @@ def test_report_against_a_baseline_reads_only_the_stack_and_says_what_changed(fl
     assert episode["layer"] == "host" and episode["figures"]["kavg_ms"]["peak"] == 3.0
     assert 2.0 < episode["figures"]["kavg_ms"]["mean"] < 3.0
     assert [(c["layer"], c["kind"]) for c in v["causes"]] == [("host", "hypervisor-queue")]
+    # its culprits: who drives the LUN's queue on the host it ran on
+    assert [(c["vm"], round(c["share_pct"])) for c in v["culprits"]][:2] == [("etl01", 90), ("db2prod01", 10)], v
     assert (verdicts["run1"]["since"], verdicts["run1"]["episodes"], verdicts["run1"]["causes"]) == (None, [], [])
 
     text = run_cli("report", "run2", "--baseline", "run1", "-c", str(cfg), "--store", str(store))
@@ -250,7 +259,8 @@ def test_report_against_a_baseline_reads_only_the_stack_and_says_what_changed(fl
     assert "What changed\n\n- prod / ESXi host: KAVG new" in text.stdout
     assert "    write throughput  MB/s   150   150   150   150            150  +0.0 %\n" in text.stdout
     assert "    KAVG    ms    3.00  3.00  3.00  2.55              0     new\n" in text.stdout
-    assert "⇒ queueing in the hypervisor (blame: host since 22:33 UTC, 10m, confidence high" in text.stdout
+    assert "⇒ queueing in the hypervisor: etl01 does 2,700 of 3,000 IOPS on the queue of naa.600a098038303053 on " \
+           "esx02 (90 %) (blame: host since 22:33 UTC, 10m, confidence high" in text.stdout
     md = run_cli("report", "run2", "-c", str(cfg), "--store", str(store), "--format", "markdown")
     assert "| commits (`db2_database.commits_per_s`) | /s | 500 | 500 | 500 | 500 |" in md.stdout
     assert "## Findings opened during the run\n\n- run2: WARNING guest-io-latency" in md.stdout

@@ -291,3 +291,25 @@ def test_data_that_stopped_is_not_an_ongoing_episode(tmp_path):
     v = judge_over(tmp_path, lambda i: READY if i >= 20 else {}, until_extra=30)
     assert v.layer is None and v.episodes[-1].end == T0 + 30 * 20 * S
     assert v.summary.startswith("no sample since ") and any(x.startswith("no sample since") for x in v.not_known)
+
+
+@pytest.mark.parametrize("reservation_mb", [0, 65536])
+def test_a_host_in_the_hard_memory_state_is_a_memory_episode_unless_the_vms_memory_is_reserved(reservation_mb):
+    """Nothing but the host's memory state (no DB2 or guest data, no balloon or swap counter of the VM): an
+    unreserved VM's memory is reclaimed, a memory-layer episode with its onset; one reserved whole is not."""
+    from db2vtop.agent.core.model import Fact
+    from db2vtop.agent.core.source import MemorySource
+
+    rows = []
+    for i in range(30):
+        ts = T0 + i * 20 * S
+        rows.append(Sample("vsphere_vm", WHERE["vm"][1], {"cpu_ready_pct": 0.5, "vcpus": 8}, ts))
+        rows.append(Sample("vsphere_host", WHERE["host"][1], {"mem_state": 2 if i >= 10 else 0}, ts))
+    vm = Fact("vsphere_vm", {"vcenter": "vc1", "vm": "db2prod01"},
+              {"memory_mb": 65536, "mem_reservation_mb": reservation_mb}, T0)
+    v = stack_verdict(MemorySource(rows, [vm]), STACK, T0, T0 + 30 * 20 * S)
+    if reservation_mb:
+        assert v.layer is None and not v.episodes, v.summary
+    else:
+        assert v.layer == "host" and v.causes[0].kind == "host-memory" and v.since == T0 + 10 * 20 * S, v.summary
+        assert "host memory state hard" in v.summary

@@ -30,7 +30,14 @@ from db2vtop.collectors.base import BaseCollector, CollectorError
 from db2vtop.collectors.vsphere import inventory as inv_mod
 from db2vtop.collectors.vsphere.collector import VSphereCollector
 from db2vtop.collectors.vsphere.config import VCenterConfig
-from db2vtop.collectors.vsphere.connection import SMALL_MAX_BYTES, _parse_stream, soap_body, spoken_version
+from db2vtop.collectors.vsphere.connection import (
+    BYTES_PER_ELEMENT,
+    MAX_RESPONSE_BYTES,
+    SMALL_MAX_BYTES,
+    _parse_stream,
+    soap_body,
+    spoken_version,
+)
 from db2vtop.collectors.vsphere.counters import MEASUREMENTS as BY_GROUP
 from db2vtop.collectors.vsphere.counters import VM_COUNTERS
 from db2vtop.collectors.vsphere.facts import TagMaps
@@ -289,13 +296,37 @@ def test_a_refused_login_says_so_and_never_shows_the_password(tmp_path, monkeypa
     assert pick(samples, "vsphere_host", host="h1")
 
 
+#: a SAML 2.0 bearer assertion as vCenter's single sign-on issues one (here unsigned: the simulator reads only its
+#: subject, where vCenter also checks the signature and validity of what its own STS signed)
+SAML_TOKEN = ('<saml2:Assertion xmlns:saml2="urn:oasis:names:tc:SAML:2.0:assertion" ID="_a1" IssueInstant='
+              '"2026-01-01T00:00:00Z" Version="2.0"><saml2:Issuer>https://vc1.example.com/websso/SAML2/Metadata/'
+              'vsphere.local</saml2:Issuer><saml2:Subject><saml2:NameID Format="http://schemas.xmlsoap.org/claims/'
+              'UPN">monitor@vsphere.local</saml2:NameID></saml2:Subject></saml2:Assertion>')
+
+
+def test_a_saml_token_logs_in_by_token_and_is_never_shown(sim, tmp_path):
+    token = tmp_path / "vc1.token"
+    token.write_text(SAML_TOKEN + "\n")
+    token.chmod(0o600)
+    before = sim.stats()["methods"]
+    c = VSphereCollector(VCenterConfig(name="vc1", url=sim.url, token_file=token, verify_tls=False))
+    _, samples = run(one_cycle(c))
+    after = sim.stats()["methods"]
+    assert pick(samples, "vsphere_vm", vm="db2prod01")
+    assert after.get("LoginByToken", 0) - before.get("LoginByToken", 0) == 1
+    assert after.get("Login", 0) == before.get("Login", 0)
+    token.write_text("<saml2:Assertion xmlns:saml2='urn:oasis:names:tc:SAML:2.0:assertion'/>")  # no subject
+    with pytest.raises(CollectorError, match=r"^vcenter vc1: login by token refused$"):
+        run(one_cycle(VSphereCollector(VCenterConfig(name="vc1", url=sim.url, token_file=token, verify_tls=False))))
+
+
 def test_the_session_speaks_the_newest_api_version_both_sides_know(sim):
     """vimServiceVersions.xml, as every vSphere client reads it: the simulator offers 6.5 and older; a server
     newer than this code is spoken to in the newest version the collector's type tables know."""
     c = VSphereCollector(vcenter(sim.url))
     try:
         session = c.connector.connect()
-        assert session.action == '"urn:vim25/6.5"'
+        assert session.stub.versionId == '"urn:vim25/6.5"'
         session.close()
     finally:
         run(c.close())
@@ -775,8 +806,11 @@ def test_agent_once_fills_the_store(sim, tmp_path):
     store = tmp_path / "m.db"
     cfg.write_text(f'[store]\npath = "{store}"\n[guest]\nenabled = false\n[[vcenter]]\nname = "vc1"\n'
                    f'url = "{sim.url}"\nuser = "monitor"\npassword_env = "VC_TEST_PASSWORD"\nca_file = "{ca}"\n')
+    logins, logouts = (sim.stats()["methods"].get(m, 0) for m in ("Login", "Logout"))
     done = run_cli("agent", "--once", "-c", str(cfg), env={"VC_TEST_PASSWORD": "x"})
     assert done.returncode == 0, done.stderr
+    methods = sim.stats()["methods"]
+    assert (methods["Login"] - logins, methods.get("Logout", 0) - logouts) == (1, 1)  # one session, ended at exit
     with Store(store) as s:
         measurements = set(s.measurements())
         assert {"vsphere_vm", "vsphere_vm_disk", "vsphere_vm_net", "vsphere_host",
@@ -788,9 +822,11 @@ def test_agent_once_fills_the_store(sim, tmp_path):
 
 
 #: what an agent watching a vCenter has no use for: the TUI (textual, rich, pyte), SSH (paramiko), the InfluxDB client,
-#: pyvmomi (the tests' administrator client; the agent speaks its own SOAP) and the test tools. Each costs every
-#: agent memory for the process's life (textual with rich alone is ~15 MB): imported only where used.
-NOT_FOR_A_VCENTER_AGENT = ("textual", "rich", "pyte", "paramiko", "influxdb_client", "pyVmomi", "hypothesis", "pytest")
+#: pyVim (pyvmomi's connect helpers and SSO client: the session is pyVmomi's stub alone), pyvmomi's type tables of
+#: the APIs other than vim (pbm, sms, eam, vslm, vSAN health) and the test tools. Each costs every agent memory for
+#: the process's life (textual with rich alone is ~15 MB): imported only where used.
+NOT_FOR_A_VCENTER_AGENT = ("textual", "rich", "pyte", "paramiko", "influxdb_client", "pyVim", "hypothesis", "pytest",
+                           *(f"pyVmomi._typeinfo_{api}" for api in ("eam", "pbm", "sms", "vslm", "vsanhealth")))
 
 
 def test_an_agent_watching_a_vcenter_imports_no_tui_ssh_or_influxdb_client(sim, tmp_path):
@@ -802,7 +838,8 @@ def test_an_agent_watching_a_vcenter_imports_no_tui_ssh_or_influxdb_client(sim, 
     cfg.chmod(0o600)
     seen = tmp_path / "modules.json"
     code = ("import atexit, json, runpy, sys\n"
-            f"atexit.register(lambda: open({str(seen)!r}, 'w').write(json.dumps(sorted(sys.modules))))\n"
+            f"atexit.register(lambda: open({str(seen)!r}, 'w').write(json.dumps(\n"
+            "    sorted(k for k, m in sys.modules.items() if m is not None))))\n"  # (None: marked absent)
             f"sys.argv = ['db2vtop', 'agent', '--once', '-c', {str(cfg)!r}]\n"
             "runpy.run_module('db2vtop.agent', run_name='__main__')\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
@@ -810,7 +847,8 @@ def test_an_agent_watching_a_vcenter_imports_no_tui_ssh_or_influxdb_client(sim, 
     assert done.returncode == 0, done.stderr
     modules = json.loads(seen.read_text())
     assert "db2vtop.collectors.vsphere.collector" in modules   # it did watch the vCenter
-    assert not [m for m in modules if m.split(".")[0] in NOT_FOR_A_VCENTER_AGENT]
+    assert "pyVmomi.SoapAdapter" in modules   # its session is pyvmomi's
+    assert not [m for m in modules if m.split(".")[0] in NOT_FOR_A_VCENTER_AGENT or m in NOT_FOR_A_VCENTER_AGENT]
 
 
 _XML_TEXT = st.text(alphabet=st.sampled_from(list("<>/=\"' abcxyz:0123456789,-TZ.\n")) , max_size=300)
@@ -876,7 +914,8 @@ def test_a_gzip_bomb_stops_at_the_answer_bound_not_in_memory():
     finally:
         tracemalloc.stop()
     assert peak < 3 * 64 * 2**20, peak
-    many = _ENVELOPE.format("<a/>" * (2**21 + 1)).encode()  # empty elements cost far more than their text
+    many = _ENVELOPE.format("<a/>" * (MAX_RESPONSE_BYTES // BYTES_PER_ELEMENT + 1)).encode()  # empty elements cost
+    # far more than their text
     with pytest.raises(CollectorError, match="elements"):
         _parse_stream(_Answer(many), None, None)
 
@@ -884,7 +923,7 @@ def test_a_gzip_bomb_stops_at_the_answer_bound_not_in_memory():
 def test_a_whole_answer_is_held_to_its_element_bound_counting_start_tags_only():
     """A whole answer (no per-element events) is bounded by its start tags, counted in the bytes before they are
     parsed: end tags do not count, so an answer of paired elements up to the bound parses, one more is refused."""
-    limit = 32 * 1000   # max_response_bytes: a thirty-second of it in elements, 1,000
+    limit = BYTES_PER_ELEMENT * 1000   # max_response_bytes: 1,000 elements
     paired = _ENVELOPE.format("<a>1</a>" * 990).encode()
     assert len(paired) <= limit
     root = _parse_stream(_Answer(paired), None, None, limit)

@@ -16,12 +16,13 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 BINARY = ROOT / "build" / "vsphere-sim"
+MODELS_BINARY = ROOT / "build" / "vcsim-models"
 
 
-def ensure_built() -> Path:
-    """`make vsphere-sim` (a no-op when the binary is newer than its sources)."""
-    subprocess.run(["make", "-s", "-C", str(ROOT), "vsphere-sim"], check=True)
-    return BINARY
+def ensure_built(binary: Path = BINARY) -> Path:
+    """`make vsphere-sim` (or `make vcsim-models`): a no-op when the binary is newer than its sources."""
+    subprocess.run(["make", "-s", "-C", str(ROOT), binary.name], check=True)
+    return binary
 
 
 
@@ -64,10 +65,12 @@ class Simulator:
     def port(self) -> int:
         return int(self.url.rsplit(":", 1)[1].split("/", 1)[0])
 
-    def start(self) -> Simulator:
+    def command(self) -> list[str]:
         args = [str(ensure_built()), "--scenario", str(self.scenario), "--listen", self.listen]
-        if self.esx:
-            args.append("--esx")
+        return [*args, "--esx"] if self.esx else args
+
+    def start(self) -> Simulator:
+        args = self.command()
         # its datastore folders go in a TMPDIR of our own, removed even after a SIGKILL
         self._tmp = tempfile.mkdtemp(prefix="vsphere-sim-")
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -138,3 +141,15 @@ class Simulator:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class Model(Simulator):
+    """One of govmomi's own simulator models served unpatched (tests/vcsim-models): `vpx` (simulator.VPX(), a
+    vCenter) or `esx` (simulator.ESX(), a standalone ESXi host), no scenario."""
+
+    def __init__(self, model: str, listen: str = "127.0.0.1:0", start_timeout: float = 120):
+        super().__init__(Path(), listen, esx=model == "esx", start_timeout=start_timeout)
+        self.model = model
+
+    def command(self) -> list[str]:
+        return [str(ensure_built(MODELS_BINARY)), "--model", self.model, "--listen", self.listen]

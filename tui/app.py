@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import difflib
 import gc
+import re
 import sys
 import threading
 import time
@@ -369,6 +370,16 @@ class Db2vtopApp(App):
             return
         self.last_target = target
         self.push_screen(StackScreen(target))
+
+    def show_in_fleet(self, vms: list[str]) -> None:
+        """The Fleet with only these VMs' rows (its filter: Esc clears it): where a Stack screen's culprits are."""
+        self.action_screen("fleet")
+        screen = self.screen
+        if isinstance(screen, FleetScreen):
+            names = "|".join(re.escape(vm) for vm in vms)
+            screen.table.set_filter(f"^vm (?:[^ ]*/)?(?:{names}) ")  # a VM named vcenter/vm where names repeat
+            screen.show_crumbs()
+            self.request_reload()
 
     def open_subject(self, subject: dict[str, str]) -> None:
         """A finding's subject: the stack holding its DB2 or storage, else its VM, host or guest."""

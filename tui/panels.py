@@ -11,7 +11,7 @@ from collections.abc import Callable
 from db2vtop.agent.core.source import Row
 from db2vtop.checks.figures import LATENCY_FLOOR_MS, of_layer
 from db2vtop.checks.scales import Level, Levels
-from db2vtop.checks.topology import StackEntities, naa
+from db2vtop.checks.topology import StackEntities, lun_name
 from db2vtop.tui.chart import level_style
 from db2vtop.tui.data import Reader, Trend
 from db2vtop.tui.format import NONE, num, rate, size, value
@@ -178,17 +178,17 @@ def _lun_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str 
         return [("no host for this stack: LUNs need vSphere or esxtop", "dim")], TableModel(cols, []), {}, len(cols) - 1
     host_luns = {x.tags.get("lun", ""): x for x in _now(rd, r, "host", "vsphere_host_lun", until)}
     devs = {x.tags.get("device", ""): x for x in _now(rd, r, "host", "esxtop_device", until)}
-    reported = {naa(n): n for n in (set(host_luns) | set(devs)) - {""}}  # as the host names them
-    naas = sorted(reported.get(n, n) for n in r.luns) if r.luns else sorted(reported.values())
-    wanted = {naa(n) for n in naas}
+    reported = {lun_name(n): n for n in (set(host_luns) | set(devs)) - {""}}  # as the host names them
+    names = sorted(reported.get(n, n) for n in r.luns) if r.luns else sorted(reported.values())
+    wanted = {lun_name(n) for n in names}
     arrays: dict[str, Row] = {}
-    if naas:
+    if names:
         for m in ("storage_lun", "storage_volume", "storage_disk"):
-            for x in rd.latest_at(m, until, lambda t: naa(t.get("naa", "")) in wanted):
-                arrays.setdefault(naa(x.tags["naa"]), x)
+            for x in rd.latest_at(m, until, lambda t: lun_name(t.get("naa", "")) in wanted):
+                arrays.setdefault(lun_name(x.tags["naa"]), x)
     rows, trends = [], {}
-    for lun in naas:
-        v, e, a = host_luns.get(lun), devs.get(lun), arrays.get(naa(lun))
+    for lun in names:
+        v, e, a = host_luns.get(lun), devs.get(lun), arrays.get(lun_name(lun))
         vf, ef = (v.fields if v else {}), (e.fields if e else {})
         gavg = value(vf, "total_latency_ms") if v else value(ef, "guest_latency_ms")
         kavg = value(vf, "kernel_latency_ms") if v else value(ef, "kernel_latency_ms")
@@ -203,7 +203,7 @@ def _lun_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str 
         fabric = davg - array_ms if davg is not None and array_ms is not None else None
         vals = (gavg, kavg, davg, qavg, value(ef, "queued"), value(ef, "active"), value(ef, "queue_depth"),
                 value(ef, "used_pct"), iops, array_ms, fabric)
-        ds = r.luns.get(naa(lun)) or vf.get("datastore") or (v.tags.get("datastore", "") if v else "")
+        ds = r.luns.get(lun_name(lun)) or vf.get("datastore") or (v.tags.get("datastore", "") if v else "")
         io = lv["io_latency"]
         rows.append(_r(lun, [lun, str(ds), _styled(gavg, io), _styled(kavg, lv["kavg"], 2), _styled(davg, io),
                              num(qavg, 2), _styled(vals[4], lv["queued"], 0), num(vals[5], 0),

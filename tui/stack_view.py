@@ -16,10 +16,11 @@ from rich.segment import Segment
 from textual.strip import Strip
 
 from db2vtop.agent.core.model import Annotation, Finding
+from db2vtop.checks.culprits import Culprit
 from db2vtop.checks.figures import LATENCY_FLOOR_MS
 from db2vtop.checks.scales import Levels
 from db2vtop.checks.topology import StackEntities
-from db2vtop.checks.verdict import earlier_text, onset_text, stack_verdict
+from db2vtop.checks.verdict import StackVerdict, earlier_text, onset_text, stack_verdict
 from db2vtop.tui.chart import EVENT_STYLE, MARKER_STYLE, Marks, braille, nice_top, style, time_axis
 from db2vtop.tui.data import (
     Reader,
@@ -84,6 +85,7 @@ class LayerView:
     stale: bool = False
     present: bool = True
     data: bool = True  # samples in the window: without, the layer folds into the block's one "no data" line
+    culprits: list[Run] = field(default_factory=list)  # the blamed layer's: who takes what it contends for
 
 
 @dataclass
@@ -101,22 +103,27 @@ class StackView:
     collectors: list[Status]
     markers: list[Annotation]
     findings: list[Finding]
+    culprits: list[Culprit] = field(default_factory=list)  # the verdict's, ranked
+
+
+#: culprits shown beside the blamed layer
+SHOWN_CULPRITS = 3
 
 
 # --- verdict -------------------------------------------------------------------------------
 
 
 def _verdict(rd: Reader, target: Target, since: int, until: int, levels: Levels,
-             findings: list[Finding]) -> list[Run]:
+             findings: list[Finding]) -> tuple[list[Run], StackVerdict | None]:
     """The verdict at the cursor: the episode going on then, since when, the other causes beside it and the
     earlier episodes of the window (checks/verdict.py), in local time."""
     try:  # over the window: its own entities (the VM's hosts in the window, each bucket with its own)
         v = stack_verdict(rd, target.stack, since, until, levels.overrides, resolve_at(rd, target, since, until))
         v.note_findings(findings)
     except Exception as e:  # the verdict is the checks' business: show its failure, keep the screen
-        return [("verdict failed: ", "bold red"), (str(e)[:200], "red")]
+        return [("verdict failed: ", "bold red"), (str(e)[:200], "red")], None
     if v.confidence == "none":
-        return [("verdict: too little data ", "dim"), (f"({v.samples} samples in the window)", "dim")]
+        return [("verdict: too little data ", "dim"), (f"({v.samples} samples in the window)", "dim")], v
     st = {"high": "bold red", "medium": "bold yellow", "low": "yellow"}.get(v.confidence, "bold")
     blame = " ".join(x for x in (v.layer, onset_text(v, utc=False)) if x) + ": " if v.layer else ""
     out: list[Run] = [("VERDICT ", "bold reverse"), (" ", None), (blame, st), (v.summary, "bold"),
@@ -127,7 +134,18 @@ def _verdict(rd: Reader, target: Target, since: int, until: int, levels: Levels,
                                  "; ".join(v.not_known)) if x)
     if more:
         out += [("\n", None), (more, "dim")]
-    return out
+    return out, v
+
+
+def _culprit_runs(found: list[Culprit]) -> list[Run]:
+    """The first culprits as the blamed layer shows them, each a figure: `◀ etl-7 72%  db01 (itself) 5%  J`."""
+    out: list[Run] = []
+    for i, c in enumerate(found[:SHOWN_CULPRITS]):
+        who = c.vm or c.lun or "?"
+        out += [("◀ " if i == 0 else "", "bold red"),
+                (f"{who}{' (itself)' if c.own else ''} {c.share_pct:.0f}%", "bold red" if i == 0 else "bold"),
+                SEPARATOR]
+    return [*out, ("J", "dim"), SEPARATOR]
 
 
 # --- the whole screen ------------------------------------------------------------------------
@@ -174,12 +192,21 @@ def _line(runs: list[Run]) -> Strip:
 
 
 def _figure_lines(layer: LayerView, rows: int, width: int) -> list[Strip]:
-    """The title, then the figures packed into the column: a figure never breaks across lines."""
+    """The title, then the culprits beside a blamed layer, then the figures, packed into the column: a figure
+    (a culprit) never breaks across lines."""
     title: list[Run] = [(layer.title, "bold" if layer.present else "dim")]
     if layer.stale and layer.age_s is not None:
         title.append((f"  STALE {ago(layer.age_s)}", "bold yellow"))
-    lines, line, used, chunk = [title], [], 0, []
-    for run in [*layer.figures, SEPARATOR]:
+    lines = [title, *_packed(layer.culprits, width), *_packed(layer.figures, width)]
+    return [_line([(" ", None), *runs]) for runs in lines[:rows]]
+
+
+def _packed(runs: list[Run], width: int) -> list[list[Run]]:
+    """Runs of figures (each ended by SEPARATOR, the last one may not be) as lines no wider than `width`."""
+    lines: list[list[Run]] = []
+    line: list[Run] = []
+    used, chunk = 0, []
+    for run in [*runs, SEPARATOR] if runs and runs[-1] != SEPARATOR else runs:
         chunk.append(run)
         if run != SEPARATOR:
             continue
@@ -192,7 +219,7 @@ def _figure_lines(layer: LayerView, rows: int, width: int) -> list[Strip]:
         chunk = []
     if line:
         lines.append(line)
-    return [_line([(" ", None), *runs]) for runs in lines[:rows]]
+    return lines
 
 
 def _block(layers: list[LayerView], axis_a: Strip, axis_b: Strip, geo: Geometry) -> list[Strip]:
@@ -251,19 +278,25 @@ def load_stack(rd: Reader, target: Target, since: int, until: int, panel: str, g
         return lambda key: Marks.at(since, until, cols, [m.ts for m in markers],
                                     [e.ts for e in events if _layer_of_annotation(e) == key])
 
+    findings = _stack_findings(rd, r, until)
+    verdict, judged = _verdict(rd, target, since, until, levels, findings)
+    culprits = judged.culprits if judged is not None else []
     layers = _draw_layers(rd, load_layers(rd, r, until, levels), since, until, geo, marks(a_cols), marks(b_cols))
+    if culprits and judged is not None and judged.episodes:
+        blamed = judged.episodes[-1].layer
+        for x in layers:
+            if x.key == (blamed if blamed in {y.key for y in layers} else "host"):
+                x.culprits = _culprit_runs(culprits)
     spans = rd.run_spans(since, until)
     all_marks = Marks.at(since, until, a_cols, [m.ts for m in markers], [e.ts for e in events], spans)
     summary, model, trends, column = PANEL_LOADERS.get(panel, cpu_panel)(rd, r, until, levels, target.label)
     if trends:
         fill_trends(rd, model, trends.get, column, table, since, until, geo.spark_cols, [m.ts for m in markers])
-    findings = _stack_findings(rd, r, until)
     axis_a = time_axis(since, until, a_cols, all_marks, GUTTER)
     axis_b = time_axis(since, until, b_cols, Marks.at(since, until, b_cols, [m.ts for m in markers],
                                                       [e.ts for e in events], spans), GUTTER)
-    return StackView(target, r, until, since, _verdict(rd, target, since, until, levels, findings), layers,
-                     _block(layers, axis_a, axis_b, geo), panel, summary, model,
-                     load_status(rd, until, r.collectors()), markers, findings)
+    return StackView(target, r, until, since, verdict, layers, _block(layers, axis_a, axis_b, geo), panel, summary,
+                     model, load_status(rd, until, r.collectors()), markers, findings, culprits)
 
 
 def _stack_findings(rd: Reader, r: StackEntities, until: int) -> list[Finding]:

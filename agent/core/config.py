@@ -185,11 +185,22 @@ class _EnvName(Marker):
         return value
 
 
+class _Thumbprint(Marker):
+    def convert(self, value: Any) -> str:
+        digest = value.replace(":", "") if isinstance(value, str) else ""
+        if len(digest) not in (40, 64, 128) or not re.fullmatch(r"[0-9A-Fa-f]+", digest):
+            raise ValueError
+        return value
+
+
 _NAME = _Name("a name of letters, digits, '-', '_', '.', ':' or '@' (at most 64)")
 Name = Annotated[str, _NAME]
 Url = Annotated[str, _Url("an http:// or https:// URL with a host name and no user:password@ (secrets go in "
                           "*_env or *_file)")]
 EnvName = Annotated[str, _EnvName("an environment variable name such as VC1_PASSWORD")]
+#: a TLS certificate's digest, as vSphere shows them (`openssl x509 -fingerprint -sha256` prints one)
+Thumbprint = Annotated[str, _Thumbprint("a TLS certificate's SHA-256 thumbprint (or SHA-1, SHA-512) in hex, colons "
+                                        'allowed, such as "3B:9F:...:A0"')]
 
 
 def Choice(*choices: str) -> Any:  # noqa: N802 - reads like a type in annotations

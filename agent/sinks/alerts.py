@@ -44,7 +44,7 @@ from db2vtop.agent.sinks.receivers import DeliveryError, Receiver
 from db2vtop.agent.sinks.spool import Spool
 from db2vtop.checks.alerts import Alert, episode_alerts, finding_alerts, iso_ms
 from db2vtop.checks.figures import ROLES
-from db2vtop.checks.topology import infer_stacks, naa, resolve
+from db2vtop.checks.topology import infer_stacks, lun_name, resolve
 from db2vtop.checks.verdict import TRIGGERS, limits, stack_verdict
 
 log = logging.getLogger(__name__)
@@ -66,11 +66,11 @@ EVALUATE_THREAD = "alerts"
 def _watch(levels: dict[str, float]) -> dict[str, list[tuple[str, float | None, str]]]:
     """measurement -> (field, level or None for "any amount", the entity its tags name): the verdict's triggers
     (checks/verdict.py TRIGGERS) on the samples' own fields. DB2's read waits count each at half their summed
-    level and the VM's swapped memory at any amount (a superset: only which stacks get a verdict)."""
+    level (a superset: only which stacks get a verdict)."""
     out: dict[str, list[tuple[str, float | None, str]]] = {}
     wanted = [(role, levels[lv] if lv else None) for role, lv in TRIGGERS]
     wanted += [("read_wait_pct", levels["symptom_read_wait_pct"] / 2),
-               ("direct_read_wait_pct", levels["symptom_read_wait_pct"] / 2), ("vm_swapped_bytes", None)]
+               ("direct_read_wait_pct", levels["symptom_read_wait_pct"] / 2)]
     for role, level in wanted:
         for fig in ROLES[role]:
             out.setdefault(fig.measurement, []).append((fig.field, level, fig.entity))
@@ -87,7 +87,7 @@ def _entity(kind: str, tags: dict[str, str]) -> tuple[str, ...] | None:
         return kind, tags[kind]
     if kind in ("volume", "array"):
         if tags.get("naa"):
-            return "lun", naa(tags["naa"])
+            return "lun", lun_name(tags["naa"])
         if tags.get("storage"):
             return "array", tags["storage"]
     return None
@@ -127,7 +127,7 @@ class _Stacks:
                     by.setdefault(("host", vcenter, str(f.data["host"])), set()).add(s.name)
                 for d in f.data.get("disks") or ():
                     for lun in d.get("luns") or () if isinstance(d, dict) else ():
-                        by.setdefault(("lun", naa(str(lun))), set()).add(s.name)
+                        by.setdefault(("lun", lun_name(str(lun))), set()).add(s.name)
             by.setdefault(("vm", s.vcenter or "", s.vm), set()).add(s.name)
         return cls({s.name: s for s in found}, by, vm_stack, time.monotonic())
 
@@ -492,12 +492,14 @@ class Alerter:
                 stacks = self._stacks_of(view)
                 names = {n for e in self.hot for n in stacks.of_entity(e)}
                 names |= {n for a in self.state.active.values() for n in a.alert.stacks}
+                shared: dict = {}  # a host's figures and a datastore's VMs, read once for every stack they slow
                 for name in sorted(names):
                     stack = stacks.stacks.get(name)
                     if stack is None:
                         continue
                     ent = resolve(view, stack, now - WINDOW_NS, now)
-                    judged.append((stack_verdict(view, stack, now - WINDOW_NS, now, self.cfg.checks, ent), ent))
+                    judged.append((stack_verdict(view, stack, now - WINDOW_NS, now, self.cfg.checks, ent,
+                                                 shared=shared), ent))
                 current = {**episode_alerts(judged), **finding_alerts(critical, judged, stacks.vm_stack)}
             else:
                 current = {}

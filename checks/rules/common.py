@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from db2vtop.agent.core.source import Row
-from db2vtop.checks.rule import FactIndex, LiveRule, Thresholds, Verdict, as_float, is_number
+from db2vtop.checks.rule import FactIndex, LiveRule, Screen, Thresholds, Verdict, as_float, is_number
 
 
 class ThresholdRule(LiveRule):
@@ -22,6 +22,9 @@ class ThresholdRule(LiveRule):
     higher_is_worse: bool = True
     gate: tuple[str, str] | None = None
     where: dict[str, str] = {}
+
+    def screen(self, t: Thresholds) -> Screen:
+        return ((self.field, as_float(t[self.warn_key]), not self.higher_is_worse),)
 
     def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
         value = row.fields.get(self.field)

@@ -12,9 +12,11 @@ from db2vtop.agent.core.source import Row
 from db2vtop.agent.core.text import plural
 from db2vtop.agent.core.units import format_bytes, format_duration
 from db2vtop.checks.rule import (
+    ABOVE_ZERO,
     FactIndex,
     LiveRule,
     PerFactRule,
+    Screen,
     StaticRule,
     Thresholds,
     Verdict,
@@ -46,6 +48,9 @@ class BalloonZero(LiveRule):
 
     def __init__(self) -> None:
         self._low: dict[tuple, float] = {}  # the smallest balloon since it appeared: growth is judged from it
+
+    def screen(self, t: Thresholds) -> Screen:
+        return ((self.field, ABOVE_ZERO, False),)
 
     def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
         value = row.fields.get(self.field)
@@ -87,6 +92,9 @@ class HostSwapVM(LiveRule):
     fields = ("mem_swapped_bytes", "mem_swapin_bytes_per_s", "mem_swapout_bytes_per_s")
     fix = ("Give the host enough memory that ESXi never swaps VM memory: move VMs, reserve the DB VM's memory, "
            "stop overcommitting production hosts.")
+
+    def screen(self, t: Thresholds) -> Screen:
+        return tuple((f, ABOVE_ZERO, False) for f in (*self.fields, *self.reads_also))
 
     def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
         values = {k: as_float(row.fields.get(k)) for k in self.fields if k in row.fields}
@@ -143,6 +151,9 @@ class CpuReady(LiveRule):
     reads_also = ("vcpus",)
     fix = ("The host's CPUs are overcommitted: move VMs off the host, give the DB VM CPU shares or a reservation, "
            "or reduce vCPUs that are not used.")
+
+    def screen(self, t: Thresholds) -> Screen:
+        return ((self.field, as_float(t["warn_pct"]), False),)
 
     def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
         """The collector already gives these summation counters as % of the interval per vCPU."""
@@ -233,6 +244,76 @@ class HostLunQueueLatency(HostLunKernelLatency):
 
     def subject(self, row: Row) -> dict[str, str]:
         return {**super().subject(row), "aspect": "queue"}
+
+
+class _LatencyAtLoad(LiveRule):
+    """A latency against the published esxtop levels (VMware KB 1008205, Using esxtop to identify storage
+    performance issues: DAVG and GAVG at 25 ms), judged only where the device does `min_iops` (a device doing a
+    few I/O per second shows its slowest commands, not a slow device: a clean sample there)."""
+
+    id, layer = "disk-queue-saturation", "host"
+    latency: tuple[str, ...] = ()  # the latency fields, each judged where its own I/O is not none
+    iops: tuple[tuple[str, ...], ...] = ()  # for each latency field, the fields whose sum is its I/O rate
+    label, warn_key, crit_key, aspect = "", "", "", ""
+
+    def subject(self, row: Row) -> dict[str, str]:
+        return {**super().subject(row), "aspect": self.aspect}
+
+    def reads(self) -> frozenset[str]:
+        return frozenset((*self.latency, *(n for names in self.iops for n in names)))
+
+    def screen(self, t: Thresholds) -> Screen:
+        return tuple((f, as_float(t[self.warn_key]), False) for f in self.latency)
+
+    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
+        f = row.fields
+        worst, io, known = None, 0.0, False
+        for lat, names in zip(self.latency, self.iops, strict=True):
+            rates = [float(f[n]) for n in names if is_number(f.get(n))]
+            value = f.get(lat)
+            known = known or bool(rates)
+            io += sum(rates)
+            if is_number(value) and (not rates or sum(rates) > 0):
+                worst = float(value) if worst is None else max(worst, float(value))
+        if worst is None:
+            return None
+        severity = ("critical" if worst >= as_float(t[self.crit_key]) else
+                    "warning" if worst >= as_float(t[self.warn_key]) else None)
+        if severity is None or (known and io < as_float(t["min_iops"])):
+            return Verdict(self.subject(row), None)  # the engine reads no summary or values of a clean verdict
+        what = " ".join(row.tags[k] for k in self.subject_tags if k in row.tags and k != "vcenter")
+        at = f" at {io:.0f} IOPS" if known else ""
+        return Verdict(self.subject(row), severity, f"{what}: {self.label} {worst:.1f} ms{at}",
+                       {"latency_ms": worst, "iops": io if known else None})
+
+
+class HostLunDeviceLatency(_LatencyAtLoad):
+    measurement, subject_tags = "vsphere_host_lun", ("vcenter", "host", "lun")
+    needs = {"vsphere_host_lun": "vcenter"}
+    latency, iops = ("device_latency_ms",), (("read_iops", "write_iops"),)
+    label, warn_key, crit_key, aspect = "DAVG", "warn_davg_ms", "crit_davg_ms", "device"
+    defaults = {"warn_davg_ms": 25.0, "crit_davg_ms": 50.0, "min_iops": 10.0}
+    fix = ("The latency is below the host: the HBA, the fabric or the array. Compare with the array's own LUN "
+           "latency (the path is slow if the array answers fast), and see who else drives the LUN (the verdict's "
+           "culprits).")
+
+
+class EsxtopDeviceLatency(HostLunDeviceLatency):
+    measurement, subject_tags = "esxtop_device", ("host", "device")
+    needs = {"esxtop_device": "esxtop"}
+    iops = (("reads_per_s", "writes_per_s"),)
+
+
+class VmdkLatency(_LatencyAtLoad):
+    """What the VM's virtual disk sees: the guest's latency as ESXi measures it (esxtop's GAVG per VM disk)."""
+
+    layer, measurement, subject_tags = "vm", "vsphere_vm_disk", ("vcenter", "vm", "instance")
+    needs = {"vsphere_vm_disk": "vcenter"}
+    latency, iops = ("read_latency_ms", "write_latency_ms"), (("read_iops",), ("write_iops",))
+    label, warn_key, crit_key, aspect = "VMDK latency", "warn_vmdk_ms", "crit_vmdk_ms", "vmdk"
+    defaults = {"warn_vmdk_ms": 25.0, "crit_vmdk_ms": 50.0, "min_iops": 10.0}
+    fix = ("Follow the I/O down: the host's KAVG (queueing in the hypervisor) and DAVG (below the host) on the "
+           "LUN behind this disk tell which layer adds the time; the verdict's culprits name who else drives it.")
 
 
 def _vm_facts(facts: FactIndex) -> list:
@@ -426,54 +507,91 @@ class EagerZeroed(_StackVmRule):
 
 
 class _HostLunRule(StaticRule):
+    """A verdict per storage device of each host, named by its canonical name. `problem` returns a sentence (the
+    practice is not met), None (met) or False (this device is not what the practice is about, or its facts
+    cannot tell): a CD-ROM is never judged."""
+
     layer = "host"
     needs = {"vsphere_host": "vcenter"}
 
-    def problem(self, lun: dict, t: Thresholds) -> str | None:
+    def problem(self, lun: dict, t: Thresholds) -> str | bool | None:
         raise NotImplementedError
 
     def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
         out = []
         for h in facts.of("vsphere_host"):
             for lun in h.data.get("luns") or []:
+                if lun.get("type") not in (None, "disk"):
+                    continue
                 problem = self.problem(lun, t)
+                if problem is False:
+                    continue
                 out.append(Verdict({"layer": "host", **h.tags, "lun": str(lun.get("lun"))},
                                    "warning" if problem else None, f"{h.tags.get('host')} {lun.get('lun')}: {problem}",
-                                   {k: lun.get(k) for k in ("policy", "satp", "queue_depth", "paths_active",
+                                   {k: lun.get(k) for k in ("plugin", "policy", "satp", "queue_depth", "paths_active",
                                                             "paths_total")}))
         return out
 
 
-class MultipathRoundRobin(_HostLunRule):
-    id = "mpio-rr-alua"
-    fix = "esxcli storage nmp device set -d <naa> -P VMW_PSP_RR (with SATP ALUA for NetApp), or set it per array."
+def _local(lun: dict) -> bool:
+    """A device of the host's own (a local disk or NVMe drive: no fabric, one path by nature)."""
+    return lun.get("local") is True or lun.get("satp") == "VMW_SATP_LOCAL"
 
-    def problem(self, lun: dict, t: Thresholds) -> str | None:
-        policy = lun.get("policy")
-        return f"path selection {policy}, not VMW_PSP_RR" if policy and policy != "VMW_PSP_RR" else None
+
+class MultipathRoundRobin(_HostLunRule):
+    """NMP devices: Round Robin (the white papers). A device the High-Performance Plug-in claims has no SATP or
+    PSP: its path selection scheme is judged as VMware documents the HPP (vSphere Storage, "VMware High
+    Performance Plug-In and Path Selection Schemes"): a load-balancing scheme (LB-RR, its default, LB-IOPS,
+    LB-BYTES, LB-Latency), or FIXED on a device with a single path (nothing to balance). A local device is not
+    an array's LUN and is not judged; nor is one a third-party plug-in claims."""
+
+    id = "mpio-rr-alua"
+    fix = ("esxcli storage nmp device set -d <naa> -P VMW_PSP_RR (with SATP ALUA for NetApp), or set it per array; "
+           "an HPP device: esxcli storage hpp device set -d <device> -P LB-RR.")
+
+    def problem(self, lun: dict, t: Thresholds) -> str | bool | None:
+        policy, paths = lun.get("policy"), lun.get("paths_total")
+        if _local(lun) or not policy:
+            return False
+        if lun.get("plugin") == "HPP":
+            if str(policy).upper().startswith("LB-") or not isinstance(paths, int) or paths <= 1:
+                return None
+            return f"HPP path selection scheme {policy} on {paths} paths, not load balancing (LB-RR)"
+        if lun.get("plugin") not in (None, "NMP") or not str(policy).startswith("VMW_PSP_"):
+            return False
+        return f"path selection {policy}, not VMW_PSP_RR" if policy != "VMW_PSP_RR" else None
 
 
 class RedundantPaths(_HostLunRule):
+    """Two active paths to every array LUN; a local device has one by nature and is not judged."""
+
     id = "mpio-redundant-paths"
     defaults = {"min_active_paths": 2}
     fix = "Give every LUN at least two active paths (two HBA ports on two fabrics)."
 
-    def problem(self, lun: dict, t: Thresholds) -> str | None:
+    def problem(self, lun: dict, t: Thresholds) -> str | bool | None:
         active = lun.get("paths_active")
-        if isinstance(active, int) and active < as_float(t["min_active_paths"]):
+        if _local(lun) or not isinstance(active, int):
+            return False
+        if active < as_float(t["min_active_paths"]):
             return f"{plural(active, 'active path')} of {lun.get('paths_total')}"
         return None
 
 
 class HbaQueueDepth(_HostLunRule):
+    """The device's queue depth as the host reports it (scsiLun queueDepth); a device that reports none is not
+    judged."""
+
     id = "hba-queue-depth"
     defaults = {"min_queue_depth": 64}
     fix = ("Raise the HBA driver's LUN queue depth (QLogic: esxcli system module parameters set -m qlnativefc -p "
            "ql2xmaxqdepth=64; WP-7109 §5.2 raised it from 32 to 64) and reboot the host.")
 
-    def problem(self, lun: dict, t: Thresholds) -> str | None:
+    def problem(self, lun: dict, t: Thresholds) -> str | bool | None:
         depth = lun.get("queue_depth")
-        if isinstance(depth, int) and 0 < depth < as_float(t["min_queue_depth"]):
+        if not isinstance(depth, int) or depth <= 0:
+            return False
+        if depth < as_float(t["min_queue_depth"]):
             return f"LUN queue depth {depth} (WP-7109: 32 -> 64)"
         return None
 
@@ -546,8 +664,8 @@ class VmkJumboFrames(StaticRule):
 
 
 RULES = [BalloonZero(), BalloonQuickStats(), BalloonEsxtop(), HostSwapVM(), HostSwapQuickStats(), HostSwapEsxtop(),
-         HostSwapHost(), CpuReady(), CoStop(), MaxLimited(), HostCpuCeiling(), HostMemState(), HostLunKernelLatency(),
-         HostLunQueueLatency(), VmFitsNumaNode(), VcpuLeThreads(), CpuLimitConfigured(), MemReservation(),
-         HostMemHeadroom(), NicVmxnet3(), ScsiPvscsi(), ToolsRunning(), EagerZeroed(), MultipathRoundRobin(),
-         RedundantPaths(), HbaQueueDepth(), HyperThreading(), NumaEnabled(), PowerPolicy(), VmkJumboFrames(),
-         VCenterClock()]
+         HostSwapHost(), CpuReady(), CoStop(), MaxLimited(), HostCpuCeiling(), HostMemState(),
+         HostLunKernelLatency(), HostLunQueueLatency(), HostLunDeviceLatency(), EsxtopDeviceLatency(), VmdkLatency(),
+         VmFitsNumaNode(), VcpuLeThreads(), CpuLimitConfigured(), MemReservation(), HostMemHeadroom(), NicVmxnet3(),
+         ScsiPvscsi(), ToolsRunning(), EagerZeroed(), MultipathRoundRobin(), RedundantPaths(), HbaQueueDepth(),
+         HyperThreading(), NumaEnabled(), PowerPolicy(), VmkJumboFrames(), VCenterClock()]

@@ -13,7 +13,7 @@ only as a fallback) and only three objects are looked at:
 * `Group Memory(<gid>:<name>)`: MEMSZ, MCTLSZ, SWCUR, SWR/s, SWW/s and the NUMA fields
   NHN (home node), NMIG (migrations since power-on), NRMEM, NLMEM and N%L. A group is a VM
   when its MEMSZ is positive (only VMs have configured memory).
-* `Physical Disk SCSI Device(<naa id>)`: DQLEN, ACTV, QUED, %USD, LOAD, CMDS/s, READS/s,
+* `Physical Disk SCSI Device(<canonical name>)`: DQLEN, ACTV, QUED, %USD, LOAD, CMDS/s, READS/s,
   WRITES/s, MBREAD/s, MBWRTN/s, DAVG/KAVG/GAVG/QAVG per command (and GAVG per read and
   write), ABRTS/s, RESETS/s.
 

@@ -1,4 +1,5 @@
-"""vCenter / ESXi collector (raw SOAP): inventory facts in bulk and batched realtime perf."""
+"""vCenter / ESXi collector (pyvmomi's session, bulk reads in raw SOAP): inventory facts in bulk and batched realtime
+perf."""
 
 from __future__ import annotations
 

@@ -168,7 +168,7 @@ class VSphereCollector(BaseCollector):
                     return await step(conn)
             except Exception as e:
                 if is_session_lost(e) and attempt == 1:
-                    log.info("vcenter %s: session lost, logging in again", self.cfg.name)
+                    log.info("vcenter %s: session lost (%s), logging in again", self.cfg.name, e)
                     self._drop()
                     continue
                 if is_unreachable(e):
@@ -225,13 +225,13 @@ class VSphereCollector(BaseCollector):
             s, view = conn.session, conn.view
             host_rows, ds_rows = await asyncio.gather(self.run_blocking(inv_mod.read_hosts, s, view, True),
                                                       self.run_blocking(inv_mod.read_datastores, s, view))
-            builder = FactsBuilder(self.cfg.name, inv_mod.hosts_from(host_rows), ds_rows, time.time_ns())
+            builder = FactsBuilder(self.cfg.name, inv_mod.hosts_from(host_rows), host_rows, ds_rows, time.time_ns())
             self._ask_ahead(conn)
             light = await self._light(conn)
             for obj, p in light:
                 builder.count(obj, p)
             builder.maps.add_vms_of(self.maps)
-            facts, self.maps = builder.finish(host_rows)
+            facts, self.maps = builder.finish()
             return self._retire(facts) + facts + await self._changed_facts(conn, light)
         try:
             return await self._with_session(step)
@@ -320,7 +320,7 @@ class VSphereCollector(BaseCollector):
             self.run_blocking(inv_mod.read_hosts, s, view, True), self.run_blocking(inv_mod.read_datastores, s, view),
             self.run_blocking(inv_mod.vm_refs, s, view))
         hosts = inv_mod.hosts_from(host_rows)
-        builder = FactsBuilder(self.cfg.name, hosts, ds_rows, time.time_ns())
+        builder = FactsBuilder(self.cfg.name, hosts, host_rows, ds_rows, time.time_ns())
         seen: dict[str, tuple[str, str, str]] = {}
         tagging = (Inventory(builder.vms, hosts), builder.maps)
         if early is not None:
@@ -348,7 +348,7 @@ class VSphereCollector(BaseCollector):
             for f in inflight:
                 f.cancel()
         self._set_inventory(Inventory(builder.vms, hosts))
-        facts, self.maps = builder.finish(host_rows)
+        facts, self.maps = builder.finish()
         if early is not None:  # VM facts went out page by page
             facts = [f for f in facts if f.kind != "vsphere_vm"]
         removals = [self._vm_removal(old) for moid, old in self._identity.items()
@@ -376,6 +376,7 @@ class VSphereCollector(BaseCollector):
             names = await self.run_blocking(inv_mod.retrieve, s, conn.view, {"VirtualMachine": ("name",)},
                                             inv_mod.PAGE)
             targets = [obj for obj, p in names if p.get("name") in wanted]
+            named = {obj.value: str(p["name"]) for obj, p in names if p.get("name")}  # each datastore's VMs
             del names  # 10,000 rows not held through the reads below
             vm_rows, ds_rows = await asyncio.gather(self.run_blocking(inv_mod.full_vm_rows, s, targets),
                                                     self.run_blocking(inv_mod.read_datastores, s, conn.view))
@@ -389,7 +390,7 @@ class VSphereCollector(BaseCollector):
                 self.run_blocking(inv_mod.retrieve_objects, s, neighbours, {"VirtualMachine": inv_mod.VM_LIGHT}),
                 self.run_blocking(inv_mod.retrieve_objects, s, sorted(clusters), {"ClusterComputeResource": ("name",)}))
             self._set_inventory(Inventory(inv_mod.vms_from(light), inv_mod.hosts_from(host_rows + cluster_rows)))
-            read = FullRead(self.inventory, vm_rows, host_rows, ds_rows, agg_rows=light)
+            read = FullRead(self.inventory, vm_rows, host_rows, ds_rows, agg_rows=light, names=named)
             facts, self.maps = build_facts(self.cfg.name, read, time.time_ns())
             return facts
         return await self._with_session(step)
@@ -406,7 +407,8 @@ class VSphereCollector(BaseCollector):
             self.run_blocking(inv_mod.retrieve_objects, s, [Ref("HostSystem", h) for h in hosts],
                               {"HostSystem": inv_mod.HOST_FULL}),
             self.run_blocking(inv_mod.read_datastores, s, conn.view))
-        read = FullRead(self.inventory, vm_rows, host_rows, ds_rows, agg_rows=light)
+        read = FullRead(self.inventory, vm_rows, host_rows, ds_rows, agg_rows=light,
+                        names={m: v.name for m, v in self.inventory.vms.items()})
         return build_facts(self.cfg.name, read, time.time_ns())
 
     async def _changed_facts(self, conn: _Conn, light: Rows) -> list[Fact]:
@@ -516,7 +518,8 @@ class VSphereCollector(BaseCollector):
                        emit: Callable[[list[Record]], object] | None = None) -> list[Sample]:
         """The last `seconds` (at most an hour) of realtime samples, in one pass.
 
-        Every powered-on VM and host, or only the VMs named in `vms` and their hosts. For
+        Every powered-on VM and host, or only the VMs named in `vms` and their hosts; of the counters
+        whose fields `history_fields` names, when set (what triage keeps). For
         triage: the agent's high-water marks are left alone. With `emit`, each call's samples go there
         as they come (a 10,000-VM hour is never held at once); a session lost after some went out is
         not retried (they would go out twice).
@@ -621,6 +624,8 @@ class VSphereCollector(BaseCollector):
             ids = conn.ids.metric_ids[kind]
             if not ids:
                 continue
+            if since is not None and self.history_fields is not None:  # a look back: what its reader keeps
+                ids = conn.ids.split(kind, self.history_fields)[0]
             # an entity's first samples: the history the live rules read (of the counters they read), and the
             # newest sample of the others, in two specs one call answers
             history, rest = conn.ids.split(kind, self.history_fields)

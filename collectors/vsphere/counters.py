@@ -53,12 +53,13 @@ _SWAP_RATES = (
 )
 
 # Only what the rules, the verdict, the report and the TUI read (tests/test_vsphere_counters.py holds each
-# counter to a reader), and of a VM nothing its light inventory already gives every cycle: a VM's consumed,
-# active and compressed memory are its quickStats (vsphere_vm_quickstats). Every counter is a metric id per
-# entity in every QueryPerf request, which vCenter parses for each VM each cycle. CPU ready and co-stop are
-# asked for the VM as a whole (the instance ""): nothing reads a single vCPU's, and "*" would bring one
-# series per vCPU. A VM's balloon and swapped memory are asked only when reaching back (triage reads their
-# last hour, which only the counters keep): each steady cycle's light inventory has them as quickStats.
+# counter to a reader), and of a VM nothing its light inventory already gives every cycle: a VM's active and
+# compressed memory are its quickStats (vsphere_vm_quickstats). Every counter is a metric id per entity in
+# every QueryPerf request, which vCenter parses for each VM each cycle. CPU ready and co-stop are asked for
+# the VM as a whole (the instance ""): nothing reads a single vCPU's, and "*" would bring one series per
+# vCPU. A VM's balloon, swapped and consumed memory are asked only when reaching back (triage reads their
+# last hour, which only the counters keep; the verdict's memory culprits read the consumed): each steady
+# cycle's light inventory has them as quickStats.
 VM_COUNTERS: tuple[Counter, ...] = (
     _c("cpu.usage.average", "cpu_usage_pct", PCT100),
     _c("cpu.ready.summation", "cpu_ready_pct", MS_PCT),
@@ -69,6 +70,7 @@ VM_COUNTERS: tuple[Counter, ...] = (
     *_SWAP_RATES,
     _c("mem.vmmemctltarget.average", "mem_balloon_target_bytes", KB),
     _c("mem.swapped.average", "mem_swapped_bytes", KB, quick="swappedMemory"),
+    _c("mem.consumed.average", "mem_consumed_bytes", KB, quick="hostMemoryUsage"),
     *_io("virtualDisk"),
     _c("virtualDisk.readOIO.latest", "read_oio", RAW, True),
     _c("virtualDisk.writeOIO.latest", "write_oio", RAW, True),

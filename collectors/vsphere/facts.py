@@ -27,8 +27,10 @@ class TagMaps:
     """What perf rows need beyond the light inventory, from the last facts pass."""
 
     ds_by_uuid: dict[str, str] = field(default_factory=dict)         # datastore perf instance -> name
-    ds_luns: dict[str, list[str]] = field(default_factory=dict)      # datastore -> NAA ids
-    lun_ds: dict[str, str] = field(default_factory=dict)             # NAA id -> datastore
+    ds_luns: dict[str, list[str]] = field(default_factory=dict)      # datastore -> its extents' canonical names
+    #: host moid -> LUN canonical name -> the datastore on it that the host mounts (an mpx. name is the host's own:
+    #: the same name on two hosts is two devices)
+    lun_ds: dict[str, dict[str, str]] = field(default_factory=dict)
     vm_disks: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)  # vm moid -> instance -> (ds, lun)
     vm_nic: dict[str, str] = field(default_factory=dict)  # vm moid -> the perf instance of its only vNIC
 
@@ -47,9 +49,11 @@ class TagMaps:
         self.vm_nic.pop(moid, None)
 
     def add_vms_of(self, older: TagMaps) -> None:
-        """Keep the per-VM maps of the VMs this pass did not read (this pass's win where both have one)."""
+        """Keep the per-VM and per-host maps of the VMs and hosts this pass did not read (this pass's win where
+        both have one)."""
         self.vm_disks = {**older.vm_disks, **self.vm_disks}
         self.vm_nic = {**older.vm_nic, **self.vm_nic}
+        self.lun_ds = {**older.lun_ds, **self.lun_ds}
 
 
 def _alloc(a: Any) -> dict:
@@ -78,17 +82,28 @@ def _label(d: Node) -> str | None:
 class FactsBuilder:
     """The facts pass, one object at a time: datastores first (VM disks name them), then each VM row as
     it is read (its fact and inventory entry made at once, the row then dropped: a page of parsed XML is
-    the most ever held), then the hosts with their VMs' totals."""
+    the most ever held), then the hosts with their VMs' totals. The hosts' rows are read before the VMs'
+    (an RDM names its LUN by the SCSI UUID its host's devices resolve)."""
 
-    def __init__(self, vcenter: str, hosts: dict[str, Host], ds_rows: Rows, ts: int):
-        self.vcenter, self.hosts, self.ts = vcenter, hosts, ts
+    def __init__(self, vcenter: str, hosts: dict[str, Host], host_rows: Rows, ds_rows: Rows, ts: int,
+                 names: dict[str, str] | None = None):
+        self.vcenter, self.hosts, self.host_rows, self.ts = vcenter, hosts, host_rows, ts
         self.maps = TagMaps()
         self.ds_names: dict[str, str] = {}
         self.facts: list[Fact] = []
         self.vms: dict[str, VM] = {}
-        self.per_host: dict[str, dict[str, int]] = {}
+        self.names = names or {}  # VM moid -> name of VMs this pass reads no row of
+        self.per_host: dict[str, dict[str, Any]] = {}
+        self.ds_vms: list[tuple[Fact, list[str]]] = []  # each datastore's fact and the moids of its VMs
+        #: host moid -> SCSI UUID -> canonical name, of each host's devices
+        self.uuids = {obj.value: {d.get("uuid"): d.get("canonicalName") for d in _scsi_luns(p) if d.get("uuid")}
+                      for obj, p in host_rows if obj.type == "HostSystem"}
         for obj, p in ds_rows:
             self.facts.append(self._datastore(obj, p))
+        for obj, p in host_rows:  # known before any perf is tagged (a first cycle asks while VMs are read)
+            if obj.type == "HostSystem":
+                self.maps.lun_ds[obj.value] = {lun: ds for ds in _mounted(p, self.ds_names)
+                                               for lun in self.maps.ds_luns.get(ds, ())}
 
     def _datastore(self, obj: Ref, p: dict) -> Fact:
         maps, hosts = self.maps, self.hosts
@@ -113,9 +128,9 @@ class FactsBuilder:
         data["hosts"] = sorted(hosts[m.get("key").value].name for m in as_list(p.get("host"))
                                if isinstance(m, Node) and isinstance(m.get("key"), Ref) and m.get("key").value in hosts)
         maps.ds_luns[name] = luns
-        for lun in luns:
-            maps.lun_ds[lun] = name
-        return Fact("vsphere_datastore", {"vcenter": self.vcenter, "datastore": name}, shared_strings(data), self.ts)
+        fact = Fact("vsphere_datastore", {"vcenter": self.vcenter, "datastore": name}, shared_strings(data), self.ts)
+        self.ds_vms.append((fact, [v.value for v in as_list(p.get("vm")) if isinstance(v, Ref)]))
+        return fact
 
     def count(self, obj: Ref, p: dict) -> VM:
         """A VM's inventory entry, and its share of its host's totals (a light row carries enough)."""
@@ -123,22 +138,31 @@ class FactsBuilder:
         self.vms[obj.value] = vm
         if vm.powered_on and vm.host in self.hosts:
             agg = self.per_host.setdefault(vm.host, {"vms_powered_on": 0, "vcpus_powered_on": 0,
-                                                     "vm_memory_mb_powered_on": 0})
+                                                     "vm_memory_mb_powered_on": 0, "vms": []})
             agg["vms_powered_on"] += 1
+            agg["vms"].append(vm.name)
             agg["vcpus_powered_on"] += vm.vcpus
             agg["vm_memory_mb_powered_on"] += to_int(p.get("config.hardware.memoryMB"), 0) or 0
         return vm
+
+    def _name_of(self, moid: str) -> str | None:
+        vm = self.vms.get(moid)
+        return vm.name if vm is not None else self.names.get(moid)
 
     def add_vm(self, obj: Ref, p: dict, counted: bool = False) -> Fact:
         """A VM's full row: its fact, returned (and, unless `counted` already, its inventory entry and
         totals)."""
         vm = self.vms[obj.value] if counted and obj.value in self.vms else self.count(obj, p)
-        fact = _vm_fact(self.vcenter, vm, self.hosts.get(vm.host), obj, p, self.ds_names, self.maps, self.ts)
+        fact = _vm_fact(self.vcenter, vm, self.hosts.get(vm.host), obj, p, self.ds_names, self.maps,
+                        self.uuids.get(vm.host, {}), self.ts)
         self.facts.append(fact)
         return fact
 
-    def finish(self, host_rows: Rows) -> tuple[list[Fact], TagMaps]:
-        for obj, p in host_rows:
+    def finish(self) -> tuple[list[Fact], TagMaps]:
+        """The hosts' facts, and each datastore's VMs by name (known once every VM is counted)."""
+        for fact, moids in self.ds_vms:
+            fact.data["vms"] = sorted({name for m in moids if (name := self._name_of(m))})
+        for obj, p in self.host_rows:
             if obj.value in self.hosts:
                 self.facts.append(_host_fact(self.vcenter, self.hosts[obj.value], p, self.ds_names, self.maps,
                                              self.per_host.get(obj.value, {}), self.ts))
@@ -148,16 +172,26 @@ class FactsBuilder:
 def build_facts(vcenter: str, read: FullRead, ts: int) -> tuple[list[Fact], TagMaps]:
     """Facts and tag maps from rows already read (every VM's light row in agg_rows when vm_rows holds
     only some)."""
-    b = FactsBuilder(vcenter, read.inventory.hosts, read.ds_rows, ts)
+    b = FactsBuilder(vcenter, read.inventory.hosts, read.host_rows, read.ds_rows, ts, read.names)
     if read.agg_rows:
         for obj, p in read.agg_rows:
             b.count(obj, p)
     for obj, p in read.vm_rows:
         b.add_vm(obj, p, counted=bool(read.agg_rows))
-    return b.finish(read.host_rows)
+    return b.finish()
 
 
-def _devices(p: dict, ds_names: dict[str, str], maps: TagMaps) -> tuple[list, list, list, dict]:
+def rdm_lun(b: Node | dict, uuids: dict[str, str]) -> str:
+    """The canonical name of an RDM's LUN. Its backing names the device by the host's path to it
+    (`/vmfs/devices/disks/vml.<uuid>` on real hosts) and by `lunUuid`; the VM's host resolves the UUID (as
+    its scsiLun lists it) to the canonical name. Unresolved (its host's devices not read), the path's name."""
+    device = str(b.get("deviceName") or "").rsplit("/", 1)[-1]
+    uuid = b.get("lunUuid") or device.removeprefix("vml.")
+    return uuids.get(uuid) or device
+
+
+def _devices(p: dict, ds_names: dict[str, str], maps: TagMaps,
+             uuids: dict[str, str]) -> tuple[list, list, list, dict]:
     devices = [d for d in as_list(p.get("config.hardware.device")) if isinstance(d, Node)]
     controllers = {d.get("key"): d for d in devices if "busNumber" in d}
     nics, scsi, disks = [], [], []
@@ -178,8 +212,11 @@ def _devices(p: dict, ds_names: dict[str, str], maps: TagMaps) -> tuple[list, li
             ds_ref = b.get("datastore")
             ds = ds_names.get(ds_ref.value, "") if isinstance(ds_ref, Ref) else ""
             backing = _disk_backing(b)
-            luns = ([str(b.get("deviceName")).rsplit("/", 1)[-1]] if backing == "rdm" and b.get("deviceName")
-                    else maps.ds_luns.get(ds, []))
+            if backing == "rdm":
+                lun = rdm_lun(b, uuids)
+                luns = [lun] if lun else []
+            else:
+                luns = maps.ds_luns.get(ds, [])
             capacity = to_int(d.get("capacityInBytes")) or (to_int(d.get("capacityInKB"), 0) or 0) * 1024
             ctype = ctrl.get("_type", "")
             disks.append({"instance": instance, "label": _label(d), "capacity_bytes": capacity, "backing": backing,
@@ -190,8 +227,8 @@ def _devices(p: dict, ds_names: dict[str, str], maps: TagMaps) -> tuple[list, li
 
 
 def _vm_fact(vcenter: str, vm: VM, host: Host | None, obj: Ref, p: dict, ds_names: dict[str, str], maps: TagMaps,
-             ts: int) -> Fact:
-    nics, scsi, disks, vm_disks = _devices(p, ds_names, maps)
+             uuids: dict[str, str], ts: int) -> Fact:
+    nics, scsi, disks, vm_disks = _devices(p, ds_names, maps, uuids)
     maps.set_vm(obj.value, vm_disks, nics)
     cpu, mem = _alloc(p.get("config.cpuAllocation")), _alloc(p.get("config.memoryAllocation"))
     cores = to_int(p.get("config.hardware.numCoresPerSocket"), 1) or 1
@@ -227,18 +264,7 @@ def _host_fact(vcenter: str, host: Host, p: dict, ds_names: dict[str, str], maps
               "memory_bytes": to_int(n.get("memoryRangeLength")) or to_int(n.get("memorySize"))}
              for n in as_list(numa.get("numaNode")) if isinstance(n, Node)]
     ht = p.get("config.hyperThread") if isinstance(p.get("config.hyperThread"), Node) else None
-    queue = {lun.get("canonicalName"): to_int(lun.get("queueDepth"))
-             for lun in as_list(p.get("config.storageDevice.scsiLun")) if isinstance(lun, Node)}
-    luns = []
-    mp = p.get("config.storageDevice.multipathInfo")
-    mp = mp if isinstance(mp, Node) else {}
-    for lun in as_list(mp.get("lun")):
-        paths = [{"name": x.get("name"), "state": x.get("pathState")} for x in as_list(lun.get("path"))]
-        policy, satp = lun.get("policy") or {}, lun.get("storageArrayTypePolicy") or {}
-        luns.append({"lun": lun.get("id"), "datastore": maps.lun_ds.get(lun.get("id"), ""),
-                     "queue_depth": queue.get(lun.get("id")), "policy": policy.get("policy"),
-                     "satp": satp.get("policy"), "paths_total": len(paths),
-                     "paths_active": sum(x["state"] == "active" for x in paths), "paths": paths})
+    luns = host_luns(p, maps.lun_ds.get(host.moid, {}))
     data = {
         "moid": host.moid, "cluster": host.cluster, "cpu_model": p.get("summary.hardware.cpuModel"),
         "cpu_mhz": to_int(p.get("summary.hardware.cpuMhz")),
@@ -255,8 +281,55 @@ def _host_fact(vcenter: str, host: Host, p: dict, ds_names: dict[str, str], maps
         "vmknics": [{"device": v.get("device"), "portgroup": v.get("portgroup"),
                      "mtu": to_int((v.get("spec") or {}).get("mtu"))}
                     for v in as_list(p.get("config.network.vnic")) if isinstance(v, Node)],
-        "datastores": sorted(ds_names.get(d.value, d.value) for d in as_list(p.get("datastore")) if isinstance(d, Ref)),
-        "vms_powered_on": agg.get("vms_powered_on", 0), "vcpus_powered_on": agg.get("vcpus_powered_on", 0),
+        "datastores": sorted(_mounted(p, ds_names)),
+        "vms_powered_on": agg.get("vms_powered_on", 0), "vms": sorted(agg.get("vms", ())),
+        "vcpus_powered_on": agg.get("vcpus_powered_on", 0),
         "vm_memory_mb_powered_on": agg.get("vm_memory_mb_powered_on", 0),
     }
     return Fact("vsphere_host", {"vcenter": vcenter, "host": host.name}, shared_strings(data), ts)
+
+
+def _mounted(p: dict, ds_names: dict[str, str]) -> list[str]:
+    """The datastores a host mounts, by name."""
+    return [ds_names.get(d.value, d.value) for d in as_list(p.get("datastore")) if isinstance(d, Ref)]
+
+
+def _scsi_luns(p: dict) -> list[Node]:
+    return [d for d in as_list(p.get("config.storageDevice.scsiLun")) if isinstance(d, Node)]
+
+
+#: HostMultipathInfoLogicalUnitPolicy's subclass for a device the High-Performance Plug-in claims (API 7.0)
+HPP_POLICY = "HostMultipathInfoHppLogicalUnitPolicy"
+#: the HPP's path selection schemes (the API reference spells the last `LB--Latency`): an API older than 7.0 gives an
+#: HPP device's policy as the base type, with one of these and no SATP
+HPP_SCHEMES = ("FIXED", "LB-RR", "LB-IOPS", "LB-BYTES", "LB-Latency", "LB--Latency")
+
+
+def host_luns(p: dict, lun_ds: dict[str, str]) -> list[dict]:
+    """Each storage device of a host as the host names it. multipathInfo's logical units carry the paths and
+    policies; each is the device whose scsiLun `key` its `lun` names, and the device's name is that scsiLun's
+    `canonicalName` (naa./eui./t10./mpx./vml.). The logical unit's `id` is the SCSI UUID on every real host, kept
+    as `uuid`. `lun_ds`: the datastore on each (its VMFS extents), of those the host mounts."""
+    devices = {d.get("key"): d for d in _scsi_luns(p)}
+    mp = p.get("config.storageDevice.multipathInfo")
+    out = []
+    for unit in as_list(mp.get("lun")) if isinstance(mp, Node) else ():
+        if not isinstance(unit, Node):
+            continue
+        device = devices.get(unit.get("lun"))
+        device = device if isinstance(device, Node) else {}
+        name = device.get("canonicalName") or unit.get("id")
+        paths = [{"name": x.get("name"), "state": x.get("pathState")} for x in as_list(unit.get("path"))
+                 if isinstance(x, Node)]
+        policy, satp = unit.get("policy"), unit.get("storageArrayTypePolicy")
+        scheme = policy.get("policy") if isinstance(policy, Node) else None
+        hpp = isinstance(policy, Node) and (policy.type == HPP_POLICY or (scheme in HPP_SCHEMES and satp is None))
+        local = device.get("localDisk")
+        out.append({"lun": name, "uuid": unit.get("id"), "type": device.get("lunType"),
+                    "local": None if local is None else to_bool(local),
+                    "datastore": lun_ds.get(name, ""), "queue_depth": to_int(device.get("queueDepth")),
+                    "plugin": "HPP" if hpp else "NMP" if str(scheme or "").startswith("VMW_PSP_") else None,
+                    "policy": scheme, "satp": satp.get("policy") if isinstance(satp, Node) else None,
+                    "paths_total": len(paths), "paths_active": sum(x["state"] == "active" for x in paths),
+                    "paths": paths})
+    return out

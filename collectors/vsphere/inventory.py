@@ -27,7 +27,7 @@ VM_QUICKSTATS = ("balloonedMemory", "swappedMemory", "compressedMemory", "overal
 VM_IDENTITY = ("name", "runtime.host", "runtime.powerState", "config.hardware.numCPU", "config.hardware.memoryMB",
                "config.changeVersion", "guest.hostName", "guest.ipAddress", "guest.toolsRunningStatus")
 #: bumped whenever a VM fact's content changes for the same vCenter answer (see identity())
-FACTS_VERSION = "1"
+FACTS_VERSION = "2"  # 2: an RDM's LUN by its canonical name
 VM_LIGHT = (*VM_IDENTITY, *(f"summary.quickStats.{q}" for q in VM_QUICKSTATS))
 VM_FULL = (*VM_LIGHT, "config.hardware.numCoresPerSocket", "config.cpuAllocation",
            "config.memoryAllocation", "config.memoryReservationLockedToMax", "config.latencySensitivity.level",
@@ -47,7 +47,7 @@ HOST_FULL = (*HOST_LIGHT, "summary.hardware.cpuModel", "summary.hardware.cpuMhz"
              "config.storageDevice.multipathInfo", "config.storageDevice.scsiLun", "config.network.vswitch",
              "config.network.vnic", "datastore")
 CLUSTER = ("name",)
-DS_FULL = ("name", "summary.type", "summary.capacity", "summary.freeSpace", "info", "host")
+DS_FULL = ("name", "summary.type", "summary.capacity", "summary.freeSpace", "info", "host", "vm")
 VIEW_TYPES = ("VirtualMachine", "HostSystem", "ComputeResource", "Datastore")
 PAGE = 1000        # objects per PropertyCollector page
 #: VMs per page with their device lists (~5 MB parsed of the simulator's; vCenter caps elements too). A facts
@@ -96,6 +96,7 @@ def create_view(session: Any) -> str:
                       "<recursive>true</recursive>")
     if rv is None or not rv.text:
         raise CollectorError("CreateContainerView answered without a view")
+    session.owned.add(rv.text)  # the session's own: gone, the session was lost
     return rv.text
 
 
@@ -266,3 +267,4 @@ class FullRead:
     host_rows: Rows
     ds_rows: Rows
     agg_rows: Rows = field(default_factory=list)  # every VM's light row when vm_rows holds only some
+    names: dict[str, str] = field(default_factory=dict)  # VM moid -> name, of VMs no row here holds

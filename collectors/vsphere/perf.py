@@ -246,6 +246,8 @@ def _entity(rv: ET.Element, window: tuple[float, float] | None) -> EntityResult:
             continue
         key = int(ident.findtext(_NS + "counterId") or -1)
         inst = ident.findtext(_NS + "instance") or ""
+        if inst == "*":  # vCenter answers "*" with each instance; one that names the wildcard (govmomi's simulator
+            continue     # echoes it) names none
         raw = (v.findtext(_NS + "value") or "").split(",")
         # a series without a gap (nearly all of them) converted in one C loop
         series.append((key, inst, list(map(int, raw)) if "" not in raw else [int(x) if x else None for x in raw]))
@@ -392,9 +394,10 @@ def _row_tags(measurement: str, inst: str, base: dict[str, str], moid: str, maps
         if lun:
             tags["lun"] = lun
     elif measurement == "vsphere_host_lun":
-        tags["lun"] = inst
-        if inst in maps.lun_ds:
-            tags["datastore"] = maps.lun_ds[inst]
+        tags["lun"] = inst  # the device's canonical name, as vCenter names a host's disk.* instances
+        ds = maps.lun_ds.get(moid, {}).get(inst)
+        if ds:
+            tags["datastore"] = ds
     elif measurement == "vsphere_datastore":
         tags["datastore"] = maps.ds_by_uuid.get(inst, inst)
     return tags

@@ -16,9 +16,10 @@ _INSTANCE = {"instance": "the counter instance: virtual disk (scsi0:1) or vNIC k
 TAGS = {
     "vsphere_vm": _VM,
     "vsphere_vm_disk": {**_VM, **_INSTANCE, "datastore": "the virtual disk's datastore",
-                        "lun": "the datastore's LUN NAA ids, comma-separated"},
+                        "lun": "the canonical names (naa.…) of the datastore's LUNs, or the RDM's, comma-separated"},
     "vsphere_vm_net": {**_VM, **_INSTANCE}, "vsphere_host": _HOST,
-    "vsphere_host_lun": {**_HOST, "lun": "the LUN's NAA id", "datastore": "the datastore on the LUN"},
+    "vsphere_host_lun": {**_HOST, "lun": "the LUN's canonical name (naa.…, eui.…, t10.…, mpx.…)",
+                         "datastore": "the datastore on the LUN"},
     "vsphere_datastore": {**_HOST, "datastore": "the datastore"},
 }
 DOCS = {
@@ -111,7 +112,8 @@ FACTS = (
              nics=("list", "each vNIC: key, type (`vmxnet3`, `e1000e`, ...), label"),
              scsi_controllers=("list", "each SCSI controller: key, bus, type (`pvscsi`, `lsilogic-sas`, ...)"),
              disks=("list", "each virtual disk: instance (scsi0:1), label, capacity_bytes, backing (`thin`, "
-                            "`lazy_zeroed`, `eager_zeroed`, `rdm`), datastore, luns (NAA ids), file, controller"),
+                            "`lazy_zeroed`, `eager_zeroed`, `rdm`), datastore, luns (canonical names), file, "
+                            "controller"),
              swap_placement=("string", "where the VM's swap file goes"),
              guest_hostname=("string", "the guest's host name, from VMware Tools"),
              ip_addresses=("list", "the guest's IP addresses, from VMware Tools")),
@@ -129,12 +131,16 @@ FACTS = (
              memory_bytes=("number", "physical memory"), numa_nodes=("number", "NUMA nodes"),
              numa=("list", "each NUMA node: node, cpus, memory_bytes"),
              esxi_version=("string", "ESXi version"), esxi_build=("string", "ESXi build"),
-             luns=("list", "each LUN: lun (NAA id), datastore, queue_depth, policy (path selection), satp, "
-                           "paths_total, paths_active, paths"),
+             luns=("list", "each storage device: lun (its canonical name: naa.…, eui.…, t10.…, mpx.…), uuid (the SCSI "
+                           "UUID multipathInfo keys it by), type (`disk`, `cdrom`, ...), local, datastore, "
+                           "queue_depth, plugin (`NMP`, `HPP`), policy (path selection: `VMW_PSP_RR`, ...; HPP's "
+                           "scheme: `LB-RR`, `FIXED`, ...), satp (none under HPP), paths_total, paths_active, "
+                           "paths"),
              vswitches=("list", "each standard vSwitch: name, mtu"),
              vmknics=("list", "each VMkernel NIC: device, portgroup, mtu"),
              datastores=("list", "the datastores it mounts"),
-             vms_powered_on=("number", "VMs powered on"), vcpus_powered_on=("number", "their virtual CPUs"),
+             vms_powered_on=("number", "VMs powered on"), vms=("list", "their names"),
+             vcpus_powered_on=("number", "their virtual CPUs"),
              vm_memory_mb_powered_on=("number", "their configured memory", "MiB")),
     ),
     FactKind(
@@ -144,7 +150,8 @@ FACTS = (
              capacity_bytes=("number", "capacity"), free_bytes=("number", "free space"),
              url=("string", "the datastore's URL"), vmfs_uuid=("string", "VMFS: the volume's UUID"),
              vmfs_version=("string", "VMFS: its version"), nas_remote=("string", "NFS: host:path"),
-             luns=("list", "VMFS: the NAA ids of its extents"), hosts=("list", "the hosts that mount it")),
+             luns=("list", "VMFS: the canonical names of its extents"), hosts=("list", "the hosts that mount it"),
+             vms=("list", "the VMs with files on it (its neighbours: who shares its I/O)")),
     ),
 )
 

@@ -6,8 +6,9 @@ identity; host name, parent, threads, quickStats; cluster names). WaitForUpdates
 last version and maxWaitSeconds = 0 answers at once with what changed since, or nothing: a steady
 cycle no longer reads every VM's row again.
 The first call (no version) is the full read; a truncated update set is followed until complete.
-A collector or version the server no longer knows (vCenter restarted, session lost and logged in
-again) raises WatchLostError; the caller starts a new watch, which reads everything again.
+A version the server no longer knows raises WatchLostError; the caller starts a new watch, which reads
+everything again. The collector and its filter are the session's own (Session.owned): one the server no
+longer knows means the session was lost, and a new session makes a new watch.
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ class InventoryWatch:
         self.pc = session.post(_create_collector_xml(default_pc)).findtext(NS + "returnval") or ""
         if not self.pc:
             raise CollectorError("CreatePropertyCollector answered without a collector")
-        session.post(_create_filter_xml(self.pc, view))
+        self.filter = session.post(_create_filter_xml(self.pc, view)).findtext(NS + "returnval") or ""
+        session.owned.update((self.pc, self.filter))  # the session's own: gone, the session was lost
         self.version = ""
         self.rows: dict[Ref, dict[str, Any]] = {}
         self.updates = 0   # object updates applied, the first full read included
@@ -79,7 +81,7 @@ class InventoryWatch:
             try:
                 el = self.session.post(_wait_xml(self.pc, self.version))
             except SoapFaultError as e:
-                if e.name in LOST_FAULTS:
+                if e.name in LOST_FAULTS and not e.session_lost:
                     raise WatchLostError(f"inventory watch lost: {e}") from None
                 raise
             rv = el.find(NS + "returnval")

@@ -72,6 +72,8 @@ def once(tmp_path, proxy: HostileVCenter) -> tuple[int, float, str]:
     ("RetrieveServiceContent", "bomb", "answer larger than 1048576 bytes"),  # the small calls' own bound
     ("RetrievePropertiesEx", "doctype", "DTDForbidden"),
     ("RetrieveServiceContent", "doctype", "DTDForbidden"),
+    ("Login", "bomb", "answer larger than 1048576 bytes"),  # pyvmomi's typed call, read through the same bounds
+    ("Login", "doctype", "DTDForbidden"),
 ])
 def test_a_bomb_or_a_doctype_is_a_collector_error_in_bounded_memory(tmp_path, vcenter, method, fault, said):
     vcenter.faults = {method: fault}

@@ -33,6 +33,7 @@ type builder struct {
 	tmp     string
 	dsRef   map[string]types.ManagedObjectReference
 	dsUUID  map[string]string
+	lunUUID map[string]map[string]string // host -> LUN canonical name -> its SCSI UUID on that host
 	folders *object.DatacenterFolders
 }
 
@@ -45,6 +46,7 @@ func (b *builder) build() error {
 	b.c = c
 	b.dsRef = map[string]types.ManagedObjectReference{}
 	b.dsUUID = map[string]string{}
+	b.lunUUID = map[string]map[string]string{}
 	for i, d := range b.sc.Datastores {
 		b.dsUUID[d.Name] = fmt.Sprintf("%08x-%08x-%04x-%012x", 0x5f000000+i, 0x1a2b0000+i, 0xbeef, 0x005056000000+int64(i))
 	}
@@ -95,6 +97,12 @@ func (b *builder) build() error {
 			Value: fmt.Sprint(b.sc.MaxQueryMetrics)})
 	}
 	b.reg.Put(b.perf)
+	if b.sc.Version != "" {
+		// a newer server than govmomi's 6.5 speaks the API of its release (types such as the HPP's policy are 7.0's)
+		about := &b.reg.Get(vim25.ServiceInstance).(*simulator.ServiceInstance).Content.About
+		about.FullName = strings.Replace(about.FullName, about.Version, b.sc.Version, 1)
+		about.Version, about.ApiVersion = b.sc.Version, b.sc.Version+".0"
+	}
 	return nil
 }
 
@@ -214,16 +222,33 @@ func (b *builder) configureHost(h *HostSpec, host *simulator.HostSystem) error {
 		Name: powerPolicyName(h.PowerPolicy), ShortName: h.PowerPolicy}}
 	luns := hostLUNs(b.sc, h)
 	storage := &types.HostStorageDeviceInfo{MultipathInfo: &types.HostMultipathInfo{}}
+	b.lunUUID[h.Name] = map[string]string{}
 	for i, l := range luns {
-		key := fmt.Sprintf("key-vim.host.ScsiDisk-%s", l.Name)
+		// shaped as real hosts report a device (govmomi's captured ESX data, ESXi 6.7 and 8.0.3 answers): scsiLun
+		// keyed and multipathInfo's logical unit identified by the SCSI UUID, the canonical name on scsiLun only
+		vendor, model, transport := "NETAPP", "LUN C-Mode", "Fibre Channel"
+		if l.Plugin == "HPP" {
+			vendor, model, transport = "NVMe", "NetApp ONTAP Con", "NVMe TCP"
+		}
+		uuid := scsiUUID(l.Name, i, model)
+		b.lunUUID[h.Name][l.Name] = uuid
+		key := "key-vim.host.ScsiDisk-" + uuid
 		storage.ScsiLun = append(storage.ScsiLun, &types.HostScsiDisk{ScsiLun: types.ScsiLun{
 			HostDevice: types.HostDevice{DeviceName: "/vmfs/devices/disks/" + l.Name, DeviceType: "disk"},
-			Key:        key, Uuid: strings.TrimPrefix(l.Name, "naa."), CanonicalName: l.Name, DisplayName: l.Name,
-			LunType: "disk", Vendor: "NETAPP", Model: "LUN C-Mode", QueueDepth: l.QueueDepth,
-			OperationalState: []string{"ok"}}})
-		mp := types.HostMultipathInfoLogicalUnit{Key: "key-vim.host.MultipathInfo.LogicalUnit-" + l.Name, Id: l.Name,
-			Lun: key, Policy: &types.HostMultipathInfoLogicalUnitPolicy{Policy: l.Policy},
-			StorageArrayTypePolicy: &types.HostMultipathInfoLogicalUnitStorageArrayTypePolicy{Policy: l.SATP}}
+			Key:        key, Uuid: uuid, CanonicalName: l.Name,
+			Descriptor: []types.ScsiLunDescriptor{{Quality: "highQuality", Id: l.Name},
+				{Quality: "lowQuality", Id: "vml." + uuid}, {Quality: "lowQuality", Id: uuid}},
+			DisplayName: fmt.Sprintf("%s %s Disk (%s)", vendor, transport, l.Name),
+			LunType:     "disk", Vendor: vendor, Model: model, QueueDepth: l.QueueDepth,
+			OperationalState: []string{"ok"}}, LocalDisk: types.NewBool(false)})
+		mp := types.HostMultipathInfoLogicalUnit{Key: "key-vim.host.MultipathInfo.LogicalUnit-" + uuid, Id: uuid, Lun: key}
+		if l.Plugin == "HPP" {
+			mp.Policy = &types.HostMultipathInfoHppLogicalUnitPolicy{
+				HostMultipathInfoLogicalUnitPolicy: types.HostMultipathInfoLogicalUnitPolicy{Policy: l.Policy}, Path: "none"}
+		} else {
+			mp.Policy = &types.HostMultipathInfoLogicalUnitPolicy{Policy: l.Policy}
+			mp.StorageArrayTypePolicy = &types.HostMultipathInfoLogicalUnitStorageArrayTypePolicy{Policy: l.SATP}
+		}
 		for p := 0; p < l.Paths; p++ {
 			state := "active"
 			if p < l.DeadPaths {
@@ -430,7 +455,7 @@ func (b *builder) addVM(h *HostSpec, v *VMSpec, host *simulator.HostSystem) erro
 		}
 	}
 	vm := b.reg.Get(ref).(*simulator.VirtualMachine)
-	return b.configureVM(v, vm)
+	return b.configureVM(h, v, vm)
 }
 
 func scsiKind(s string) string {
@@ -485,7 +510,7 @@ func ownCopy[C any, P interface {
 	return cp
 }
 
-func (b *builder) configureVM(v *VMSpec, vm *simulator.VirtualMachine) error {
+func (b *builder) configureVM(h *HostSpec, v *VMSpec, vm *simulator.VirtualMachine) error {
 	ownControllers(vm)
 	var diskInst, nicInst, dsInst []string
 	seenDS := map[string]bool{}
@@ -515,7 +540,8 @@ func (b *builder) configureVM(v *VMSpec, vm *simulator.VirtualMachine) error {
 				case "rdm":
 					dev.Backing = &types.VirtualDiskRawDiskMappingVer1BackingInfo{
 						VirtualDeviceFileBackingInfo: flat.VirtualDeviceFileBackingInfo,
-						LunUuid:                      strings.TrimPrefix(spec.LUN, "naa."), DeviceName: "/vmfs/devices/disks/" + spec.LUN,
+						// as real hosts name an RDM's device: by its vml. name, and its LUN by the SCSI UUID
+						LunUuid: b.lunUUID[h.Name][spec.LUN], DeviceName: "/vmfs/devices/disks/vml." + b.lunUUID[h.Name][spec.LUN],
 						CompatibilityMode: "physicalMode", DiskMode: "independent_persistent"}
 				default:
 					flat.ThinProvisioned, flat.EagerlyScrub = types.NewBool(false), types.NewBool(true)
@@ -554,6 +580,14 @@ func (b *builder) configureVM(v *VMSpec, vm *simulator.VirtualMachine) error {
 			HostMemoryUsage: int32(v.MemoryMB * 9 / 10), ConsumedOverheadMemory: 40 + 10*v.NumCPU, UptimeSeconds: 86400,
 			GuestHeartbeatStatus: "green"}
 	}
+	perf, err := parsePerf("VM "+v.Name, v.Perf)
+	if err != nil {
+		return err
+	}
+	cpuLevels(perf, int64(v.NumCPU)*int64(h.CPUMhz))
+	if v.PowerState == "poweredOn" {
+		quickFromPerf(&qs, perf, v.QuickStats)
+	}
 	if err := setInts(&qs, v.QuickStats); err != nil {
 		return err
 	}
@@ -591,14 +625,77 @@ func (b *builder) configureVM(v *VMSpec, vm *simulator.VirtualMachine) error {
 	defaults["mem.consumed.average"] = v.MemoryMB * 1024 * 9 / 10
 	defaults["mem.active.average"] = v.MemoryMB * 1024 * 3 / 10
 	defaults["mem.granted.average"] = v.MemoryMB * 1024
-	perf, err := parsePerf("VM "+v.Name, v.Perf)
-	if err != nil {
-		return err
+	for counter, prop := range quickCounters { // quickStats the scenario sets are the counters' level too
+		if mb, ok := v.QuickStats[prop]; ok && perf[counter] == nil {
+			defaults[counter] = mb * 1024
+		}
 	}
 	if v.PowerState != "poweredOn" {
 		return nil // powered-off VMs have no realtime stats
 	}
 	return b.perf.define(vm.Reference(), inst, defaults, perf)
+}
+
+// quickCounters: the VM counters (KB) whose level quickStats (MB) also report, and which the two keep alike.
+var quickCounters = map[string]string{"mem.consumed.average": "hostMemoryUsage", "mem.active.average": "guestMemoryUsage"}
+
+// cpuLevels keeps a VM's CPU usage counters alike, as vCenter's are: cpu.usage.average (hundredths of a
+// percent of the VM's vCPUs at the host's clock) from cpu.usagemhz.average, or the other way round, where
+// the scenario sets only one of them.
+func cpuLevels(perf map[string]PerfSpec, capacityMhz int64) {
+	pct, mhz := perf["cpu.usage.average"], perf["cpu.usagemhz.average"]
+	if capacityMhz <= 0 || (pct == nil) == (mhz == nil) {
+		return
+	}
+	if pct == nil {
+		perf["cpu.usage.average"] = scaled(mhz, 10000, capacityMhz)
+	} else {
+		perf["cpu.usagemhz.average"] = scaled(pct, capacityMhz, 10000)
+	}
+}
+
+func scaled(spec PerfSpec, mul, div int64) PerfSpec {
+	out := PerfSpec{}
+	for inst, s := range spec {
+		if inst != "" {
+			continue
+		}
+		t := make(Series, len(s))
+		for i, v := range s {
+			t[i] = v * mul / div
+		}
+		out[inst] = t
+	}
+	return out
+}
+
+// quickFromPerf: the quickStats a scenario leaves unset that a counter it sets reports too take the
+// counter's newest level (consumed and active memory in MB, CPU usage in MHz), as vCenter's two agree.
+func quickFromPerf(qs *types.VirtualMachineQuickStats, perf map[string]PerfSpec, set map[string]int64) {
+	newest := func(counter string) (int64, bool) {
+		s := perf[counter][""]
+		if len(s) == 0 {
+			return 0, false
+		}
+		return s[len(s)-1], true
+	}
+	for counter, prop := range quickCounters {
+		if _, given := set[prop]; !given {
+			if kb, ok := newest(counter); ok {
+				v := int32(kb / 1024)
+				if prop == "hostMemoryUsage" {
+					qs.HostMemoryUsage = v
+				} else {
+					qs.GuestMemoryUsage = v
+				}
+			}
+		}
+	}
+	if _, given := set["overallCpuUsage"]; !given {
+		if mhz, ok := newest("cpu.usagemhz.average"); ok {
+			qs.OverallCpuUsage = int32(mhz)
+		}
+	}
 }
 
 // setInts sets integer fields of a quickStats struct from {"balloonedMemory": 2048}.
@@ -695,4 +792,18 @@ var hostDefaults = map[string]int64{
 	"datastore.totalReadLatency.average": 1, "datastore.totalWriteLatency.average": 1,
 	"datastore.numberReadAveraged.average": 300, "datastore.numberWriteAveraged.average": 200,
 	"net.received.average": 20000, "net.transmitted.average": 15000, "net.usage.average": 35000,
+}
+
+// scsiUUID is a device's SCSI UUID as ESXi forms it (the vml. name without its prefix): an NAA device's is 0200, its
+// LUN number, 0000, the NAA id and the first six bytes of its model in hex (ESXi 6.7: 02000000006b8ca3…504552432048
+// for naa.6b8ca3… model "PERC H730"); an NVMe namespace's 06 and its EUI-64 id (ESXi 8.0.3); any other the name's
+// bytes in hex.
+func scsiUUID(name string, lun int, model string) string {
+	switch {
+	case strings.HasPrefix(name, "naa."):
+		return fmt.Sprintf("0200%02x0000%s%x", lun, strings.TrimPrefix(name, "naa."), (model + "      ")[:6])
+	case strings.HasPrefix(name, "eui."):
+		return "06" + strings.TrimPrefix(name, "eui.")
+	}
+	return fmt.Sprintf("%x", name)
 }

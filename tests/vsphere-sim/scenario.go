@@ -22,6 +22,7 @@ type Scenario struct {
 	Generate        GenerateSpec    `json:"generate"`
 	MaxQueryMetrics int             `json:"max_query_metrics"`
 	Login           *LoginSpec      `json:"login"`
+	Version         string          `json:"version"` // the vCenter's (or --esx host's) version and API version
 	Datastores      []DatastoreSpec `json:"datastores"`
 	Hosts           []HostSpec      `json:"hosts"`
 }
@@ -41,6 +42,7 @@ type DatastoreSpec struct {
 
 type LUNSpec struct {
 	Name       string `json:"name"`
+	Plugin     string `json:"plugin"` // NMP (policy, satp) or HPP (policy is its scheme; no SATP)
 	Policy     string `json:"policy"`
 	SATP       string `json:"satp"`
 	Paths      int    `json:"paths"`
@@ -306,7 +308,7 @@ func hostLUNs(sc *Scenario, h *HostSpec) []LUNSpec {
 		var byInstance map[string]json.RawMessage
 		if json.Unmarshal(raw, &byInstance) == nil {
 			for inst := range byInstance {
-				if strings.HasPrefix(inst, "naa.") {
+				if strings.HasPrefix(inst, "naa.") || strings.HasPrefix(inst, "eui.") {
 					add(inst)
 				}
 			}
@@ -317,8 +319,13 @@ func hostLUNs(sc *Scenario, h *HostSpec) []LUNSpec {
 	}
 	out := make([]LUNSpec, 0, len(byName))
 	for _, l := range byName {
-		dflt(&l.Policy, "VMW_PSP_RR")
-		dflt(&l.SATP, "VMW_SATP_ALUA")
+		if l.Plugin == "HPP" {
+			dflt(&l.Policy, "LB-RR")
+		} else {
+			l.Plugin = "NMP"
+			dflt(&l.Policy, "VMW_PSP_RR")
+			dflt(&l.SATP, "VMW_SATP_ALUA")
+		}
 		dflt(&l.Paths, 4)
 		dflt(&l.QueueDepth, 64)
 		out = append(out, l)

@@ -31,10 +31,12 @@ class StackScreen(ViewScreen):
         ("b l w t", "detail panel, db2top's letters: buffer pools, log, waits (time spent), tablespaces "
                     "and containers"),
         ("↑ ↓ pgup pgdn", "move in the detail table"), ("enter", "open the VM under the cursor (c, m panels)"),
+        ("J", "jump to the culprits (◀ beside the blamed layer) on the Fleet, which lists them alone"),
         ("/", "filter the detail rows"), ("esc", "back to the Fleet"),
     ]
     BINDINGS: ClassVar = [
         *(Binding(k, f"panel('{k}')", PANELS[k], show=False) for k in VMWARE_LETTERS + DB2_LETTERS),
+        Binding("J", "culprits", "Culprits", show=False),
         Binding("escape", "back", "Back"),
     ]
 
@@ -129,6 +131,14 @@ class StackScreen(ViewScreen):
         self.show_crumbs()
         self.app.request_reload(now=True)
 
+
+    def action_culprits(self) -> None:
+        """The Fleet, filtered to the VMs the verdict names as culprits (Enter opens one, Esc clears it)."""
+        vms = [c.vm for c in self.view.culprits if c.vm] if self.view is not None else []
+        if not vms:
+            self.app.notify("no culprits: the verdict blames no contention in the window", severity="warning")
+            return
+        self.app.show_in_fleet(list(dict.fromkeys(vms)))
 
     def on_grid_table_selected(self, event: GridTable.Selected) -> None:
         if self.panel in ("c", "m") and self.view is not None and event.key != self.view.resolved.vm:

@@ -1,0 +1,7 @@
+module db2vtop/tests/vcsim-models
+
+go 1.24.13
+
+require github.com/vmware/govmomi v0.53.0
+
+require github.com/google/uuid v1.6.0 // indirect
