@@ -8,8 +8,10 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-run
+# most tests wait on a peer or a child process, so more workers than cores keeps both cores busy
+TEST_WORKERS ?= 4
 
-.PHONY: run test test-deps lint docs-check bench snapshots clean vsphere-sim vcsim-models wheelhouse
+.PHONY: run test test-ready test-deps lint docs-check bench snapshots clean vsphere-sim vcsim-models wheelhouse
 
 # `make run` installs what running needs (db2vtop and its runtime dependencies); the test extras
 # (ibm_db's CLI driver, ruff, hypothesis, pyte, ...: most of the venv's size) come with `make test`.
@@ -26,11 +28,20 @@ $(STAMP): pyproject.toml $(RUN_STAMP)
 run: $(RUN_STAMP)
 	$(VENV)/bin/db2vtop watch
 
-test-deps:
+# The peers each build from its own Go module (and influxd 2.7's Flux from its crates): independent, so
+# `make test` builds them side by side with the venv (their downloads overlap; each build takes its own lock).
+PEERS := peer-debs peer-influxd peer-influxd2 peer-alertmanager
+.PHONY: $(PEERS)
+peer-debs:
 	tests/infra/install-deps.sh
+peer-influxd:
 	tests/infra/build-influxd.sh
+peer-influxd2:
 	tests/infra/build-influxd2.sh
+peer-alertmanager:
 	tests/infra/build-alertmanager.sh
+
+test-deps: $(PEERS)
 
 # The Go vSphere scenario simulator (tests/vsphere-sim, govmomi pinned in its go.mod).
 # Go's build and module caches make a rebuild with unchanged sources a no-op.
@@ -47,6 +58,8 @@ $(VCSIM_MODELS): tests/vcsim-models/go.mod tests/vcsim-models/go.sum $(wildcard 
 
 vcsim-models: $(VCSIM_MODELS)
 
+test-ready: $(STAMP) test-deps $(VSPHERE_SIM) $(VCSIM_MODELS) $(WHEELHOUSE)
+
 # The wheels of every runtime dependency and of setuptools: tests/test_packaging.py builds
 # db2vtop's wheel and installs it into a clean venv from here, offline, as a user would.
 WHEELHOUSE := build/wheelhouse/.complete
@@ -58,11 +71,13 @@ $(WHEELHOUSE): pyproject.toml setup.py $(STAMP)
 
 wheelhouse: $(WHEELHOUSE)
 
-test: $(STAMP) test-deps $(VSPHERE_SIM) $(VCSIM_MODELS) $(WHEELHOUSE)
+test:
+	$(MAKE) --no-print-directory -j4 test-ready
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 	$(PY) -m tests.docs_check
-	$(PY) -m pytest -q --durations=30
+	$(PY) -m pytest -q --durations=30 -n $(TEST_WORKERS) --dist loadfile -m 'not serial'
+	$(PY) -m pytest -q -m serial
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

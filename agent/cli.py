@@ -176,7 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     common(t)
     source(t)
     t.add_argument("--lookback", type=_duration, default=3600.0, metavar="DURATION",
-                   help="how far back to judge (default 1h; vCenter keeps at most 1h of 20 s samples)")
+                   help="how far back to judge (default 1h; vCenter keeps at most 1h of 20 s samples, "
+                        "its events for days)")
     t.add_argument("--format", choices=["text", "markdown", "json"], default="text")
     t.add_argument("--vm", action="append", default=[], metavar="NAME",
                    help="judge only this VM's stack (repeatable); the exit status is this VM's alone")

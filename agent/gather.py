@@ -19,7 +19,7 @@ from db2vtop.agent.assemble import build_collectors
 from db2vtop.agent.core.columns import ColumnSource
 from db2vtop.agent.core.config import Config
 from db2vtop.agent.core.influx_source import InfluxSource
-from db2vtop.agent.core.model import Fact, Finding, Sample, clean_fields, record_problem
+from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample, clean_fields, record_problem
 from db2vtop.agent.core.source import CachedSource
 from db2vtop.agent.core.store import Store, StoreError
 from db2vtop.agent.core.text import did_you_mean, plural
@@ -29,9 +29,11 @@ from db2vtop.collectors.base import BaseCollector
 
 
 async def _fresh(c: BaseCollector, lookback_s: float, vms: set[str] | None, facts_only: bool = False,
-                 keep: Callable[[list[Sample]], object] | None = None) -> tuple[list[Sample], list[Fact], str]:
+                 keep: Callable[[list[Sample]], object] | None = None,
+                 note: Callable[[list[Annotation]], object] | None = None) -> tuple[list[Sample], list[Fact], str]:
     """One look at a source now (plus its own history where it keeps one); `facts_only`: what it describes.
-    With `keep`, its samples go there as they come (vCenter's hour page by page), none are returned."""
+    With `keep`, its samples go there as they come (vCenter's hour page by page), none are returned; with
+    `note`, its annotations (vCenter's events in the look back)."""
     samples: list[Sample] = []
     facts: list[Fact] = []
     counts = [0, 0]  # samples kept, samples left out
@@ -43,6 +45,8 @@ async def _fresh(c: BaseCollector, lookback_s: float, vms: set[str] | None, fact
         now, skew = time.time_ns(), int(c.clock_skew_s * 1e9)
         earliest = now - int(lookback_s * 1e9) - skew
         good = [r for r in records if isinstance(r, Sample) and record_problem(r, earliest, now + skew) is None]
+        if note is not None:
+            note([r for r in records if isinstance(r, Annotation) and record_problem(r, earliest, now + skew) is None])
         counts[0] += len(good)
         counts[1] += sum(isinstance(r, Sample) for r in records) - len(good)
         if keep is None:
@@ -105,7 +109,8 @@ def look_now(cfg: Config, lookback_s: float = 0.0, vms: set[str] | None = None,
     """Every configured source read once now, at once (`vms`: only those VMs' realtime hour); with
     `facts_only`, only what each describes (what `db2vtop stacks` infers stacks from); with `history_only`,
     only the sources that keep their own history. With `keep`, the samples are kept there as they come, each
-    source's after the ones before it (rank 1, 2, ...)."""
+    source's after the ones before it (rank 1, 2, ...), and the annotations they bring (vCenter's events in
+    the look back)."""
     samples: list[Sample] = []
     facts: list[Fact] = []
     sources: dict[str, str] = {}
@@ -122,7 +127,8 @@ def look_now(cfg: Config, lookback_s: float = 0.0, vms: set[str] | None = None,
     async def gather() -> list[tuple[list[Sample], list[Fact], str]]:
         try:
             return await asyncio.gather(*(
-                _fresh(c, lookback_s, vms, facts_only, None if keep is None else partial(keep.add, rank=rank))
+                _fresh(c, lookback_s, vms, facts_only, None if keep is None else partial(keep.add, rank=rank),
+                       None if keep is None else keep.add_annotations)
                 for rank, c in enumerate(collectors, 1)))
         finally:  # after all of them: collectors of one host share its SSH connection
             for c in collectors:
@@ -162,6 +168,7 @@ def run_triage(cfg: Config, store_path: Path, lookback_s: float,
                 facts += reader.facts()
                 for m in reader.measurements():
                     samples.add(reader.rows(m, since, now))
+                samples.add_annotations(reader.annotations(since, now))
                 if fleet:
                     recorded = [f for f in reader.findings(open_only=False) if f.last_seen >= since]
             sources[name] = f"ok: {plural(len(samples), 'sample')}"

@@ -123,6 +123,12 @@ class Pipeline:
         for c in collectors:
             if c.resumes:
                 c.resume([f for f in facts if f.kind in c.resumes])
+        # a log read on after the newest stored (vCenter's events): what the store would accept, no older
+        logs = sorted({k for c in collectors for k in c.resumes_after})
+        stored = store.annotations_of(logs, now - int(self.cfg.store.max_clock_skew * 1e9), now) if logs else []
+        for c in collectors:
+            if c.resumes_after:
+                c.resume_annotations([a for a in stored if a.event in c.resumes_after])
 
     def reload(self, new: Config, engine: Engine) -> None:
         """Apply a re-read config: collectors and checks anew, the sink only if [influxdb] changed

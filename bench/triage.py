@@ -9,7 +9,11 @@ episodes: the verdict judges every 20 s bucket of the hour; issue 39's: <= 2 s w
 fleet <= 20 s). The VM looked at is one more, on a host of its own beside a batch VM, with an incident in
 its hour (CPU ready 15 % per vCPU for 5 minutes half an hour ago, and again for the last 3 minutes, while
 the batch VM takes the host's CPUs): its verdict has an ended and an ongoing episode, counted in the
-output, and names the batch VM as its culprit (triage of the one VM reads the batch VM's hour too).
+output, and names the batch VM as its culprit (triage of the one VM reads the batch VM's hour too). vCenter's
+log holds `--events` events over the hour (generated: DRS migrations, alarms, device latency, reconfigurations of
+the fleet's VMs), and two of the incident's: the batch VM reconfigured 4 minutes ago, then the incident host's CPU
+alarm turning yellow before the last episode began; the ongoing episode names the reconfiguration (its culprit's
+event), not the newer alarm. Triage reads the whole log of its look back.
 """
 
 from __future__ import annotations
@@ -45,6 +49,14 @@ def incident_host() -> dict:
          "perf": {"cpu.usage.average": busy}}]}
 
 
+def incident_events() -> list[dict]:
+    """The batch VM's reconfiguration 4 minutes ago and, 20 s later, the host's CPU alarm (the last episode began
+    3 minutes ago)."""
+    return [{"type": "VmReconfiguredEvent", "ago_s": 240, "vm": BATCH_VM, "config": {"num_cpus": 16}},
+            {"type": "AlarmStatusChangedEvent", "ago_s": 220, "host": "esx-incident", "alarm": "Host CPU usage",
+             "from": "green", "to": "yellow"}]
+
+
 def run(cfg: Path, lookback: str, *extra: str) -> tuple[float, float, float, dict, int]:
     """Wall time, CPU seconds (user + system: steadier than wall on shared cores) and peak RSS (MB) of one
     triage, from its own process's resource usage."""
@@ -72,13 +84,15 @@ def main() -> None:
     ap.add_argument("--hosts", type=int, default=5)
     ap.add_argument("--vms-per-host", type=int, default=40)
     ap.add_argument("--lookback", default="1h")
+    ap.add_argument("--events", type=int, default=2000, help="events in vCenter's log over the hour")
     ap.add_argument("--skip-all", action="store_true", help="only the --vm case (the all-VM case is slow at 2,000)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         scenario = Path(d) / "scenario.json"
         scenario.write_text(json.dumps({"datacenter": "DC1", "generate": {"hosts": args.hosts,
-                                                                          "vms_per_host": args.vms_per_host},
-                                        "hosts": [incident_host()]}))
+                                                                          "vms_per_host": args.vms_per_host,
+                                                                          "events": args.events},
+                                        "hosts": [incident_host()], "events": incident_events()}))
         with Simulator(scenario) as sim:
             ca = Path(d) / "ca.pem"
             ca.write_text(ssl.get_server_certificate(("127.0.0.1", sim.port)))
@@ -87,6 +101,7 @@ def main() -> None:
                     f'url = "{sim.url}"\nuser = "bench"\npassword_env = "VC1_PASSWORD"\nca_file = "{ca}"\n'
                     'timeout = "60s"\n')
             out = {"benchmark": "triage", "vms": args.hosts * args.vms_per_host + 2, "lookback": args.lookback,
+                   "vcenter_events": args.events + len(incident_events()),
                    "target_s": {"all_vms": 20, "one_vm": 2}}
             cfg = Path(d) / "vcenter.toml"
             cfg.write_text(base)
@@ -101,9 +116,18 @@ def main() -> None:
                              "sources": doc.get("sources"), "findings": len(doc.get("findings", [])),
                              "verdicts": len(doc.get("verdicts", [])), "healthy_stacks": doc.get("healthy_stacks"),
                              "episodes": sum(len(v.get("episodes", [])) for v in doc.get("verdicts", [])),
-                             "culprit": next(((v["culprits"] or [{}])[0].get("vm") for v in doc.get("verdicts", [])
-                                              if v["vm"] == INCIDENT_VM), None)}
+                             "events": len(doc.get("events", [])), **incident(doc)}
     print(json.dumps(out, indent=2))
+
+
+def incident(doc: dict) -> dict:
+    """The incident VM's verdict: its first culprit, its events, the event its last episode began after."""
+    v = next((v for v in doc.get("verdicts", []) if v["vm"] == INCIDENT_VM), None)
+    if v is None:
+        return {"culprit": None}
+    last = (v.get("episodes") or [{}])[-1]
+    return {"culprit": (v["culprits"] or [{}])[0].get("vm"), "incident_events": len(v.get("events", [])),
+            "incident_event": (last.get("event") or {}).get("summary")}
 
 
 if __name__ == "__main__":

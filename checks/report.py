@@ -155,7 +155,14 @@ class Report:
                 "delta": {"stacks": self.delta(), "moved": [m.to_json() for m in self.moved]},
                 "findings": [{**finding_json(f), "run": r.run.called, "stacks": stacks}
                              for r in runs for f, stacks in zip(r.findings, r.finding_stacks, strict=True)],
-                "verdicts": [v for r in runs for v in r.verdicts], "left_out": self.left_out}
+                "verdicts": [v for r in runs for v in r.verdicts], "events": run_events(runs),
+                "left_out": self.left_out}
+
+
+def run_events(runs: list[RunFigures]) -> list[dict[str, Any]]:
+    """vCenter's events of the report's stacks in its runs (each verdict's, once), oldest first."""
+    found = {(e["time"], e["type"], e["summary"]): e for r in runs for v in r.verdicts for e in v.get("events") or ()}
+    return [found[k] for k in sorted(found)]
 
 
 def _iso(ns: int | None) -> str | None:

@@ -14,6 +14,7 @@ from typing import Any
 from db2vtop.agent.core.text import plural
 from db2vtop.checks.figures import LAYER_TITLES, LAYERS
 from db2vtop.checks.report import FIGURE_BY_ID, MOVE_FLOOR, Report, RunFigures, Stat, change_pct
+from db2vtop.checks.triage import EVENTS_LISTED
 from db2vtop.checks.verdict import earlier_text, onset_text
 
 #: how a unit is shown: (divide by, label)
@@ -166,7 +167,14 @@ def to_text(report: Report, markdown: bool = False) -> str:
             for v in side.verdicts:
                 if v["stack"] == st.name:
                     who = "verdict" if side is report.run else f"baseline verdict ({side.run.called})"
-                    lines += [f"{'**' if markdown else '  '}{who}{'**' if markdown else ''}: {_verdict_line(v)}", ""]
+                    lines += [f"{'**' if markdown else '  '}{who}{'**' if markdown else ''}: {_verdict_line(v)}"]
+                    events = v.get("events") or []
+                    lines += [f"{'- ' if markdown else '    '}vCenter {e['time']}: {e['summary']}"
+                              for e in events[-EVENTS_LISTED:]]
+                    if len(events) > EVENTS_LISTED:
+                        lines.append(f"{'- ' if markdown else '    '}(and {len(events) - EVENTS_LISTED} older vCenter "
+                                     "events: --format json has them all)")
+                    lines.append("")
     lines += [f"{h2}Findings opened during the run", ""]
     any_finding = False
     for side in [report.run] + ([base] if base else []):

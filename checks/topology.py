@@ -6,8 +6,11 @@ what belongs to a stack (docs/architecture.md, "The read model").
 
 A stack's identity includes its vCenter: VM names repeat across vCenters (a recovery site, dev and
 prod), so every VM and host series is matched on it. vMotion moves a VM between hosts while its name
-stays, so the host layer is a function of time: the host at a moment comes from the VM's own samples,
-which vCenter and esxtop tag with the host that ran it then (where there are none, from its fact).
+stays, so the host layer is a function of time: over a window, the host at each moment comes from
+vCenter's migration events of the VM where there are any (a VM's history read back from vCenter's hour
+is tagged with the host it is on now, whatever the time: only an agent that was running tagged each
+sample as it came), else from the VM's own samples, which an agent and esxtop tag with the host that
+ran it then (where there are none, from its fact).
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from db2vtop.agent.core.config import Config, StackConfig
+from db2vtop.agent.core.events import VCenterEvent
 from db2vtop.agent.core.model import Fact
 from db2vtop.agent.core.source import CachedSource, Series, Source, cached, derive, tag_values
 from db2vtop.agent.core.text import plural
+from db2vtop.checks.events import migrations
 
 #: a VM's measurements tagged with its host, and fields every such sample carries
 VM_PLACEMENT = {"vsphere_vm": ("cpu_ready_pct", "cpu_usage_pct", "mem_balloon_bytes"),
@@ -104,8 +109,9 @@ def _vcenter_ok(tags: dict[str, str], vcenter: str | None) -> bool:
 
 def placement(source: Source, vm: str | None, since_ns: int, until_ns: int,
               vcenter: str | None = None) -> Placement:
-    """Where `vm` (of `vcenter`) was from a little before `since_ns` to `until_ns`. At one moment
-    (since = until), the newest sample of each of its series is all that is read."""
+    """Where `vm` (of `vcenter`) was from a little before `since_ns` to `until_ns`: its migrations in that time,
+    else its samples' host tags. At one moment (since = until: a Fleet of 10,000 VMs asks each second) the newest
+    sample of each of its series is all that is read (an agent tags each with the host it came from)."""
     view = cached(source)
     points: dict[int, str] = {}
     if vm:
@@ -122,8 +128,21 @@ def placement(source: Source, vm: str | None, since_ns: int, until_ns: int,
                         for ts, _ in window:
                             points.setdefault(ts, s.tags["host"])
                         break
+            moves = migrations(view, vm, vcenter, since_ns - LOOKBEHIND_NS, until_ns)
+            if moves:
+                points = _moved(points, moves, since_ns - LOOKBEHIND_NS)
     times = sorted(points)
     return Placement(vm, times, [points[t] for t in times])
+
+
+def _moved(points: dict[int, str], moves: list[VCenterEvent], start: int) -> dict[int, str]:
+    """Where the VM's migrations say it ran: on the first one's source host until it (on what the samples say
+    before it, when vCenter did not name the source), then on each one's destination."""
+    first = moves[0]
+    out = {start: first.source_host} if first.source_host else {t: h for t, h in points.items() if t < first.ts}
+    for e in moves:
+        out[e.ts] = e.host or ""
+    return out
 
 
 # --- a stack's entities ---------------------------------------------------------------------

@@ -4,8 +4,9 @@ the same engine the agent runs, so a triage verdict and a live finding never dis
 Each finding says when it opened within the lookback and, if its condition ended, when it
 resolved (a resolved one does not raise the exit status); one whose entity stopped reporting is
 stale since its last sample. Each verdict is the stack's episodes over the lookback
-(checks/verdict.py): the one going on now, with its start, and the earlier ones. With nothing to
-judge (no sample of any layer and no configuration read), triage is UNKNOWN and says so first.
+(checks/verdict.py): the one going on now, with its start, and the earlier ones, with the stack's
+vCenter events. With nothing to judge (no sample of any layer and no configuration read), triage is
+UNKNOWN and says so first.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from db2vtop.agent.core.columns import ColumnSource
 from db2vtop.agent.core.config import Config, StackConfig
+from db2vtop.agent.core.events import VCenterEvent, vcenter_events
 from db2vtop.agent.core.model import THREAD_MEASUREMENT, Fact, Finding, Severity, severity_rank
 from db2vtop.agent.core.source import CachedSource
 from db2vtop.agent.core.text import plural
@@ -48,6 +50,7 @@ class TriageResult:
     healthy: int = 0  # stacks judged whose verdict blames no layer in the lookback (left out unless targeted)
     blind: str | None = None  # why nothing could be judged (no layer's data in the lookback)
     threads: list[dict[str, Any]] = field(default_factory=list)  # the recording agents' threads in trouble
+    events: list[VCenterEvent] = field(default_factory=list)  # vCenter's events of the lookback (see judge)
 
     @property
     def failed_sources(self) -> dict[str, str]:
@@ -151,7 +154,16 @@ def judge(cfg: Config, samples: ColumnSource | Iterable[Any], facts: list[Fact],
     shown.sort(key=lambda v: (v.layer is None, {"high": 0, "medium": 1, "low": 2}.get(v.confidence, 3), v.stack))
     return TriageResult(now, lookback_s, findings, [v.to_json() for v in shown], sources=sources, samples=seen,
                         healthy=len([v for v in verdicts if v.layer is None and not v.episodes]), blind=blind,
-                        threads=threads_in_trouble(samples.rows(THREAD_MEASUREMENT)))
+                        threads=threads_in_trouble(samples.rows(THREAD_MEASUREMENT)),
+                        events=triage_events(source, since, now, verdicts if targeted else None))
+
+
+def triage_events(source: CachedSource, since: int, now: int, verdicts: list[Any] | None) -> list[VCenterEvent]:
+    """vCenter's events of the lookback: every one, or (`--vm`, `--stack`) those of the stacks asked for."""
+    if verdicts is None:
+        return vcenter_events(source.annotations(since, now))
+    mine = {(e.ts, e.type, e.summary): e for v in verdicts for e in v.events}
+    return sorted(mine.values(), key=lambda e: e.ts)
 
 
 def co_tenants(source: ColumnSource, stacks: list[StackConfig], since: int, now: int, cfg: Config,
@@ -207,7 +219,8 @@ def finding_json(f: Finding) -> dict[str, Any]:
 def to_json(r: TriageResult) -> dict[str, Any]:
     return {"generated_at": iso(r.generated_at), "lookback_s": r.lookback_s, "status": STATUS[r.exit_status],
             "unknown": r.blind, "failed_sources": r.failed_sources, "findings": [finding_json(f) for f in r.findings],
-            "verdicts": r.verdicts, "healthy_stacks": r.healthy, "sources": r.sources, "agent_threads": r.threads}
+            "verdicts": r.verdicts, "healthy_stacks": r.healthy, "sources": r.sources, "agent_threads": r.threads,
+            "events": [e.to_json() for e in r.events]}
 
 
 def _subject(f: Finding) -> str:
@@ -269,6 +282,27 @@ def verdict_lines(v: dict[str, Any], now: int, markdown: bool = False) -> list[s
         lines.append(f"  earlier: {earlier}")
     if v.get("not_known"):
         lines.append("  not known: " + "; ".join(v["not_known"]))
+    events = v.get("events") or []
+    lines += [f"  vCenter {e['time'].replace('+00:00', 'Z')} {e['summary']}" for e in events[-EVENTS_LISTED:]]
+    if len(events) > EVENTS_LISTED:
+        lines.append(f"  (and {len(events) - EVENTS_LISTED} older vCenter events: --format json has them all)")
+    return [*lines, ""]
+
+
+#: vCenter events listed in the text, under a verdict and on their own (the JSON has them all)
+EVENTS_LISTED = 20
+
+
+def event_lines(r: TriageResult, markdown: bool) -> list[str]:
+    """The newest vCenter events of the lookback no verdict above listed, oldest first: what else changed."""
+    listed = {(e["time"], e["type"], e["summary"]) for v in r.verdicts for e in v.get("events") or ()}
+    rest = [e for e in r.events if (e.to_json()["time"], e.type, e.summary) not in listed]
+    if not rest:
+        return []
+    shown = rest[-EVENTS_LISTED:]
+    more = f" (the newest {len(shown)} of {len(rest)})" if len(rest) > len(shown) else ""
+    lines = [("## " if markdown else "") + f"Other vCenter events{more}", ""]
+    lines += [f"- {iso(e.ts)} {e.kind}: {e.summary}" for e in shown]
     return [*lines, ""]
 
 
@@ -308,6 +342,7 @@ def to_text(r: TriageResult, markdown: bool = False) -> str:
         lines += [f"{plural(r.healthy, 'stack')} with no layer to blame in the lookback", ""]
     for v in r.verdicts:
         lines += verdict_lines(v, r.generated_at, markdown)
+    lines += event_lines(r, markdown)
     for title, group in (("Findings", current), ("Stale: open when their entity stopped reporting", stale),
                          ("Resolved within the window", past)):
         if not group:

@@ -28,6 +28,9 @@ over the episode rather than the window; its causes are every one its buckets sh
 with its start (`since`); the others are earlier episodes. When none is going on, the verdict says
 what is known and what is not, never "healthy" by default: a stack without DB2 data says so.
 
+The stack's vCenter events in the window (checks/events.py) come with the verdict, and each episode
+names the newest of them at or before its onset: what changed at that minute.
+
 Each episode names its culprits (checks/culprits.py): the co-tenants of what its causes contend for, ranked
 by their share of it, the first named in its conclusion.
 """
@@ -45,10 +48,12 @@ from typing import Any
 
 from db2vtop.agent.core.cadence import is_stale
 from db2vtop.agent.core.config import StackConfig
+from db2vtop.agent.core.events import VCenterEvent
 from db2vtop.agent.core.model import Finding, Severity
 from db2vtop.agent.core.source import Series, Source, cached, derive
 from db2vtop.agent.core.units import format_duration
 from db2vtop.checks.culprits import RESOURCE_OF, Culprit, clause, culprits
+from db2vtop.checks.events import after_text, nearest_before, stack_events
 from db2vtop.checks.figures import COMBINE, LAYER_TITLES, ROLES, Figure
 from db2vtop.checks.rule import LiveRule
 from db2vtop.checks.rules import all_rules
@@ -142,6 +147,13 @@ class Episode:
     buckets: int
     confidence: str
     culprits: list[Culprit] = field(default_factory=list)  # who takes what its causes contend for, ranked
+    event: VCenterEvent | None = None  # the stack's newest vCenter event at or before its onset
+
+    @property
+    def blames(self) -> str | None:
+        """The co-tenant it blames first (a VM, or a LUN behind the same adapter); None when that is the VM."""
+        first = self.culprits[0] if self.culprits else None
+        return None if first is None or first.own else first.vm or first.lun
 
     @property
     def summary(self) -> str:
@@ -155,7 +167,8 @@ class Episode:
         return {"layer": self.layer, "summary": self.summary, "start": iso(self.start), "end": iso(self.end),
                 "figures": {k: {"mean": round(m, 3), "peak": round(float(p), 3)} for k, (m, p) in self.figures.items()},
                 "chain": self.chain, "causes": [c.to_json() for c in self.causes], "buckets": self.buckets,
-                "confidence": self.confidence, "culprits": [c.to_json() for c in self.culprits]}
+                "confidence": self.confidence, "culprits": [c.to_json() for c in self.culprits],
+                "event": self.event.to_json() if self.event else None}
 
 
 @dataclass
@@ -177,6 +190,7 @@ class StackVerdict:
     causes: list[Cause] = field(default_factory=list)  # the ongoing episode's, ranked
     not_known: list[str] = field(default_factory=list)  # what the verdict could not see
     until: int = 0  # the moment judged (the window's end)
+    events: list[VCenterEvent] = field(default_factory=list)  # the stack's vCenter events in the window
 
     @property
     def culprits(self) -> list[Culprit]:
@@ -190,7 +204,27 @@ class StackVerdict:
                 "since_before": self.since_before,
                 "episodes": [e.to_json() for e in self.episodes], "causes": [c.to_json() for c in self.causes],
                 "culprits": [c.to_json() for c in self.culprits], "not_known": self.not_known,
-                "until": iso(self.until)}
+                "until": iso(self.until), "events": [e.to_json() for e in self.events]}
+
+    def note_events(self, events: list[VCenterEvent], reached: list[VCenterEvent] | None = None) -> None:
+        """The stack's vCenter events: kept, and each episode's newest one at or before its onset named in the
+        text (the ongoing episode's after its summary, the earlier ones' in the list of earlier episodes).
+        `reached`: the events of the longer look back that found the ongoing episode's onset before the window."""
+        self.events = events
+        if not (events or reached) or not self.episodes:
+            return
+        for e in self.episodes:
+            e.event = nearest_before(events, e.start, BUCKET_NS, e.blames)
+        if reached is not None:
+            last = self.episodes[-1]
+            last.event = nearest_before(reached, last.start, BUCKET_NS, last.blames)
+        ongoing = self.episodes[-1] if self.episodes[-1].end is None else None
+        head, sep, _ = self.summary.partition("; earlier:")
+        if ongoing is not None and ongoing.event is not None:
+            after = after_text(ongoing.event.summary, ongoing.event.ts, ongoing.start)
+            self.summary += f"; since {clock(ongoing.start, True)}, {after}"
+        elif sep and ongoing is None:
+            self.summary = f"{head}; earlier: {earlier_text([e.to_json() for e in self.episodes], self.until)}"
 
     def as_finding(self) -> Finding | None:
         """The blame now as a finding of `stack-verdict` (a warning): for a stack whose own current findings
@@ -278,7 +312,10 @@ def earlier_text(episodes: Sequence[dict[str, Any]], until: int | str | None, ut
         label = KINDS[e["causes"][0]["kind"]][1] if e.get("causes") else e["layer"]
         first = (e.get("culprits") or [None])[0]
         who = f" ({first['vm'] or first['lun']} {first['share_pct']:.0f} %)" if first else ""
-        out.append(f"{label} {clock(start, utc).removesuffix(' UTC')}–{clock(end, utc)}{who}, "
+        after = ""
+        if e.get("event") and (at := _ns(e["event"]["time"])) is not None:
+            after = f" ({after_text(e['event']['summary'], at, start)})"
+        out.append(f"{label} {clock(start, utc).removesuffix(' UTC')}–{clock(end, utc)}{who}{after}, "
                    f"ended {span(now - end)} ago")
     return "; ".join(out)
 
@@ -611,6 +648,23 @@ def stack_verdict(source: Source, stack: StackConfig, since_ns: int, until_ns: i
     before: its start is looked for back to ONSET_REACH_NS before `until`, as a longer view of the same
     data (triage's lookback) finds it; found nowhere, `since_before` says it began then or earlier."""
     ent = entities if entities is not None else resolve(source, stack, since_ns, until_ns)
+    out = _judged(stack, ent, until_ns, overrides, shared)
+    reach_ns = until_ns - ONSET_REACH_NS
+    reached: list[VCenterEvent] | None = None
+    if out.since_before and reach_ns < since_ns:
+        longer_ent = resolve(source, stack, reach_ns, until_ns)
+        longer = _judged(stack, longer_ent, until_ns, overrides, None)
+        if longer.layer == out.layer and longer.since is not None and out.since is not None \
+                and longer.since <= out.since:
+            out.since, out.since_before = longer.since, longer.since_before
+            out.episodes[-1].start = longer.since  # the ongoing one: `since` is its start
+            reached = stack_events(longer_ent)
+    out.note_events(stack_events(ent), reached)
+    return out
+
+
+def _judged(stack: StackConfig, ent: StackEntities, until_ns: int, overrides: Overrides | None,
+            shared: dict | None) -> StackVerdict:
     t = limits(stack, overrides)
     r = _Buckets(ent, t["min_iops"], shared)
     f = {role: r.role(figs) for role, figs in ROLES.items()}
@@ -619,13 +673,6 @@ def stack_verdict(source: Source, stack: StackConfig, since_ns: int, until_ns: i
     out = _judge(stack.name, f, r.samples, lambda b: ent.host_at(b * BUCKET_NS + BUCKET_NS // 2), t, until_ns,
                  lambda kinds, lo, hi: culprits(ent, kinds, lo, hi, t, BUCKET_NS, shared))
     out.vm, out.vcenter = ent.vm, ent.vcenter
-    reach_ns = until_ns - ONSET_REACH_NS
-    if out.since_before and reach_ns < since_ns:
-        longer = stack_verdict(source, stack, reach_ns, until_ns, overrides)
-        if longer.layer == out.layer and longer.since is not None and out.since is not None \
-                and longer.since <= out.since:
-            out.since, out.since_before = longer.since, longer.since_before
-            out.episodes[-1].start = longer.since  # the ongoing one: `since` is its start
     return out
 
 

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from db2vtop.agent.core.deadline import ending_by
-from db2vtop.agent.core.model import CLOCK_SKEW_S, Fact, Record, canonical_tags, now_ns
+from db2vtop.agent.core.model import CLOCK_SKEW_S, Annotation, Fact, Record, canonical_tags, now_ns
 from db2vtop.agent.core.supervise import Supervisor
 
 T = TypeVar("T")
@@ -150,6 +150,13 @@ class BaseCollector:
     def resume(self, facts: Iterable[Fact]) -> None:
         """The facts of `resumes` kinds the last run stored, before start(): a source whose facts are costly
         to read (vCenter's device lists) reads again only what changed since."""
+
+    #: annotation kinds whose log this collector reads on after the newest the store holds (vCenter's events)
+    resumes_after: tuple[str, ...] = ()
+
+    def resume_annotations(self, stored: list[Annotation]) -> None:
+        """The annotations of `resumes_after` kinds the store holds (those within the clock skew the store
+        accepts), before start(): a source whose log it reads goes on after the newest, reading none twice."""
 
     def resume_marks(self, newest: Callable[[str], Iterable[tuple[dict[str, str], int]]]) -> bool:
         """Where the last run's samples end, for a source that keeps history (vCenter's realtime hour): `newest`

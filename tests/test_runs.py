@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from db2vtop.agent.core.events import event_annotation
 from db2vtop.agent.core.model import Finding, Sample
 from db2vtop.agent.core.runs import (
     BEGIN,
@@ -28,6 +29,7 @@ from db2vtop.agent.core.runs import (
     runs,
 )
 from db2vtop.agent.core.store import Store, StoreError
+from db2vtop.checks.triage import EVENTS_LISTED
 from tests.conftest import ROOT, run_cli
 from tests.png import count_colour, non_white, read_png
 
@@ -197,8 +199,15 @@ def _fleet(path: Path) -> None:
     with Store(path, writer=True) as w:
         w.write(rows, annotations=[edge_marker("run1", BEGIN, ts=BASE[0]), edge_marker("run1", END, ts=BASE[1]),
                                    edge_marker("run2", BEGIN, ts=RUN[0]),
-                                   edge_marker("run2", END, tags={"exit_status": "0"}, ts=RUN[1])],
+                                   edge_marker("run2", END, tags={"exit_status": "0"}, ts=RUN[1]), *EVENTS],
                 findings=[finding, before])
+
+
+#: vCenter's events: the stack's vMotion at MOVED, and a neighbour's power-off on the host it was not on yet
+EVENTS = [event_annotation(MOVED, "vc1", "migration", "VmMigratedEvent", "db2prod01 migrated from esx01 onto esx02",
+                           {"vm": "db2prod01", "host": "esx02", "source_host": "esx01"}),
+          event_annotation(RUN[0] + 60 * S, "vc1", "power", "VmPoweredOffEvent", "web01 powered off",
+                           {"vm": "web01", "host": "esx02"})]
 
 
 @pytest.fixture
@@ -253,6 +262,11 @@ def test_report_against_a_baseline_reads_only_the_stack_and_says_what_changed(fl
     # its culprits: who drives the LUN's queue on the host it ran on
     assert [(c["vm"], round(c["share_pct"])) for c in v["culprits"]][:2] == [("etl01", 90), ("db2prod01", 10)], v
     assert (verdicts["run1"]["since"], verdicts["run1"]["episodes"], verdicts["run1"]["causes"]) == (None, [], [])
+    # vCenter's events of the stack in the run: its vMotion, not a neighbour's power-off on a host it was not on
+    vmotion = {"time": "2023-11-14T22:38:20+00:00", "kind": "migration", "type": "VmMigratedEvent", "vcenter": "vc1",
+               "vm": "db2prod01", "host": "esx02", "source_host": "esx01", "datastore": None,
+               "summary": "db2prod01 migrated from esx01 onto esx02"}
+    assert doc["events"] == [vmotion] and v["events"] == [vmotion] and verdicts["run1"]["events"] == []
 
     text = run_cli("report", "run2", "--baseline", "run1", "-c", str(cfg), "--store", str(store))
     assert text.returncode == 0, text.stderr
@@ -261,9 +275,27 @@ def test_report_against_a_baseline_reads_only_the_stack_and_says_what_changed(fl
     assert "    KAVG    ms    3.00  3.00  3.00  2.55              0     new\n" in text.stdout
     assert "⇒ queueing in the hypervisor: etl01 does 2,700 of 3,000 IOPS on the queue of naa.600a098038303053 on " \
            "esx02 (90 %) (blame: host since 22:33 UTC, 10m, confidence high" in text.stdout
+    assert "\n    vCenter 2023-11-14T22:38:20+00:00: db2prod01 migrated from esx01 onto esx02\n" in text.stdout
+    assert "web01" not in text.stdout
     md = run_cli("report", "run2", "-c", str(cfg), "--store", str(store), "--format", "markdown")
     assert "| commits (`db2_database.commits_per_s`) | /s | 500 | 500 | 500 | 500 |" in md.stdout
     assert "## Findings opened during the run\n\n- run2: WARNING guest-io-latency" in md.stdout
+
+
+def test_a_report_lists_a_verdicts_newest_vcenter_events_and_counts_the_rest(fleet):
+    """A busy host's alarms through the run: the text lists the newest EVENTS_LISTED, the JSON has them all."""
+    store, cfg = fleet
+    alarms = [event_annotation(MOVED + i * S, "vc1", "alarm", "AlarmStatusChangedEvent",
+                               f"alarm 'Host CPU usage' on esx02: green → yellow #{i}", {"host": "esx02"})
+              for i in range(1, 26)]
+    with Store(store, writer=True) as w:
+        w.write([], annotations=alarms)
+    doc = json.loads(run_cli("report", "run2", "-c", str(cfg), "--store", str(store), "--format", "json").stdout)
+    assert len(doc["events"]) == 26
+    text = run_cli("report", "run2", "-c", str(cfg), "--store", str(store)).stdout
+    listed = [line for line in text.splitlines() if line.startswith("    vCenter ")]
+    assert len(listed) == EVENTS_LISTED and listed[-1].endswith("#25") and "#5\n" not in text
+    assert "    (and 6 older vCenter events: --format json has them all)" in text
 
 
 def test_report_errors_name_what_the_store_has(fleet):
@@ -318,6 +350,7 @@ def test_run_passes_stdio_and_the_exit_status_through(store_path):
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # the idle run's disks must be idle: no other test writing beside it
 def test_runs_while_an_agent_records_this_machine(tmp_path):
     """The issue's acceptance: an idle run and a 600 MB direct write to a real disk, the exit
     statuses passed through, and the write run's disk throughput far above the idle one's."""

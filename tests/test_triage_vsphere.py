@@ -78,6 +78,8 @@ def test_triage_reports_exactly_the_designed_findings(sim, tmp_path):
     assert v["layer"] == "host" and [c["kind"] for c in v["causes"]][:2] == ["host-memory", "hypervisor-queue"]
     assert "queueing in the hypervisor" in v["causes"][1]["summary"]
     assert verdicts["db2prod01"]["confidence"] in ("medium", "high")
+    # a vCenter whose event log has nothing of the hour: no events, and none is made up
+    assert doc["events"] == [] and all(v["events"] == [] for v in doc["verdicts"])
 
 
 def test_a_down_vcenter_makes_triage_unable_to_run(tmp_path):

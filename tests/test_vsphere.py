@@ -459,13 +459,28 @@ def test_a_steady_cycle_asks_a_vm_with_one_vnic_for_it_by_name_and_any_other_for
 
 
 def test_esx_standalone_host(tmp_path):
+    lun = "naa.600a098038303099"
     scenario = {"hosts": [{"name": "esx-solo", "perf": {"cpu.usage.average": 1234},
-                           "vms": [{"name": "db2solo", "num_cpu": 4, "perf": {"cpu.ready.summation": 1600}}]}]}
+                           "vms": [{"name": "db2solo", "num_cpu": 4, "perf": {"cpu.ready.summation": 1600}}]}],
+                "events": [{"type": "EventEx", "id": "esx.problem.scsi.device.io.latency.high", "ago_s": 120,
+                            "host": "esx-solo", "arguments": {"1": lun, "2": "900", "3": "31000"}}]}
+
+    async def look_back(c: VSphereCollector) -> list:
+        try:
+            await c.describe()
+            return await c.lookback(600)
+        finally:
+            await c.close()
+
     with Simulator.of(scenario, tmp_path, esx=True) as s:
         facts, samples = run(one_cycle(VSphereCollector(vcenter(s.url))))
+        records = run(look_back(VSphereCollector(vcenter(s.url))))
     assert newest(samples, "vsphere_host", host="esx-solo")["cpu_usage_pct"] == pytest.approx(12.34)
     assert newest(samples, "vsphere_vm", vm="db2solo")["cpu_ready_pct"] == pytest.approx(2.0)  # 1600/20000/4
     assert fact(facts, "vsphere_vm", vm="db2solo")["host"] == "esx-solo"
+    # the host's own event log (its EventManager, ha-eventmgr)
+    assert [(a.name, a.text) for a in records if isinstance(a, Annotation)] == [
+        ("esx.problem.scsi.device.io.latency.high", f"esx-solo: device {lun} I/O latency rose from 0.9 ms to 31.0 ms")]
 
 
 def test_session_invalidated_relogin_within_one_cycle(sim):

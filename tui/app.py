@@ -53,6 +53,7 @@ from db2vtop.tui.screens.findings import FindingsScreen
 from db2vtop.tui.screens.fleet import FleetScreen
 from db2vtop.tui.screens.local import LocalScreen
 from db2vtop.tui.screens.stack import StackScreen
+from db2vtop.tui.stack_view import EventMarks
 from db2vtop.tui.stacks import HOST_MEASUREMENTS, Target, view_stacks
 from db2vtop.tui.timecursor import SPEEDS, WINDOWS, TimeCursor
 from db2vtop.tui.widgets import Flash, KeyBar, StatusLine, TitleBar
@@ -117,6 +118,7 @@ class Db2vtopApp(App):
         self.configured = list(stacks or [])
         self.known_stacks = list(self.configured)  # for the main thread; the loader refreshes it
         self.read_only = read_only
+        self.event_marks = EventMarks()  # vCenter's events on the Stack screen (the `E` key)
         self.store_label = store_label or str(store_path)
         self.replaying = cursor is not None and not cursor.live
         self.timings = Timings.new()
@@ -464,6 +466,11 @@ class Db2vtopApp(App):
         own = getattr(screen, "HELP", [])
         name = type(screen).__name__.removesuffix("Screen")
         self.push_screen(HelpScreen([("Everywhere", self.HELP), (f"On the {name} screen", own)]))
+
+    def action_toggle_events(self) -> None:
+        self.event_marks.shown = not self.event_marks.shown
+        self.notify("vCenter events " + ("shown" if self.event_marks.shown else "hidden"))
+        self.request_reload(now=True)
 
     def action_toggle(self) -> None:
         self.cursor.toggle(self.clock())

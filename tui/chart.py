@@ -8,8 +8,9 @@ stands for the interval before it (rates are averages over that interval), so it
 the columns back to the previous sample; a gap longer than 1.5 sampling intervals is
 left empty, and an empty column means "no data", never zero (zero draws a baseline).
 The y axis starts at 0 (never at the data's minimum) and ends at a round number.
-Markers are vertical violet lines through every chart; other annotations (resets,
-gaps) are yellow lines on the charts of their own layer.
+Markers are vertical violet lines through every chart; vCenter's events (a migration, a
+reconfiguration, a device's latency) orange lines on the charts of the layer they touch and `◆` on the
+time axis; other annotations (resets, gaps) are yellow lines on the charts of their own layer.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ Points = Sequence[tuple[int, float]]
 MARKER_STYLE = "bold #af87ff"
 RUN_STYLE = "#af87ff"
 EVENT_STYLE = "yellow"
+VCENTER_STYLE = "bold #ff8700"
 GAP_FACTOR = 1.5
 
 # braille dots from the bottom up: left column 7,3,2,1 and right column 8,6,5,4
@@ -52,22 +54,24 @@ def style(name: str | None) -> Style | None:
 
 @dataclass(frozen=True)
 class Marks:
-    """Columns of one chart width that carry a marker or an event, or lie inside a benchmark run."""
+    """Columns of one chart width that carry a marker, a vCenter event or another event, or lie inside a
+    benchmark run."""
 
     markers: frozenset[int] = frozenset()
     events: frozenset[int] = frozenset()
     runs: frozenset[int] = frozenset()
+    vcenter: frozenset[int] = frozenset()
 
     @classmethod
     def at(cls, since: int, until: int, cols: int, markers: Iterable[int], events: Iterable[int] = (),
-           runs: Iterable[tuple[int, int]] = ()) -> Marks:
+           runs: Iterable[tuple[int, int]] = (), vcenter: Iterable[int] = ()) -> Marks:
         """`runs`: (begin, end) of the runs, drawn as a span on the time axis where they overlap."""
         def columns(times: Iterable[int]) -> frozenset[int]:
             return frozenset(c for ts in times if 0 <= (c := column(ts, since, until, cols)) < cols)
         spans = frozenset(c for begin, end in runs if begin <= until and end >= since
                           for c in range(column(max(begin, since), since, until, cols),
                                          min(column(min(end, until), since, until, cols), cols - 1) + 1))
-        return cls(columns(markers), columns(events), spans)
+        return cls(columns(markers), columns(events), spans, columns(vcenter))
 
 
 def column(ts: int, since: int, until: int, cols: int) -> int:
@@ -182,6 +186,8 @@ def braille(values: list[float | None], height: int, top: float, marks: Marks = 
             ch = _FILL[fa][fb]
             if c in marks.markers:
                 cells.append((ch if fa or fb else "│", MARKER_STYLE))
+            elif c in marks.vcenter:
+                cells.append((ch if fa or fb else "╎", VCENTER_STYLE))
             elif c in marks.events:
                 cells.append((ch if fa or fb else "┊", EVENT_STYLE))
             else:
@@ -223,7 +229,8 @@ _TICKS = (10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43
 
 
 def time_axis(since: int, until: int, cols: int, marks: Marks = Marks(), gutter: int = 0) -> Strip:
-    """Tick labels under a chart of `cols` columns; local time, markers as ▼, benchmark runs as ━."""
+    """Tick labels under a chart of `cols` columns; local time, markers as ▼, vCenter events as ◆, benchmark runs
+    as ━."""
     span_s = max((until - since) / 1e9, 1e-9)
     label_w = 9 if span_s <= 600 else 6
     step = next((t for t in _TICKS if t / span_s * cols >= label_w + 2), _TICKS[-1])
@@ -233,6 +240,9 @@ def time_axis(since: int, until: int, cols: int, marks: Marks = Marks(), gutter:
     for c in marks.events:
         if c < cols:
             cells[c] = ("▽", EVENT_STYLE)
+    for c in marks.vcenter:
+        if c < cols:
+            cells[c] = ("◆", VCENTER_STYLE)
     for c in marks.markers:
         if c < cols:
             cells[c] = ("▼", MARKER_STYLE)

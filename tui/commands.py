@@ -41,6 +41,8 @@ KEYS: tuple[KeyGroup, ...] = (
              (Binding("home", "start", "Start", show=False), Binding("end", "live", "Live", show=False))),
     KeyGroup("M", "add a benchmark marker at the cursor's time (not when read-only)",
              (Binding("M", "mark", "Marker"),)),
+    KeyGroup("E", "show / hide vCenter's events (◆) on the time axis and charts",
+             (Binding("E", "toggle_events", "Events", show=False),)),
     KeyGroup("1 2 3 4", "Fleet, Stack (the last one opened), Findings, Local",
              (Binding("1", "screen('fleet')", "Fleet", show=False),
               Binding("2", "screen('stack')", "Stack", show=False),

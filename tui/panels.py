@@ -1,4 +1,5 @@
-"""The Stack screen's detail panels, one per letter: esxtop's c m d u v n and db2top's b l w t.
+"""The Stack screen's detail panels, one per letter: esxtop's c m d u v n, db2top's b l w t, and e for
+the stack's vCenter events.
 
 Each returns a one-line summary, a table model, and the trend of each row (drawn by the
 loader for the rows on screen only).
@@ -7,7 +8,9 @@ loader for the rows on screen only).
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 
+from db2vtop.agent.core.events import VCenterEvent
 from db2vtop.agent.core.source import Row
 from db2vtop.checks.figures import LATENCY_FLOOR_MS, of_layer
 from db2vtop.checks.scales import Level, Levels
@@ -20,8 +23,10 @@ from db2vtop.tui.table import Cell, Column, Run, TableModel, TableRow
 
 PANELS = {
     "c": "CPU", "m": "memory", "d": "disk adapters", "u": "LUNs", "v": "VM disks", "n": "network",
-    "b": "buffer pools", "l": "log", "w": "waits", "t": "tablespaces and containers",
+    "b": "buffer pools", "l": "log", "w": "waits", "t": "tablespaces and containers", "e": "vCenter events",
 }
+#: the panel of the stack's vCenter events (made from the verdict's window, not at the cursor like the others)
+EVENTS_PANEL = "e"
 
 #: an array measurement's latency fields (the figure table's "latency" on the Stack screen)
 ARRAY_LATENCY = {m: tuple(f.field for f in of_layer("storage") if f.measurement == m and f.screen == "latency")
@@ -417,6 +422,22 @@ def _tablespace_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, labe
 
 
 #: a panel reads the stack's entities at the cursor; `label` names what the screen is open on
+def events_panel(events: list[VCenterEvent], vm: str | None) -> PanelResult:
+    """The stack's vCenter events in the window, newest first: when, what kind, on what, what happened."""
+    cols = [Column("time", width=8), Column("kind", max_width=11), Column("on", max_width=24),
+            Column("type", max_width=40, min_width=12), Column("what happened", max_width=120, min_width=20)]
+    rows = []
+    for i, e in enumerate(events):
+        when = datetime.fromtimestamp(e.ts / 1e9).strftime("%H:%M:%S")
+        on = e.vm if e.vm else e.host or e.datastore or ""
+        rows.append(_r(f"{e.ts} {i}", [when, e.kind, on, e.type, e.summary], (-e.ts, e.kind, on, e.type, e.summary),
+                       style="bold" if vm and e.vm == vm else None))
+    rows.sort(key=lambda x: x.sort)
+    summary: list[Run] = [("vCenter events", "bold"), (f"  {len(events)} in the window: the VM's, its hosts' while it "
+                                                       "ran there, its datastores'", "dim")]
+    return summary, TableModel(cols, rows), {}, -1
+
+
 PANEL_LOADERS: dict[str, Callable[[Reader, StackEntities, int, Levels, str], PanelResult]] = {
     "c": cpu_panel, "m": _mem_panel, "d": _adapter_panel, "u": _lun_panel, "v": _disk_panel, "n": _net_panel,
     "b": _bufferpool_panel, "l": _log_panel, "w": _wait_panel, "t": _tablespace_panel,

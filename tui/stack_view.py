@@ -4,24 +4,27 @@ Layers, top to bottom, follow the verdict's chain: DB2 → guest → VM → host
 Each has a load/contention chart (left) and a latency chart (right); the latency charts
 share one y scale, so "log write 12 ms ← VMDK 11 ms ← host 9 ms ← array 1.5 ms" reads
 as areas shrinking down the column. The detail panel is chosen with esxtop's letters
-(c m d u v n) and db2top's (b l w t).
+(c m d u v n) and db2top's (b l w t); `e` lists the stack's vCenter events, which are also marked on the
+time axis (`◆`) and on the charts of the layer they touch, unless the app hides them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from rich.segment import Segment
 from textual.strip import Strip
 
+from db2vtop.agent.core.events import EVENT, VCenterEvent
 from db2vtop.agent.core.model import Annotation, Finding
 from db2vtop.checks.culprits import Culprit
 from db2vtop.checks.figures import LATENCY_FLOOR_MS
 from db2vtop.checks.scales import Levels
 from db2vtop.checks.topology import StackEntities
 from db2vtop.checks.verdict import StackVerdict, earlier_text, onset_text, stack_verdict
-from db2vtop.tui.chart import EVENT_STYLE, MARKER_STYLE, Marks, braille, nice_top, style, time_axis
+from db2vtop.tui.chart import EVENT_STYLE, MARKER_STYLE, VCENTER_STYLE, Marks, braille, nice_top, style, time_axis
 from db2vtop.tui.data import (
     Reader,
     Status,
@@ -35,7 +38,7 @@ from db2vtop.tui.data import (
 )
 from db2vtop.tui.format import ago
 from db2vtop.tui.layers import Layer, load_layers
-from db2vtop.tui.panels import PANEL_LOADERS, cpu_panel
+from db2vtop.tui.panels import EVENTS_PANEL, PANEL_LOADERS, cpu_panel, events_panel
 from db2vtop.tui.stacks import Target, resolve_at
 from db2vtop.tui.table import Run, TableModel
 
@@ -89,6 +92,14 @@ class LayerView:
 
 
 @dataclass
+class EventMarks:
+    """Whether vCenter's events are marked on the Stack screen: one for the app (its `E` key flips it), handed
+    to each Stack screen when it is made, so the loader thread reads it there (it cannot ask the app)."""
+
+    shown: bool = True
+
+
+@dataclass
 class StackView:
     target: Target
     resolved: StackEntities  # at the cursor
@@ -103,6 +114,7 @@ class StackView:
     collectors: list[Status]
     markers: list[Annotation]
     findings: list[Finding]
+    events: list[VCenterEvent] = field(default_factory=list)  # the stack's vCenter events in the window
     culprits: list[Culprit] = field(default_factory=list)  # the verdict's, ranked
 
 
@@ -116,7 +128,7 @@ SHOWN_CULPRITS = 3
 def _verdict(rd: Reader, target: Target, since: int, until: int, levels: Levels,
              findings: list[Finding]) -> tuple[list[Run], StackVerdict | None]:
     """The verdict at the cursor: the episode going on then, since when, the other causes beside it and the
-    earlier episodes of the window (checks/verdict.py), in local time."""
+    earlier episodes of the window (checks/verdict.py), in local time; and the stack's vCenter events."""
     try:  # over the window: its own entities (the VM's hosts in the window, each bucket with its own)
         v = stack_verdict(rd, target.stack, since, until, levels.overrides, resolve_at(rd, target, since, until))
         v.note_findings(findings)
@@ -146,6 +158,16 @@ def _culprit_runs(found: list[Culprit]) -> list[Run]:
                 (f"{who}{' (itself)' if c.own else ''} {c.share_pct:.0f}%", "bold red" if i == 0 else "bold"),
                 SEPARATOR]
     return [*out, ("J", "dim"), SEPARATOR]
+
+
+def _event_runs(events: list[VCenterEvent]) -> list[Run]:
+    """One line under the verdict: how many vCenter events the window has, the newest two."""
+    if not events:
+        return []
+    newest = "; ".join(f"{datetime.fromtimestamp(e.ts / 1e9).strftime('%H:%M:%S')} {e.summary}"
+                       for e in reversed(events[-2:]))
+    return [("\n", None), (f"◆ {len(events)} vCenter event{'s' if len(events) != 1 else ''}: ", VCENTER_STYLE),
+            (newest, None), ("  (key e lists them, E hides them)", "dim")]
 
 
 # --- the whole screen ------------------------------------------------------------------------
@@ -183,7 +205,8 @@ def _draw_layers(rd: Reader, layers: list[Layer], since: int, until: int, geo: G
     return out
 
 
-_LEGEND = [("▼", MARKER_STYLE), (" marker  ", "dim"), ("┊", EVENT_STYLE), (" reset/gap  blank = no data", "dim")]
+_LEGEND = [("▼", MARKER_STYLE), (" marker ", "dim"), ("◆", VCENTER_STYLE), (" vCenter ", "dim"), ("┊", EVENT_STYLE),
+           (" gap/reset blank=no data", "dim")]
 SEPARATOR = ("  ", None)
 
 
@@ -267,20 +290,27 @@ def _layer_of_annotation(a: Annotation) -> str | None:
 
 
 def load_stack(rd: Reader, target: Target, since: int, until: int, panel: str, geo: Geometry,
-               table: TableState, levels: Levels) -> StackView:
+               table: TableState, levels: Levels, show_events: bool = True) -> StackView:
+    """`show_events`: the stack's vCenter events marked on the time axis and charts (the `E` key hides them)."""
     r = resolve_at(rd, target, until, until)
     annotations = rd.annotations(since, until)
     markers = [a for a in annotations if a.event == "marker"]
-    events = [a for a in annotations if a.event != "marker"]
+    events = [a for a in annotations if a.event not in ("marker", EVENT)]
     a_cols, b_cols = max(geo.a_cols - GUTTER, 1), max(geo.b_cols - GUTTER, 1)
+    findings = _stack_findings(rd, r, until)
+    verdict, judged = _verdict(rd, target, since, until, levels, findings)
+    vcenter = judged.events if judged is not None else []
+    culprits = judged.culprits if judged is not None else []
+    marked = vcenter if show_events else []
+
+    def vcenter_layer(e: VCenterEvent) -> str:  # the VM's own events on its layer, the others on the host's
+        return "vm" if e.vm and e.vm == r.vm else "host"
 
     def marks(cols: int) -> Callable[[str], Marks]:
         return lambda key: Marks.at(since, until, cols, [m.ts for m in markers],
-                                    [e.ts for e in events if _layer_of_annotation(e) == key])
+                                    [e.ts for e in events if _layer_of_annotation(e) == key],
+                                    vcenter=[e.ts for e in marked if vcenter_layer(e) == key])
 
-    findings = _stack_findings(rd, r, until)
-    verdict, judged = _verdict(rd, target, since, until, levels, findings)
-    culprits = judged.culprits if judged is not None else []
     layers = _draw_layers(rd, load_layers(rd, r, until, levels), since, until, geo, marks(a_cols), marks(b_cols))
     if culprits and judged is not None and judged.episodes:
         blamed = judged.episodes[-1].layer
@@ -288,15 +318,20 @@ def load_stack(rd: Reader, target: Target, since: int, until: int, panel: str, g
             if x.key == (blamed if blamed in {y.key for y in layers} else "host"):
                 x.culprits = _culprit_runs(culprits)
     spans = rd.run_spans(since, until)
-    all_marks = Marks.at(since, until, a_cols, [m.ts for m in markers], [e.ts for e in events], spans)
-    summary, model, trends, column = PANEL_LOADERS.get(panel, cpu_panel)(rd, r, until, levels, target.label)
+    all_marks = Marks.at(since, until, a_cols, [m.ts for m in markers], [e.ts for e in events], spans,
+                         [e.ts for e in marked])
+    if panel == EVENTS_PANEL:
+        summary, model, trends, column = events_panel(vcenter, r.vm)
+    else:
+        summary, model, trends, column = PANEL_LOADERS.get(panel, cpu_panel)(rd, r, until, levels, target.label)
     if trends:
         fill_trends(rd, model, trends.get, column, table, since, until, geo.spark_cols, [m.ts for m in markers])
     axis_a = time_axis(since, until, a_cols, all_marks, GUTTER)
     axis_b = time_axis(since, until, b_cols, Marks.at(since, until, b_cols, [m.ts for m in markers],
-                                                      [e.ts for e in events], spans), GUTTER)
-    return StackView(target, r, until, since, verdict, layers, _block(layers, axis_a, axis_b, geo), panel, summary,
-                     model, load_status(rd, until, r.collectors()), markers, findings, culprits)
+                                                      [e.ts for e in events], spans, [e.ts for e in marked]), GUTTER)
+    return StackView(target, r, until, since, verdict + (_event_runs(vcenter) if show_events else []), layers,
+                     _block(layers, axis_a, axis_b, geo), panel, summary, model,
+                     load_status(rd, until, r.collectors()), markers, findings, vcenter, culprits)
 
 
 def _stack_findings(rd: Reader, r: StackEntities, until: int) -> list[Finding]:

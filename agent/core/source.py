@@ -161,6 +161,7 @@ class MemorySource:
         self._facts = list(current.values())
         self._findings = list(findings)
         self._annotations = sorted(annotations, key=lambda a: a.ts)
+        self._unsorted = False
 
     def measurements(self) -> list[str]:
         return sorted({s.measurement for s in self._series})
@@ -221,8 +222,17 @@ class MemorySource:
         return list(self._history.get((kind, *_key(tags)), ()))
 
     def annotations(self, since_ns: int = 0, until_ns: int | None = None) -> list[Annotation]:
+        if self._unsorted:
+            self._annotations.sort(key=lambda a: a.ts)
+            self._unsorted = False
         high = until_ns if until_ns is not None else _END
         return [a for a in self._annotations if since_ns <= a.ts <= high]
+
+    def add_annotations(self, annotations: Iterable[Annotation]) -> None:
+        """Annotations gathered besides the ones it was made with (triage: the store's, then vCenter's events
+        page by page): kept in time order once read."""
+        self._annotations.extend(annotations)
+        self._unsorted = True
 
     def findings(self, open_only: bool = True) -> list[Finding]:
         return [f for f in self._findings if not open_only or f.resolved_at is None]
@@ -244,13 +254,15 @@ class CachedSource:
         self._index: dict[tuple[str, str], dict[str, list[Series]]] = {}
         self._loaded: dict[tuple[int, int], dict[int, list[Row]]] = {}
         self._facts: dict[str | None, tuple[float, list[Fact]]] = {}
+        self._annotations: dict[tuple[int, int | None], list[Annotation]] = {}
         #: what readers build from this cache's answers (an index of facts), kept with the answers it came from
         self.derived: dict[str, tuple[tuple, Any]] = {}
 
     def refresh(self) -> bool:
-        """Once per view load: forget the rows read, and the series lists if the source gained or lost
-        series (then True)."""
+        """Once per view load: forget the rows and annotations read, and the series lists if the source gained
+        or lost series (then True)."""
         self._loaded.clear()
+        self._annotations.clear()
         version = self.source.series_version()
         if version == self._version:
             return False
@@ -344,7 +356,11 @@ class CachedSource:
         return self.source.fact_history(kind, tags)
 
     def annotations(self, since_ns: int = 0, until_ns: int | None = None) -> list[Annotation]:
-        return self.source.annotations(since_ns, until_ns)
+        """Read once per window (every stack of a fleet asks for the same one), until `refresh`."""
+        found = self._annotations.get((since_ns, until_ns))
+        if found is None:
+            found = self._annotations[(since_ns, until_ns)] = self.source.annotations(since_ns, until_ns)
+        return found
 
     def findings(self, open_only: bool = True) -> list[Finding]:
         return self.source.findings(open_only)

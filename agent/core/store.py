@@ -1318,9 +1318,15 @@ class Store:
         return [Fact(kind, dict(tags), json.loads(d), ts) for d, ts in cur]
 
     def annotations(self, since_ns: int = 0, until_ns: int | None = None) -> list[Annotation]:
+        return self.annotations_of((), since_ns, until_ns)
+
+    def annotations_of(self, kinds: Collection[str], since_ns: int = 0,
+                       until_ns: int | None = None) -> list[Annotation]:
+        """Those of `kinds` (all when empty) in [since, until], in time order."""
+        only = f" AND kind IN ({','.join('?' * len(kinds))})" if kinds else ""
         cur = self.db.execute(
-            "SELECT ts, kind, name, tags, text FROM annotations WHERE ts >= ? AND ts <= ? ORDER BY ts, id",
-            (since_ns, until_ns if until_ns is not None else 2**63 - 1))
+            f"SELECT ts, kind, name, tags, text FROM annotations WHERE ts >= ? AND ts <= ?{only} ORDER BY ts, id",
+            (since_ns, until_ns if until_ns is not None else 2**63 - 1, *kinds))
         return [Annotation(k, n, json.loads(t), x, ts) for ts, k, n, t, x in cur]
 
     def findings(self, open_only: bool = True) -> list[Finding]:

@@ -1,11 +1,11 @@
 """The vSphere collector: one vCenter (or ESXi host) per instance.
 
 Each cycle: the light inventory (placement, vCPUs, quickStats, configuration version) brought
-up to date by one WaitForUpdatesEx, the facts of the VMs it shows changed, then realtime perf
-for every powered-on VM and every host in a few batched
-QueryPerf calls run on the collector's thread pool. A lost session is logged in again
-and the step retried within the same cycle; an unreachable vCenter is a recorded error,
-retried with backoff, never the end of the agent.
+up to date by one WaitForUpdatesEx, the facts of the VMs it shows changed, vCenter's event log since
+the last cycle (events.py), then realtime perf for every powered-on VM and every host in a few batched
+QueryPerf calls run on the collector's thread pool. A lost session is logged in again and the step
+retried within the same cycle; an unreachable vCenter is a recorded error, retried with backoff, never
+the end of the agent.
 """
 
 from __future__ import annotations
@@ -20,12 +20,22 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from db2vtop.agent.core.events import EVENT
 from db2vtop.agent.core.model import Annotation, Fact, Record, Sample
 from db2vtop.collectors.base import BaseCollector, CollectorError
 from db2vtop.collectors.vsphere import inventory as inv_mod
 from db2vtop.collectors.vsphere.config import VCenterConfig
 from db2vtop.collectors.vsphere.connection import Connector, Session, SoapFaultError, is_session_lost, is_unreachable
 from db2vtop.collectors.vsphere.counters import MEASUREMENTS
+from db2vtop.collectors.vsphere.events import (
+    CYCLE_PAGES,
+    LOOKBACK_PAGES,
+    PAGE,
+    EventLog,
+    create_collector,
+    destroy_collector,
+    read_page,
+)
 from db2vtop.collectors.vsphere.facts import FactsBuilder, TagMaps, build_facts
 from db2vtop.collectors.vsphere.inventory import FullRead, Inventory, Rows
 from db2vtop.collectors.vsphere.perf import (
@@ -107,12 +117,14 @@ class _Conn:
         self.view = inv_mod.create_view(session)
         self.ids = CounterIds(read_counters(session))
         self.watch: InventoryWatch | None = None   # the light inventory's filter, made on first use
+        self.event_collector = ""                  # the event log's history collector, made on first use
         if self.ids.missing:
             log.warning("vcenter counters not available here: %s", ", ".join(self.ids.missing))
 
 
 class VSphereCollector(BaseCollector):
     resumes = ("vsphere_vm", "vsphere_host", "vsphere_datastore")
+    resumes_after = (EVENT,)
     reaches_back = frozenset(MEASUREMENTS.values())  # the realtime counters' (not the quickStats')
 
     def __init__(self, cfg: VCenterConfig):
@@ -135,6 +147,8 @@ class VSphereCollector(BaseCollector):
         self._resumed_on: list[str] = []  # VMs powered on in the stored facts, until a restart's first cycle
         #: a restart's QueryPerf calls asked for while describe() reads the inventory: (tasks, their go, VMs)
         self._ahead: tuple[list[asyncio.Future], asyncio.Event, list[str]] | None = None
+        #: where vCenter's event log has been read to (None: events are not read)
+        self.event_log = EventLog(cfg.name) if cfg.events else None
 
     # --- session ----------------------------------------------------------------------
 
@@ -288,6 +302,11 @@ class VSphereCollector(BaseCollector):
                     mark = ts // 1_000_000_000
                     self._stored[key] = min(self._stored.get(key, mark), mark)
         return bool(self._stored)
+
+    def resume_annotations(self, stored: list[Annotation]) -> None:
+        """The vCenter events the store holds: the event log is read on after the newest of them."""
+        if self.event_log is not None:
+            self.event_log.resume(stored)
 
     def _take_resumed(self) -> list[str]:
         """The VMs powered on in the stored facts, their marks resumed by the names the facts give."""
@@ -466,6 +485,7 @@ class VSphereCollector(BaseCollector):
                 elif time.monotonic() - self._inventory_at > self.interval / 2:
                     self._emit(await self._changed_facts(conn, await self._light(conn)))
                 self._emit(self._quickstats())
+                await self._read_events(conn)
                 if self._stored:  # a restart: where each entity's stored samples end (a gap past the hour is said)
                     for kind, moids in (("vm", self.inventory.vms), ("host", self.inventory.hosts)):
                         for moid in moids:
@@ -515,16 +535,19 @@ class VSphereCollector(BaseCollector):
             self.handoff(held)
 
     async def lookback(self, seconds: float, vms: Iterable[str] | None = None,
-                       emit: Callable[[list[Record]], object] | None = None) -> list[Sample]:
-        """The last `seconds` (at most an hour) of realtime samples, in one pass.
+                       emit: Callable[[list[Record]], object] | None = None) -> list[Record]:
+        """The last `seconds` (at most an hour) of realtime samples, in one pass, after the events of vCenter's
+        log in all of `seconds` (vCenter keeps its events for days: what changed three hours ago is read).
 
-        Every powered-on VM and host, or only the VMs named in `vms` and their hosts; of the counters
-        whose fields `history_fields` names, when set (what triage keeps). For
-        triage: the agent's high-water marks are left alone. With `emit`, each call's samples go there
-        as they come (a 10,000-VM hour is never held at once); a session lost after some went out is
+        Every powered-on VM and host, or only the VMs named in `vms` and their hosts (those they ran on in the
+        window too: vCenter tags no sample with where it was taken, its migrations say); of the counters whose
+        fields `history_fields` names, when set (what triage keeps). For triage: the agent's high-water marks
+        and event log position are left alone. With `emit`, each call's records go there as they come (a
+        10,000-VM hour is never held at once); a session lost after some went out is
         not retried (they would go out twice).
         """
-        seconds = min(max(seconds, 20.0), MAX_LOOKBACK_S)
+        events_s = max(seconds, 20.0)
+        seconds = min(events_s, MAX_LOOKBACK_S)
         names = set(vms) if vms is not None else None
         sent: list[int] = []
 
@@ -532,18 +555,97 @@ class VSphereCollector(BaseCollector):
             sent.append(len(records))
             emit(records)  # type: ignore[misc]
 
-        async def step(conn: _Conn) -> list[Sample]:
+        async def step(conn: _Conn) -> list[Record]:
             if sent:
                 raise CollectorError(f"vcenter {self.cfg.name}: session lost while the hour was read")
             if not self.inventory.hosts:
                 await self._light(conn)
             clock = await self._clock(conn)
-            samples = await self._perf(conn, conn.session.server_now() - seconds, *self._entities(names),
+            events: list[Annotation] = []
+            left: set[str] = set()  # hosts the named VMs left in the samples' window
+            now = conn.session.server_now()
+            samples_from = int((now - seconds) * 1e9)
+
+            def took(page: list[Annotation]) -> None:
+                left.update(a.tags["source_host"] for a in page if names is not None and a.tags.get("vm") in names
+                            and a.tags.get("source_host") and a.ts >= samples_from)
+                if emit is not None:
+                    out(page)  # type: ignore[arg-type]
+                else:
+                    events.extend(page)
+
+            if self.event_log is not None:
+                await self._events_since(conn, now - events_s, took)
+            vms, hosts = self._entities(names)
+            if left:
+                hosts += await self._left_hosts(conn, left - {self.inventory.hosts[h].name for h in hosts})
+            samples = await self._perf(conn, conn.session.server_now() - seconds, vms, hosts,
                                        emit=out if emit is not None else None)
-            return [*samples, clock]
+            return [*events, *samples, clock]
         return await self._with_session(step)
 
     # --- steps ------------------------------------------------------------------------
+
+    async def _read_events(self, conn: _Conn) -> None:
+        """vCenter's event log since the last cycle: CYCLE_PAGES pages at most (a backlog is read over the next
+        cycles), each handed on as it comes. A fault of the log's own (a collector vCenter no longer knows, too
+        many collectors) is the cycle's problem and a new collector next cycle, not the end of the cycle."""
+        elog = self.event_log
+        if elog is None:
+            return
+        try:
+            for _ in range(CYCLE_PAGES):
+                page, answered = await self.run_blocking(self._event_page, conn, elog)
+                self._emit(elog.fresh(page))
+                if answered < PAGE:
+                    return
+        except CollectorError as e:
+            if is_session_lost(e) or is_unreachable(e):
+                raise
+            conn.event_collector = ""
+            self.problem(f"vcenter {self.cfg.name}: events not read: {e}")
+
+    async def _events_since(self, conn: _Conn, since: float, took: Callable[[list[Annotation]], None]) -> None:
+        """Every event from `since` (server time, s) to now, page by page to `took`, with a history collector of
+        its own, destroyed after (triage's look back; LOOKBACK_PAGES pages at most)."""
+        s = conn.session
+        collector = await self.run_blocking(create_collector, s, int(since * 1e9))
+        try:
+            for _ in range(LOOKBACK_PAGES):
+                page, answered = await self.run_blocking(read_page, s, collector, self.maps.lun_ds,
+                                                         self.maps.ds_by_uuid, self.cfg.name)
+                took(page)
+                if answered < PAGE:
+                    return
+            log.warning("vcenter %s: more than %d events in the look back; the newest are not read", self.cfg.name,
+                        LOOKBACK_PAGES * PAGE)
+        finally:
+            with contextlib.suppress(Exception):  # the session may be gone: vCenter drops its collectors with it
+                await self.run_blocking(destroy_collector, s, collector)
+
+    def _event_page(self, conn: _Conn, elog: EventLog) -> tuple[list[Annotation], int]:
+        s = conn.session
+        if not conn.event_collector:
+            earliest = time.time_ns() - int((self.clock_skew_s - 60) * 1e9)
+            # a first start reaches back as far as its realtime history (whose placement the migrations give);
+            # a one-off look (triage, with no history asked) reads its own window in lookback()
+            first_s = REALTIME_KEEP_S if self.history_samples > 1 else 0.0
+            conn.event_collector = create_collector(s, elog.begin(int(s.server_now() * 1e9), earliest, first_s))
+        return read_page(s, conn.event_collector, self.maps.lun_ds, self.maps.ds_by_uuid, self.cfg.name)
+
+    async def _left_hosts(self, conn: _Conn, left: set[str]) -> list[str]:
+        """The moids of hosts named in migrations (the hosts VMs left), added to the inventory when it does not
+        hold them (triage --vm reads only the named VMs' current hosts)."""
+        if not left:
+            return []
+        inv = self.inventory
+        known = {h.name: m for m, h in inv.hosts.items()}
+        if not left <= set(known):
+            rows = await self.run_blocking(inv_mod.read_hosts, conn.session, conn.view, False)
+            found = {m: h for m, h in inv_mod.hosts_from(rows).items() if h.name in left and h.name not in known}
+            inv.hosts.update(found)
+            known.update({h.name: m for m, h in found.items()})
+        return sorted(known[n] for n in left if n in known)
 
     def _set_inventory(self, inventory: Inventory) -> None:
         self.inventory = inventory

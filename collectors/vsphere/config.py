@@ -47,6 +47,8 @@ class VCenterConfig(Secret):
     max_query_metrics: Count("a number of metric ids per QueryPerf call (0 = no own cap)", 0, 100_000) = 0
     #: one SOAP answer, inflated; a sixteenth of it in XML elements (collectors/vsphere/connection.py)
     max_response_bytes: Size(2**20, 2**32) = 64 * 2**20
+    #: read vCenter's event log (migrations, HA, reconfigurations, snapshots, host and storage problems, alarms)
+    events: bool = True
 
     def token(self) -> SecretRef | None:
         if self.token_env or self.token_file:

@@ -6,7 +6,8 @@ LoginByToken (a SAML bearer token in the WS-Security header) and Logout are its 
 the collector asks is written out here (soapxml.envelope) and parsed with ElementTree as it arrives: the bulk
 reads (RetrievePropertiesEx, WaitForUpdatesEx, QueryPerf) because pyvmomi's pure-Python deserializer costs
 ~8 ms per VM, and the small calls around them (RetrieveServiceContent, CurrentTime, QueryOptions,
-CreateContainerView) because a typed ServiceContent makes pyvmomi build the classes of every object it names.
+CreateContainerView, the event log's calls) because a typed ServiceContent makes pyvmomi build the classes
+of every object it names.
 
 What pyvmomi does not do is here. Every call, pyvmomi's typed ones too, goes through one transport
 (_Stub.exchange), the one place a call's connection lives:
@@ -284,7 +285,7 @@ class Session:
         self.server_offset_s = 0.0     # server clock minus ours
         self.max_query_metrics = 0     # vCenter's config.vpxd.stats.maxQueryMetrics, 0 if unset/unlimited
         self.property_collector = self.view_manager = self.root_folder = ""
-        self.perf_manager = self.session_manager = self.setting = ""
+        self.perf_manager = self.session_manager = self.setting = self.event_manager = ""
 
     def server_now(self) -> float:
         return time.time() + self.server_offset_s
@@ -367,7 +368,8 @@ class Session:
         if not isinstance(sc, Node):
             raise SoapFaultError("InvalidResponse", "RetrieveServiceContent answered without a ServiceContent")
         refs = {k: getattr(sc.get(k), "value", "") for k in ("propertyCollector", "viewManager", "rootFolder",
-                                                             "perfManager", "sessionManager", "setting")}
+                                                             "perfManager", "sessionManager", "setting",
+                                                             "eventManager")}
         missing = [k for k in ("propertyCollector", "viewManager", "rootFolder", "perfManager", "sessionManager")
                    if not refs[k]]
         if missing:
@@ -375,6 +377,7 @@ class Session:
         self.property_collector, self.view_manager = refs["propertyCollector"], refs["viewManager"]
         self.root_folder, self.perf_manager = refs["rootFolder"], refs["perfManager"]
         self.session_manager, self.setting = refs["sessionManager"], refs["setting"]
+        self.event_manager = refs["eventManager"]
 
     def read_clock(self) -> float:
         """vCenter's clock (CurrentTime) minus ours, in seconds, taken against the middle of the call (its

@@ -5,7 +5,7 @@
 //
 // The first stdout line is URL=https://127.0.0.1:PORT/sdk. Any user/password is accepted.
 // SIGTERM/SIGINT stop it; SIGUSR1 invalidates every session. GET /sim/stats returns the
-// SOAP calls served so far, by method, as JSON.
+// SOAP calls served so far, by method, as JSON; POST /sim/events posts events now (events.go).
 package main
 
 import (
@@ -34,6 +34,7 @@ type calls struct {
 	mu       sync.Mutex
 	byMethod map[string]int
 	sessions map[string]bool
+	events   *EventLog
 }
 
 func (c *calls) hook(ctx *simulator.Context, m *simulator.Method) (mo.Reference, types.BaseMethodFault) {
@@ -42,6 +43,7 @@ func (c *calls) hook(ctx *simulator.Context, m *simulator.Method) (mo.Reference,
 	c.byMethod[m.Name]++
 	if ctx.Session != nil {
 		c.sessions[ctx.Session.Key] = true
+		c.events.session(ctx)
 		return nil, nil
 	}
 	switch m.Name {
@@ -129,7 +131,13 @@ func main() {
 		stop(2)
 	}
 
-	counter := &calls{byMethod: map[string]int{}, sessions: map[string]bool{}}
+	events := newEventLog(model.Map())
+	eventRefs, err := events.postScenario(sc)
+	if err != nil {
+		log.Print(err)
+		stop(2)
+	}
+	counter := &calls{byMethod: map[string]int{}, sessions: map[string]bool{}, events: events}
 	model.Map().Handler = counter.hook
 	model.Service.TLS = new(tls.Config)
 	model.Service.Listen = &url.URL{Host: *listen}
@@ -137,6 +145,7 @@ func main() {
 		model.Service.Listen.User = url.UserPassword(sc.Login.User, sc.Login.Password)
 	}
 	model.Service.HandleFunc("/sim/stats", counter.serveStats)
+	model.Service.HandleFunc("/sim/events", events.serveHTTP(eventRefs))
 	// CPU profiles of the simulator itself, for benchmarks that ask where vCenter time goes
 	model.Service.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	server := model.Service.NewServer()

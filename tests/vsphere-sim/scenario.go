@@ -25,11 +25,13 @@ type Scenario struct {
 	Version         string          `json:"version"` // the vCenter's (or --esx host's) version and API version
 	Datastores      []DatastoreSpec `json:"datastores"`
 	Hosts           []HostSpec      `json:"hosts"`
+	Events          []EventSpec     `json:"events"`
 }
 
 type GenerateSpec struct {
 	Hosts      int `json:"hosts"`
 	VMsPerHost int `json:"vms_per_host"`
+	Events     int `json:"events"`
 }
 
 type DatastoreSpec struct {

@@ -22,6 +22,7 @@ from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, Stri
 
 VMWARE_LETTERS = "cmduvn"
 DB2_LETTERS = "blwt"
+EVENT_LETTERS = "e"
 
 
 class StackScreen(ViewScreen):
@@ -30,12 +31,14 @@ class StackScreen(ViewScreen):
                         "(datastores), LUNs (GAVG = KAVG + DAVG vs the array), VM disks (VMDK vs guest), network"),
         ("b l w t", "detail panel, db2top's letters: buffer pools, log, waits (time spent), tablespaces "
                     "and containers"),
+        ("e", "detail panel: the stack's vCenter events in the window (migrations, HA, reconfigurations, snapshots, "
+              "host and storage problems, alarms), newest first"),
         ("↑ ↓ pgup pgdn", "move in the detail table"), ("enter", "open the VM under the cursor (c, m panels)"),
         ("J", "jump to the culprits (◀ beside the blamed layer) on the Fleet, which lists them alone"),
         ("/", "filter the detail rows"), ("esc", "back to the Fleet"),
     ]
     BINDINGS: ClassVar = [
-        *(Binding(k, f"panel('{k}')", PANELS[k], show=False) for k in VMWARE_LETTERS + DB2_LETTERS),
+        *(Binding(k, f"panel('{k}')", PANELS[k], show=False) for k in VMWARE_LETTERS + DB2_LETTERS + EVENT_LETTERS),
         Binding("J", "culprits", "Culprits", show=False),
         Binding("escape", "back", "Back"),
     ]
@@ -49,6 +52,7 @@ class StackScreen(ViewScreen):
         self.block = StripView(id="layers")
         self._cached: dict[str, TableModel] = {}
         self._verdict_lines = 0
+        self.event_marks = self.app.event_marks  # the app's, handed down: the loader thread reads it here
 
     def compose(self) -> ComposeResult:
         yield TitleBar()
@@ -76,7 +80,7 @@ class StackScreen(ViewScreen):
 
     def load_view(self, reader: Reader, since_ns: int, until_ns: int) -> StackView:
         return load_stack(reader, self.target, since_ns, until_ns, self.panel, self.geometry(),
-                          TableState.of(self.detail), self.levels)
+                          TableState.of(self.detail), self.levels, self.event_marks.shown)
 
     def show_view(self, view: StackView) -> None:
         self.view = view
@@ -109,7 +113,7 @@ class StackScreen(ViewScreen):
 
     def _tabs(self) -> None:
         t = Text(no_wrap=True)
-        for group in (VMWARE_LETTERS, DB2_LETTERS):
+        for group in (VMWARE_LETTERS, DB2_LETTERS, EVENT_LETTERS):
             for k in group:
                 st = "bold reverse" if k == self.panel else ""
                 t.append(f" {k} ", style=st + " bold" if st else "bold")
