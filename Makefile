@@ -58,8 +58,6 @@ $(VCSIM_MODELS): tests/vcsim-models/go.mod tests/vcsim-models/go.sum $(wildcard 
 
 vcsim-models: $(VCSIM_MODELS)
 
-test-ready: $(STAMP) test-deps $(VSPHERE_SIM) $(VCSIM_MODELS) $(WHEELHOUSE)
-
 # The wheels of every runtime dependency and of setuptools: tests/test_packaging.py builds
 # db2vtop's wheel and installs it into a clean venv from here, offline, as a user would.
 WHEELHOUSE := build/wheelhouse/.complete
@@ -70,6 +68,9 @@ $(WHEELHOUSE): pyproject.toml setup.py $(STAMP)
 	touch $@
 
 wheelhouse: $(WHEELHOUSE)
+
+# What the tests need, built side by side by `make test` (after every variable it names is defined).
+test-ready: $(STAMP) test-deps $(VSPHERE_SIM) $(VCSIM_MODELS) $(WHEELHOUSE)
 
 test:
 	$(MAKE) --no-print-directory -j4 test-ready

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from db2vtop.agent.core.clock import CLOCK
 from db2vtop.agent.core.config import Config, StackConfig
 from db2vtop.agent.core.markers import record_marker, wait_recorded
 from db2vtop.agent.core.runs import BEGIN, END, RunNotFoundError, baseline_for, edge_marker, find_run
@@ -74,7 +75,7 @@ def run_command(store_path: Path, name: str, argv: list[str], text: str = "",
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    end_ns = time.time_ns()
+    end_ns = CLOCK.now_ns()
     status = 128 - rc if rc < 0 else rc
     end = edge_marker(name, END, f"exit status {status}", {"by": "run", "command": command,
                                                            "exit_status": str(status)}, end_ns)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from db2vtop.agent.assemble import build_collectors
+from db2vtop.agent.core.clock import CLOCK
 from db2vtop.agent.core.columns import ColumnSource
 from db2vtop.agent.core.config import Config
 from db2vtop.agent.core.influx_source import InfluxSource
@@ -42,7 +43,7 @@ async def _fresh(c: BaseCollector, lookback_s: float, vms: set[str] | None, fact
 
     def take(records: list[Any]) -> None:
         started = time.monotonic()
-        now, skew = time.time_ns(), int(c.clock_skew_s * 1e9)
+        now, skew = CLOCK.now_ns(), int(c.clock_skew_s * 1e9)
         earliest = now - int(lookback_s * 1e9) - skew
         good = [r for r in records if isinstance(r, Sample) and record_problem(r, earliest, now + skew) is None]
         if note is not None:
@@ -153,7 +154,7 @@ def run_triage(cfg: Config, store_path: Path, lookback_s: float,
     those agents recorded in the lookback count too. A store named on the command line (`store_named`)
     that does not exist is a source that could not be read: its history is what was asked for. The
     config's store missing is only history nobody recorded (triage with nothing but a vCenter)."""
-    now = now_ns if now_ns is not None else time.time_ns()
+    now = now_ns if now_ns is not None else CLOCK.now_ns()
     since = now - int(lookback_s * 1e9)
     sources: dict[str, str] = {}
     samples = ColumnSource(kept_fields(cfg))

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import IO
 
+from db2vtop.agent.core.logkey import COLLECTOR
 from db2vtop.agent.core.text import printable
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -35,19 +36,21 @@ class JsonFormatter(logging.Formatter):
 
 
 class RepeatFilter(logging.Filter):
-    """Per logger and message template: the first record of each `window_s` passes, the rest are
-    counted and the next one to pass says how many there were ("... (and 1,234 more like it in
-    the last 60 s)"). Templates are finite, so the log's rate is bounded whatever the arguments."""
+    """Per logger, message template and collector (agent/core/logkey.py): the first record of each
+    `window_s` passes, the rest are counted and the next one to pass says how many there were ("...
+    (and 1,234 more like it in the last 60 s)"). Templates and collectors are finite, so the log's rate
+    is bounded whatever the arguments, and one collector's errors never hide another's."""
 
     def __init__(self, window_s: float = 60.0, clock: Callable[[], float] = time.monotonic):
         super().__init__()
         self.window_s = window_s
         self.clock = clock
-        self._seen: dict[tuple[str, int, object], list[float | int]] = {}  # key -> [window start, suppressed]
+        #: (logger, level, template, collector) -> [window start, suppressed]
+        self._seen: dict[tuple[str, int, object, str | None], list[float | int]] = {}
         self._lock = threading.Lock()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        key = (record.name, record.levelno, record.msg)
+        key = (record.name, record.levelno, record.msg, COLLECTOR.get())
         now = self.clock()
         with self._lock:
             seen = self._seen.get(key)

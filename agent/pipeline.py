@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from db2vtop.agent.assemble import build_alerter, build_collectors, build_sink, fact_check
+from db2vtop.agent.core.clock import CLOCK
 from db2vtop.agent.core.config import Config
 from db2vtop.agent.core.source import Row
 from db2vtop.agent.core.store import Store, StoreWriter
@@ -95,7 +95,7 @@ class Pipeline:
         assert self.checks is not None
         facts = store.facts()
         span_s = min(engine.history_samples() * max((c.interval for c in collectors), default=0.0), HISTORY_MAX_S)
-        now = time.time_ns()
+        now = CLOCK.now_ns()
 
         def newest(measurement: str) -> Iterator[tuple[dict[str, str], int]]:
             """(tags, newest ts) of each series of the measurement with a sample in the last hour."""

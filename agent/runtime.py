@@ -30,6 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from db2vtop.agent.core.backlog import Backlog
+from db2vtop.agent.core.clock import CLOCK
+from db2vtop.agent.core.logkey import COLLECTOR
 from db2vtop.agent.core.model import (
     CLOCK_SKEW_S,
     SELF_MEASUREMENT,
@@ -137,6 +139,7 @@ class Runtime:
         self._stop = asyncio.Event()
 
         async def once(c: BaseCollector) -> None:
+            COLLECTOR.set(c.name)
             await self._start(c)
             await asyncio.sleep(c.first_delay)
             await self._guarded_cycle(c)
@@ -156,9 +159,10 @@ class Runtime:
         try:
             await asyncio.wait_for(c.start(), c.timeout)
         except Exception as e:  # the cycles retry; record and go on
-            self._record(c, "error", _describe_error(e, c.timeout, "start"), 0.0, 0, time.time_ns())
+            self._record(c, "error", _describe_error(e, c.timeout, "start"), 0.0, 0, CLOCK.now_ns())
 
     async def _supervised(self, c: BaseCollector) -> None:
+        COLLECTOR.set(c.name)  # this loop's task: its cycles and their log records are this collector's
         try:
             await self._loop(c)
         except Exception as e:  # the loop itself broke: this source would go quiet for good
@@ -210,7 +214,7 @@ class Runtime:
             nonlocal facts, handed
             if facts:  # the describe pass's facts go before any sample
                 part, facts = [*facts, *part], []
-            samples, more, annotations = self._split(c, part, time.time_ns())
+            samples, more, annotations = self._split(c, part, CLOCK.now_ns())
             handed += len(samples)
             if self.declared is not None:
                 self._check_facts(c, more, self.declared)
@@ -248,8 +252,9 @@ class Runtime:
                 log.debug("collector %s failed", c.name, exc_info=True)
         finally:
             c.handoff, c.pace, c.cycle_ends = None, None, None
-        errors[:0] = (printable(p, ERROR_CHARS) for p in c.take_problems())  # a timeout stays the last word
-        ts = time.time_ns()
+        # partial faults first: a timeout stays the last word
+        errors[:0] = (printable(p, ERROR_CHARS) for p in c.take_problems())
+        ts = CLOCK.now_ns()
         samples, more, annotations = self._split(c, [*facts, *records], ts)
         facts = more
         if self.declared is not None:
@@ -328,7 +333,7 @@ class Runtime:
             log.warning("collector %s: %s", c.name, error)
         else:
             log.warning("collector %s: %d cycle(s) skipped, the previous one is still running", c.name, n)
-        me = self._self_sample(c.name, st, "timeout" if stuck else "skipped", 0.0, 0, time.time_ns(), error)
+        me = self._self_sample(c.name, st, "timeout" if stuck else "skipped", 0.0, 0, CLOCK.now_ns(), error)
         for out in self.outputs:
             out.submit([me])
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import logging
 import queue
-import time
 from collections.abc import Callable, Iterable, Sequence
 
 from db2vtop.agent.core.backlog import Backlog
+from db2vtop.agent.core.clock import CLOCK
 from db2vtop.agent.core.config import Config
 from db2vtop.agent.core.model import Annotation, Fact, Finding, Output, Sample
 from db2vtop.agent.core.source import Row
@@ -94,7 +94,7 @@ class CheckRunner:
                 if history is not None:  # in batches, each later than the one before
                     for batch in history():
                         self.engine.start_from(batch)
-                self.engine.mark_stale(time.time_ns())
+                self.engine.mark_stale(CLOCK.now_ns())
                 changes = self.engine.changes()
             except Exception as e:  # a rule bug must not stop collection; it is logged with its traceback
                 log.exception("check engine failed on a batch")

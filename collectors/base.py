@@ -11,6 +11,7 @@ it, and counted as the source timing out again.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import threading
 import time
@@ -105,7 +106,10 @@ class BaseCollector:
         with self._inflight_lock:
             self._inflight += 1
         try:
-            future = self._executor.submit(_ending_by, self.cycle_ends, functools.partial(fn, *args, **kwargs))
+            # in the cycle's context (what the call logs is this collector's: agent/core/logkey.py), its deadlines
+            # ending by the cycle's end
+            future = self._executor.submit(contextvars.copy_context().run, _ending_by, self.cycle_ends,
+                                           functools.partial(fn, *args, **kwargs))
         except BaseException:
             self._release()
             raise

@@ -10,7 +10,10 @@ each file is opened relative to it without following links and without blocking 
 and only a regular file of this user's of at most 64 KiB holding one JSON object with a name
 and a time within the allowed clock skew is a marker. Every file is tried once: a marker is
 removed, anything else is renamed `*.bad` (kept for a look, never read again) and counted as
-set aside, so no file can block the ones queued after it.
+set aside, so no file can block the ones queued after it. What is kept ages out (once a minute):
+a `*.bad` older than a week or past the newest 100, and a `mark` killed between writing its file
+and renaming it leaves a `.*.tmp`, removed after an hour; the inbox is listed every second, and
+hundreds of thousands of such files once cost a fifth of a core.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from db2vtop.agent.core.clock import CLOCK
 from db2vtop.agent.core.files import make_private_dir
 from db2vtop.agent.core.markers import MAX_MARKER_BYTES, inbox_of, inbox_problem
 from db2vtop.agent.core.model import Annotation, Record, record_problem
@@ -33,6 +37,10 @@ log = logging.getLogger(__name__)
 
 _OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+BAD_KEPT = 100  # the newest files set aside, kept for a look
+BAD_KEPT_S = 7 * 86400
+TMP_KEPT_S = 3600  # a `mark` still writing its file has long renamed it by then
+AGE_EVERY_S = 60.0
 
 
 class BadMarkerError(ValueError):
@@ -43,6 +51,7 @@ class MarkerInbox(BaseCollector):
     def __init__(self, store_path: Path, interval: float = 1.0, name: str = "markers"):
         super().__init__(name, interval)
         self.inbox = inbox_of(store_path)
+        self._aged_at: float | None = None  # monotonic time of the last aging pass
 
     async def start(self) -> None:
         """Make the inbox now, private, so that no other user can make it first."""
@@ -60,7 +69,11 @@ class MarkerInbox(BaseCollector):
             return []
         out: list[Record] = []
         try:
-            for name in sorted(n for n in os.listdir(dfd) if n.endswith(".json")):
+            names = os.listdir(dfd)
+            if self._aged_at is None or time.monotonic() - self._aged_at >= AGE_EVERY_S:
+                self._aged_at = time.monotonic()
+                self._age_out(dfd, names)
+            for name in sorted(n for n in names if n.endswith(".json")):
                 try:
                     out.append(self._read(dfd, name))
                 except Exception as e:  # whatever the file holds, it is tried once
@@ -73,6 +86,37 @@ class MarkerInbox(BaseCollector):
         finally:
             os.close(dfd)
         return out
+
+    def _age_out(self, dfd: int, names: list[str]) -> None:
+        """Remove the `*.bad` past the newest BAD_KEPT or older than BAD_KEPT_S, and `.*.tmp` older than TMP_KEPT_S
+        (by their modification time: a file set aside keeps the one its writer gave it)."""
+        now = time.time()
+        bad: list[tuple[float, str]] = []
+        old: list[str] = []
+        for name in names:
+            is_tmp = name.startswith(".") and name.endswith(".tmp")
+            if not (is_tmp or name.endswith(".bad")):
+                continue
+            try:
+                changed = os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mtime
+            except OSError:
+                continue
+            if is_tmp:
+                if now - changed > TMP_KEPT_S:
+                    old.append(name)
+            else:
+                bad.append((changed, name))
+        bad.sort(reverse=True)
+        old += [name for i, (changed, name) in enumerate(bad) if i >= BAD_KEPT or now - changed > BAD_KEPT_S]
+        removed = 0
+        for name in old:
+            try:
+                os.unlink(name, dir_fd=dfd)
+                removed += 1
+            except OSError:
+                continue
+        if removed:
+            log.info("marker inbox: removed %d old file(s) set aside or left half-written", removed)
 
     def _open_inbox(self) -> int | None:
         """The inbox opened as a directory (None if there is none); one that must not be read raises
@@ -123,7 +167,7 @@ class MarkerInbox(BaseCollector):
         if not isinstance(tags, dict) or not all(isinstance(v, str | int | float | bool) for v in tags.values()):
             raise BadMarkerError("tags must be an object of plain values")
         marker = Annotation(kind, name, {str(k): str(v) for k, v in tags.items()}, text, doc.get("ts"))
-        now, skew = time.time_ns(), int(self.clock_skew_s * 1e9)
+        now, skew = CLOCK.now_ns(), int(self.clock_skew_s * 1e9)
         why = record_problem(marker, now - skew, now + skew)
         if why:
             raise BadMarkerError(why)

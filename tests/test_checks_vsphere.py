@@ -109,6 +109,13 @@ def test_static_vsphere_rules(rule, bad, good):
     assert rule not in judged(facts=good), f"{rule} tripped on the near miss"
 
 
+@pytest.mark.parametrize("local", [{"local": True}, {"satp": "VMW_SATP_LOCAL"}])
+def test_a_hosts_own_disk_at_an_ahci_queue_depth_is_no_hba_finding(local):
+    """A local SATA boot disk reports 31 or 32 (AHCI's queue): no FC driver setting changes it."""
+    assert "hba-queue-depth" not in judged(facts=[host_fact(luns=[{"lun": "t10.ATA_boot", "queue_depth": 31,
+                                                                    **local}])])
+
+
 def test_a_vm_wider_than_its_node_is_found_when_its_host_comes_after_it_and_resolved_when_narrowed():
     """A first facts pass hands VMs on in parts before their hosts: nothing is judged without the host, the VM is
     judged (with its text and values) once the host comes, and a VM-only feed later resolves it."""

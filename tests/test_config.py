@@ -556,6 +556,47 @@ def test_a_config_others_can_write_is_refused_when_it_names_a_secret(tmp_path, c
     assert "writable by group or others (mode 664)" in caplog.text and "chmod go-w" in caplog.text
 
 
+def test_a_config_others_can_replace_through_its_directory_is_refused_when_it_names_a_secret(tmp_path, caplog):
+    """The file itself root's and 0600, but in a directory anyone can write: another user renames theirs over
+    it. Refused, and so is a private link to it; without a secret, a warning; a sticky directory is fine."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    path = write(shared, VC)
+    path.chmod(0o600)
+    with pytest.raises(ConfigError, match=rf"is in {shared}, which group or others can write \(mode 777\): they "
+                                          r"can replace it, and it names secrets"):
+        load_config(path)
+    link = tmp_path / "db2vtop.toml"
+    link.symlink_to(path)
+    with pytest.raises(ConfigError, match=rf"{link} \(a link to {path}\) is in {shared}"):
+        load_config(link)
+    path.write_text('[guest]\ninterval = "2s"\n')
+    assert load_config(path).guest.interval == 2.0
+    assert f"is in {shared}, which group or others can write" in caplog.text
+    shared.chmod(0o1777)  # as /tmp: only a file's owner can rename over it or remove it
+    path.write_text(VC)
+    assert load_config(path).vcenter[0].name == "v"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a file to another user")
+def test_a_config_or_a_secret_file_another_user_owns_is_refused(tmp_path):
+    """0644 and owned by nobody: nobody decides where the vCenter password goes, or what it is."""
+    path = tmp_path / "theirs.toml"
+    path.write_text(VC)
+    os.chown(path, 65534, 65534)
+    with pytest.raises(ConfigError, match=r"is owned by uid 65534, not by this user \(uid 0\) or root, and it "
+                                          r"names secrets"):
+        load_config(path)
+    secret = tmp_path / "pw"
+    secret.write_text("pw\n")
+    secret.chmod(0o600)
+    os.chown(secret, 65534, 65534)
+    cfg = write(tmp_path, f'[[vcenter]]\nname = "v"\nurl = "https://x/sdk"\nuser = "u"\npassword_file = "{secret}"\n')
+    code, err = _check(cfg)
+    assert code == 2 and f"secret file {secret} is owned by uid 65534" in err, err
+
+
 def test_the_spool_follows_the_store_unless_it_is_set(tmp_path):
     from db2vtop.agent.assemble import build_sink
 

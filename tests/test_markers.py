@@ -62,6 +62,29 @@ def test_hostile_files_are_set_aside_once_and_the_good_marker_after_them_is_read
     assert outside.exists() and os.path.exists("/dev/zero")
 
 
+def test_files_set_aside_or_left_half_written_age_out(tmp_path):
+    """The inbox is listed every second: what piles up in it ages out. Before: 300,000 `*.bad` and 50,000
+    `.tmp` files were kept for ever and cost a fifth of a core. Now the newest 100 `*.bad` of the last week
+    are kept, and a `.tmp` (a `mark` killed before its rename) for an hour."""
+    store = tmp_path / "m.db"
+    good = Annotation("marker", "m", {}, "", time.time_ns())
+    box = drop_marker(store, good).parent
+    week_ago = time.time() - 8 * 86400
+    for i in range(130):
+        (box / f"{i:04d}.json.bad").write_text("x")
+        if i < 10:  # ten of the newest past a week: gone however few are left
+            os.utime(box / f"{i:04d}.json.bad", (week_ago, week_ago))
+        else:
+            os.utime(box / f"{i:04d}.json.bad", (time.time() - 1000 + i, time.time() - 1000 + i))
+    (box / ".stale.tmp").write_text("{")
+    os.utime(box / ".stale.tmp", (time.time() - 3700, time.time() - 3700))
+    (box / ".writing.tmp").write_text("{")
+    (box / "notes.txt").write_text("not ours to remove")
+    assert [a.name for a in collect(MarkerInbox(store))] == ["m"]
+    left = sorted(p.name for p in box.iterdir())
+    assert left == [".writing.tmp", *(f"{i:04d}.json.bad" for i in range(30, 130)), "notes.txt"], left
+
+
 @as_root
 def test_a_marker_from_another_user_is_not_taken(tmp_path):
     store = tmp_path / "m.db"

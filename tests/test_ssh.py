@@ -108,6 +108,24 @@ def test_a_changed_host_key_is_refused_even_with_accept_new(sshd, tmp_path):
         assert "ssh-keygen -R" in str(e.value)
 
 
+def test_a_changed_host_key_names_the_file_that_holds_the_old_one(sshd, tmp_path):
+    """A key accept-new recorded lives in db2vtop's own file: the fix-it names that file, not known_hosts."""
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    t = target(sshd, tmp_path, known_hosts=str(empty), host_key_policy="accept-new")
+    assert t.run(["true"]).rc == 0
+    t.close()
+    other = tmp_path / "other_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    kind, key = Path(f"{other}.pub").read_text().split()[:2]
+    recorded = tmp_path / "accepted_hosts"
+    recorded.write_text(f"[127.0.0.1]:{sshd.port} {kind} {key}\n")  # as if the server's key had changed since
+    with pytest.raises(SSHHostKeyError) as e:
+        target(sshd, tmp_path, known_hosts=str(empty), host_key_policy="accept-new").run(["true"])
+    assert f"but {recorded} has SHA256:" in str(e.value)
+    assert str(e.value).endswith(f"ssh-keygen -R '[127.0.0.1]:{sshd.port}' -f {recorded}")
+
+
 def test_authentication_failure_is_clear(sshd, tmp_path):
     stranger = tmp_path / "stranger"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(stranger)], check=True)

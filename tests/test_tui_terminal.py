@@ -9,6 +9,7 @@ box that spans the line, and the title, the status line and the key bar are ther
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import socket
@@ -17,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from db2vtop.agent.core.model import SELF_MEASUREMENT, Annotation, Sample
 from tests.pty_term import Terminal, broken_boxes, invisible, outside_boxes
-from tests.tui_fixture import build_store, write_config
+from tests.tui_fixture import STEP_S, T0, Fleet, S, build_store, write_config
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = [(80, 24), (120, 40), (160, 45)]
@@ -113,6 +115,46 @@ def test_replay_in_a_real_terminal(tmp_path, fleet, cols, rows, colours):
         assert term.exited(15) == 0
     finally:
         term.close()
+
+
+# what a source could plant: an OSC title, clear screen, conceal, a C1 CSI (SGR red), a bidi override
+EVIL = "\x1b]0;PWNED\x07\x1b[2JCLEARED\x1b[8mHIDDEN\u009b31mCONE\u202eBIDI"
+PLANTED = [p.encode() for p in ("\x1b]0;PWNED", "\x1b[2JCLEARED", "\x1b[8mHIDDEN", "\u009b31mCONE", "\u202eBIDI")]
+
+
+@dataclasses.dataclass(frozen=True)
+class HostileFleet(Fleet):
+    """The fleet, one VM's name (and so its findings' texts) carrying escape sequences."""
+
+    def vm(self, i: int) -> str:
+        return super().vm(i) + (EVIL if i == 3 else "")
+
+
+def test_escapes_from_sources_never_reach_the_terminal(tmp_path):
+    """A VM's name in a recorded store, a marker's name, a finding's evidence and a DB2 error text, each with
+    escape sequences: the TUI's raw output holds none of them (before: the status line's marker name reached
+    the terminal as it was, retitling it, clearing it and hiding text)."""
+    fleet = HostileFleet()
+    failed = [Sample(SELF_MEASUREMENT, {"collector": "prod03"}, {
+        "duration_ms": 40.0, "samples": 0, "errors": 1, "skipped": 0, "status": "error",
+        "last_error": "SQL30081N A communication error" + EVIL}, T0 + k * STEP_S * S)
+        for k in range(fleet.steps)]  # a third DB2 collector, every cycle of it failed
+    store = build_store(tmp_path / "fleet.db", fleet, failed,
+                        [Annotation("marker", "r1" + EVIL, {"by": "cli"}, "", T0 + 5 * 60 * S)])
+    term = Terminal([*db2vtop(), "replay", "--store", str(store), "-c", str(write_config(tmp_path / "stacks.toml"))],
+                    160, 45, truecolor=True, env=env_for(tmp_path / "home"), cwd=ROOT)
+    try:
+        term.wait(lambda s: " Fleet " in s and "PWNED" in s, 30, "the Fleet with the planted names")
+        for key, shows in (("3", " Findings "), ("2", "stack prod01"), ("1", " Fleet ")):
+            term.send(key)
+            term.wait_for(shows)
+        term.send("q")
+        assert term.exited(15) == 0
+    finally:
+        term.close()
+    raw = bytes(term.raw)
+    assert b"SQL30081N" in raw and b"CLEARED" in raw  # they were shown
+    assert not [p for p in PLANTED if p in raw], [p for p in PLANTED if p in raw]
 
 
 @pytest.mark.skipif(not hasattr(os, "openpty") or shutil.which("stty") is None, reason="needs a pty")

@@ -10,7 +10,7 @@ stays at 1.5 ms, so log writes and VMDK latency rise and TPS falls.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -228,8 +228,9 @@ def records(fleet: Fleet = Fleet()) -> tuple[list[Fact], list[Annotation], list[
     return facts, [m for m in marks if m.ts <= fleet.end_ns], _findings(fleet)
 
 
-def build_store(path: Path, fleet: Fleet = Fleet()) -> Path:
-    """Write the fleet's recording to a new store at `path`."""
+def build_store(path: Path, fleet: Fleet = Fleet(), more: Sequence[Sample] = (),
+                more_marks: Sequence[Annotation] = ()) -> Path:
+    """Write the fleet's recording to a new store at `path` (with `more` samples and marks a test adds)."""
     with Store(path, writer=True) as store:
         batch: list[Sample] = []
         for step in steps(fleet):
@@ -239,7 +240,7 @@ def build_store(path: Path, fleet: Fleet = Fleet()) -> Path:
                 batch = []
         facts, marks, findings = records(fleet)
         opened = [dataclasses.replace(x, resolved_at=None) for x in findings]  # the store opens, then resolves
-        store.write(batch, facts=facts, annotations=marks, findings=opened)
+        store.write([*batch, *more], facts=facts, annotations=[*marks, *more_marks], findings=opened)
         store.write(findings=[x for x in findings if x.resolved_at is not None])
         store.compact()  # what an agent's writer would have sealed by then: the screens read chunks
         store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

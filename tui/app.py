@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -31,6 +31,7 @@ from typing import Any, ClassVar, Protocol
 from rich.text import Text
 from textual import work
 from textual.app import App, SystemCommand
+from textual.filter import LineFilter
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import AwaitMount
@@ -47,6 +48,7 @@ from db2vtop.agent.core.units import format_duration, parse_duration
 from db2vtop.checks.scales import Levels, levels
 from db2vtop.tui import commands
 from db2vtop.tui.data import LoadCancelledError, Reader
+from db2vtop.tui.safe import NO_CONTROLS
 from db2vtop.tui.screens.base import ViewScreen
 from db2vtop.tui.screens.dialogs import CommandBar, HelpScreen, MarkerPrompt
 from db2vtop.tui.screens.findings import FindingsScreen
@@ -98,6 +100,10 @@ class Db2vtopApp(App):
     MODES: ClassVar = {"fleet": FleetScreen, "findings": FindingsScreen, "local": LocalScreen}
     BINDINGS: ClassVar = commands.bindings()
     HELP: ClassVar = commands.key_help()
+
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        """Textual's filters, and last the one that keeps control characters off the terminal (tui/safe.py)."""
+        return [*super().get_line_filters(), NO_CONTROLS]
 
     def __init__(self, store_path: Path, runtime: Collecting | None = None, *, cursor: TimeCursor | None = None,
                  clock: Callable[[], int] = time.time_ns, refresh_s: float = 1.0,

@@ -20,7 +20,6 @@ import logging
 import operator
 import os
 import re
-import stat
 import tomllib
 import types
 import typing
@@ -34,6 +33,7 @@ from db2vtop.agent.core import tls
 from db2vtop.agent.core.paths import default_store_path
 from db2vtop.agent.core.secrets import SecretRef
 from db2vtop.agent.core.text import did_you_mean
+from db2vtop.agent.core.trust import untrusted
 from db2vtop.agent.core.units import format_bytes, format_duration, parse_duration, parse_size
 
 SECRET_KEYS = frozenset({"password", "token", "secret", "passwd", "api_key"})
@@ -695,25 +695,21 @@ def load(path: Path, root: type[Config]) -> Config:
     except RecursionError:  # a value nested deeper than any key accepts
         raise ConfigError(file, "", "values nested too deeply") from None
     _check(cfg, err)
-    _check_mode(path, cfg)
+    _check_trust(path, cfg)
     return replace(cfg, source=path)
 
 
-def _check_mode(path: Path, cfg: Config) -> None:
-    """A config that group or others can write decides, for whoever can edit it, where the secrets it
-    names are sent (a url of theirs, verify_tls = false): refused then, as OpenSSH refuses such a
-    ~/.ssh/config; without a secret, a warning."""
-    try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
-    except OSError:
+def _check_trust(path: Path, cfg: Config) -> None:
+    """A config whoever else can edit or replace decides, for them, where the secrets it names are sent
+    (a url of theirs, verify_tls = false): refused then, as OpenSSH refuses such a ~/.ssh/config
+    (agent/core/trust.py); without a secret, a warning."""
+    problem = untrusted(path)
+    if problem is None:
         return
-    if not mode & 0o022:
-        return
-    problem = f"writable by group or others (mode {mode:o})"
     if names_a_secret(cfg):
-        raise ConfigError(str(path), "", f"{problem}, and it names secrets: whoever can edit it can have them "
-                                         f"sent elsewhere; run: chmod go-w {path}")
-    log.warning("config %s is %s; run: chmod go-w %s", path, problem, path)
+        raise ConfigError(str(path), "", f"{problem.why}, and it names secrets: whoever can edit or replace it "
+                                         f"can have them sent elsewhere; {problem.fix}")
+    log.warning("config %s; %s", problem.why, problem.fix)
 
 
 _LONG_NUMBER = re.compile(r"[0-9][0-9_]{999,}")

@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import math
 import sys
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Protocol
+
+from db2vtop.agent.core.clock import CLOCK
 
 FieldValue = int | float | str | bool
 SELF_MEASUREMENT = "db2vtop_collector"  # the runtime's sample of each collector cycle
@@ -26,7 +27,8 @@ THREAD_MEASUREMENT = "db2vtop_thread"  # each agent thread's health (agent/core/
 
 
 def now_ns() -> int:
-    return time.time_ns()
+    """The time records are stamped with: the system clock, held against jumps (agent/core/clock.py)."""
+    return CLOCK.now_ns()
 
 
 def canonical_tags(tags: dict[str, str]) -> str:

@@ -11,6 +11,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from db2vtop.agent.core.trust import untrusted
+
 
 class SecretError(Exception):
     """A secret could not be read; the message names the reference, never a value."""
@@ -45,12 +47,17 @@ MAX_SECRET_BYTES = 64 * 1024
 
 
 def read_secret_file(path: Path) -> str:
-    """Read a secret file, refusing one that group or others could read, and anything but a
-    small regular file (a FIFO would block `config check`, a device or huge file never end)."""
+    """Read a secret file, refusing one that group or others could read, one another user could
+    write or replace (agent/core/trust.py: its owner, its directories, its links resolved), and
+    anything but a small regular file (a FIFO would block `config check`, a device or huge file never end)."""
     try:
         st = path.stat()
     except OSError as e:
         raise SecretError(f"cannot read secret file {path}: {e.strerror}") from None
+    problem = untrusted(path)
+    if problem is not None:
+        raise SecretError(f"secret file {problem.why}: whoever can write or replace it chooses the secret sent; "
+                          f"{problem.fix}")
     if not stat.S_ISREG(st.st_mode):
         raise SecretError(f"secret file {path} is not a regular file")
     if st.st_size > MAX_SECRET_BYTES:

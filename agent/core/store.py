@@ -39,6 +39,7 @@ from typing import Any
 
 from db2vtop.agent.core import chunks
 from db2vtop.agent.core.backlog import Backlog
+from db2vtop.agent.core.clock import CLOCK, RetentionClock, iso_utc
 from db2vtop.agent.core.files import make_private_dir, open_private
 from db2vtop.agent.core.model import (
     REMOVED,
@@ -1353,6 +1354,7 @@ class WriterStats:
     pending: int = 0
     retention_deleted: int = 0
     sealed: int = 0
+    dropped: int = 0  # samples dropped, the oldest first, while more than max_pending waited for the disk
 
 
 @dataclass
@@ -1389,6 +1391,9 @@ class _Batch:
 
 #: a failed commit waits this long before the next try, doubling up to the most
 _RETRY_S, _MAX_RETRY_S = 0.5, 8.0
+#: samples kept in memory for the retry while the store cannot be written (a disk full for long); past it
+#: the oldest are dropped, logged and counted (StoreWriter._bound)
+MAX_PENDING = 100_000
 
 
 class StoreWriter:
@@ -1396,10 +1401,12 @@ class StoreWriter:
 
     Callers never wait on SQLite. A commit that fails for a reason of the moment (disk full, I/O
     error, a read-only remount) keeps the batch and retries with backoff, so nothing handed to the
-    writer is dropped while the process lives. A batch the store refuses for what it holds (an
-    integer past 64 bits, a value of no storable type) is split until the refused records are alone;
-    those are set aside (logged, counted in the thread's health) and the rest is written. A store
-    that can no longer be written at all (a corrupt file) fails the thread, which stops the agent.
+    writer is dropped while the process lives, up to `max_pending` samples waiting: past that (a disk
+    full for hours) the oldest samples are dropped, logged and counted, so memory stays bounded.
+    A batch the store refuses for what it holds (an integer past 64 bits, a value of no storable
+    type) is split until the refused records are alone; those are set aside (logged, counted in the
+    thread's health) and the rest is written. A store that can no longer be written at all (a
+    corrupt file) fails the thread, which stops the agent.
     """
 
     THREAD = "store-writer"
@@ -1407,9 +1414,10 @@ class StoreWriter:
     exit_tries = 5
 
     def __init__(self, path: Path, retention_s: float, retention_every_s: float = 10.0,
-                 supervisor: Supervisor | None = None):
+                 supervisor: Supervisor | None = None, max_pending: int = MAX_PENDING):
         self.store = Store(path, writer=True)
         self.retention_s = retention_s
+        self.max_pending = max_pending
         self.retention_every_s = retention_every_s
         self.stats = WriterStats()
         self.supervisor = supervisor or Supervisor()
@@ -1417,6 +1425,7 @@ class StoreWriter:
         self._sealed_before = 0  # every head row before this is sealed (but each series' newest)
         self._pass_before: int | None = None  # the bound of the sealing pass under way
         self._retry_s = _RETRY_S
+        self._retention_clock = RetentionClock(CLOCK.now_ns())  # from the store's newest data once it runs
         self._q: queue.SimpleQueue = queue.SimpleQueue()
         #: records queued and not yet committed (or set aside): what the runtime's back-pressure reads
         self.backlog = Backlog(self.THREAD)
@@ -1464,6 +1473,7 @@ class StoreWriter:
 
     def _run(self) -> None:
         pending = _Batch()
+        self._start_retention_clock()
         next_retention = time.monotonic() + self.retention_every_s
         while True:
             stop = False
@@ -1476,6 +1486,7 @@ class StoreWriter:
                     pending = self._commit_counted(pending)
                     item(self.store)
             pending = self._commit_counted(pending)
+            self._bound(pending)
             self.stats.pending = len(pending.samples)
             if stop:
                 self._commit_at_exit(pending)
@@ -1496,6 +1507,23 @@ class StoreWriter:
             except queue.Empty:
                 break
         return items
+
+    def _bound(self, pending: _Batch) -> None:
+        """Past `max_pending` samples waiting for a store that cannot be written (a disk full for hours), drop
+        the oldest (facts, markers and findings are kept): memory stays bounded, and what is lost is logged
+        and counted in the thread's health (`db2vtop_thread` set_aside) and in stats.dropped."""
+        over = len(pending.samples) - self.max_pending
+        if over <= 0:
+            return
+        dropped = pending.samples[:over]
+        del pending.samples[:over]
+        self.backlog.done(over)
+        self.stats.dropped += over
+        times = [s.ts for s in dropped]
+        self.supervisor.set_aside(
+            self.THREAD, f"{over} samples of {iso_utc(min(times))} to {iso_utc(max(times))}",
+            f"dropped, the oldest of more than {self.max_pending} waiting for a store that cannot be written "
+            f"({self.stats.last_error or 'no error yet'}); {self.stats.dropped} dropped since the start", count=over)
 
     def _commit_at_exit(self, pending: _Batch) -> None:
         self._retry_s = 0.0  # a few more tries, a second apart, then the loss is said
@@ -1542,7 +1570,7 @@ class StoreWriter:
         return b
 
     def _written(self, b: _Batch) -> None:
-        now = time.time_ns()  # a source's clock ahead of ours must not close spans still filling
+        now = CLOCK.now_ns()  # a source's clock ahead of ours must not close spans still filling
         self._newest_ns = max([self._newest_ns, *(min(s.ts, now) for s in b.samples)])
         self.stats.batches += 1
         self.stats.samples += len(b.samples)
@@ -1584,8 +1612,21 @@ class StoreWriter:
         except Exception:  # a bug in upkeep must not stop the writing
             log.exception("store %s step failed", what)
 
+    def _start_retention_clock(self) -> None:
+        """Retention counts on from the newest data the store holds (when that is earlier than now): an agent
+        started under a clock that jumped ahead, or after a long stop, does not delete at once what was kept."""
+        now = CLOCK.now_ns()
+        try:
+            span = self.store.time_range()
+        except sqlite3.Error as e:
+            log.warning("store: cannot read its time range (%s); retention counts from now", e)
+            span = None
+        self._retention_clock = RetentionClock(min(span[1], now) if span else now)
+
     def _retention_step(self) -> None:
-        cutoff = time.time_ns() - int(self.retention_s * 1e9)
+        """Delete what is older than `retention`, counted on the retention clock (agent/core/clock.py): a jump
+        of the system clock, forward or back, deletes nothing it would not have deleted anyway."""
+        cutoff = self._retention_clock.now_ns() - int(self.retention_s * 1e9)
         self.stats.retention_deleted += self.store.enforce_retention(cutoff)
 
     def _seal_step(self) -> None:

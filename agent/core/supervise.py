@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from db2vtop.agent.core.clock import CLOCK
 from db2vtop.agent.core.text import printable
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ class Supervisor:
         with self._lock:
             h = self._health.get(name)
             if h is None:
-                h = self._health[name] = Health(name, since_ns=time.time_ns())
+                h = self._health[name] = Health(name, since_ns=CLOCK.now_ns())
             return h
 
     def release(self, name: str) -> None:
@@ -88,12 +88,13 @@ class Supervisor:
 
     # --- what threads report ---------------------------------------------------------
 
-    def set_aside(self, name: str, what: str, error: BaseException | str) -> None:
-        """A record (batch, file) `name` could not handle: logged with its context and counted."""
+    def set_aside(self, name: str, what: str, error: BaseException | str, count: int = 1) -> None:
+        """A record (batch, file) `name` could not handle, or `count` records of one kind: logged with its
+        context and counted."""
         why = _why(error)
         with self._lock:
-            h = self._health.setdefault(name, Health(name, since_ns=time.time_ns()))
-            h.set_aside += 1
+            h = self._health.setdefault(name, Health(name, since_ns=CLOCK.now_ns()))
+            h.set_aside += count
             h.last_error = f"set aside {printable(what, _CONTEXT_CHARS)}: {why}"
             total = h.set_aside
         log.error(f"{name}: set aside %s: %s (%d set aside so far)", printable(what, _CONTEXT_CHARS), why, total)
@@ -102,12 +103,12 @@ class Supervisor:
         """A transient failure the thread retries (the first of a run is logged, the others counted)."""
         why = _why(error)
         with self._lock:
-            h = self._health.setdefault(name, Health(name, since_ns=time.time_ns()))
+            h = self._health.setdefault(name, Health(name, since_ns=CLOCK.now_ns()))
             h.retries += 1
             h.last_error = why
             first = h.state != RETRYING
             if first:
-                h.state, h.since_ns = RETRYING, time.time_ns()
+                h.state, h.since_ns = RETRYING, CLOCK.now_ns()
         if first:
             log.error(f"{name}: %s; retrying", why)
 
@@ -117,7 +118,7 @@ class Supervisor:
             h = self._health.get(name)
             if h is None or h.state != RETRYING:
                 return
-            h.state, h.since_ns = OK, time.time_ns()
+            h.state, h.since_ns = OK, CLOCK.now_ns()
             last = h.last_error
         log.warning(f"{name}: working again (after: %s)", last)
 
@@ -126,7 +127,7 @@ class Supervisor:
         why = _why(error)
         with self._lock:
             h = self._health.setdefault(name, Health(name))
-            h.state, h.last_error, h.since_ns = FAILED, why, time.time_ns()
+            h.state, h.last_error, h.since_ns = FAILED, why, CLOCK.now_ns()
             self.failures.append(f"{name}: {why}")
             callbacks = list(self._callbacks)
         exc_info = error if isinstance(error, BaseException) and not isinstance(error, SystemExit) else None

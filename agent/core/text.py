@@ -4,7 +4,9 @@ nouns said right ("1 sample", "2 samples").
 A remote host's stderr, a DB2 message, a VM name or a marker's name can carry terminal
 escape sequences (retitle the window, clear the screen, hide text, OSC 52 to the clipboard)
 or line breaks that forge log lines. Everything db2vtop prints or logs from such a source
-goes through `printable`, so it shows as `\\x1b]0;...` instead of acting on the terminal.
+goes through `printable`, so it shows as `\\x1b]0;...` instead of acting on the terminal; the
+TUI's last step before the terminal (tui/safe.py) drops the same characters where its layout is
+already fixed.
 """
 
 from __future__ import annotations
@@ -31,6 +33,16 @@ def printable(text: str, limit: int | None = None, *, lines: bool = False) -> st
     if limit is not None and len(text) > limit:
         text = text[:limit] + "…"
     return (_KEEP_LINES if lines else _CONTROL).sub(_escape, text)
+
+
+def without_controls(text: str) -> str:
+    """`text` without the characters `printable` escapes: for text already laid out in terminal cells,
+    where they take no cell and an escape would take four."""
+    return _CONTROL.sub("", text)
+
+
+def has_controls(text: str) -> bool:
+    return _CONTROL.search(text) is not None
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:

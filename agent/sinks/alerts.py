@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from db2vtop.agent.core.clock import CLOCK
 from db2vtop.agent.core.config import AlertConfig, Config, StackConfig, alerts_of
 from db2vtop.agent.core.files import make_private_dir, write_private
 from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample, severity_rank
@@ -293,7 +294,7 @@ class Outbox:
             self.stats.resolved += sum(1 for c in changes if c["status"] == "resolved")
         else:
             self.stats.resent += len(changes)
-        self.stats.last_success_ns = time.time_ns()
+        self.stats.last_success_ns = CLOCK.now_ns()
         self._set_state("ok", "")
         log.debug("alert %s: %s answered %s", self.cfg.name, self.cfg.url, answer)
         return 0
@@ -430,7 +431,7 @@ class Alerter:
             if time.monotonic() >= due:
                 due = time.monotonic() + interval
                 try:
-                    self.evaluate(time.time_ns())
+                    self.evaluate(CLOCK.now_ns())
                     self.supervisor.recovered(EVALUATE_THREAD)
                 except (StoreError, OSError) as e:  # the store being rewritten, a disk full: next turn
                     self.supervisor.retrying(EVALUATE_THREAD, e)

@@ -45,6 +45,7 @@ from typing import Any
 from urllib.parse import urlencode, urlparse
 
 from db2vtop.agent.core import tls
+from db2vtop.agent.core.clock import CLOCK
 from db2vtop.agent.core.config import InfluxConfig
 from db2vtop.agent.core.files import append_private
 from db2vtop.agent.core.httpclient import Answer, CallError, HttpClient, retry_after
@@ -455,7 +456,7 @@ class InfluxSink:
         self.stats.sent += f.delivered
         self.stats.dead_lettered += f.batch.points - f.delivered
         self.stats.batches += 1
-        self.stats.last_success_ns = time.time_ns()
+        self.stats.last_success_ns = CLOCK.now_ns()
         self.spool.commit(f.batch)  # last: flush() waits for the spool, then reads the stats
 
     def _send(self, data: bytes, points: int) -> int:

@@ -580,7 +580,7 @@ class RedundantPaths(_HostLunRule):
 
 class HbaQueueDepth(_HostLunRule):
     """The device's queue depth as the host reports it (scsiLun queueDepth); a device that reports none is not
-    judged."""
+    judged, nor a local one (a SATA boot disk's AHCI queue is 31 or 32, and no HBA driver setting moves it)."""
 
     id = "hba-queue-depth"
     defaults = {"min_queue_depth": 64}
@@ -589,7 +589,7 @@ class HbaQueueDepth(_HostLunRule):
 
     def problem(self, lun: dict, t: Thresholds) -> str | bool | None:
         depth = lun.get("queue_depth")
-        if not isinstance(depth, int) or depth <= 0:
+        if _local(lun) or not isinstance(depth, int) or depth <= 0:
             return False
         if depth < as_float(t["min_queue_depth"]):
             return f"LUN queue depth {depth} (WP-7109: 32 -> 64)"

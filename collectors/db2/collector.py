@@ -13,6 +13,7 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from db2vtop.agent.core.clock import CLOCK
 from db2vtop.agent.core.model import Annotation, Fact, Record, Sample
 from db2vtop.collectors.base import BaseCollector
 from db2vtop.collectors.db2.config import DB2Config
@@ -192,7 +193,7 @@ class Db2Collector(BaseCollector):
 
     async def start(self) -> None:
         rows = await self._exchange(facts=False)
-        self.records(rows, time.time_ns())  # the baseline; its records are not rates yet
+        self.records(rows, CLOCK.now_ns())  # the baseline; its records are not rates yet
 
     async def describe(self) -> list[Fact]:
         rows = await self._exchange(facts=True)
@@ -201,12 +202,12 @@ class Db2Collector(BaseCollector):
                   "unavailable": dict(self.unavailable),
                   "sources": {q.tag: self._variant(q).label for q in QUERIES if q.tag not in self.unavailable}}
         banner = self.last_session.banner if self.last_session else {}
-        return build_facts(self.tags, rows, banner, status, time.time_ns())
+        return build_facts(self.tags, rows, banner, status, CLOCK.now_ns())
 
     async def collect(self) -> list[Record]:
         pending, self._pending = self._pending, None
         rows = pending if pending is not None else await self._exchange(facts=False)
-        out = self.records(rows, time.time_ns())
+        out = self.records(rows, CLOCK.now_ns())
         notes, self._notes = self._notes, []
         if self._facts_again:  # a fallback left this cycle's facts incomplete: read them again next cycle
             self.facts_stale, self._facts_again = True, False

@@ -15,9 +15,9 @@ never arrive.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
+from db2vtop.agent.core.clock import CLOCK
 from db2vtop.agent.core.model import Fact, Record, Sample
 from db2vtop.collectors.base import BaseCollector, CollectorError
 from db2vtop.collectors.esxtop.batch import BatchSample, header_objects, parse_batch
@@ -56,7 +56,7 @@ class EsxtopCollector(BaseCollector):
         if objects is not None:
             self._new_host(batch, objects)
         self.last = batch
-        ts = time.time_ns()
+        ts = CLOCK.now_ns()
         host = self.cfg.name
         out: list[Record] = [Sample("esxtop_vm", {"host": host, "vm": vm}, fields, ts)
                              for vm, fields in batch.vms.items()]
@@ -77,7 +77,7 @@ class EsxtopCollector(BaseCollector):
         """The name the host gives itself in esxtop's columns (may be "localhost") and what its header holds."""
         if self.header is None:
             return []
-        return [Fact("esxtop_host", {"host": self.cfg.name}, dict(self.header), time.time_ns())]
+        return [Fact("esxtop_host", {"host": self.cfg.name}, dict(self.header), CLOCK.now_ns())]
 
     async def close(self) -> None:
         await super().close()

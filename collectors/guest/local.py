@@ -5,8 +5,8 @@ from __future__ import annotations
 import glob
 import os
 import socket
-import time
 
+from db2vtop.agent.core.clock import CLOCK
 from db2vtop.agent.core.model import Fact, Record
 from db2vtop.collectors.base import BaseCollector, CollectorError
 from db2vtop.collectors.guest.config import GuestConfig
@@ -66,9 +66,9 @@ class LocalGuestCollector(BaseCollector):
         prev, self._prev = self._prev, cur
         if prev is None:
             return []
-        return guest_samples(prev, cur, self.guest, time.time_ns(), self.page_size,
+        return guest_samples(prev, cur, self.guest, CLOCK.now_ns(), self.page_size,
                              self.cfg.devices_exclude, self.cfg.interfaces_exclude)
 
     async def describe(self) -> list[Fact]:
         files = await self.run_blocking(read_files, FACT_GLOBS, FACT_LINK_GLOBS)
-        return guest_facts(files, self.guest, time.time_ns(), self.cfg.devices_exclude, self.cfg.interfaces_exclude)
+        return guest_facts(files, self.guest, CLOCK.now_ns(), self.cfg.devices_exclude, self.cfg.interfaces_exclude)

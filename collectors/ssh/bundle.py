@@ -19,9 +19,9 @@ byte, including files that lack a final newline. Unmatched globs print nothing.
 from __future__ import annotations
 
 import secrets
-import time
 from dataclasses import dataclass, field
 
+from db2vtop.agent.core.clock import CLOCK
 from db2vtop.agent.core.model import Fact, Record
 from db2vtop.collectors.base import BaseCollector, CollectorError
 from db2vtop.collectors.ssh.target import SSHTarget, command
@@ -220,11 +220,11 @@ class BundleCollector(BaseCollector):
 
     def _describe(self) -> list[Fact]:
         self._ready = self.fetch(self.bundle(facts=True))
-        return self.facts(self._ready, time.time_ns())
+        return self.facts(self._ready, CLOCK.now_ns())
 
     def _collect(self) -> list[Record]:
         got, self._ready = self._ready, None
-        return self.samples(got or self.fetch(self.bundle(facts=False)), time.time_ns())
+        return self.samples(got or self.fetch(self.bundle(facts=False)), CLOCK.now_ns())
 
     async def describe(self) -> list[Fact]:
         return await self.run_blocking(self._describe)

@@ -168,11 +168,14 @@ class SSHTarget:
         if isinstance(e, SSHError):
             return e
         if isinstance(e, paramiko.BadHostKeyException):
+            # the name known_hosts files hold it under, as paramiko (and OpenSSH) write it
+            name = self.cfg.host if self.cfg.port == 22 else f"[{self.cfg.host}]:{self.cfg.port}"
+            held = self._holding(name, e.expected_key)
             return SSHHostKeyError(
                 f"ssh {self.where}: host key mismatch: the server offered {e.key.get_name()} {fingerprint(e.key)} "
-                f"but known_hosts has {fingerprint(e.expected_key)}; this may be a man-in-the-middle attack. "
-                f"If the key changed legitimately, remove the old entry: ssh-keygen -R '[{self.cfg.host}]:"
-                f"{self.cfg.port}' -f {self.known_hosts}")
+                f"but {held} has {fingerprint(e.expected_key)}; this may be a man-in-the-middle attack. "
+                f"If the key changed legitimately, remove the old entry: ssh-keygen -R {shlex.quote(name)} "
+                f"-f {shlex.quote(str(held))}")
         if isinstance(e, paramiko.AuthenticationException):
             how = "password" if with_password else (
                 f"key {self.cfg.key_file}" if self.cfg.key_file else "agent and default keys")
@@ -180,6 +183,21 @@ class SSHTarget:
         if isinstance(e, SecretError):
             return SSHAuthError(f"ssh {self.where}: {e}")
         return SSHConnectError(f"ssh {self.where}: cannot connect: {type(e).__name__}: {e}")
+
+    def _holding(self, hostname: str, key: paramiko.PKey) -> Path:
+        """The known_hosts file that holds `key` for `hostname`: the user's, or db2vtop's own where
+        accept-new recorded it (the fix-it must name the file the entry is in)."""
+        files = [self.known_hosts]
+        if self.cfg.host_key_policy == "accept-new":
+            files.insert(0, self.accept_new_file)
+        for path in files:
+            try:
+                entry = paramiko.HostKeys(str(path)).lookup(hostname) if path.exists() else None
+            except (OSError, paramiko.SSHException, ValueError):
+                continue
+            if entry is not None and key in entry.values():
+                return path
+        return self.known_hosts
 
     def _transport(self) -> paramiko.Transport:
         with self._lock:

@@ -8,8 +8,7 @@ added per vendor.
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from db2vtop.agent.core.model import Fact, FieldValue, Sample
@@ -29,15 +28,43 @@ class StorageCollector(BaseCollector):
         self.cfg = cfg
         self.base_tags = {"storage": cfg.name, "kind": cfg.kind}
 
-    def sample(self, measurement: str, tags: dict[str, str], fields: dict[str, FieldValue], ts: int) -> Sample:
-        return Sample(measurement, {**self.base_tags, **tags}, fields, ts)
+    def samples(self, rows: Iterable[tuple[str, dict[str, str], dict[str, FieldValue], int]]) -> list[Sample]:
+        """(measurement, tags, fields, ts) as samples; one with a figure no array can produce is set aside
+        and counted (the `db2vtop_thread` health), never stored: see `implausible`."""
+        out = []
+        for measurement, tags, fields, ts in rows:
+            why = implausible(fields)
+            if why is None:
+                out.append(Sample(measurement, {**self.base_tags, **tags}, fields, ts))
+            else:
+                who = ", ".join(f"{k}={v}" for k, v in tags.items() if k not in ("naa", "serial"))
+                self.supervisor.set_aside(self.thread, f"{measurement} {who}", why)
+        return out
 
     def fact(self, kind: str, tags: dict[str, str], data: dict[str, Any], ts: int) -> Fact:
         return Fact(kind, {**self.base_tags, **tags}, data, ts)
 
 
-def now_ns() -> int:
-    return time.time_ns()
+#: what no one volume, LUN, device or node of an array does: a rate or latency past these comes from a
+#: broken or hostile counter (a wrap, a jump, hundreds of digits), not from the array's work
+MAX_IOPS = 1e8  # I/O (or queue-full events) per second
+MAX_BYTES_PER_S = 1e12  # 1 TB/s
+MAX_LATENCY_MS = 3_600_000.0  # an hour
+_LIMITS = (("_latency_ms", MAX_LATENCY_MS), ("_bytes_per_s", MAX_BYTES_PER_S), ("_iops", MAX_IOPS),
+           ("_per_s", MAX_IOPS), ("_pct", 100.0))
+
+
+def implausible(fields: dict[str, FieldValue]) -> str | None:
+    """Why these figures cannot be an array's (not finite, negative, or past what the hardware can do), or None."""
+    for name, v in fields.items():
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            continue
+        if not math.isfinite(v) or v < 0:
+            return f"{name} = {v!r} is not a rate, latency or share"
+        limit = next((lim for suffix, lim in _LIMITS if name.endswith(suffix)), None)
+        if limit is not None and v > limit:
+            return f"{name} = {v:g} is more than any array does ({limit:g}): a counter wrapped, jumped or is broken"
+    return None
 
 
 def number(value: Any, what: str) -> float:

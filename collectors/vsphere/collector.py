@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from db2vtop.agent.core.clock import CLOCK
 from db2vtop.agent.core.events import EVENT
 from db2vtop.agent.core.model import Annotation, Fact, Record, Sample
 from db2vtop.collectors.base import BaseCollector, CollectorError
@@ -239,7 +240,7 @@ class VSphereCollector(BaseCollector):
             s, view = conn.session, conn.view
             host_rows, ds_rows = await asyncio.gather(self.run_blocking(inv_mod.read_hosts, s, view, True),
                                                       self.run_blocking(inv_mod.read_datastores, s, view))
-            builder = FactsBuilder(self.cfg.name, inv_mod.hosts_from(host_rows), host_rows, ds_rows, time.time_ns())
+            builder = FactsBuilder(self.cfg.name, inv_mod.hosts_from(host_rows), host_rows, ds_rows, CLOCK.now_ns())
             self._ask_ahead(conn)
             light = await self._light(conn)
             for obj, p in light:
@@ -339,7 +340,7 @@ class VSphereCollector(BaseCollector):
             self.run_blocking(inv_mod.read_hosts, s, view, True), self.run_blocking(inv_mod.read_datastores, s, view),
             self.run_blocking(inv_mod.vm_refs, s, view))
         hosts = inv_mod.hosts_from(host_rows)
-        builder = FactsBuilder(self.cfg.name, hosts, host_rows, ds_rows, time.time_ns())
+        builder = FactsBuilder(self.cfg.name, hosts, host_rows, ds_rows, CLOCK.now_ns())
         seen: dict[str, tuple[str, str, str]] = {}
         tagging = (Inventory(builder.vms, hosts), builder.maps)
         if early is not None:
@@ -410,7 +411,7 @@ class VSphereCollector(BaseCollector):
                 self.run_blocking(inv_mod.retrieve_objects, s, sorted(clusters), {"ClusterComputeResource": ("name",)}))
             self._set_inventory(Inventory(inv_mod.vms_from(light), inv_mod.hosts_from(host_rows + cluster_rows)))
             read = FullRead(self.inventory, vm_rows, host_rows, ds_rows, agg_rows=light, names=named)
-            facts, self.maps = build_facts(self.cfg.name, read, time.time_ns())
+            facts, self.maps = build_facts(self.cfg.name, read, CLOCK.now_ns())
             return facts
         return await self._with_session(step)
 
@@ -428,7 +429,7 @@ class VSphereCollector(BaseCollector):
             self.run_blocking(inv_mod.read_datastores, s, conn.view))
         read = FullRead(self.inventory, vm_rows, host_rows, ds_rows, agg_rows=light,
                         names={m: v.name for m, v in self.inventory.vms.items()})
-        return build_facts(self.cfg.name, read, time.time_ns())
+        return build_facts(self.cfg.name, read, CLOCK.now_ns())
 
     async def _changed_facts(self, conn: _Conn, light: Rows) -> list[Fact]:
         """Facts of the VMs whose configuration version, placement, power, size or guest identity differs
@@ -626,7 +627,7 @@ class VSphereCollector(BaseCollector):
     def _event_page(self, conn: _Conn, elog: EventLog) -> tuple[list[Annotation], int]:
         s = conn.session
         if not conn.event_collector:
-            earliest = time.time_ns() - int((self.clock_skew_s - 60) * 1e9)
+            earliest = CLOCK.now_ns() - int((self.clock_skew_s - 60) * 1e9)
             # a first start reaches back as far as its realtime history (whose placement the migrations give);
             # a one-off look (triage, with no history asked) reads its own window in lookback()
             first_s = REALTIME_KEEP_S if self.history_samples > 1 else 0.0
@@ -667,7 +668,7 @@ class VSphereCollector(BaseCollector):
                           "an hour) before they could be collected", int(until) * 1_000_000_000)
 
     def _quickstats(self) -> list[Record]:
-        ts = time.time_ns()
+        ts = CLOCK.now_ns()
         out: list[Record] = []
         mib = 2**20
         for vm in self.inventory.vms.values():
@@ -776,7 +777,7 @@ class VSphereCollector(BaseCollector):
         deleted, a host disconnected) fails the whole call in vCenter: halve the batch and
         retry, so it costs only its own samples. Any other fault fails the cycle. Samples dated past vCenter's
         own clock (plus CLOCK_MARGIN_S), or outside the clock skew of ours, are set aside and counted."""
-        now, server_now = time.time(), s.server_now()
+        now, server_now = CLOCK.now(), s.server_now()
         window = (now - self.clock_skew_s, min(now + self.clock_skew_s, server_now + CLOCK_MARGIN_S))
         try:
             results = await self.run_blocking(perf_query, s, s.perf_manager, batch, window)

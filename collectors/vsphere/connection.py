@@ -62,6 +62,7 @@ from xml.parsers.expat import ExpatError
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import DefusedXMLParser
 
+from db2vtop.agent.core.clock import CLOCK
 from db2vtop.agent.core.deadline import Deadline, DeadlineError, deadline
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.collectors.base import CollectorError
@@ -288,7 +289,7 @@ class Session:
         self.perf_manager = self.session_manager = self.setting = self.event_manager = ""
 
     def server_now(self) -> float:
-        return time.time() + self.server_offset_s
+        return CLOCK.now() + self.server_offset_s
 
     # --- calls ------------------------------------------------------------------------
 
@@ -383,11 +384,11 @@ class Session:
         """vCenter's clock (CurrentTime) minus ours, in seconds, taken against the middle of the call (its
         error is half the round trip); server_now() follows it until the next reading. The collector reads
         it each cycle: a vCenter clock stepped by NTP is seen at once."""
-        asked = time.time()
+        asked = CLOCK.now()
         now = self.call("CurrentTime", "ServiceInstance", "ServiceInstance")
         if now is None or not now.text:
             raise SoapFaultError("InvalidResponse", "CurrentTime answered without a time")
-        self.server_offset_s = _epoch(now.text) - (asked + time.time()) / 2
+        self.server_offset_s = _epoch(now.text) - (asked + CLOCK.now()) / 2
         return self.server_offset_s
 
     def _max_query_metrics(self) -> int:

@@ -17,12 +17,16 @@ from pathlib import Path
 
 import pytest
 
+from db2vtop.agent.core.model import Sample
+from db2vtop.agent.core.store import Store, StoreWriter
+from db2vtop.agent.core.supervise import Supervisor
 from db2vtop.agent.sinks.spool import MAGIC, Spool
 from tests.faults.agent import guest_times, nothing_lost, start, wait_past, wait_seconds, write_config
 from tests.faults.disk import small_fs
 from tests.infra.influxd import refused_url
 
 FULL_S = 5.0
+T0 = 1_700_000_000_000_000_000
 
 
 def influx(spool: Path, url: str) -> str:
@@ -151,3 +155,47 @@ def test_an_append_the_full_disk_cuts_short_leaves_no_trace_and_is_written_whole
         assert [p for b in iter(lambda: s.read(10**9, 1 << 20), None) for p in b.payloads] == [first, fits, cut]
         assert s.corrupt == s.dropped == 0
         s.close()
+
+
+def test_a_long_disk_full_bounds_the_store_writers_memory_and_counts_what_it_drops(tmp_path, caplog):
+    """The store writer kept every batch it could not write for as long as the disk stayed full: hours of a
+    large agent's samples in memory. Now past `max_pending` samples waiting (here 200, not the agent's
+    100,000) the oldest are dropped, and each one dropped is counted in the thread's health and logged; the
+    newest `max_pending` and everything written before the disk filled are in the store once it frees."""
+    bound, batch, batches = 200, 100, 20  # ten times the bound queued while the disk is full
+    sup = Supervisor()
+
+    def samples(first: int) -> list[Sample]:
+        return [Sample("m", {"i": str(i)}, {"v": i}, T0 + i * 10**9) for i in range(first, first + batch)]
+
+    with small_fs(tmp_path) as fs:
+        w = StoreWriter(fs.path / "m.db", retention_s=10**9, supervisor=sup, max_pending=bound)
+        try:
+            w.submit(samples(0))
+            w.flush()
+            fs.fill((os.getpid(),))  # without a mount of its own, this process's file size limit
+            for n in range(1, batches + 1):
+                w.submit(samples(n * batch))
+            lost = batches * batch - bound
+            deadline = time.monotonic() + 8
+            while w.stats.dropped < lost or w.backlog.queued > bound:
+                assert time.monotonic() < deadline, (w.stats, w.backlog.queued)
+                time.sleep(0.05)
+            time.sleep(0.6)  # another retry, still full: nothing more dropped, the bound held
+            health = {h.name: h for h in sup.snapshot()}["store-writer"]
+            assert (w.stats.dropped, w.stats.pending, w.backlog.queued) == (lost, bound, bound)
+            assert health.state == "retrying" and health.set_aside == lost
+            assert "dropped, the oldest of more than 200 waiting" in health.last_error
+        finally:
+            fs.free()
+        w.flush()
+        w.close()
+        with Store(fs.path / "m.db") as r:
+            kept = sorted(int(row.tags["i"]) for row in r.rows("m"))
+    assert kept == [*range(batch), *range((batches + 1) * batch - bound, (batches + 1) * batch)]
+    said = [r.getMessage() for r in caplog.records if "store-writer: set aside" in r.getMessage()]
+    assert said and f"({lost} set aside so far)" in said[-1], said
+    assert "samples of 2023-11-14T22:15:00Z to " in said[0], said
+    if fs.mounted:  # a file size limit is EFBIG, an I/O error to SQLite
+        assert "database or disk is full" in said[0], said
+    assert not sup.failed

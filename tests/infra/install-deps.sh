@@ -2,7 +2,8 @@
 # Install the system programs the tests talk to as real peers, only where missing:
 # Debian's sysstat (iostat), openssh-server (sshd on 127.0.0.1), tmux (TUI smoke test),
 # systemd (systemd-analyze verify for contrib/'s unit file) and chromium (the HTML run report,
-# rendered headless and screenshotted by tests/test_runs.py).
+# rendered headless and screenshotted by tests/test_runs.py) and faketime (libfaketime: the agent's
+# clock stepped under a running agent, tests/faults/test_clock.py).
 set -eu
 need=""
 command -v iostat >/dev/null 2>&1 || need="$need sysstat"
@@ -10,6 +11,7 @@ command -v iostat >/dev/null 2>&1 || need="$need sysstat"
 command -v tmux >/dev/null 2>&1 || need="$need tmux"
 command -v systemd-analyze >/dev/null 2>&1 || need="$need systemd"
 command -v chromium >/dev/null 2>&1 || need="$need chromium"
+command -v faketime >/dev/null 2>&1 || need="$need faketime"
 if [ -n "$need" ]; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -4,7 +4,9 @@ real sshd whose login shell is the clustershell stand-in."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -389,6 +391,45 @@ def test_fuzzed_output_raises_only_storage_errors(a, b):
         rows(snapshot("\n".join(a), 1.0), snapshot("\n".join(b), 2.0), 10, {})
     with contextlib.suppress(CollectorError):
         parse_fields("\n".join(a))
+
+
+async def test_implausible_counters_are_set_aside_and_counted_never_stored(ontap_sshd):
+    """A broken or hostile cluster's counters: a negative one, one of 400 digits (read as inf, it once made
+    the latencies 0.0), a node's total_ops jumping by 9e18, a LUN's read latency adding 1e16 us over 1,600
+    reads (6e9 ms each). Before: stored as figures (1e17 IOPS and more), the cycle ok. Now: a counter no 64-bit
+    counter can be is refused and said, an interval with a figure no array reaches is set aside and counted."""
+    before = copy.deepcopy(T0)
+    before["stats"]["volume"][1]["counters"]["write_ops"] = "-900000000000"
+    ontap_sshd.set_state(before)
+    cfg, target = _config(ontap_sshd)
+    c = OntapCollector(cfg, target)
+    await c.start()
+    later = t1()
+    data = later["stats"]["volume"][0]["counters"]
+    data["total_ops"] = data["read_ops"] = "9" * 400
+    later["stats"]["system:node"][0]["counters"]["total_ops"] = "9000000000000000000"
+    later["stats"]["lun"][0]["counters"]["avg_read_latency"] = "10000000000000000us"
+    ontap_sshd.set_state(later)
+    try:
+        out = await c.collect()
+    finally:
+        await c.close()
+        target.close()
+    samples = [r for r in out if isinstance(r, Sample)]
+    for s in samples:  # nothing past 100 million IOPS, 1 TB/s or an hour of latency; all finite, none negative
+        for name, v in s.fields.items():
+            assert math.isfinite(v) and v >= 0, (s.tags, name, v)
+            assert v <= (3.6e6 if name.endswith("_ms") else 1e12 if name.endswith("bytes_per_s") else 1e8), (name, v)
+    vols = {s.tags["volume"]: s.fields for s in samples if s.measurement == "storage_volume"}
+    assert not {"total_iops", "read_iops", "avg_latency_ms", "read_latency_ms"} & set(vols["db2data"])
+    assert vols["db2data"]["write_latency_ms"] == 2.5 and "write_iops" not in vols["db2log"]
+    assert not [s for s in samples if s.measurement == "storage_node"]  # set aside, with the LUN's
+    assert not [s for s in samples if s.tags.get("lun") == "/vol/db2data/lun0"]
+    problems = "\n".join(c.take_problems())
+    assert "counter total_ops is negative or past 64 bits" in problems, problems
+    assert "counter write_ops is negative or past 64 bits in the previous reading" in problems, problems
+    health = {h.name: h for h in c.supervisor.snapshot()}[c.thread]
+    assert health.set_aside == 2 and "more than any array does" in health.last_error, health
 
 
 def test_agent_once_fills_the_store_with_ontap_samples_and_facts(ontap_sshd, tmp_path, store_path):

@@ -191,16 +191,29 @@ _UNIT = {"us": 1.0, "ms": 1000.0, "s": 1e6, "%": 1.0, "": 1.0,
 _VALUE = re.compile(r"^(-?[0-9]+(?:\.[0-9]+)?)(us|ms|s|%|B|KB|MB|GB|TB|PB)?$")
 
 
+#: ONTAP's raw counters are unsigned 64-bit: anything past that (hundreds of digits read as inf) is no reading
+MAX_COUNTER = 2.0**64
+
+
+class ImplausibleCounterError(StorageFormatError):
+    """A counter that reads as a number but cannot be one ONTAP keeps (negative, or past 64 bits)."""
+
+
 def raw_number(value: CounterValue | None, what: str) -> float:
     """A raw counter as a number; times in microseconds, data in bytes."""
     if not isinstance(value, str):
         raise StorageFormatError(f"ONTAP statistics: {what} is {'missing' if value is None else 'an array'}")
     if value.isascii() and value.isdigit():  # the common case, and much cheaper than the pattern
-        return float(value)
-    m = _VALUE.match(value)
-    if not m:
-        raise StorageFormatError(f"ONTAP statistics: {what} = {value[:40]!r} is not a number")
-    return float(m.group(1)) * _UNIT[m.group(2) or ""]
+        number, unit = float(value), 1.0
+    else:
+        m = _VALUE.match(value)
+        if not m:
+            raise StorageFormatError(f"ONTAP statistics: {what} = {value[:40]!r} is not a number")
+        number, unit = float(m.group(1)), _UNIT[m.group(2) or ""]
+    if not 0 <= number < MAX_COUNTER:  # inf fails this too
+        raise ImplausibleCounterError(f"ONTAP statistics: {what} = {value[:40]!r} is negative or past what a "
+                                      "64-bit counter holds")
+    return number * unit
 
 
 # --- show -fields with a separator ------------------------------------------------------

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from db2vtop.agent.core.model import Annotation, Fact, Record
+from db2vtop.agent.core.model import Annotation, Fact, Record, now_ns
 from db2vtop.collectors.ssh import SSHTarget
-from db2vtop.collectors.storage.common import StorageCollector, StorageFormatError, now_ns
+from db2vtop.collectors.storage.common import StorageCollector, StorageFormatError
 from db2vtop.collectors.storage.ontap.cli import (
     FACT_COMMANDS,
     OntapCommandError,
@@ -96,7 +96,7 @@ class OntapCollector(StorageCollector):
     async def collect(self) -> list[Record]:
         found, resets = await self._rows()
         ts = now_ns()
-        out: list[Record] = [self.sample(r.measurement, r.tags, r.fields, ts) for r in found]
+        out: list[Record] = [*self.samples((r.measurement, r.tags, r.fields, ts) for r in found)]
         for a in resets:
             a.tags = {**self.base_tags, **a.tags}
             a.ts = ts

@@ -22,6 +22,7 @@ from db2vtop.collectors.storage.ontap.cli import (
     COUNTER_DISPLAY,
     NO_DISPLAY,
     SESSION,
+    ImplausibleCounterError,
     RawInstance,
     flag,
     parse_raw,
@@ -86,10 +87,12 @@ class Gaps:
     def __init__(self) -> None:
         self.seen: dict[tuple[str, str, str], list] = {}
 
-    def add(self, obj: str, key: Key, counter: str, inst: RawInstance, when: str = "", wrong: str = "") -> None:
+    def add(self, obj: str, key: Key, counter: str, inst: RawInstance, when: str = "", wrong: str = "",
+            error: Exception | None = None) -> None:
         value = inst.counters.get(counter)
         if not wrong:
-            wrong = "is missing" if value is None else "is an array" if isinstance(value, dict) else "is not a number"
+            wrong = "is missing" if value is None else "is an array" if isinstance(value, dict) else \
+                "is negative or past 64 bits" if isinstance(error, ImplausibleCounterError) else "is not a number"
         wrong += when
         entry = self.seen.get((obj, counter, wrong))
         if entry is None:
@@ -119,13 +122,13 @@ def _deltas(prev: RawInstance, cur: RawInstance, names: tuple[str, ...], gaps: G
     for n in names:
         try:
             b = cur.number(n)
-        except StorageFormatError:
-            gaps.add(cur.object, key, n, cur)
+        except StorageFormatError as e:
+            gaps.add(cur.object, key, n, cur, error=e)
             continue
         try:
             a = prev.number(n)
-        except StorageFormatError:
-            gaps.add(cur.object, key, n, prev, " in the previous reading")
+        except StorageFormatError as e:
+            gaps.add(cur.object, key, n, prev, " in the previous reading", error=e)
             continue
         if b < a:
             raise CounterReset(n)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import time
-
-from db2vtop.agent.core.model import Record
+from db2vtop.agent.core.clock import CLOCK
+from db2vtop.agent.core.model import Record, now_ns
 from db2vtop.collectors.ssh import SSHTarget
-from db2vtop.collectors.storage.common import StorageCollector, StorageFormatError, now_ns
+from db2vtop.collectors.storage.common import StorageCollector, StorageFormatError
 from db2vtop.collectors.storage.powermax import symstat, unisphere
 from db2vtop.collectors.storage.powermax.config import PowermaxConfig
 from db2vtop.collectors.storage.restclient import RestClient
@@ -43,7 +42,7 @@ class PowermaxCollector(StorageCollector):
         assert self.client is not None
         names = self.cfg.storage_groups or unisphere.groups(
             self.client.request("POST", unisphere.KEYS_PATH, {"symmetrixId": self.sid}))
-        end = int(time.time() * 1000)
+        end = int(CLOCK.now() * 1000)
         start = end - int(max(2 * unisphere.WINDOW_S, 2 * self.cfg.interval) * 1000)
         out = []
         for group in names:
@@ -51,7 +50,7 @@ class PowermaxCollector(StorageCollector):
             found = unisphere.latest(body, group, self.cfg.min_ops_for_latency)
             if found is None or found[0] <= self._last_ts.get(group, 0):
                 continue  # no newer diagnostic interval than the one already stored
-            if abs(found[0] / 1000 - time.time()) > self.clock_skew_s:  # it would stop the group's mark for good
+            if abs(found[0] / 1000 - CLOCK.now()) > self.clock_skew_s:  # it would stop the group's mark for good
                 self.supervisor.set_aside(self.thread, f"Unisphere interval of {group} at {found[0]} ms",
                                           f"its time is more than {self.clock_skew_s:g}s from now")
                 continue
@@ -62,10 +61,10 @@ class PowermaxCollector(StorageCollector):
     async def collect(self) -> list[Record]:
         if self.client is not None:
             groups = await self.run_blocking(self._unisphere)
-            return [self.sample(m, tags, fields, ts) for m, tags, fields, ts in groups]
+            return [*self.samples(groups)]
         found = await self.run_blocking(self._symstat)
         ts = now_ns()
-        return [self.sample(m, tags, fields, ts) for m, tags, fields in found]
+        return [*self.samples((m, tags, fields, ts) for m, tags, fields in found)]
 
     async def close(self) -> None:
         if self.client is not None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from db2vtop.agent.core.model import Fact, Record
-from db2vtop.collectors.storage.common import StorageCollector, now_ns, optional_number
+from db2vtop.agent.core.model import Fact, Record, now_ns
+from db2vtop.collectors.storage.common import StorageCollector, optional_number
 from db2vtop.collectors.storage.restclient import RestClient
 from db2vtop.collectors.storage.xtremio.api import (
     CLUSTER,
@@ -48,7 +48,7 @@ class XtremioCollector(StorageCollector):
     async def collect(self) -> list[Record]:
         found = await self.run_blocking(self._read)
         ts = now_ns()
-        return [self.sample(m, tags, fields, ts) for m, tags, fields in found if fields]
+        return [*self.samples((m, tags, fields, ts) for m, tags, fields in found if fields)]
 
     def _facts(self) -> list[tuple[str, dict[str, str], dict]]:
         out = []
