@@ -88,5 +88,3 @@ def setup_logging(level: str = "info", fmt: str = "text", stream: IO[str] | None
         root.removeHandler(h)
     root.addHandler(handler)
     root.setLevel(level.upper())
-    logging.getLogger("urllib3").setLevel(logging.ERROR)  # the sink reports transport errors itself
-    logging.getLogger("influxdb_client").setLevel(logging.ERROR)

@@ -59,17 +59,25 @@ FLOOR_S = 0.05
 MAX_BACKLOG = 40_000
 #: how often a waiting cycle looks at the backlog again
 PACE_S = 0.02
+#: how long before its cycle's timeout a call to the source made during the cycle is ended at the latest
+CALL_MARGIN_S = 1.0
+#: the most of one error text from outside a cycle keeps (before escaping): a source's message (a SOAP
+#: fault, a host's stderr) can be megabytes, and the cycle's self-metric is stored and sent every cycle
+ERROR_CHARS = 1000
 
 MEASUREMENTS = (
     Measurement(
         SELF_MEASUREMENT, "One collector cycle: how it went and what it cost, beside the collector's own samples.",
         {"collector": "the collector (named for its config section)"},
-        fields("duration_ms", "samples", status="`ok`, `error`, `timeout` or `skipped`",
+        fields("duration_ms", "samples",
+               status="`ok`, `error`, `timeout` or `skipped` (`timeout` too when a cycle is skipped because a call of "
+                      "one that timed out has not returned)",
                errors="failed cycles since the start",
                skipped="cycles skipped since the start (the previous one still running)",
                undeclared_facts="facts since the start that depart from their declaration (kept whole; the log "
                                 "says how)",
-               last_error="the last error", text=("status", "last_error")),
+               last_error="this cycle's error, cut to a few KB (empty when it went well)",
+               text=("status", "last_error")),
     ),
 )
 
@@ -82,6 +90,7 @@ class CollectorStats:
     samples: int = 0
     status: str = "pending"
     last_error: str = ""
+    last_timeout: str = ""  # the error of the last cycle that timed out
     last_duration_ms: float = 0.0
     last_success_ns: int = 0
 
@@ -174,7 +183,7 @@ class Runtime:
             except TimeoutError:
                 pass
             if (task is not None and not task.done()) or c.busy:
-                self._skip(c, 1)
+                self._skip(c, 1, stuck=task is not None and task.done())
             else:
                 task = asyncio.create_task(self._guarded_cycle(c), name=f"cycle-{c.name}")
                 self._cycles.add(task)
@@ -232,6 +241,9 @@ class Runtime:
             await self._pace(c, unpaced, patience)
 
         c.handoff, c.pace = hand_on, pace
+        # no call to the source outlives the cycle: they end a little before it, so the call's own error (what
+        # timed out, where) is the cycle's, and its worker is free again when the next cycle starts
+        c.cycle_ends = time.monotonic() + timeout - min(CALL_MARGIN_S, timeout * 0.05)
         try:
             await asyncio.wait_for(work(), timeout)
         except Exception as e:  # any collector failure is data, never a crash
@@ -239,15 +251,16 @@ class Runtime:
             if not isinstance(e, CollectorError | TimeoutError):
                 log.debug("collector %s failed", c.name, exc_info=True)
         finally:
-            c.handoff, c.pace = None, None
-        errors[:0] = map(printable, c.take_problems())  # partial faults first: a timeout stays the last word
+            c.handoff, c.pace, c.cycle_ends = None, None, None
+        # partial faults first: a timeout stays the last word
+        errors[:0] = (printable(p, ERROR_CHARS) for p in c.take_problems())
         ts = CLOCK.now_ns()
         samples, more, annotations = self._split(c, [*facts, *records], ts)
         facts = more
         if self.declared is not None:
             self._check_facts(c, facts, self.declared)
         status = "ok" if not errors else ("timeout" if "timed out" in errors[-1] else "error")
-        me = self._record(c, status, "; ".join(errors), (time.perf_counter() - t0) * 1000, handed + len(samples), ts)
+        me = self._record(c, status, _cycle_error(errors), (time.perf_counter() - t0) * 1000, handed + len(samples), ts)
         for out in self.outputs:
             out.submit([*samples, me], facts, annotations)
 
@@ -306,11 +319,21 @@ class Runtime:
                     self._told.add((c.name, p))
                     log.warning("collector %s: %s; kept as it is (its declaration in schema.toml is behind)", c.name, p)
 
-    def _skip(self, c: BaseCollector, n: int) -> None:
+    def _skip(self, c: BaseCollector, n: int, stuck: bool = False) -> None:
+        """Cycles that could not start. `stuck`: the last cycle has ended (timed out) but its worker is still in
+        a call to the source, which no deadline ended: that is the source timing out again (status `timeout`,
+        an error), not a late cycle, so a collector stuck for good never reads as merely skipping."""
         st = self.stats[c.name]
         st.skipped += n
-        log.warning("collector %s: %d cycle(s) skipped, the previous one is still running", c.name, n)
-        me = self._self_sample(c.name, st, "skipped", 0.0, 0, CLOCK.now_ns())
+        error = ""
+        if stuck:
+            st.errors += n
+            error = st.last_error = (f"a call to the source made by a cycle that timed out is still running "
+                                     f"({st.last_timeout}); {n} cycle(s) skipped")
+            log.warning("collector %s: %s", c.name, error)
+        else:
+            log.warning("collector %s: %d cycle(s) skipped, the previous one is still running", c.name, n)
+        me = self._self_sample(c.name, st, "timeout" if stuck else "skipped", 0.0, 0, CLOCK.now_ns(), error)
         for out in self.outputs:
             out.submit([me])
 
@@ -322,17 +345,21 @@ class Runtime:
         if error:
             st.errors += 1
             st.last_error = error
+            if status == "timeout":
+                st.last_timeout = error[:300]
             log.warning("collector %s: %s", c.name, error)
         else:
             st.last_success_ns = ts
-        return self._self_sample(c.name, st, status, ms, n, ts)
+        return self._self_sample(c.name, st, status, ms, n, ts, error)
 
     @staticmethod
-    def _self_sample(name: str, st: CollectorStats, status: str, ms: float, n: int, ts: int) -> Sample:
+    def _self_sample(name: str, st: CollectorStats, status: str, ms: float, n: int, ts: int, error: str) -> Sample:
+        """The cycle's self-metric: its own error only (an ok cycle's is empty), so one error text is stored
+        once, not again with every cycle after it."""
         st.status = status
         return Sample(SELF_MEASUREMENT, {"collector": name},
                       {"duration_ms": round(ms, 3), "samples": n, "errors": st.errors, "skipped": st.skipped,
-                       "undeclared_facts": st.undeclared_facts, "status": status, "last_error": st.last_error}, ts)
+                       "undeclared_facts": st.undeclared_facts, "status": status, "last_error": error}, ts)
 
 
 def _sane_schedule(c: BaseCollector) -> None:
@@ -346,9 +373,16 @@ def _sane_schedule(c: BaseCollector) -> None:
 
 
 def _describe_error(e: BaseException, timeout: float, phase: str) -> str:
-    """One line, safe to print: an error text often quotes the remote side (its stderr, a name)."""
+    """One line, safe to print and of bounded length: an error text often quotes the remote side (its
+    stderr, a name, a SOAP fault's string of any length)."""
     if isinstance(e, TimeoutError):
         return f"{phase} timed out after {timeout:g}s"
     if isinstance(e, CollectorError):
-        return printable(str(e))
-    return printable(f"{phase}: {type(e).__name__}: {e}")
+        return printable(str(e), ERROR_CHARS)
+    return printable(f"{phase}: {type(e).__name__}: {e}", ERROR_CHARS)
+
+
+def _cycle_error(errors: list[str]) -> str:
+    """A cycle's errors as one text of at most a few KB (each escaped already: at most 6 characters each)."""
+    text = "; ".join(errors)
+    return text if len(text) <= 2 * ERROR_CHARS else text[:2 * ERROR_CHARS] + "…"

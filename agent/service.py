@@ -128,9 +128,10 @@ class Signals:
 
     The handlers are plain Python ones, not the event loop's: they run in the main thread even
     while a collector keeps the loop from turning, and ask the loop to stop from outside. A stop
-    arms a watchdog: if the process has not ended `grace` seconds later (a collector thread stuck
-    in a call, a coroutine that never yields), the watchdog flushes the pipeline from its own
-    thread and ends the process, so nothing committed is lost and nothing keeps it alive.
+    arms a watchdog, and so does the end of `--once`: if the process has not ended `grace` seconds
+    later (a collector thread stuck in a call, a coroutine that never yields), the watchdog flushes
+    the pipeline from its own thread and ends the process, so nothing committed is lost and nothing
+    keeps it alive.
     """
 
     NAMES = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -143,6 +144,7 @@ class Signals:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runtime: Runtime | None = None
         self._watchdog: threading.Timer | None = None
+        self._forced_status = EXIT_OK  # what the watchdog exits with when nothing failed (--once: its cycles' errors)
         for sig in self.NAMES:
             if not (interactive and sig == signal.SIGINT):
                 signal.signal(sig, lambda signum, _frame: self._note(signum))
@@ -190,7 +192,7 @@ class Signals:
             self.pipeline.close()
         finally:
             logging.shutdown()
-            os._exit(EXIT_FAILED if self.pipeline.supervisor.failed else EXIT_OK)
+            os._exit(EXIT_FAILED if self.pipeline.supervisor.failed else self._forced_status)
 
     def run(self, runtime: Runtime, once: bool, deadline: float | None) -> bool:
         """Run until stopped; True when a reload was asked for."""
@@ -210,6 +212,9 @@ class Signals:
             asyncio.run(main())
         finally:
             self._loop = self._runtime = None
+            if once:  # done, as after a stop: a worker still in a call must not keep the process from exiting
+                self._forced_status = EXIT_FAILED if any(st.errors for st in runtime.stats.values()) else EXIT_OK
+                self._arm()
         return self.reload and not self.stop and not once
 
 

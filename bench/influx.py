@@ -9,7 +9,7 @@
 - spool_cpu: the spool's share of the agent's CPU: CPU seconds per million points
   appended, and as a share of the sink's whole CPU in the sustained run.
 - influxd_alone: the server's own ceiling here, fed pre-encoded gzip'd batches by plain
-  urllib3 threads: what any client could reach with influxd on the same 2 cores.
+  HTTP client threads: what any client could reach with influxd on the same 2 cores.
 - agent_outage: a real `db2vtop agent` run with InfluxDB stopped in the middle; the
   point counts in the embedded store and in InfluxDB at the end.
 
@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from db2vtop.agent.core.config import InfluxConfig  # noqa: E402
+from db2vtop.agent.core.httpclient import HttpClient  # noqa: E402
 from db2vtop.agent.core.model import Sample  # noqa: E402
 from db2vtop.agent.sinks.influx import InfluxSink  # noqa: E402
 from db2vtop.agent.sinks.lineproto import LineEncoder  # noqa: E402
@@ -123,20 +124,19 @@ def bench_sustained(srv: InfluxServer, tmp: Path, seconds: float, name: str = "s
 
 
 def bench_server_ceiling(srv: InfluxServer, points: int, connections: int = 2) -> dict:
-    """influxd alone: pre-encoded, pre-gzip'd batches posted by plain urllib3 threads (no sink)."""
-    import urllib3
-
+    """influxd alone: pre-encoded, pre-gzip'd batches posted by plain HTTP client threads (no sink)."""
     bucket = srv.create_db("ceiling")
     encoder = LineEncoder()
     bodies = [zlib.compress("".join(encoder.samples(samples(5000, i))).encode(), 1, wbits=31)
               for i in range(0, points, 5000)]
-    http = urllib3.PoolManager(maxsize=connections)
-    url = f"{srv.url}/api/v2/write?bucket={bucket}&org=-&precision=ns"
+    path = f"/api/v2/write?bucket={bucket}&org=-&precision=ns"
 
     def post(chunk: list[bytes]) -> None:
+        http = HttpClient(srv.url, timeout=60)
         for body in chunk:
-            r = http.request("POST", url, body=body, headers={"Content-Encoding": "gzip"})
-            assert r.status == 204, r.data
+            r = http.request("POST", path, body, {"Content-Encoding": "gzip"})
+            assert r.status == 204, r.body
+        http.close()
 
     threads = [threading.Thread(target=post, args=(bodies[i::connections],)) for i in range(connections)]
     s0, t0 = server_cpu(srv), time.perf_counter()

@@ -1,8 +1,11 @@
 """What every collector shares: its own worker threads and a facts schedule.
 
 Blocking calls (vCenter SOAP, paramiko, file reads) run on the collector's own small
-thread pool. The runtime asks `busy` before starting a cycle: a thread still stuck in a
-timed-out call means the next cycle is skipped rather than run beside it.
+thread pool. A call to the source made there during a cycle ends by the cycle's end at the
+latest: each one runs under a whole-call deadline (agent/core/deadline.py), bounded by
+`cycle_ends`. The runtime asks `busy` before starting a cycle: a thread still stuck in a
+timed-out call (one no deadline covers) means the next cycle is skipped rather than run beside
+it, and counted as the source timing out again.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from db2vtop.agent.core.deadline import ending_by
 from db2vtop.agent.core.model import CLOCK_SKEW_S, Annotation, Fact, Record, canonical_tags, now_ns
 from db2vtop.agent.core.supervise import Supervisor
 
@@ -55,6 +59,9 @@ class BaseCollector:
     #: the measurements its source's package declares (the wiring sets them): what stays unrenewed, when no other
     #: source writes them, while it cannot be read
     declared: frozenset[str] = frozenset()
+    #: set by the runtime while a cycle runs: when it times out (time.monotonic()); the deadline of every call
+    #: to the source run_blocking makes meanwhile ends by then
+    cycle_ends: float | None = None
 
     def __init__(self, name: str, interval: float, timeout: float | None = None):
         self.name = name
@@ -99,8 +106,10 @@ class BaseCollector:
         with self._inflight_lock:
             self._inflight += 1
         try:
-            # in the cycle's context: what the call logs is this collector's (agent/core/logkey.py)
-            future = self._executor.submit(contextvars.copy_context().run, functools.partial(fn, *args, **kwargs))
+            # in the cycle's context (what the call logs is this collector's: agent/core/logkey.py), its deadlines
+            # ending by the cycle's end
+            future = self._executor.submit(contextvars.copy_context().run, _ending_by, self.cycle_ends,
+                                           functools.partial(fn, *args, **kwargs))
         except BaseException:
             self._release()
             raise
@@ -192,3 +201,8 @@ class BaseCollector:
     async def close(self) -> None:
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _ending_by(at: float | None, call: Callable[[], T]) -> T:
+    with ending_by(at):
+        return call()

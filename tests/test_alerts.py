@@ -262,3 +262,29 @@ def test_config_check_reads_each_receivers_secrets(tmp_path):
     assert r.returncode == 2 and "alert[0]: secret not readable: environment variable K" in r.stderr
     r = run_cli("config", "check", "-c", str(cfg), env={"K": "k3y"})
     assert r.returncode == 0 and "alert hook (webhook)" in r.stdout, r.stderr
+
+
+def test_a_receiver_that_trickles_or_sends_a_hostile_retry_after_is_held_to_its_bounds():
+    """A receiver's POST is one deadline (a trickled answer ended at `timeout`; before, urllib's per-read timeout
+    let it run for as long as it trickled), and its Retry-After a finite delay up to max_retry_delay (before:
+    `inf` was 3600 s, an HTTP-date nothing)."""
+    import email.utils
+    import time
+
+    from db2vtop.agent.sinks.receivers import DeliveryError, Receiver, test_change
+    from tests.faults.hostile_http import Answer, HostileHTTP
+
+    def trickle() -> object:  # 30 s of answer, a byte every 0.2 s
+        for _ in range(150):
+            time.sleep(0.2)
+            yield b" "
+
+    with HostileHTTP(lambda m, p, b: Answer(200, trickle(), {}, 150)) as slow, \
+            pytest.raises(DeliveryError, match="timed out after 1s") as e:
+        Receiver(webhook("slow", slow.url + "/hook", timeout=1.0), "a1").send([test_change(T0)])
+    assert e.value.state == "unreachable"
+    for value in ("inf", "1e300", email.utils.formatdate(time.time() + 86400, usegmt=True)):
+        with HostileHTTP(lambda m, p, b, v=value: Answer(503, [b"busy"], {"Retry-After": v}, 4)) as busy, \
+                pytest.raises(DeliveryError) as e:
+            Receiver(replace(webhook("busy", busy.url + "/hook"), max_retry_delay=7.0), "a1").send([test_change(T0)])
+        assert e.value.state == "retrying" and e.value.retry_after == 7.0, value

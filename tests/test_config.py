@@ -521,6 +521,26 @@ def test_plain_http_with_credentials_needs_allow_plaintext_and_is_warned_about(t
     assert "warning:" in r.stderr and "sent unencrypted" in r.stderr
 
 
+@pytest.mark.parametrize("text, key", [
+    ('[[vcenter]]\nname = "v"\nurl = "https://vc/sdk"\nuser = "u"\npassword_env = "VCPW"\n', "vcenter[0].ca_file"),
+    ('[influxdb]\nurl = "https://influx:8086"\nbucket = "b"\n', "influxdb.ca_file"),
+    ('[[storage]]\nname = "x"\nkind = "ontap"\ntransport = "rest"\nurl = "https://c"\nuser = "u"\n'
+     'password_env = "P"\n', "storage[0].ca_file"),
+    ('[[storage]]\nname = "x"\nkind = "xtremio"\nurl = "https://xms"\nuser = "u"\npassword_env = "P"\n',
+     "storage[0].ca_file"),
+])
+def test_verification_off_and_a_ca_file_together_are_refused(tmp_path, text, key):
+    """verify_tls = false with ca_file meant verification on for ONTAP and off for vCenter, XtremIO and InfluxDB;
+    config check accepted it. One shape for every source: the pair is a contradiction, said so."""
+    load_config(write(tmp_path, text + 'ca_file = "/etc/ssl/ca.pem"\n'))
+    load_config(write(tmp_path, text + "verify_tls = false\n"))
+    e = error_of(tmp_path, text + 'verify_tls = false\nca_file = "/etc/ssl/ca.pem"\n')
+    assert e.key == key and "verify_tls = false turns certificate verification off" in e.problem
+    r = run_cli("config", "check", "-c", str(write(tmp_path, text + 'verify_tls = false\nca_file = "ca.pem"\n')),
+                env={"VCPW": "x", "P": "x"})
+    assert r.returncode == 2 and key in r.stderr, r.stderr
+
+
 def test_plain_http_without_credentials_is_fine(tmp_path):
     load_config(write(tmp_path, '[influxdb]\nurl = "http://127.0.0.1:8086"\nbucket = "b"\n'))
 

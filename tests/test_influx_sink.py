@@ -2,7 +2,7 @@
 
 Exact read-back of tags, field types and timestamps; a rejected point; a full spool;
 an outage under steady load; a wrong token. Nothing here is mocked: points travel
-through the spool files, influxdb-client's HTTP transport and the server's parser.
+through the spool files, the agent's HTTP client and the server's parser.
 """
 
 from __future__ import annotations

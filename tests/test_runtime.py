@@ -98,6 +98,9 @@ async def test_a_hung_collector_is_timed_out_and_reported_while_others_keep_thei
 
 
 async def test_a_cycle_is_skipped_while_the_previous_ones_thread_is_still_busy():
+    """A worker still in a call after its cycle timed out (one no deadline covers): the cycles that cannot start
+    meanwhile are skipped, and counted as the source timing out again (an error on its status), never as
+    merely late: a collector stuck for good must not read as "skipped" for good."""
     out = Capture()
     c = ThreadHang("blocked", interval=0.2, timeout=0.1, block_s=1.0)
     other = Ticker(interval=0.1)
@@ -105,9 +108,12 @@ async def test_a_cycle_is_skipped_while_the_previous_ones_thread_is_still_busy()
     await rt.run(duration=1.9)
     st = rt.stats["blocked"]
     assert c.max_active == 1, "two cycles of one collector ran at the same time"
-    assert st.skipped >= 4 and st.errors >= 1
-    skipped = [m for m in out.selfmetrics("blocked") if m["status"] == "skipped"]
+    assert st.skipped >= 4 and st.errors >= st.skipped
+    skipped = [m for m in out.selfmetrics("blocked") if m["duration_ms"] == 0.0]
     assert skipped and skipped[-1]["skipped"] == st.skipped
+    assert {m["status"] for m in skipped} == {"timeout"}
+    assert all(m["last_error"] == "a call to the source made by a cycle that timed out is still running (collect "
+               "timed out after 0.1s); 1 cycle(s) skipped" for m in skipped), skipped
     assert len(out.selfmetrics("tick")) >= 12
 
 
@@ -120,6 +126,34 @@ async def test_errors_are_recorded_as_data_and_isolated():
     assert out.selfmetrics("bug")[-1]["last_error"] == "collect: ValueError: bad literal"
     assert {m["status"] for m in out.selfmetrics("bug")} == {"error"}
     assert rt.stats["tick"].errors == 0 and rt.stats["tick"].cycles >= 3
+
+
+class FaultOnce(BaseCollector):
+    """A source whose first answer is a fault with a message of 8 MiB, escapes in it, then answers well."""
+
+    def __init__(self):
+        super().__init__("faulty", 0.1)
+        self.cycles = 0
+
+    async def collect(self):
+        self.cycles += 1
+        if self.cycles == 1:
+            raise CollectorError("vcenter vc1: QueryPerf: SystemError: \x1b]0;t\x07\u202e" + "A" * 8 * 2**20)
+        return [Sample("tick", {"c": self.name}, {"v": 1.0})]
+
+
+async def test_an_error_text_from_outside_is_cut_and_not_carried_on_by_the_cycles_that_succeed():
+    """One fault of 8 MiB was stored again with every later ok cycle (its self-metric's last_error): 34 GiB a day
+    of store and InfluxDB. Now the text is cut to a few KB, escaped, and an ok cycle's last_error is empty."""
+    out = Capture()
+    rt = Runtime([FaultOnce()], [out])
+    await rt.run(duration=0.55)
+    first, *later = out.selfmetrics("faulty")
+    assert first["status"] == "error" and first["last_error"].startswith("vcenter vc1: QueryPerf: SystemError: "
+                                                                         "\\x1b]0;t\\x07\\u202eAAA")
+    assert 1000 <= len(first["last_error"]) <= 4 * 1024 and first["last_error"].endswith("A…")
+    assert later and all(m["status"] == "ok" and m["last_error"] == "" for m in later), later
+    assert len(rt.stats["faulty"].last_error) <= 4 * 1024  # what `agent --once` prints
 
 
 class Partial(BaseCollector):

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlparse
 
+from db2vtop.agent.core import tls
 from db2vtop.agent.core.paths import default_store_path
 from db2vtop.agent.core.secrets import SecretRef
 from db2vtop.agent.core.text import did_you_mean
@@ -333,6 +334,8 @@ class InfluxConfig:
     max_retry_delay: Duration(0.1, DAY) = 30.0
     flush_timeout: Duration(0.1, HOUR) = 10.0
     stats_interval: Duration(1.0, DAY) = 10.0
+    #: one answer to a query (`--source influxdb`), inflated (agent/core/httpclient.py)
+    max_response_bytes: Size(2**20, 2**32) = 64 * 2**20
 
     def token(self) -> SecretRef | None:
         if self.token_env or self.token_file:
@@ -635,6 +638,9 @@ def _check(cfg: Config, err: _Loader) -> None:
                 item.check()
         except Invalid as e:
             raise err.error(f"{where}.{e.key}" if e.key else where, e.problem) from None
+        problem = tls.contradiction(item)
+        if problem:
+            raise err.error(f"{where}.ca_file", problem)
         if sends_in_clear(item) and not getattr(item, "allow_plaintext", False):
             raise err.error(f"{where}.url", "http:// would send the password or token unencrypted; use https://, "
                                             "or set allow_plaintext = true in this section to accept that")

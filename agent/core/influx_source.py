@@ -8,6 +8,11 @@ their tags; the newest row of each series comes from `ORDER BY time DESC LIMIT 1
 is read back as it was stored: samples by measurement and tags, annotations, findings and facts
 from their own measurements. A failed request raises SourceError, a StoreError, so every view
 handles an unreachable InfluxDB as it handles an unreadable store file.
+
+An answer is input from outside like any source's: each request is one whole-call deadline of
+`[influxdb] timeout`, its answer at most `max_response_bytes` once inflated (agent/core/httpclient.py),
+and its shape checked before use (`_checked`): an answer this reader cannot use is a SourceError that
+says so, never a traceback.
 """
 
 from __future__ import annotations
@@ -18,11 +23,15 @@ import time
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
+from db2vtop.agent.core import tls
 from db2vtop.agent.core.config import InfluxConfig
+from db2vtop.agent.core.httpclient import AnswerTooLargeError, CallError, HttpClient
 from db2vtop.agent.core.model import Annotation, Fact, FieldValue, Finding
 from db2vtop.agent.core.source import Row, Series
 from db2vtop.agent.core.store import StoreError
+from db2vtop.agent.core.text import printable
 
 ANNOTATION_MEASUREMENT = "db2vtop_annotation"
 FINDING_MEASUREMENT = "db2vtop_finding"
@@ -154,13 +163,11 @@ class InfluxSource:
         self._headers = {"Accept": "application/json"}
         if token:
             self._headers["Authorization"] = f"Token {token}"
-        import urllib3  # here, not at import: the agent and the TUI on the embedded store never load it
-
-        self._http_error = urllib3.exceptions.HTTPError
-        self._http = urllib3.PoolManager(
-            cert_reqs="CERT_REQUIRED" if cfg.verify_tls else "CERT_NONE",
-            ca_certs=str(cfg.ca_file) if cfg.ca_file else None,
-            timeout=urllib3.Timeout(connect=min(cfg.timeout, 5.0), read=cfg.timeout), retries=False)
+        try:
+            context = tls.context(cfg.verify_tls, cfg.ca_file, "influxdb") if cfg.url.startswith("https:") else None
+        except tls.TLSError as e:
+            raise SourceError(str(e)) from None
+        self._http = HttpClient(cfg.url, timeout=cfg.timeout, max_bytes=cfg.max_response_bytes, tls=context)
         self._lock = threading.Lock()
         self._series: dict[tuple, Series] = {}
         self._by_id: dict[int, Series] = {}
@@ -178,7 +185,7 @@ class InfluxSource:
         self._windows: dict[tuple[str, str], _Cache] = {}
 
     def close(self) -> None:
-        self._http.clear()
+        self._http.close()
 
     def __enter__(self) -> InfluxSource:
         return self
@@ -197,21 +204,32 @@ class InfluxSource:
         fields = {"db": self.db, "q": ";".join(statements), "epoch": "ns"}
         if self.rp:
             fields["rp"] = self.rp
+        headers = {**self._headers, "Content-Type": "application/x-www-form-urlencoded", "Accept-Encoding": "gzip"}
         try:
-            r = self._http.request("POST", f"{self.cfg.url.rstrip('/')}/query", fields=fields,
-                                   headers=self._headers, encode_multipart=False)
-        except self._http_error as e:
-            raise SourceError(f"influxdb at {self.cfg.url} did not answer: {_reason(e)}") from None
+            r = self._http.request("POST", "/query", urlencode(fields).encode(), headers)
+        except AnswerTooLargeError:
+            raise SourceError(f"influxdb at {self.cfg.url} answered more than {self.cfg.max_response_bytes} bytes "
+                              "(max_response_bytes); stopped reading") from None
+        except CallError as e:
+            why = str(e).removeprefix(self._http.where + ": ")
+            raise SourceError(f"influxdb at {self.cfg.url} did not answer: {why}") from None
         try:
-            doc = json.loads(r.data or b"{}")
-        except ValueError:
+            doc = json.loads(r.body or b"{}")
+        except (ValueError, RecursionError):
+            doc = None
+        if not isinstance(doc, dict):
+            if r.status == 200:
+                raise SourceError(f"influxdb at {self.cfg.url} answered something that is not a JSON object: "
+                                  f"{printable(r.text(200))}")
             doc = {}
-        error = doc.get("error") or next((x.get("error") for x in doc.get("results", []) if x.get("error")), None)
+        results = doc.get("results")
+        error = doc.get("error")
+        if not error and isinstance(results, list):
+            error = next((x.get("error") for x in results if isinstance(x, dict) and x.get("error")), None)
         if r.status != 200 or error:
             raise SourceError(f"influxdb at {self.cfg.url} answered {r.status}: "
-                              f"{error or r.data[:200].decode(errors='replace')}")
-        results = {x.get("statement_id", i): x.get("series") or [] for i, x in enumerate(doc.get("results") or [])}
-        return [results.get(i, []) for i in range(len(statements))]
+                              f"{printable(str(error or r.text(200)), 500)}")
+        return _checked(results, len(statements), self.cfg.url)
 
     # --- series ---------------------------------------------------------------------
 
@@ -544,7 +562,7 @@ class InfluxSource:
             tags = {k: v for k, v in (s.get("tags") or {}).items() if v != ""}
             fact_kind = tags.pop("fact", "")
             for ts, data in s.get("values") or []:
-                fact = Fact(fact_kind, tags, json.loads(data), ts)
+                fact = Fact(fact_kind, tags, self._fact_data(data), ts)
                 if not fact.removed:
                     out.append(fact)
         out.sort(key=lambda f: (f.kind, _key(f.tags)))
@@ -558,10 +576,17 @@ class InfluxSource:
             if {k: v for k, v in (s.get("tags") or {}).items() if v != "" and k != "fact"} != tags:
                 continue
             for ts, data in s.get("values") or []:
-                doc = json.loads(data)
+                doc = self._fact_data(data)
                 if not out or out[-1].data != doc:
                     out.append(Fact(kind, dict(tags), doc, ts))
         return out
+
+    def _fact_data(self, data: Any) -> dict[str, Any]:
+        doc = _doc(data, None)
+        if not isinstance(doc, dict):
+            raise SourceError(f"influxdb at {self.cfg.url}: a fact whose data is not a JSON object: "
+                              f"{printable(str(data)[:80])}")
+        return doc
 
     def annotations(self, since_ns: int = 0, until_ns: int | None = None) -> list[Annotation]:
         out = []
@@ -594,10 +619,49 @@ class InfluxSource:
 def _doc(text: Any, default: Any) -> Any:
     try:
         return json.loads(text) if text else default
-    except ValueError:
+    except (TypeError, ValueError, RecursionError):
         return default
 
 
-def _reason(e: BaseException) -> str:
-    reason = getattr(e, "reason", None)
-    return str(reason or e).split(": ", 1)[-1] if str(reason or e) else type(e).__name__
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+#: the columns of SHOW statements, which hold names
+_NAMES = frozenset({"name", "key", "fieldKey", "fieldType"})
+
+
+def _checked(results: Any, statements: int, url: str) -> list[list[dict[str, Any]]]:
+    """Each statement's series, once the answer has the shape InfluxDB's /query gives (results of series,
+    each with string columns, rows as long as the columns of scalar values, an integer time first);
+    SourceError naming what is wrong otherwise."""
+    def bad(what: str) -> SourceError:
+        return SourceError(f"influxdb at {url} answered a query result that is not InfluxDB's: {what}")
+
+    if not isinstance(results, list):
+        raise bad("no results list")
+    out: dict[int, list[dict[str, Any]]] = {}
+    for i, x in enumerate(results):
+        if not isinstance(x, dict):
+            raise bad(f"result {i} is not an object")
+        sid = x.get("statement_id", i)
+        series = x.get("series") or []
+        if type(sid) is not int or not isinstance(series, list):
+            raise bad(f"result {i} has no statement id or series list")
+        for s in series:
+            if not isinstance(s, dict):
+                raise bad("a series that is not an object")
+            name, tags, columns, rows = s.get("name", ""), s.get("tags") or {}, s.get("columns"), s.get("values") or []
+            if not (isinstance(name, str) and isinstance(tags, dict) and isinstance(columns, list) and columns
+                    and isinstance(rows, list)):
+                raise bad("a series without a name, tags, columns and values")
+            if not all(type(k) is str and type(v) is str for k, v in tags.items()):
+                raise bad("a tag that is not a string")
+            if not all(type(c) is str for c in columns):
+                raise bad("a column name that is not a string")
+            width, timed = len(columns), columns[0] == "time"
+            names = [j for j, c in enumerate(columns) if c in _NAMES]
+            for row in rows:
+                if type(row) is not list or len(row) != width or not all(type(v) in _SCALARS for v in row):
+                    raise bad(f"a row of {printable(str(row)[:80])} for columns {printable(str(columns)[:80])}")
+                if (timed and type(row[0]) is not int) or any(type(row[j]) is not str for j in names):
+                    raise bad(f"a time or name that is not one in {printable(str(row)[:80])}")
+        out[sid] = series
+    return [out.get(i, []) for i in range(statements)]

@@ -23,8 +23,9 @@ from db2vtop.agent.core.text import printable
 log = logging.getLogger(__name__)
 
 OK, RETRYING, FAILED = "ok", "retrying", "failed"
-#: what a set-aside record's description may take in a log line
+#: what a set-aside record's description may take in a log line, and an error's text
 _CONTEXT_CHARS = 300
+_ERROR_CHARS = 1000
 
 
 @dataclass
@@ -149,7 +150,8 @@ class Supervisor:
 
 
 def _why(error: BaseException | str) -> str:
+    """One line of bounded length: an error text can quote a source (a fault string of megabytes)."""
     if isinstance(error, str):
-        return printable(error)
+        return printable(error, _ERROR_CHARS)
     text = str(error)
-    return printable(f"{type(error).__name__}: {text}" if text else type(error).__name__)
+    return printable(f"{type(error).__name__}: {text}" if text else type(error).__name__, _ERROR_CHARS)

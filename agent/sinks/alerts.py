@@ -224,6 +224,7 @@ class Outbox:
         self._wake.set()
         self._thread.join(self.cfg.timeout + 1)
         self.spool.close()
+        self.receiver.close()
         self.supervisor.release(self.thread_name)
 
     def _run(self) -> None:

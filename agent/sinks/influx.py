@@ -2,16 +2,18 @@
 
 `submit()` only queues (the runtime never waits on disk or network). A writer thread
 encodes line protocol and appends it to the spool; a sender thread reads the spool in
-order, sends gzip'd batches to /api/v2/write with influxdb-client's HTTP transport, and
-marks a batch delivered only after a 2xx. Failures are sorted by what can fix them:
+order, sends gzip'd batches to /api/v2/write (agent/core/httpclient.py: each POST under one
+deadline of `timeout`, its answer bounded), and marks a batch delivered only after a 2xx.
+Failures are sorted by what can fix them:
 
 - 400/413/422 (this data is bad): the batch is split in halves until the refused points
   are alone; those go to `dead-letter.jsonl` with InfluxDB's reason, the rest are sent.
   Never retried forever.
 - 401/403 (state `auth_error`), 404 and other answers (`error`), 429/5xx (`retrying`),
   no answer (`unreachable`): spooling goes on; the batch is retried with exponential
-  backoff and jitter (Retry-After honoured). The token is read again before a retry
-  after an auth error, so a rotated token file is picked up.
+  backoff and jitter (Retry-After honoured, as seconds or a date, within `max_retry_delay`).
+  The token is read again before a retry after an auth error, so a rotated token file is
+  picked up.
 
 State changes and the start of dropping (spool full) are logged and queued as
 annotations for `SinkMonitor`, which also emits the `db2vtop_sink` self-metric.
@@ -40,10 +42,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode, urlparse
 
+from db2vtop.agent.core import tls
 from db2vtop.agent.core.clock import CLOCK
 from db2vtop.agent.core.config import InfluxConfig
 from db2vtop.agent.core.files import append_private
+from db2vtop.agent.core.httpclient import Answer, CallError, HttpClient, retry_after
 from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.agent.core.supervise import Supervisor
@@ -145,15 +150,22 @@ class InfluxSink:
         self._events: list[Annotation] = []
         self._events_lock = threading.Lock()
         self._dropping = False
-        self._write_service: Any = None  # influxdb-client objects, made on first send
-        self._service_lock = threading.Lock()
-        self._client: Any = None
+        self._clients: queue.SimpleQueue[HttpClient] = queue.SimpleQueue()  # one per request in flight
+        self._made: list[HttpClient] = []
+        self._auth: str | None = None  # the Authorization header, read again after an auth error
+        self._auth_lock = threading.Lock()
+        self._write_path = "/api/v2/write?" + urlencode({"org": cfg.org, "bucket": cfg.bucket, "precision": "ns"})
+        self._tls: Any = None
+        self._tls_error = ""
+        if urlparse(cfg.url).scheme == "https":
+            try:
+                self._tls = tls.context(cfg.verify_tls, cfg.ca_file, "influxdb")
+            except tls.TLSError as e:
+                self._tls_error = str(e)
         self._backlog: deque[tuple[bytes, int]] = deque()  # encoded, not yet in the spool (disk full)
         self._backlog_bytes = 0
         self._retry_s = _RETRY_S
         self._last_send = 0.0
-        if not cfg.verify_tls:
-            log.warning("influxdb: TLS certificate verification is off (verify_tls = false)")
         self._writer = self.supervisor.start(SPOOL_THREAD, self._write_loop)
         self._sender = self.supervisor.start(SEND_THREAD, self._send_loop)
 
@@ -223,8 +235,8 @@ class InfluxSink:
             self._sender.join(self.cfg.timeout + 1)
         left = self.spool.pending_points
         self.spool.close()
-        if self._client is not None:
-            self._client.close()
+        for client in self._made:
+            client.close()
         for name in (SPOOL_THREAD, SEND_THREAD):
             self.supervisor.release(name)
         if left:
@@ -464,48 +476,55 @@ class InfluxSink:
                     + self._send(b"\n".join(lines[half:]) + b"\n", len(lines) - half))
 
     def _post(self, data: bytes) -> None:
-        from influxdb_client.rest import ApiException
-
-        service = self._service()
-        body, encoding = (zlib.compress(data, 1, wbits=31), "gzip") if self.cfg.gzip else (data, None)
-        kwargs = {"content_encoding": encoding} if encoding else {}
+        headers = {"Content-Type": "text/plain; charset=utf-8", "Accept": "application/json"}
+        body = data
+        if self.cfg.gzip:
+            body, headers["Content-Encoding"] = zlib.compress(data, 1, wbits=31), "gzip"
+        auth = self._authorization()
+        if auth:
+            headers["Authorization"] = auth
+        client = self._client()
         try:
-            service.post_write(org=self.cfg.org, bucket=self.cfg.bucket, body=body, precision="ns",
-                               content_type="text/plain; charset=utf-8", **kwargs)
-        except ApiException as e:
-            status = int(e.status or 0)
-            reason = _reason(e)
-            if status in BAD_DATA:
-                raise _BadDataError(status, reason) from None
-            if status in AUTH:
-                self._write_service = None  # read the token again before the next try
-                raise _RetryError("auth_error", f"{status} {reason}") from None
-            if status == 429 or status >= 500:
-                raise _RetryError("retrying", f"{status} {reason}", _retry_after(e)) from None
-            raise _RetryError("error", f"{status} {reason}") from None
-        except Exception as e:  # no answer: refused, reset, TLS, timeout
-            raise _RetryError("unreachable", _transport_error(e)) from None
+            answer = client.request("POST", self._write_path, body, headers)
+        except CallError as e:  # no answer: refused, reset, TLS, the deadline
+            raise _RetryError("unreachable", str(e)[:500]) from None
+        finally:
+            self._clients.put(client)
+        status = answer.status
+        if 200 <= status < 300:
+            return
+        reason = _reason(answer)
+        if status in BAD_DATA:
+            raise _BadDataError(status, reason)
+        if status in AUTH:
+            self._auth = None  # read the token again before the next try
+            raise _RetryError("auth_error", f"{status} {reason}")
+        if status == 429 or status >= 500:
+            delay = retry_after(answer.header("Retry-After"), self.cfg.max_retry_delay)
+            raise _RetryError("retrying", f"{status} {reason}", delay)
+        raise _RetryError("error", f"{status} {reason}")
 
-    def _service(self) -> Any:
-        with self._service_lock:
-            return self._write_service or self._connect()
-
-    def _connect(self) -> Any:
-        from influxdb_client import InfluxDBClient
-        from influxdb_client.service.write_service import WriteService
-
-        ref = self.cfg.token()
+    def _client(self) -> HttpClient:
+        """A connection of its own for this request (up to max_in_flight are made, then reused)."""
+        if self._tls_error:
+            raise _RetryError("error", self._tls_error)
         try:
-            token = ref.resolve() if ref else ""
-        except SecretError as e:
-            raise _RetryError("error", f"token: {e}") from None
-        if self._client is not None:
-            self._client.close()
-        self._client = InfluxDBClient(
-            url=self.cfg.url, token=token, org=self.cfg.org, timeout=int(self.cfg.timeout * 1000),
-            verify_ssl=self.cfg.verify_tls, ssl_ca_cert=str(self.cfg.ca_file) if self.cfg.ca_file else None)
-        self._write_service = WriteService(self._client.api_client)
-        return self._write_service
+            return self._clients.get_nowait()
+        except queue.Empty:
+            client = HttpClient(self.cfg.url, timeout=self.cfg.timeout, tls=self._tls)
+            self._made.append(client)
+            return client
+
+    def _authorization(self) -> str:
+        with self._auth_lock:
+            if self._auth is None:
+                ref = self.cfg.token()
+                try:
+                    token = ref.resolve() if ref else ""
+                except SecretError as e:
+                    raise _RetryError("error", f"token: {e}") from None
+                self._auth = f"Token {token}" if token else ""
+            return self._auth
 
     def _set_state(self, state: str, error: str) -> None:
         old = self.stats.state
@@ -524,24 +543,13 @@ class InfluxSink:
             self._event("sink_" + state, error)
 
 
-def _reason(e: Any) -> str:
-    body = e.body.decode("utf-8", "replace") if isinstance(e.body, bytes) else (e.body or "")
+def _reason(answer: Answer) -> str:
+    """InfluxDB's reason for refusing (its JSON `error` or `message`), at most 500 characters."""
+    text = answer.text(64 * 1024)
     try:
-        doc = json.loads(body)
-        return str(doc.get("error") or doc.get("message") or body)
-    except (ValueError, AttributeError):
-        return (body or e.reason or "").strip()[:500]
-
-
-def _retry_after(e: Any) -> float:
-    try:
-        return float((e.headers or {}).get("Retry-After", 0))
-    except (TypeError, ValueError):
-        return 0.0
-
-
-def _transport_error(e: BaseException) -> str:
-    while e.__context__ is not None and str(e) == "":
-        e = e.__context__
-    reason = getattr(e, "reason", None)
-    return f"{type(e).__name__}: {reason or e}"[:500]
+        doc = json.loads(text)
+        if isinstance(doc, dict) and isinstance(doc.get("error") or doc.get("message"), str):
+            text = doc.get("error") or doc.get("message")
+    except ValueError:
+        pass
+    return (text or answer.reason or "").strip()[:500]

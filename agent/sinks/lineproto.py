@@ -1,6 +1,6 @@
 """Samples, annotations and findings as InfluxDB line protocol, encoded in bulk.
 
-Line protocol is written here rather than with influxdb-client's Point so a cycle's
+Line protocol is written here, not by a client library's point objects, so a cycle's
 samples cost one format call each: the escaped series key is cached per (measurement,
 tags) and a format template per field layout, so only values are formatted per point.
 

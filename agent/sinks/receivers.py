@@ -11,7 +11,10 @@ is sent, so a token or signing key rotated meanwhile is the one used.
 
 An answer is sorted by what can fix it: 2xx delivered; 400/404/405/413/422 refused for good (this change is
 set aside, logged, counted: retrying cannot make it acceptable); 401/403 a credential error and anything else,
-or no answer, retried with backoff (Retry-After honoured). The token is read for every request, never logged.
+or no answer, retried with backoff (Retry-After honoured, as seconds or a date, up to `max_retry_delay`). A
+redirect is not followed (the token would go where it points): it is retried like any other answer. The token is
+read for every request, never logged. Each POST is one deadline of `timeout` for the whole of it and its answer
+at most ANSWER_MAX_BYTES (agent/core/httpclient.py); TLS as for every source (agent/core/tls.py).
 """
 
 from __future__ import annotations
@@ -19,14 +22,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import ssl
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlparse
 
 from db2vtop.agent import __version__
+from db2vtop.agent.core import tls
 from db2vtop.agent.core.config import AlertConfig
+from db2vtop.agent.core.httpclient import CallError, HttpClient, retry_after
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.agent.core.text import printable
 from db2vtop.checks.alerts import Alert, iso_ms
@@ -36,6 +39,8 @@ TEST_ALERT = "DB2vtopTest"
 SIGNATURE_HEADER = "X-Db2vtop-Signature"
 REFUSED = frozenset({400, 404, 405, 413, 422})
 _ANSWER_BYTES = 4096  # of an answer's body kept for the message: a receiver's error text, never a flood
+#: the most of a receiver's answer read at all (Alertmanager answers a few bytes)
+ANSWER_MAX_BYTES = 2**20
 
 
 @dataclass
@@ -88,10 +93,20 @@ class Receiver:
     def __init__(self, cfg: AlertConfig, agent: str):
         self.cfg, self.agent = cfg, agent
         self.url = cfg.url.rstrip("/") + "/api/v2/alerts" if cfg.kind == "alertmanager" else cfg.url
-        self._tls = ssl.create_default_context(cafile=str(cfg.ca_file) if cfg.ca_file else None)
-        if not cfg.verify_tls:
-            self._tls.check_hostname = False
-            self._tls.verify_mode = ssl.CERT_NONE
+        u = urlparse(self.url)
+        self._path = (u.path or "/") + (f"?{u.query}" if u.query else "")
+        self._tls_error = ""
+        context = None
+        if u.scheme == "https":
+            try:
+                context = tls.context(cfg.verify_tls, cfg.ca_file, f"alert {cfg.name}")
+            except tls.TLSError as e:
+                self._tls_error = str(e)
+        self._http = HttpClient(f"{u.scheme}://{u.netloc}", timeout=cfg.timeout, max_bytes=ANSWER_MAX_BYTES,
+                                tls=context)
+
+    def close(self) -> None:
+        self._http.close()
 
     def send(self, changes: list[dict[str, Any]]) -> Answer:
         """Alertmanager takes several in one list (the firing alerts again); a webhook is one change a POST."""
@@ -113,29 +128,21 @@ class Receiver:
             headers["Authorization"] = f"Bearer {token}"
         if key:
             headers[SIGNATURE_HEADER] = "sha256=" + hmac.new(key.encode(), data, hashlib.sha256).hexdigest()
-        req = urllib.request.Request(self.url, data=data, method="POST", headers=headers)
+        if self._tls_error:
+            raise DeliveryError("unreachable", self._tls_error)
         try:
-            with urllib.request.urlopen(req, timeout=self.cfg.timeout, context=self._tls) as r:
-                return Answer(r.status, _text(r.read(_ANSWER_BYTES)))
-        except urllib.error.HTTPError as e:
-            answer = Answer(e.code, _text(e.read(_ANSWER_BYTES)))
-            e.close()
-            if e.code in REFUSED:
-                raise DeliveryError("refused", str(answer)) from None
-            if e.code in (401, 403):
-                raise DeliveryError("auth_error", str(answer)) from None
-            raise DeliveryError("retrying", str(answer), _retry_after(e.headers.get("Retry-After"))) from None
-        except (TimeoutError, urllib.error.URLError, OSError, ValueError) as e:
-            reason = getattr(e, "reason", None) or e
-            raise DeliveryError("unreachable", printable(f"{type(e).__name__}: {reason}")[:300]) from None
+            r = self._http.request("POST", self._path, data, headers)
+        except CallError as e:  # no answer: refused, reset, TLS, the deadline, an answer past the bound
+            raise DeliveryError("unreachable", printable(str(e))[:300]) from None
+        answer = Answer(r.status, _text(bytes(r.body[:_ANSWER_BYTES])))
+        if 200 <= r.status < 300:
+            return answer
+        if r.status in REFUSED:
+            raise DeliveryError("refused", str(answer))
+        if r.status in (401, 403):
+            raise DeliveryError("auth_error", str(answer))
+        raise DeliveryError("retrying", str(answer), retry_after(r.header("Retry-After"), self.cfg.max_retry_delay))
 
 
 def _text(body: bytes) -> str:
     return printable(body.decode("utf-8", "replace").strip())[:300]
-
-
-def _retry_after(value: str | None) -> float:
-    try:
-        return max(0.0, min(float(value or 0), 3600.0))
-    except ValueError:
-        return 0.0

@@ -1,8 +1,9 @@
 """One SSH target ([[ssh]] in the config), shared by every collector that reads it.
 
 One paramiko connection per target is kept and reused across cycles (a channel per
-command), with keepalives, a cap on concurrent channels, connect and command timeouts,
-and reconnection with exponential backoff after a failure. Host keys are verified
+command), with keepalives, a cap on concurrent channels, connect timeouts, one deadline
+for the whole of each command (agent/core/deadline.py: its channel closed from outside when
+it passes), and reconnection with exponential backoff after a failure. Host keys are verified
 against known_hosts; unknown keys are refused unless `host_key_policy = "accept-new"`,
 which records first-seen keys in db2vtop's own known_hosts file. Remote commands are
 only ever built from argv with shlex quoting; scripts travel on stdin, not argv.
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import paramiko
 
+from db2vtop.agent.core.deadline import Deadline, DeadlineError, deadline
 from db2vtop.agent.core.files import append_private, make_private_dir
 from db2vtop.agent.core.paths import state_dir
 from db2vtop.agent.core.secrets import SecretError
@@ -234,34 +236,54 @@ class SSHTarget:
         constants and validated names; everything else goes through run().
         """
         what = what or line.split(" ", 1)[0]
-        limit = self.cfg.command_timeout if timeout is None else timeout
-        with self._sessions:
+        d = deadline(self.cfg.command_timeout if timeout is None else timeout, f"ssh {self.where}: {what}")
+        try:
+            with d:
+                return self._run_within(d, line, stdin, max_output, what)
+        except DeadlineError:
+            raise SSHTimeoutError(f"ssh {self.where}: {what} timed out after {d.spent()}") from None
+
+    def _run_within(self, d: Deadline, line: str, stdin: bytes | None, max_output: int, what: str) -> Result:
+        """One command under its deadline: the wait for a session slot, the channel, the exec request (a
+        server may accept it and never answer), stdin, every byte of output and the exit status. When the
+        deadline passes the watchdog closes the channel (not the connection the target's other commands
+        share), which ends whichever of these waits is under way."""
+        started = time.monotonic()
+        if not self._sessions.acquire(timeout=d.left()):
+            raise SSHTimeoutError(f"ssh {self.where}: {what} timed out after {d.spent()} waiting for one of the "
+                                  f"target's {self.cfg.max_sessions} sessions (max_sessions), all busy")
+        try:
             transport = self._transport()
-            started = time.monotonic()
             try:
-                chan = transport.open_session(timeout=self.cfg.connect_timeout)
+                chan = transport.open_session(timeout=min(self.cfg.connect_timeout, d.left()))
             except (paramiko.SSHException, OSError, EOFError) as e:
+                if d.expired:
+                    raise
                 self._drop(transport)
                 raise SSHConnectError(f"ssh {self.where}: connection lost: {e}") from None
+            d.guard(chan)
             try:
                 chan.exec_command(line)
                 if stdin:
                     chan.sendall(stdin)
                 chan.shutdown_write()
-                out, err = self._read(chan, started + limit, limit, max_output, what)
+                out, err = self._read(chan, d, max_output, what)
                 rc = chan.recv_exit_status()
             except (paramiko.SSHException, OSError, EOFError) as e:
+                if d.expired:  # the deadline closed the channel: the with block says so
+                    raise
                 self._drop(transport)
                 raise SSHConnectError(f"ssh {self.where}: connection lost while running {what}: {e}") from None
             finally:
                 chan.close()
-        if rc == -1:
+        finally:
+            self._sessions.release()
+        if rc == -1 and not d.expired:
             self._drop(transport)
             raise SSHConnectError(f"ssh {self.where}: {what} ended without an exit status (connection dropped)")
         return Result(rc, out, err, time.monotonic() - started)
 
-    def _read(self, chan: paramiko.Channel, deadline: float, limit: float, max_output: int,
-              what: str) -> tuple[bytes, bytes]:
+    def _read(self, chan: paramiko.Channel, d: Deadline, max_output: int, what: str) -> tuple[bytes, bytes]:
         """Drain stdout and stderr together (so neither pipe can fill and block the command)."""
         out, err = bytearray(), bytearray()
         while True:
@@ -274,9 +296,9 @@ class SSHTarget:
             done = chan.closed or (chan.eof_received and chan.exit_status_ready())
             if done and not chan.recv_ready() and not chan.recv_stderr_ready():
                 return bytes(out), bytes(err)
-            left = deadline - time.monotonic()
+            left = d.at - time.monotonic()
             if left <= 0:
-                raise SSHTimeoutError(f"ssh {self.where}: {what} did not finish within {limit:g}s")
+                raise SSHTimeoutError(f"ssh {self.where}: {what} timed out after {d.spent()}")
             select.select([chan], [], [], min(left, 0.5))
 
     def close(self) -> None:

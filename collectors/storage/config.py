@@ -8,7 +8,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from db2vtop.agent.core.config import DAY, Choice, Count, Duration, EnvName, Invalid, Name, Ref, Secret, Timeout, Url
+from db2vtop.agent.core.config import (
+    DAY,
+    Choice,
+    Count,
+    Duration,
+    EnvName,
+    Invalid,
+    Name,
+    Ref,
+    Secret,
+    Size,
+    Timeout,
+    Url,
+)
 
 
 # the vendors' dataclasses are made and compared; these only lend them their fields and checks
@@ -51,6 +64,8 @@ class ArraySection(Secret, StorageSection):
     ca_file: Path | None = None
     allow_plaintext: bool = False  # an http:// url: the password travels unencrypted (warned at every start)
     min_ops_for_latency: Count("a number of operations", 0, 10**9) = 10
+    #: one REST answer, inflated (agent/core/httpclient.py)
+    max_response_bytes: Size(2**20, 2**32) = 64 * 2**20
 
     transports: ClassVar[tuple[str, ...]] = ("ssh", "rest")
 

@@ -23,7 +23,13 @@ What pyvmomi does not do is here. Every call, pyvmomi's typed ones too, goes thr
   only after CA verification failed, and then turns verification off in the context every later connection
   shares: those are never checked at all);
 - vimServiceVersions.xml answering anything but 200 is an error naming its URL and status (pyVim's
-  SmartConnect says only "is down or is not a VIM server").
+  SmartConnect says only "is down or is not a VIM server");
+- each call is one deadline (agent/core/deadline.py) of the collector's timeout, and no later than its cycle's
+  end, over all of it: connecting, the request (sent again included), every byte of the answer. pyvmomi's
+  socket timeout bounds one read only, so a vCenter that trickled its answer (a byte a second) held the
+  collector's worker for as long as it liked and every later cycle was skipped; when the deadline passes the
+  call's socket is shut down from outside, the call fails with "timed out after", the pool is dropped and the
+  next call connects afresh.
 
 Memory: pyVmomi registers, when imported, the types of every API it ships (vim, and pbm, sms, eam, vslm, vSAN
 health); it imports each of their modules only if it can, and the collector needs vim and the core alone, so
@@ -57,6 +63,7 @@ from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import DefusedXMLParser
 
 from db2vtop.agent.core.clock import CLOCK
+from db2vtop.agent.core.deadline import Deadline, DeadlineError, deadline
 from db2vtop.agent.core.secrets import SecretError
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.vsphere.config import VCenterConfig
@@ -93,6 +100,8 @@ NEWEST_API = (8, 0, 3, 0)
 _BASE_VERSION = "vim.version.version1"
 #: what a kept-alive connection the server closed while it idled raises when a request is sent on it
 _DEAD = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError, ssl.SSLEOFError, ssl.SSLZeroReturnError)
+#: the method a SOAP request calls: the first element in its Body
+_CALLED = re.compile(rb"<soapenv:Body><(?:\w+:)?(\w+)")
 
 
 class SoapFaultError(CollectorError):
@@ -165,7 +174,8 @@ class _Stub(SoapStubAdapter):
         super().__init__(url=url, version=_BASE_VERSION, sslContext=context, httpConnectionTimeout=timeout_s,
                          poolSize=pool, thumbprint=thumbprint,
                          httpProxyHost=p.hostname if p else None, httpProxyPort=(p.port or 80) if p else 80)
-        self.url = url
+        self.url, self.timeout_s = url, timeout_s
+        self.where = urlparse(url).hostname or url  # vCenter's, through a proxy too
 
     def GetConnection(self) -> http.client.HTTPConnection:  # noqa: N802 - pyvmomi's name
         conn = super().GetConnection()
@@ -182,9 +192,23 @@ class _Stub(SoapStubAdapter):
                  ok: tuple[int, ...] = (200, 500)) -> Any:
         """One HTTP exchange on a pooled connection: `read(response)` once its status is one of `ok`. A
         connection the server closed while it idled is dropped, with the pool (its other connections idled as
-        long), and the request sent once more on a fresh one; any other connection error drops the pool."""
+        long), and the request sent once more on a fresh one; any other connection error drops the pool. The
+        whole exchange is one deadline (see the module's docstring)."""
+        called = _CALLED.search(body) if body else None
+        what = f"{called.group(1).decode() if called else method + ' ' + path} to {self.where}"
+        try:
+            with deadline(self.timeout_s, what) as d:
+                return self._exchange(d, method, path, body, read, ok)
+        except DeadlineError:
+            self.DropConnections()
+            raise
+
+    def _exchange(self, d: Deadline, method: str, path: str, body: bytes | None,
+                  read: Callable[[http.client.HTTPResponse], Any], ok: tuple[int, ...]) -> Any:
         for attempt in (1, 2):
-            conn = self.GetConnection()
+            conn = self.GetConnection()  # a new one connects within the socket timeout (its TLS handshake too)
+            if conn.sock is not None:
+                d.guard(conn.sock)
             headers = {"Content-Type": "text/xml; charset=UTF-8", "Accept-Encoding": "gzip"}
             if body is not None:
                 headers["SOAPAction"] = self.versionId
@@ -196,7 +220,7 @@ class _Stub(SoapStubAdapter):
             except _DEAD as e:
                 conn.close()
                 self.DropConnections()
-                if attempt == 2:
+                if attempt == 2 or d.expired:
                     raise
                 log.debug("%s: a kept-alive connection was closed (%s); sending again on a new one", self.url,
                           type(e).__name__)

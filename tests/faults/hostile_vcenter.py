@@ -9,6 +9,8 @@ the path of a plain-HTTP or unverified session, stands.
 - "year9999": the real answer with every timestamp in it moved to 9999-12-31;
 - "ahead6h": the real answer with every timestamp in it moved 6 hours ahead (within the agent's default
   `max_clock_skew` of a day);
+- "trickle": the real answer, its length announced, sent a byte a second (TRICKLE_S) for as long as the fault
+  stays set (no single read waits long enough for a socket timeout); the rest at once when it is cleared;
 - "503": HTTP 503 Service Unavailable, as vCenter's reverse proxy answers while a service is down.
 
 `clock_s` is this vCenter's clock minus the real one (0: right): its CurrentTime answers and the times in
@@ -29,6 +31,7 @@ import http.client
 import re
 import ssl
 import threading
+import time
 import zlib
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -39,6 +42,7 @@ _DECL = re.compile(rb"^(\s*<\?xml[^>]*\?>)?")
 DOCTYPE = b'<!DOCTYPE e [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>'
 _RETURNVAL = re.compile(rb"<returnval[^>]*>([^<]+)</returnval>")
 _SKIP = {"host", "accept-encoding", "connection", "content-length", "transfer-encoding"}
+TRICKLE_S = 1.0
 
 
 def shifted(data: bytes, seconds: float) -> bytes:
@@ -133,7 +137,21 @@ class HostileVCenter:
         h.send_header("Content-Type", "text/xml; charset=utf-8")
         h.send_header("Content-Length", str(len(data)))
         h.end_headers()
-        h.wfile.write(data)
+        if fault and fault[1] == "trickle":
+            self._trickle(h, fault[0], data)
+        else:
+            h.wfile.write(data)
+
+    def _trickle(self, h: BaseHTTPRequestHandler, method: str, data: bytes) -> None:
+        try:
+            while data and self.faults.get(method) == "trickle":
+                h.wfile.write(data[:1])
+                h.wfile.flush()
+                data = data[1:]
+                time.sleep(TRICKLE_S)
+            h.wfile.write(data)
+        except OSError:  # the client gave up and closed the connection
+            h.close_connection = True
 
     def present(self, cert: str, key: str | None) -> None:
         """The certificate new TLS connections are given from now on."""

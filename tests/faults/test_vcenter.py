@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+import threading
 import time
 
 import pytest
@@ -19,6 +20,7 @@ import pytest
 from db2vtop.agent.core.model import Sample
 from db2vtop.agent.core.store import Store
 from db2vtop.agent.core.supervise import Supervisor
+from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.vsphere.collector import VSphereCollector
 from db2vtop.collectors.vsphere.config import VCenterConfig
 from tests.faults.agent import AGENT, ROOT
@@ -122,3 +124,42 @@ def test_samples_dated_9999_are_set_aside_and_the_next_cycle_still_collects(tmp_
 def _ready(r: object) -> bool:
     """A VM's CPU ready sample: it comes only from QueryPerf."""
     return isinstance(r, Sample) and r.measurement == "vsphere_vm" and "cpu_ready_pct" in r.fields
+
+
+def test_a_vcenter_that_trickles_its_answer_ends_the_call_at_its_deadline_and_the_next_cycle_collects(vcenter):
+    """NEW-4: QueryPerf's answer a byte a second (each read gets its byte long before a socket timeout). Before,
+    the cycle's call went on for as long as the answer trickled: the collector's worker stayed in it (in the
+    agent every later cycle was skipped, and the stop waited on it). Now the call ends at its deadline (the
+    collector's timeout), the cycle is a timeout error, and the next cycle, vCenter healthy again, collects."""
+    timeout_s, healthy_after_s = 2.0, 15.0
+
+    async def cycles() -> tuple[float, str, list[Sample]]:
+        c = VSphereCollector(VCenterConfig(name="vc1", url=vcenter.url, user="monitor",
+                                           password_env="VC_TEST_PASSWORD", allow_plaintext=True, timeout=timeout_s))
+        c.supervisor = Supervisor()
+        # vCenter healthy again: this alone ends a call nothing else ends
+        heal = threading.Timer(healthy_after_s, lambda: setattr(vcenter, "faults", {}))
+        try:
+            await c.describe()
+            vcenter.faults = {"QueryPerf": "trickle"}
+            heal.start()
+            began = time.monotonic()
+            try:
+                await c.collect()
+                error = ""
+            except CollectorError as e:
+                error = str(e)
+            took = time.monotonic() - began
+            vcenter.faults = {}
+            return took, error, [r for r in await c.collect() if isinstance(r, Sample)]
+        finally:
+            heal.cancel()
+            vcenter.faults = {}
+            await c.close()
+
+    os.environ.update(ENV)
+    took, error, samples = asyncio.run(cycles())
+    assert vcenter.hits.pop("QueryPerf", 0) >= 1
+    assert took < timeout_s + 3, (took, error)  # not the trickle's length (healthy_after_s)
+    assert "QueryPerf to 127.0.0.1 timed out after 2s" in error, error
+    assert [s for s in samples if _ready(s) and s.tags.get("vm") == "db01"]

@@ -1,4 +1,4 @@
-"""ONTAP's REST transport through NetApp's netapp-ontap library against a local HTTPS
+"""ONTAP's REST transport (plain JSON through the arrays' bounded client) against a local HTTPS
 server serving the documented JSON (ONTAP 9 REST API reference: /api/storage/volumes
 metric object with IOPS, throughput in B/s and latency in microseconds over `duration`)."""
 
@@ -102,7 +102,7 @@ async def test_rest_http_errors_are_recorded(ontap_api, monkeypatch):
     c.first_delay = 0.0
     rt = Runtime([c], [Memory()])
     await rt.run_once()
-    assert "Lun HTTP 500" in rt.stats[c.name].last_error
+    assert "/api/storage/luns: HTTP 500: entry doesn't exist" in rt.stats[c.name].last_error
     monkeypatch.setenv("NA_PW", "nope")
     c = OntapCollector(config(ontap_api, interval=5.0))
     c.first_delay = 0.0

@@ -76,7 +76,7 @@ class OntapCollector(StorageCollector):
                 raise ValueError("the ssh transport needs an SSHTarget")
             self.source: OntapSSH | OntapRest = OntapSSH(cfg, target, self.timeout)
         else:
-            self.source = OntapRest(cfg)
+            self.source = OntapRest(cfg, self.timeout)
         self.lun_tags: dict[Key, dict[str, str]] = {}
 
     @property
@@ -107,3 +107,8 @@ class OntapCollector(StorageCollector):
         found, self.lun_tags = await self.run_blocking(self.source.facts)
         ts = now_ns()
         return [self.fact(f.kind, f.tags, f.data, ts) for f in found]
+
+    async def close(self) -> None:
+        if isinstance(self.source, OntapRest):
+            self.source.close()
+        await super().close()

@@ -1,10 +1,14 @@
-"""ONTAP over its REST API (ONTAP 9.7+) with NetApp's `netapp-ontap` library, for sites
-where the monitoring host may not SSH to the cluster.
+"""ONTAP over its REST API (ONTAP 9.7+), for sites where the monitoring host may not SSH to the cluster.
 
 `GET /api/storage/volumes?fields=metric` (and luns, cluster/nodes) returns ONTAP's own
 averages over `metric.duration` (e.g. PT15S): IOPS, throughput in bytes/s, latency in
 microseconds (docs.netapp.com/us-en/ontap-automation/rest/performance_metrics.html).
 The same minimum-operations rule as the CLI path applies to latencies.
+
+Collections are read as plain JSON through the arrays' bounded client (storage/restclient.py: one
+whole-call deadline and `max_response_bytes` per request), a page of PAGE_RECORDS records at a time
+following ONTAP's `_links.next.href`, at most MAX_RECORDS records of a kind: an answer from outside
+can cost no more memory or time than that, whatever it holds.
 """
 
 from __future__ import annotations
@@ -12,21 +16,29 @@ from __future__ import annotations
 import logging
 import re
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import urlencode
 
 from db2vtop.agent.core.model import Annotation, FieldValue
-from db2vtop.agent.core.secrets import SecretError
-from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.storage.common import StorageFormatError, optional_number, rate_fields
 from db2vtop.collectors.storage.ontap.config import OntapConfig
 from db2vtop.collectors.storage.ontap.metrics import CounterRow, FactRow, Key, naa_for_serial, volume_of
+from db2vtop.collectors.storage.restclient import RestClient
 
 log = logging.getLogger(__name__)
 
 VOLUME_FIELDS = "name,svm.name,metric"
 LUN_FIELDS = "name,svm.name,metric"
 NODE_FIELDS = "name,metric"
-_DURATION = re.compile(r"^PT(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?$")
+#: the collection each record kind is read from (ONTAP 9 REST API reference)
+PATHS = {"Volume": "/api/storage/volumes", "Lun": "/api/storage/luns", "Node": "/api/cluster/nodes",
+         "Aggregate": "/api/storage/aggregates", "Port": "/api/network/ethernet/ports",
+         "Igroup": "/api/protocols/san/igroups"}
+#: records asked for per page (ONTAP's max_records), and the most of one kind read (a cluster holds at most
+#: some tens of thousands of volumes or LUNs)
+PAGE_RECORDS = 1000
+MAX_RECORDS = 200_000
+MAX_PAGES = 1000
+_DURATION = re.compile(r"^PT(?:(\d{1,6})H)?(?:(\d{1,6})M)?(?:(\d{1,9}(?:\.\d{1,9})?)S)?$")
 
 
 def duration_s(value: Any) -> float:
@@ -34,7 +46,18 @@ def duration_s(value: Any) -> float:
     if not m or not any(m.groups()):
         raise StorageFormatError(f"ONTAP REST: metric.duration {str(value)[:20]!r} is not an ISO 8601 duration")
     h, mnt, s = m.groups()
-    return int(h or 0) * 3600 + int(mnt or 0) * 60 + float(s or 0)
+    return int(h or 0) * 3600 + int(mnt or 0) * 60 + float(s or 0)  # digits bounded by the pattern
+
+
+def _next_page(body: dict, resource: str) -> str | None:
+    """The path of the next page ONTAP links to, if any: a path on the same server, nothing else."""
+    href = _get(body, "_links.next.href")
+    if href is None:
+        return None
+    if not isinstance(href, str) or not href.startswith("/api/") or len(href) > 4096:
+        raise StorageFormatError(f"ONTAP REST: {resource}: a next page at {str(href)[:80]!r}, not a path of this "
+                                 "server's /api")
+    return href
 
 
 def _get(d: dict, path: str) -> Any:
@@ -60,50 +83,40 @@ def perf_fields(metric: Any, min_ops: int, what: str) -> dict[str, FieldValue] |
 
 
 class OntapRest:
-    """One HostConnection per collector; records are read as plain dicts."""
+    """ONTAP's REST API over one bounded client; records are read as plain dicts."""
 
-    def __init__(self, cfg: OntapConfig):
+    def __init__(self, cfg: OntapConfig, timeout: float):
         self.cfg = cfg
-        self.round_trips = 0
-        self._conn: Any = None
+        self.client = RestClient(cfg, timeout)
 
-    def _connection(self) -> Any:
-        if self._conn is None:
-            try:
-                from netapp_ontap import HostConnection
-            except ImportError:
-                raise CollectorError("the ONTAP REST transport needs NetApp's library: "
-                                     "pip install 'db2vtop[ontap]'") from None
-            u = urlparse(self.cfg.url or "")
-            ref = self.cfg.password()
-            try:
-                password = ref.resolve(self.cfg.user or "") if ref else ""
-            except SecretError as e:
-                raise CollectorError(f"ONTAP REST {u.hostname}: {e}") from None
-            verify: bool | str = str(self.cfg.ca_file) if self.cfg.ca_file else self.cfg.verify_tls
-            if verify is False:
-                log.warning("storage %s: TLS certificate verification is OFF (verify_tls = false)", self.cfg.name)
-            limit = self.cfg.timeout or self.cfg.interval
-            self._conn = HostConnection(u.hostname, username=self.cfg.user, password=password, port=u.port,
-                                        scheme=u.scheme, verify=verify, protocol_timeouts=(min(6.0, limit), limit))
-            if self.cfg.ca_file:  # requests lets REQUESTS_CA_BUNDLE override a session's CA file otherwise
-                self._conn.session.trust_env = False
-        return self._conn
+    @property
+    def round_trips(self) -> int:
+        return self.client.round_trips
+
+    def close(self) -> None:
+        self.client.close()
 
     def records(self, resource: str, fields: str) -> list[dict]:
-        from netapp_ontap import resources
-        from netapp_ontap.error import NetAppRestError
-        cls = getattr(resources, resource)
-        query = {"svm.name": self.cfg.vserver} if self.cfg.vserver and resource in ("Volume", "Lun", "Igroup") else {}
-        self.round_trips += 1
-        try:
-            return [r.to_dict() for r in cls.get_collection(connection=self._connection(), fields=fields, **query)]
-        except NetAppRestError as e:
-            status = getattr(getattr(e, "http_err_response", None), "http_response", None)
-            code = f"HTTP {status.status_code} " if status is not None else ""
-            raise CollectorError(f"ONTAP REST {self.cfg.url}: {resource} {code}failed: {str(e)[:300]}") from None
-        except (ValueError, TypeError, KeyError) as e:  # a body the schema cannot load
-            raise StorageFormatError(f"ONTAP REST: {resource} answer not understood: {e}") from None
+        """Every record of one kind, page by page."""
+        query = {"fields": fields, "max_records": str(PAGE_RECORDS)}
+        if self.cfg.vserver and resource in ("Volume", "Lun", "Igroup"):
+            query["svm.name"] = self.cfg.vserver
+        path: str | None = f"{PATHS[resource]}?{urlencode(query)}"
+        out: list[dict] = []
+        pages = 0
+        while path is not None:
+            pages += 1
+            body = self.client.request("GET", path)
+            found = body.get("records") if isinstance(body, dict) else None
+            if not isinstance(found, list) or not all(isinstance(r, dict) for r in found):
+                raise StorageFormatError(f"ONTAP REST: {resource} answer not understood: expected "
+                                         f"{{\"records\": [...]}}, got {str(body)[:80]!r}")
+            out += found
+            if len(out) > MAX_RECORDS or pages >= MAX_PAGES:
+                raise StorageFormatError(f"ONTAP REST: {resource}: more than {min(len(out), MAX_RECORDS)} records "
+                                         f"in {pages} pages; stopped reading")
+            path = _next_page(body, resource)
+        return out
 
     def rows(self, lun_tags: dict[Key, dict[str, str]]) -> tuple[list[CounterRow], list[Annotation], list[str]]:
         """ONTAP's own averages; no counter resets or missing counters to report (ONTAP flags those in
