@@ -1,9 +1,10 @@
 """The practice catalog: every checkable practice of the five white papers db2vtop implements.
 
-`catalog.json` holds the rows of shared/reference/practices.md (§1.1-1.10, one per rule
+`catalog.json` holds the rows of shared/reference/practices.md (its §1.1-1.10, one per rule
 id, with the paper's figure, data source, how it is judged (practices.md's kind column) and
-citations) and the DB2 configuration baselines of WP-7109's appendixes (§1.11) used for drift
-checks. Its text names a paper by its title or a published source (VMware KB, vendor and IBM
+citations) and the DB2 configuration baselines of WP-7109's appendixes (its §1.11) used for drift
+checks. A reference starts with its document's id ("WP-7109 §5.3 ...", `titles` gives each id's
+published title, which is what is shown) or names a published source (VMware KB, vendor and IBM
 documentation), else says "db2vtop default" and why: never the file names it was built from.
 """
 
@@ -47,10 +48,17 @@ def _doc() -> dict:
     return json.loads(files("db2vtop.checks").joinpath("catalog.json").read_text(encoding="utf-8"))
 
 
+#: the file names a finding stored by an older db2vtop cites the white papers by -> their document ids
+_OLDER_NAMES = {"000_e991ec30bbd9209f.txt": "WP-7109", "001_6f95067443725955.txt": "VMware-solidDB-x3850-X5",
+                "002_0ee3448f3b89575b.txt": "XtremIO-4.0-vSphere-6.0", "003_cbc8cdf65aafcb96.txt": "TR-3581",
+                "004_7debb8f6cbbd0cef.txt": "EMC-DMX-DB2-UDB"}
+
+
 def cite(ref: str) -> str:
-    """A reference as a reader can find it: a paper's file name becomes the document's published title."""
+    """A reference as a reader can find it: a document's id (or an older recording's file name for it)
+    becomes the document's published title."""
     name, _, rest = ref.partition(" ")
-    title = _doc()["titles"].get(name)
+    title = _doc()["titles"].get(_OLDER_NAMES.get(name, name))
     return f"{title}, {rest}" if title and rest else title or ref
 
 

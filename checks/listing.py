@@ -40,7 +40,7 @@ def rule_rows(cfg: Config, engine: Engine) -> list[dict[str, Any]]:
     for r in engine.rules:
         implemented.setdefault(r.id, []).append(r)
     rows = []
-    extra = {r.id: r.practice for r in engine.rules if r.id not in practices()}  # e.g. the §1.11 drift check
+    extra = {r.id: r.practice for r in engine.rules if r.id not in practices()}  # the drift check, the verdict
     for p in [*practices().values(), *extra.values()]:
         impl = implemented.get(p.id, [])
         sections = sorted({s for r in impl for s in r.needs.values()})
@@ -56,7 +56,8 @@ def rule_rows(cfg: Config, engine: Engine) -> list[dict[str, Any]]:
         for r in impl:
             thresholds.update(engine.thresholds(r, {}))
         rows.append({
-            "id": p.id, "section": p.section, "layer": impl[0].layer if impl else p.layer,
+            "id": p.id, "section": p.section, "section_title": p.section_title,
+            "layer": impl[0].layer if impl else p.layer,
             "kind": " + ".join(sorted({r.judged for r in impl})) if impl else _judged_words(p.judged),
             "practice": p.practice, "figure": p.figure, "observe_via": p.observe_via,
             "thresholds": thresholds, "published_only": p.published_only, "references": list(p.references),
@@ -75,13 +76,13 @@ def write_rules(rows: list[dict[str, Any]], fmt: str, out: TextIO) -> None:
     observable = sum(r["observable"] for r in practice_rows)
     implemented = sum(r["implemented"] for r in practice_rows)
     out.write(f"{len(practice_rows)} practices from the white papers; {implemented} have a rule, "
-              f"{observable} are observable with this configuration; plus the §1.11 DB2 configuration drift "
+              f"{observable} are observable with this configuration; plus the DB2 configuration drift "
               "check and the cross-layer verdict's parameters.\n")
     section = None
     for r in rows:
         if r["section"] != section:
             section = r["section"]
-            out.write(f"\n§{section}\n")
+            out.write(f"\n{r['section_title']}\n")
         mark = "●" if r["observable"] else ("○" if r["implemented"] else "·")
         limits = ", ".join(f"{k}={v}" for k, v in r["thresholds"].items()
                            if k not in ("samples", "window", "clear_samples"))

@@ -50,7 +50,7 @@ from db2vtop.agent.core.cadence import is_stale
 from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.events import VCenterEvent
 from db2vtop.agent.core.model import Finding, Severity
-from db2vtop.agent.core.source import Series, Source, cached, derive
+from db2vtop.agent.core.source import Series, Source, derive
 from db2vtop.agent.core.units import format_duration
 from db2vtop.checks.culprits import RESOURCE_OF, Culprit, clause, culprits
 from db2vtop.checks.events import after_text, nearest_before, stack_events
@@ -451,13 +451,6 @@ def _fmt(x: float | None, unit: str) -> str:
 
 
 # --- the chains ---------------------------------------------------------------------------
-
-
-def stack_verdicts(source: Source, stacks: list[StackConfig], since_ns: int, until_ns: int,
-                   overrides: Overrides | None = None) -> list[StackVerdict]:
-    view = cached(source)  # one series index for every stack
-    shared: dict = {}
-    return [stack_verdict(view, s, since_ns, until_ns, overrides, shared=shared) for s in stacks]
 
 
 def limits(stack: StackConfig, overrides: Overrides | None = None) -> dict[str, float]:

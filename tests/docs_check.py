@@ -18,6 +18,7 @@ import sys
 import tempfile
 import typing
 from pathlib import Path
+from typing import Annotated
 
 from db2vtop.agent.assemble import catalog, measurement_catalog
 from db2vtop.agent.cli import build_parser
@@ -102,6 +103,12 @@ def documented_ranges(text: str) -> list[tuple[str, list[str], str]]:
     return out
 
 
+def allowed_range(cls: type, key: str) -> str:
+    """The range the code enforces for `key` of section `cls`, as the docs write it ("20s–1d"), "" if none."""
+    tp = config._element(typing.get_type_hints(cls, include_extras=True)[key])
+    return typing.get_args(tp)[1].span() if typing.get_origin(tp) is Annotated else ""
+
+
 def check_ranges(problems: list[str], text: str) -> None:
     """Each row's range cell is what the code enforces for its keys, in their order."""
     classes = sections()
@@ -110,7 +117,7 @@ def check_ranges(problems: list[str], text: str) -> None:
                   for k in keys}
         if not having or None in having.values():  # wildcards or a key that is not in the code: check_config says
             continue
-        want = ", ".join(r for r in (config.allowed_range(cls, k) for k, cls in having.items()) if r)
+        want = ", ".join(r for r in (allowed_range(cls, k) for k, cls in having.items()) if r)
         if cell != want:
             problems.append(f"{CONFIG_DOC.relative_to(ROOT)}: {section} {', '.join(keys)}: range {cell!r} "
                             f"is not the code's {want!r}")

@@ -66,7 +66,7 @@ def problems() -> list[str]:
         if m is None:
             out.append(f"{name}: emitted by {', '.join(sorted(seen['where']))} but not declared")
             continue
-        if extra := sorted(seen["fields"] - m.field_names()):
+        if extra := sorted(seen["fields"] - {f.name for f in m.fields}):
             out.append(f"{name}: fields not declared: {', '.join(extra)}")
         if extra := sorted(seen["tags"] - set(m.tags)):
             out.append(f"{name}: tags not declared: {', '.join(extra)}")

@@ -308,7 +308,7 @@ def _undeclared(names) -> list[str]:
         elif n.kind == "measurement?":
             ok = n.name in declared or n.name in tags or n.name in fields or n.name in _fact_kinds() or n.name in own
         elif n.measurement is not None:
-            ok = n.measurement in declared and n.name in declared[n.measurement].field_names()
+            ok = n.measurement in declared and n.name in {f.name for f in declared[n.measurement].fields}
         else:
             ok = n.name in fields or (n.kind == "field?" and n.name in own)
         if not ok:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import io
 import itertools
 import json
 import os
@@ -35,7 +34,6 @@ from db2vtop.collectors.vsphere.connection import (
     MAX_RESPONSE_BYTES,
     SMALL_MAX_BYTES,
     _parse_stream,
-    soap_body,
     spoken_version,
 )
 from db2vtop.collectors.vsphere.counters import MEASUREMENTS as BY_GROUP
@@ -45,7 +43,7 @@ from db2vtop.collectors.vsphere.inventory import parse_objects
 from db2vtop.collectors.vsphere.perf import RETURNVAL, CounterIds, Spec, chunk, entity_result
 from db2vtop.collectors.vsphere.soapxml import Ref
 from tests.conftest import ROOT, run_cli
-from tests.vsphere_sim import Simulator
+from tests.vsphere_sim import Answer, Simulator, soap_body
 
 GiB, MiB = 2**30, 2**20
 REALTIME = frozenset(BY_GROUP.values())  # QueryPerf's measurements (not quickStats', nor vCenter's clock)
@@ -887,21 +885,7 @@ def test_fuzzed_responses_raise_only_collector_errors(text):
     with contextlib.suppress(CollectorError):
         parse_objects(soap_body(text.encode()))
     with contextlib.suppress(CollectorError):  # QueryPerf answers are parsed as they stream in
-        _parse_stream(_Answer(text.encode()), RETURNVAL, entity_result)
-
-
-class _Answer:
-    """What _parse_stream reads of an HTTP response: its body, in chunks, and its Content-Encoding."""
-
-    def __init__(self, body: bytes, encoding: str = ""):
-        self.body = io.BytesIO(body)
-        self.encoding = encoding
-
-    def read(self, n: int) -> bytes:
-        return self.body.read(n)
-
-    def getheader(self, name: str, default: str = "") -> str:
-        return self.encoding if name == "Content-Encoding" and self.encoding else default
+        _parse_stream(Answer(text.encode()), RETURNVAL, entity_result)
 
 
 def gzip_bomb(mib: int, inside: bytes = b"A") -> bytes:
@@ -924,7 +908,7 @@ def test_a_gzip_bomb_stops_at_the_answer_bound_not_in_memory():
     tracemalloc.start()
     try:
         with pytest.raises(CollectorError, match="InvalidResponse: answer larger than 67108864 bytes"):
-            _parse_stream(_Answer(bomb, "gzip"), RETURNVAL, entity_result)
+            _parse_stream(Answer(bomb, "gzip"), RETURNVAL, entity_result)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -932,7 +916,7 @@ def test_a_gzip_bomb_stops_at_the_answer_bound_not_in_memory():
     many = _ENVELOPE.format("<a/>" * (MAX_RESPONSE_BYTES // BYTES_PER_ELEMENT + 1)).encode()  # empty elements cost
     # far more than their text
     with pytest.raises(CollectorError, match="elements"):
-        _parse_stream(_Answer(many), None, None)
+        _parse_stream(Answer(many), None, None)
 
 
 def test_a_whole_answer_is_held_to_its_element_bound_counting_start_tags_only():
@@ -941,12 +925,12 @@ def test_a_whole_answer_is_held_to_its_element_bound_counting_start_tags_only():
     limit = BYTES_PER_ELEMENT * 1000   # max_response_bytes: 1,000 elements
     paired = _ENVELOPE.format("<a>1</a>" * 990).encode()
     assert len(paired) <= limit
-    root = _parse_stream(_Answer(paired), None, None, limit)
+    root = _parse_stream(Answer(paired), None, None, limit)
     assert len(root.findall(".//{urn:vim25}a")) == 990
     with pytest.raises(CollectorError, match="answer of more than 1000 elements"):
-        _parse_stream(_Answer(_ENVELOPE.format("<a/>" * 1001).encode()), None, None, limit)
+        _parse_stream(Answer(_ENVELOPE.format("<a/>" * 1001).encode()), None, None, limit)
     with pytest.raises(CollectorError, match="answer of more than 1000 elements"):  # the same bound, streamed
-        _parse_stream(_Answer(_ENVELOPE.format("<a/>" * 1001).encode()), RETURNVAL, entity_result, limit)
+        _parse_stream(Answer(_ENVELOPE.format("<a/>" * 1001).encode()), RETURNVAL, entity_result, limit)
 
 
 ENTITIES = ('<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;&lol;&lol;">]>'
@@ -958,9 +942,9 @@ def test_a_doctype_is_refused_in_every_answer_we_parse():
     with pytest.raises(CollectorError, match="InvalidResponse: refused XML: DTDForbidden"):
         soap_body(ENTITIES.encode())
     with pytest.raises(CollectorError, match="DTDForbidden"):
-        _parse_stream(_Answer(ENTITIES.encode()), RETURNVAL, entity_result)
+        _parse_stream(Answer(ENTITIES.encode()), RETURNVAL, entity_result)
     with pytest.raises(CollectorError, match="DTDForbidden"):  # the small calls' answers (login, service content)
-        _parse_stream(_Answer(ENTITIES.encode()), None, None, SMALL_MAX_BYTES)
+        _parse_stream(Answer(ENTITIES.encode()), None, None, SMALL_MAX_BYTES)
 
 
 def test_samples_dated_outside_the_clock_skew_are_left_out_not_taken():

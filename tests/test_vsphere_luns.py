@@ -21,10 +21,9 @@ from db2vtop.checks.rules.vsphere import HbaQueueDepth, MultipathRoundRobin, Red
 from db2vtop.checks.topology import lun_name, resolve
 from db2vtop.collectors.vsphere.collector import VSphereCollector
 from db2vtop.collectors.vsphere.config import VCenterConfig
-from db2vtop.collectors.vsphere.connection import soap_body
 from db2vtop.collectors.vsphere.facts import host_luns
 from db2vtop.collectors.vsphere.inventory import parse_objects
-from tests.vsphere_sim import Simulator
+from tests.vsphere_sim import Simulator, soap_body
 
 NMP_RR = "naa.600a098038303053000000000000b001"     # datastore ds_a, mounted by both hosts
 NMP_FIXED = "naa.600a098038303053000000000000b002"  # datastore ds_b, mounted by esx01 only

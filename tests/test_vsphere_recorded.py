@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from db2vtop.collectors.vsphere import connection
-from db2vtop.collectors.vsphere.connection import soap_body
 from db2vtop.collectors.vsphere.facts import build_facts
 from db2vtop.collectors.vsphere.inventory import (
     DS_FULL,
@@ -26,6 +25,7 @@ from db2vtop.collectors.vsphere.inventory import (
     vms_from,
 )
 from db2vtop.collectors.vsphere.soapxml import NS, Node, Ref, value
+from tests.vsphere_sim import soap_body
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vsphere"
 XSI = "{http://www.w3.org/2001/XMLSchema-instance}type"

@@ -1,7 +1,9 @@
-"""Start and stop the Go vSphere scenario simulator (tests/vsphere-sim) for tests and benches."""
+"""Start and stop the Go vSphere scenario simulator (tests/vsphere-sim) for tests and benches; read a recorded
+SOAP answer as the collector reads one off the wire."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -13,6 +15,7 @@ import time
 import urllib.request
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree as ET
 
 ROOT = Path(__file__).resolve().parent.parent
 BINARY = ROOT / "build" / "vsphere-sim"
@@ -153,3 +156,24 @@ class Model(Simulator):
 
     def command(self) -> list[str]:
         return [str(ensure_built(MODELS_BINARY)), "--model", self.model, "--listen", self.listen]
+
+
+def soap_body(data: bytes) -> ET.Element:
+    """The first element of a SOAP answer's Body, parsed as the collector parses one off the wire: a Fault or
+    malformed XML raises SoapFaultError."""
+    from db2vtop.collectors.vsphere.connection import _first, _parse_stream
+    return _first(_parse_stream(Answer(data), None, None, max(len(data), 1)))
+
+
+class Answer:
+    """What the collector's parser reads of an HTTP response: its body, in chunks, and its Content-Encoding."""
+
+    def __init__(self, body: bytes, encoding: str = ""):
+        self.body = io.BytesIO(body)
+        self.encoding = encoding
+
+    def read(self, n: int) -> bytes:
+        return self.body.read(n)
+
+    def getheader(self, name: str, default: str = "") -> str:
+        return self.encoding if name == "Content-Encoding" and self.encoding else default

@@ -769,12 +769,6 @@ def _sections(tp: Any) -> tuple[type, ...]:
     return (tp,) if is_dataclass(tp) else ()
 
 
-def allowed_range(cls: type, key: str) -> str:
-    """The range of `key` of section `cls` as the docs write it ("20s–1d"), "" if it has none."""
-    tp = _element(typing.get_type_hints(cls, include_extras=True)[key])
-    return typing.get_args(tp)[1].span() if typing.get_origin(tp) is Annotated else ""
-
-
 def _element(tp: Any) -> Any:
     """X from X | None and list[X]: what one TOML value of that field is checked against."""
     if typing.get_origin(tp) in (types.UnionType, typing.Union):

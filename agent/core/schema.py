@@ -46,9 +46,6 @@ class Measurement:
     tags: dict[str, str]  # tag -> what it names
     fields: tuple[Field, ...]
 
-    def field_names(self) -> set[str]:
-        return {f.name for f in self.fields}
-
 
 def fields(*names: str, text: tuple[str, ...] = (), **meanings: str) -> tuple[Field, ...]:
     """Fields in order: plain names first, then those with a meaning; `text` names string fields."""

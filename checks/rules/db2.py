@@ -214,10 +214,10 @@ class ConfigDrift(StaticRule):
 
     @property
     def practice(self) -> Practice:
-        return Practice(self.id, "1.11", "DB2 configuration baseline from the S0 appendixes", "db2",
+        return Practice(self.id, "1.11", "DB2 configuration baseline from WP-7109's appendixes", "db2",
                         "Keep the benchmark-validated value for the workload profile; show drift",
                         "the appendix value of the chosen profile", "SYSIBMADM.DBCFG, DBMCFG, registry", "S",
-                        tuple(cite(f"000_e991ec30bbd9209f.txt {table}") for table in PROFILE_TABLE.values()), False)
+                        tuple(cite(f"WP-7109 {table}") for table in PROFILE_TABLE.values()), False)
 
     def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
         profile = str(t.get("profile", "oltp"))

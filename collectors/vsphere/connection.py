@@ -589,26 +589,6 @@ def _refused(e: DefusedXmlException) -> SoapFaultError:
     return SoapFaultError("InvalidResponse", f"refused XML: {type(e).__name__} (a DOCTYPE)")
 
 
-def soap_body(data: bytes) -> ET.Element:
-    """The first element of a SOAP response's Body; a Fault or malformed XML raises SoapFaultError."""
-    return _first(_parse_stream(_Bytes(data), None, None, max(len(data), 1)))
-
-
-class _Bytes:
-    """A whole answer read as the streaming parser reads an HTTP response."""
-
-    def __init__(self, data: bytes):
-        self._data, self._pos = data, 0
-
-    def read(self, n: int) -> bytes:
-        chunk = self._data[self._pos:self._pos + n]
-        self._pos += len(chunk)
-        return chunk
-
-    def getheader(self, name: str, default: str = "") -> str:
-        return default
-
-
 def _first(root: ET.Element) -> ET.Element:
     body_el = root.find(_SOAP_NS + "Body")
     if body_el is None or len(body_el) == 0:
