@@ -25,8 +25,8 @@ PEER_MODULES = frozenset({"tests.sshd", "tests.tmux", "tests.pty_term", "tests.v
                           "tests.infra.alertmanager"})
 #: this file's fixtures that start one (every test file sees them without importing their helper)
 PEER_FIXTURES = frozenset({"sshd", "tmux", "influx_version"})
-#: a peer a test runs by its program's name
-PEER_PROGRAMS = ("chromium",)
+#: a peer a test runs by its program's name (found with shutil.which: headless chromium, sysstat's iostat)
+PEER_PROGRAMS = ("chromium", "iostat")
 _reaches: dict[str, bool] = {}
 
 
@@ -60,7 +60,8 @@ def reaches_peer(module: str, seen: frozenset[str] = frozenset()) -> bool:
 
 
 def needs_peer(item: pytest.Item) -> bool:
-    """A test needs a peer when its file reaches a peer's helper, a fixture it uses starts one, or it runs one."""
+    """A test needs a peer when its file reaches a peer's helper, a fixture it uses starts one, or it looks for
+    one's program to run it."""
     module = getattr(item, "module", None)
     if module is not None and reaches_peer(module.__name__):
         return True
@@ -71,7 +72,7 @@ def needs_peer(item: pytest.Item) -> bool:
         text = inspect.getsource(function) if function is not None else ""
     except (OSError, TypeError):
         text = ""
-    return any(p in text for p in PEER_PROGRAMS)
+    return any(f'which("{p}' in text for p in PEER_PROGRAMS)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import types
 
 from tests.conftest import needs_peer, reaches_peer
@@ -13,7 +14,11 @@ def _item(module: str, fixtures=(), function=None) -> types.SimpleNamespace:
 
 
 def _runs_the_browser():
-    return "chromium --headless"
+    return shutil.which("chromium")
+
+
+def _names_the_browser():
+    return "the report as chromium would render it"
 
 
 def _pure():
@@ -34,3 +39,4 @@ def test_a_peer_fixture_or_a_peer_program_marks_one_test_of_a_plain_file():
     assert needs_peer(_item("tests.test_units", ("tmp_path", "tmux"), _pure))
     assert needs_peer(_item("tests.test_units", ("influx_version",), _pure))
     assert needs_peer(_item("tests.test_units", (), _runs_the_browser))
+    assert not needs_peer(_item("tests.test_units", (), _names_the_browser))  # a program's name alone is not running it
