@@ -5,7 +5,6 @@ never asked for, a kept-alive connection the server closed; and Retry-After as s
 from __future__ import annotations
 
 import email.utils
-import http.client
 import socket
 import threading
 import time
@@ -15,7 +14,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from db2vtop.agent.core.deadline import DeadlineError, current, deadline, ending_by
+from db2vtop.agent.core.deadline import DeadlineError, deadline, ending_by
 from db2vtop.agent.core.httpclient import (
     AnswerTooLargeError,
     CallError,
@@ -72,24 +71,6 @@ def test_a_deadline_ends_a_read_blocked_on_a_silent_peer(server):
             deadline(0.5, "read") as d:
         d.guard(sock)
         sock.recv(1)  # woken by the watchdog shutting the socket down (its close follows on that thread)
-
-
-def test_a_socket_made_out_of_the_callers_sight_is_guarded_through_the_current_deadline(server):
-    """How a library's own connection (a SOAP client's) comes under the caller's deadline."""
-    port = int(server(lambda c: request_of(c)).rsplit(":", 1)[1])
-
-    class Guarded(http.client.HTTPConnection):
-        def connect(self) -> None:
-            super().connect()
-            d = current()
-            if d is not None:
-                d.guard(self.sock)
-
-    conn = Guarded("127.0.0.1", port, timeout=SAFETY_S)  # as the library would make it, deep in its own code
-    with pytest.raises(DeadlineError), deadline(0.5, "a library's call"):
-        conn.request("GET", "/")
-        conn.getresponse()
-    assert current() is None
 
 
 def test_a_cycle_bound_shortens_every_deadline_made_inside_it():

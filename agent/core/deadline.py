@@ -17,11 +17,8 @@ with `guard()`, which makes the blocked read or wait fail at once, and the `with
 Closing happens on a short-lived thread of its own, so a close that blocks (a channel whose
 transport cannot send its CLOSE) holds up neither the watchdog nor another call's deadline.
 
-A socket a library opens out of the caller's sight (a SOAP client's connection pool) is guarded
-from where the library makes it: a connection class of the caller's whose `connect()` ends with
-`current().guard(self.sock)` when `current()` (the innermost deadline of this thread) is not None;
-a connection the library reuses is guarded by the caller, through whatever closes the library's
-connections (`d.guard(pool_closer)`).
+A connection a library keeps out of the caller's sight (a SOAP client's pool) is guarded by the
+caller, through whatever closes the library's connections (`d.guard(pool_closer)`).
 
 A call made on a collector's worker during a cycle ends by that cycle's end at the latest
 (`ending_by`, set by collectors/base.py around each blocking call), so no call outlives the cycle
@@ -111,11 +108,9 @@ class Deadline:
 
     def __enter__(self) -> Deadline:
         _WATCHDOG.watch(self)
-        _local.stack = [*getattr(_local, "stack", ()), self]
         return self
 
     def __exit__(self, kind: object, error: object, tb: object) -> None:
-        _local.stack = [d for d in _local.stack if d is not self]
         with self._lock:
             self._done = True
             self._guarded = []
@@ -126,12 +121,6 @@ class Deadline:
 def deadline(seconds: float, what: str) -> Deadline:
     """A deadline to use as `with deadline(30, "what") as d:`; see the module's docstring."""
     return Deadline(seconds, what)
-
-
-def current() -> Deadline | None:
-    """The innermost deadline this thread is in, for code that makes a socket out of the caller's sight."""
-    stack = getattr(_local, "stack", ())
-    return stack[-1] if stack else None
 
 
 def close_now(thing: Guarded) -> None:
