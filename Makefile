@@ -11,7 +11,7 @@ RUN_STAMP := $(VENV)/.installed-run
 # most tests wait on a peer or a child process, so more workers than cores keeps both cores busy
 TEST_WORKERS ?= 4
 
-.PHONY: run test test-ready test-deps lint docs-check bench snapshots clean vsphere-sim vcsim-models wheelhouse
+.PHONY: run check test test-ready test-deps lint docs-check bench snapshots clean vsphere-sim vcsim-models wheelhouse
 
 # `make run` installs what running needs (db2vtop and its runtime dependencies); the test extras
 # (ibm_db's CLI driver, ruff, hypothesis, pyte, ...: most of the venv's size) come with `make test`.
@@ -84,6 +84,15 @@ test:
 	$(PY) -m tests.docs_check
 	$(PY) -m pytest -q --durations=30 -n $(TEST_WORKERS) --dist loadfile -m 'not serial'
 	$(PY) -m pytest -q -m serial
+
+# The inner loop (under 2 minutes on 2 cores): lint, import layers, the docs and every test that needs no
+# real peer (sshd, tmux or a pty, influxd, Alertmanager, a vSphere simulator, chromium: tests/conftest.py
+# marks those `peer` by what they import and use). `make test` runs everything.
+check: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
+	$(PY) -m tests.docs_check
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m 'not peer and not serial'
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
 import os
 import subprocess
 import sys
@@ -16,6 +18,68 @@ from tests.tmux import Tmux
 
 ROOT = Path(__file__).resolve().parent.parent
 pytest_plugins = ["tests.schema_check"]  # every emitted sample is checked against its declaration
+
+# --- the `peer` marker: which tests need a real peer (`make check` runs the others) ---------------------------
+#: the helpers that start a real peer: sshd, tmux, a pty, the Go vSphere simulators, influxd, Alertmanager
+PEER_MODULES = frozenset({"tests.sshd", "tests.tmux", "tests.pty_term", "tests.vsphere_sim", "tests.infra.influxd",
+                          "tests.infra.alertmanager"})
+#: this file's fixtures that start one (every test file sees them without importing their helper)
+PEER_FIXTURES = frozenset({"sshd", "tmux", "influx_version"})
+#: a peer a test runs by its program's name (found with shutil.which: headless chromium, sysstat's iostat)
+PEER_PROGRAMS = ("chromium", "iostat")
+_reaches: dict[str, bool] = {}
+
+
+def _file(module: str) -> Path | None:
+    """The source file of a module of this repository's tests (None for any other)."""
+    base = ROOT.joinpath(*module.split("."))
+    return next((f for f in (base.with_suffix(".py"), base / "__init__.py") if f.is_file()), None)
+
+
+def _imports(module: str) -> set[str]:
+    """The tests.* modules `module` imports, read from its source (nothing is run)."""
+    path = _file(module)
+    if path is None:
+        return set()
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.split(".")[0] == "tests"}
+        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "tests":
+            out.add(node.module)
+            out |= {f"{node.module}.{a.name}" for a in node.names if _file(f"{node.module}.{a.name}")}
+    return out - {"tests.conftest"}  # every test has it; its peer fixtures are told by name (PEER_FIXTURES)
+
+
+def reaches_peer(module: str, seen: frozenset[str] = frozenset()) -> bool:
+    """Whether `module` imports, itself or through the tests' helpers it imports, a helper that starts a peer."""
+    if module not in _reaches:
+        _reaches[module] = module in PEER_MODULES or any(
+            reaches_peer(m, seen | {module}) for m in _imports(module) - seen - {module})
+    return _reaches[module]
+
+
+def needs_peer(item: pytest.Item) -> bool:
+    """A test needs a peer when its file reaches a peer's helper, a fixture it uses starts one, or it looks for
+    one's program to run it."""
+    module = getattr(item, "module", None)
+    if module is not None and reaches_peer(module.__name__):
+        return True
+    if PEER_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    function = getattr(item, "function", None)
+    try:
+        text = inspect.getsource(function) if function is not None else ""
+    except (OSError, TypeError):
+        text = ""
+    return any(f'which("{p}' in text for p in PEER_PROGRAMS)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark `peer` every test that needs a real peer, so `make check` (-m "not peer") runs the rest."""
+    for item in items:
+        if needs_peer(item):
+            item.add_marker(pytest.mark.peer)
 
 
 @pytest.fixture(autouse=True)

@@ -22,6 +22,9 @@ from tests.conftest import ROOT
 WHEELHOUSE = ROOT / "build" / "wheelhouse"
 FOLDERS = ("agent", "collectors", "checks", "tui")
 OFFLINE = ["--no-index", "--find-links", str(WHEELHOUSE), "--quiet", "--disable-pip-version-check"]
+# a peer of its own kind: the wheelhouse `make test-ready` builds, a wheel built and installed into a fresh venv
+# (a minute of pip on 2 cores): `make test` runs these, `make check` does not
+pytestmark = pytest.mark.peer
 
 
 
@@ -138,7 +141,9 @@ def test_make_run_says_what_it_installs_in_one_line(tmp_path: Path):
     """The quick start's first output: `make run` on a fresh clone installs db2vtop into .venv/ and says so in one
     line (setuptools' notice on editable installs, a block of asterisks, read as "something is wrong")."""
     src = sources(tmp_path)
-    env = {**{k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "MAKEFLAGS")},
+    # a make of its own, not a sub-make of the one running the tests (that one would say "Entering directory")
+    inherited = ("PYTHONPATH", "VIRTUAL_ENV", "MAKEFLAGS", "MAKELEVEL", "MFLAGS")
+    env = {**{k: v for k, v in os.environ.items() if k not in inherited},
            "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(WHEELHOUSE)}  # offline, from the wheelhouse
     done = subprocess.run(["make", ".venv/.installed-run"], cwd=src, env=env, capture_output=True, text=True,
                           timeout=900)
