@@ -111,8 +111,9 @@ async def test_write_throughput_matches_dd_within_5_percent(sshd, loop_device): 
 
 
 async def test_late_baseline_waits_for_a_full_window(sshd):
-    """If start() failed (host down), the first cycle only takes the baseline."""
-    c = collector(sshd, interval=1.0)
+    """If start() failed (host down), the first cycle only takes the baseline. (The command's deadline is its
+    own: by default the interval, a second, which a first SSH login on a loaded machine can take whole.)"""
+    c = collector(sshd, interval=1.0, timeout=10.0)
     assert await c.collect() == []  # detection + baseline
     await asyncio.sleep(0.7)
     assert any(s.measurement == "guest_cpu" for s in await c.collect())

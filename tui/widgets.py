@@ -234,7 +234,8 @@ class StatusLine(Static):
             when = datetime.fromtimestamp(m.ts / 1e9).strftime("%H:%M:%S")
             t.append(f"▼ {m.name} {when}  ", style=MARKER_STYLE)
         lines: list[Text] = [t]
-        note = getattr(self.app, "status_note", "")  # the app's own news (the agent it was attached to stopped)
+        # the app's own news (the agent it was attached to stopped); none for a line not in an app
+        note = getattr(self.app, "status_note", "") if self.is_attached else ""
         if note:
             lines.append(Text(f"● {note}", style="bold yellow", overflow="fold"))
         for s in failing(collectors):
@@ -252,7 +253,7 @@ class StatusLine(Static):
         self._shown_lines = len(lines)
         if loaded:
             self.loaded = True
-            if getattr(self.screen, "WHOLE_STATUS", False):
+            if self.is_attached and getattr(self.screen, "WHOLE_STATUS", False):
                 self.app.last_status = (self.screen.loaded_at, collectors, markers)
 
 

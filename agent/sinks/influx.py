@@ -427,10 +427,11 @@ class InfluxSink:
                 return 0
         self._last_send = time.monotonic()
         errors = [e for e in pool.map(self._attempt, [f for f in window if not f.done]) if e]
+        if not errors:  # before the spool's commit, which is what flush() waits for
+            self._set_state("ok", "")
         while window and window[0].done:
             self._delivered(window.pop(0))
         if not errors:
-            self._set_state("ok", "")
             return 0
         self.stats.retries += 1
         e = errors[0]
