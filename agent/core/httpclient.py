@@ -162,6 +162,9 @@ class HttpClient:
     def _open(self, d: Deadline) -> http.client.HTTPConnection:
         sock = socket.create_connection((self.host, self.port), timeout=min(self.timeout, d.left()))
         d.guard(sock)
+        # as http.client's own connect() does: a request's headers and body go out in two writes, and with Nagle's
+        # algorithm the body waited for the server's delayed ACK (40 ms a POST: InfluxDB reads took 7x as long)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             if self.tls is not None:
                 sock = self.tls.wrap_socket(sock, server_hostname=self.host)
