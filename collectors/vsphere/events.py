@@ -310,27 +310,27 @@ def _storage(tid: str, args: dict[str, str], who: dict[str, str | None], host: s
     if dev:  # {1} the device (naa.…)
         who["lun"] = dev
         who["datastore"] = who["datastore"] or lun_ds.get(dev)
-    if tid == "esx.problem.scsi.device.io.latency.high":
-        return f"{host}: device {dev} I/O latency rose from {_ms(args.get('2', '?'))} to {_ms(args.get('3', '?'))}"
-    if tid == "esx.clear.scsi.device.io.latency.improved":
-        return f"{host}: device {dev} I/O latency improved from {_ms(args.get('2', '?'))} to {_ms(args.get('3', '?'))}"
-    if tid == "esx.problem.storage.redundancy.lost":
-        return f"{host}: lost path redundancy to device {dev} (path {args.get('2', '?')} down)"
-    if tid == "esx.problem.storage.redundancy.degraded":
-        return f"{host}: path redundancy to device {dev} degraded (path {args.get('2', '?')} down)"
-    if tid == "esx.clear.storage.redundancy.restored":
-        return f"{host}: path redundancy to device {dev} restored"
-    if tid == "esx.problem.storage.apd.start":
-        return f"{host}: all paths down to device {dev}"
-    if tid == "esx.problem.storage.apd.timeout":
-        return f"{host}: all paths down to device {dev} timed out, I/O to it fails fast"
-    if tid == "esx.clear.storage.apd.exit":
-        return f"{host}: device {dev} left the all paths down state"
-    if tid == "esx.problem.storage.connectivity.lost":
-        return f"{host}: lost connectivity to device {dev}"
-    if tid == "esx.problem.scsi.device.state.permanentloss":
-        return f"{host}: device {dev} permanently lost"
-    return ""
+    said = _DEVICE_SAID.get(tid)
+    if said is None:
+        return ""
+    two, three = args.get("2", "?"), args.get("3", "?")
+    return said.format(host=host, dev=dev, two=two, ms2=_ms(two), ms3=_ms(three))
+
+
+#: ESXi's device events (EventEx, {1} the device), what each says: `two` its {2} (a path), `ms2`/`ms3` its {2}/{3}
+#: (latencies in µs) in ms
+_DEVICE_SAID = {
+    "esx.problem.scsi.device.io.latency.high": "{host}: device {dev} I/O latency rose from {ms2} to {ms3}",
+    "esx.clear.scsi.device.io.latency.improved": "{host}: device {dev} I/O latency improved from {ms2} to {ms3}",
+    "esx.problem.storage.redundancy.lost": "{host}: lost path redundancy to device {dev} (path {two} down)",
+    "esx.problem.storage.redundancy.degraded": "{host}: path redundancy to device {dev} degraded (path {two} down)",
+    "esx.clear.storage.redundancy.restored": "{host}: path redundancy to device {dev} restored",
+    "esx.problem.storage.apd.start": "{host}: all paths down to device {dev}",
+    "esx.problem.storage.apd.timeout": "{host}: all paths down to device {dev} timed out, I/O to it fails fast",
+    "esx.clear.storage.apd.exit": "{host}: device {dev} left the all paths down state",
+    "esx.problem.storage.connectivity.lost": "{host}: lost connectivity to device {dev}",
+    "esx.problem.scsi.device.state.permanentloss": "{host}: device {dev} permanently lost",
+}
 
 
 def reconfigured(spec: Node) -> list[str]:
