@@ -15,8 +15,10 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlparse
+
+from tests.http_peer import LocalHTTPServer
 
 _SKIP = {"host", "connection", "content-length", "transfer-encoding"}
 
@@ -33,7 +35,7 @@ class Answer:
 Route = Callable[[str, str, bytes], Answer | None]
 
 
-class HostileHTTP:
+class HostileHTTP(LocalHTTPServer):
     def __init__(self, route: Route, upstream: str | None = None):
         self.route = route
         self.upstream = urlparse(upstream) if upstream else None
@@ -54,18 +56,8 @@ class HostileHTTP:
             def do_POST(self) -> None:
                 proxy._serve(self, self.rfile.read(int(self.headers.get("Content-Length") or 0)))
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self._listen(Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> HostileHTTP:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
     def count(self, method: str, prefix: str) -> int:
         with self._lock:

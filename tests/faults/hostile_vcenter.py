@@ -30,12 +30,13 @@ import functools
 import http.client
 import re
 import ssl
-import threading
 import time
 import zlib
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlparse
+
+from tests.http_peer import LocalHTTPServer
 
 _STAMP = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)")
 _DECL = re.compile(rb"^(\s*<\?xml[^>]*\?>)?")
@@ -65,7 +66,7 @@ def gzip_bomb(mib: int = 512) -> bytes:
     return b"".join(parts)
 
 
-class HostileVCenter:
+class HostileVCenter(LocalHTTPServer):
     def __init__(self, upstream: str, cert: str | None = None, key: str | None = None):
         u = urlparse(upstream)
         self.upstream = (u.hostname or "127.0.0.1", u.port or 443)
@@ -88,8 +89,7 @@ class HostileVCenter:
             def do_POST(self) -> None:
                 proxy._serve(self, "POST", self.rfile.read(int(self.headers.get("Content-Length") or 0)))
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self._listen(Handler)
         scheme = "http"
         self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         if cert:
@@ -97,15 +97,6 @@ class HostileVCenter:
             self.server.socket = self.tls.wrap_socket(self.server.socket, server_side=True)
             scheme = "https"
         self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}/sdk"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> HostileVCenter:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
     def _serve(self, h: BaseHTTPRequestHandler, method: str, body: bytes) -> None:
         self.cookie = h.headers.get("Cookie") or self.cookie

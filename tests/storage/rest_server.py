@@ -9,12 +9,13 @@ import datetime
 import ipaddress
 import json
 import ssl
-import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.http_peer import LocalHTTPServer
 
 Route = tuple[int, Any] | Callable[[str, str, dict, Any], tuple[int, Any]]
 
@@ -42,7 +43,7 @@ def self_signed(dir: Path) -> tuple[Path, Path]:
     return cert_file, key_file
 
 
-class FakeREST:
+class FakeREST(LocalHTTPServer):
     def __init__(self, user: str, password: str, tls_dir: Path | None = None):
         self.routes: dict[str, Route] = {}
         self.requests: list[tuple[str, str, Any]] = []
@@ -81,8 +82,7 @@ class FakeREST:
 
             do_GET = do_POST = _serve  # noqa: N815 - http.server's naming
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self._listen(Handler)
         self.scheme = "http"
         if tls_dir is not None:
             cert, key = self_signed(tls_dir)
@@ -90,20 +90,11 @@ class FakeREST:
             ctx.load_cert_chain(cert, key)
             self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
             self.scheme, self.ca_file = "https", cert
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
 
     @property
     def url(self) -> str:
         return f"{self.scheme}://127.0.0.1:{self.server.server_address[1]}"
 
-    def __enter__(self) -> FakeREST:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(5)
 
 
 class Memory:
