@@ -23,6 +23,25 @@ from tests.conftest import ROOT
 
 AGENT = [sys.executable, "-m", "db2vtop.agent"]
 
+#: a small process between the test and the command whose peak RSS is measured: a child exec'd straight from the
+#: test's process has that process's own peak in its ru_maxrss (the kernel takes the old address space's high-water
+#: mark at exec, and a vfork child's old one is its parent's), so an xdist worker that once held 500 MB failed every
+#: memory bound measured after
+_LAUNCH = ("import os, subprocess, sys\n"
+           "p = subprocess.Popen(sys.argv[2:])\n"
+           "_, status, usage = os.wait4(p.pid, 0)\n"
+           "open(sys.argv[1], 'w').write(f'{os.waitstatus_to_exitcode(status)} {usage.ru_maxrss}')\n")
+
+
+def run_measured(argv: list[str], log: Path, env: dict[str, str]) -> tuple[int, float]:
+    """Run `argv` (its output into `log`): its exit status and its own peak RSS in MB."""
+    usage = log.with_suffix(".usage")
+    with open(log, "wb") as f:
+        subprocess.run([sys.executable, "-c", _LAUNCH, str(usage), *argv], cwd=ROOT, stdout=f, stderr=f, env=env,
+                       check=False)
+    status, rss_kb = usage.read_text().split()
+    return int(status), int(rss_kb) / 1024
+
 
 @dataclass
 class Agent:

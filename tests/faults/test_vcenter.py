@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import threading
 import time
 
@@ -23,7 +22,7 @@ from db2vtop.agent.core.supervise import Supervisor
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.vsphere.collector import VSphereCollector
 from db2vtop.collectors.vsphere.config import VCenterConfig
-from tests.faults.agent import AGENT, ROOT
+from tests.faults.agent import AGENT, run_measured
 from tests.faults.hostile_vcenter import HostileVCenter
 from tests.vsphere_sim import Simulator
 
@@ -56,14 +55,10 @@ def once(tmp_path, proxy: HostileVCenter) -> tuple[int, float, str]:
                    f'url = "{proxy.url}"\nuser = "monitor"\npassword_env = "VC_TEST_PASSWORD"\n'
                    'allow_plaintext = true\n')  # the hostile vCenter speaks plain http, as one on the path can
     log = tmp_path / "agent.log"
-    with open(log, "wb") as f:
-        p = subprocess.Popen([*AGENT, "agent", "-c", str(cfg), "--once"], cwd=ROOT, stdout=f, stderr=f,
-                             env={**os.environ, **ENV})
-    _, status, usage = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
+    status, rss_mb = run_measured([*AGENT, "agent", "-c", str(cfg), "--once"], log, {**os.environ, **ENV})
     with Store(store) as s:  # what the other source gave is stored whatever vCenter did
         assert any(r.tags.get("cpu") == "total" for r in s.rows("guest_cpu", 0)), log.read_text()[-3000:]
-    return p.returncode, usage.ru_maxrss / 1024, log.read_text()
+    return status, rss_mb, log.read_text()
 
 
 @pytest.mark.parametrize(("method", "fault", "said"), [
