@@ -41,6 +41,7 @@ from db2vtop.checks.rule import (
     order_of,
     thresholds_of,
 )
+from db2vtop.checks.thresholds import of_rule
 from db2vtop.checks.topology import StackEntities, resolve
 
 #: subjects whose canonical tags are remembered (a 10,000-VM vCenter has about 10,000 of its VMs' and hosts')
@@ -89,23 +90,18 @@ class Engine:
     # --- thresholds -------------------------------------------------------------------
 
     def thresholds(self, rule: Rule, subject: dict[str, str] | Callable[[], dict[str, str]]) -> Thresholds:
-        """Rule defaults < [checks.RULE] < [stack.checks.RULE] of the stack the subject is in (or a function that
-        makes the subject: only asked where a stack has thresholds of its own). Without such stacks, one dict
-        per rule (read only: each sample of 10,000 VMs asks)."""
+        """Rule defaults < [checks.RULE] < [stack.checks.RULE] of the stack the subject is in (checks/thresholds.py;
+        `subject` may be a function that makes it: only asked where a stack has thresholds of its own). Without
+        such stacks, one dict per rule (read only: each sample of 10,000 VMs asks)."""
         scoped = self._stack_entities()
         if not scoped:
             t = self._plain.get(id(rule))
             if t is None:
-                t = self._plain[id(rule)] = {**thresholds_of(rule), **self.overrides.get(rule.id, {})}
+                t = self._plain[id(rule)] = of_rule(rule, self.overrides)
             return t
         if callable(subject):
             subject = subject()
-        t = thresholds_of(rule)
-        t.update(self.overrides.get(rule.id, {}))
-        for entities in scoped:
-            if entities.owns(subject):
-                t.update(entities.stack.checks.get(rule.id, {}))
-        return t
+        return of_rule(rule, self.overrides, *(e.stack.checks for e in scoped if e.owns(subject)))
 
     def _stack_entities(self) -> list[StackEntities]:
         """What each stack with `[stack.checks]` holds, resolved from the current facts (checks/topology.py)."""
@@ -137,8 +133,8 @@ class Engine:
         n = 0
         for rules in self._live.values():
             for rule in rules:
-                for own in [{}, *(s.checks.get(rule.id, {}) for s in self.stacks)]:
-                    t = {**thresholds_of(rule), **self.overrides.get(rule.id, {}), **own}
+                for own in [{}, *(s.checks for s in self.stacks)]:
+                    t = of_rule(rule, self.overrides, own)
                     n = max(n, int(t["window"]) + int(t["clear_samples"]))
         return n
 
@@ -471,7 +467,7 @@ def validate_overrides(rules: Sequence[Rule], file: str, overrides: dict[str, di
                 raise ConfigError(file, f"{where}.{rule_id}.{key}",
                                   f"{shown(value)} is not valid; expected {limits[key].expected()}")
         for r in same:
-            _check_order(r, {**thresholds_of(r), **(base or {}).get(rule_id, {}), **keys}, keys,
+            _check_order(r, of_rule(r, base, {rule_id: keys}), keys,
                          f"{where}.{rule_id}", file)
 
 

@@ -45,7 +45,8 @@ from db2vtop.agent.core.runs import find_run, runs
 from db2vtop.agent.core.source import Source
 from db2vtop.agent.core.store import Store, StoreError, store_writer
 from db2vtop.agent.core.units import format_duration, parse_duration
-from db2vtop.checks.scales import Levels, levels
+from db2vtop.checks.scales import Levels
+from db2vtop.checks.thresholds import levels
 from db2vtop.tui import commands
 from db2vtop.tui.data import LoadCancelledError, Reader, Status
 from db2vtop.tui.safe import NO_CONTROLS

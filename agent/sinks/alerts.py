@@ -45,8 +45,9 @@ from db2vtop.agent.sinks.receivers import DeliveryError, Receiver
 from db2vtop.agent.sinks.spool import Spool
 from db2vtop.checks.alerts import Alert, episode_alerts, finding_alerts, iso_ms
 from db2vtop.checks.figures import ROLES
+from db2vtop.checks.thresholds import verdict_levels
 from db2vtop.checks.topology import infer_stacks, lun_name, resolve
-from db2vtop.checks.verdict import TRIGGERS, limits, stack_verdict
+from db2vtop.checks.verdict import TRIGGERS, stack_verdict
 
 log = logging.getLogger(__name__)
 
@@ -385,8 +386,8 @@ class Alerter:
         for box in self.outboxes:  # what each was last told firing: Alertmanager's resends
             box.firing = {c["alert"]["fingerprint"]: c for _, c in self.state.told.get(box.cfg.name, {}).values()
                           if c["status"] == "firing"}
-        levels = {k: min(limits(s, cfg.checks)[k] for s in [StackConfig(name="-"), *cfg.stack])
-                  for k in limits(StackConfig(name="-"), cfg.checks)}
+        levels = {k: min(verdict_levels(s, cfg.checks)[k] for s in [StackConfig(name="-"), *cfg.stack])
+                  for k in verdict_levels(StackConfig(name="-"), cfg.checks)}
         self.watch = _watch(levels)
         self.hot: dict[tuple[str, ...], int] = {}  # entity -> when it last showed a symptom
         self.findings: dict[str, Finding] | None = None  # open ones, by key (read from the store at the start)

@@ -1,7 +1,7 @@
 """The cross-layer verdict's own parameters, as a rule's thresholds: `[checks.stack-verdict]` overrides
 them like any rule's, and `db2vtop rules` lists them. The verdict itself (checks/verdict.py) reads
 these, and the thresholds of the rules it shares a question with (cpu-ready, vcpu-no-excess,
-disk-queue-saturation), through checks/scales.py."""
+disk-queue-saturation), through checks/thresholds.py."""
 
 from __future__ import annotations
 
