@@ -1,4 +1,5 @@
-"""DB2 rules (the white papers' practices §1.6) on db2_* samples and facts, and the appendix drift check (§1.11)."""
+"""DB2 rules (the white papers' DB2 practices) on db2_* samples and facts, and the drift check against WP-7109's
+appendix baselines."""
 
 from __future__ import annotations
 
@@ -214,7 +215,7 @@ class ConfigDrift(StaticRule):
 
     @property
     def practice(self) -> Practice:
-        return Practice(self.id, "1.11", "DB2 configuration baseline from WP-7109's appendixes", "db2",
+        return Practice(self.id, "DB2 configuration baseline from WP-7109's appendixes", "db2",
                         "Keep the benchmark-validated value for the workload profile; show drift",
                         "the appendix value of the chosen profile", "SYSIBMADM.DBCFG, DBMCFG, registry", "S",
                         tuple(cite(f"WP-7109 {table}") for table in PROFILE_TABLE.values()), False)

@@ -32,7 +32,7 @@ class VerdictRule(StaticRule):
 
     @property
     def practice(self) -> Practice:
-        return Practice(self.id, "verdict", "The cross-layer verdict", "stack",
+        return Practice(self.id, "The cross-layer verdict", "stack",
                         "Name the layer to blame by walking DB2's waits down the I/O, memory and CPU chains",
                         "the thresholds below; the shared ones come from cpu-ready, vcpu-no-excess and "
                         "disk-queue-saturation", "every layer's samples on 20 s buckets", "D",

@@ -1,4 +1,5 @@
-"""vSphere rules (the white papers' practices §1.1-1.4) on vsphere_* samples and facts, and esxtop's memory figures.
+"""vSphere rules (the white papers' host, memory, VM and ESXi storage practices) on vsphere_* samples and facts,
+and esxtop's memory figures.
 
 VM configuration rules judge the VMs of the configured stacks (all VMs when no stack is
 configured): the practices are for database VMs, and a 2,000-VM vCenter's other VMs are
