@@ -124,6 +124,9 @@ class LiveRule(Rule):
     measurement: str
     #: tags of a sample that identify the subject (the entity the finding is about)
     subject_tags: tuple[str, ...] = ()
+    #: which side of its entity it judges, where rules of one id judge several (KAVG and QAVG of a LUN): its
+    #: subject's `aspect` tag, so each side is a finding of its own; "" for none
+    aspect: str = ""
     defaults: Thresholds = {"samples": 3, "window": 5, "clear_samples": 5}
     limits = {"samples": (1, 1000), "window": (1, 1000), "clear_samples": (1, 1000)}
     ordered = (("samples", "window"),)
@@ -136,6 +139,8 @@ class LiveRule(Rule):
         for k in self.subject_tags:
             if k in tags:
                 out[k] = tags[k]
+        if self.aspect:
+            out["aspect"] = self.aspect
         return out
 
     def reads(self) -> frozenset[str] | None:

@@ -102,32 +102,22 @@ class LogSpace(ThresholdRule):
            "raise LOGPRIMARY/LOGFILSIZ, or allow LOGSECOND; with LOGSECOND 0 a full log stops all work.")
 
 
-class LogBufferFull(ThresholdRule):
-    id, layer, measurement, subject_tags = "db2-log-space", "db2", "db2_log", ("db2", "database", "member")
-    needs = {"db2_log": "db2"}
-    field, label, unit = "log_buffer_full_per_s", "log buffer full events", "/s"
+class LogBufferFull(LogSpace):
+    field, label, unit, aspect = "log_buffer_full_per_s", "log buffer full events", "/s", "log buffer"
     warn_key, crit_key = "warn_buffer_full_per_s", "crit_buffer_full_per_s"
     defaults = {"warn_buffer_full_per_s": 0.01, "crit_buffer_full_per_s": 5.0}
     fix = "Raise LOGBUFSZ (WP-7109: 2048 pages for DSS, 8192 for OLTP) so commits do not wait for a full buffer."
 
-    def subject(self, row: Row) -> dict[str, str]:
-        return {**super().subject(row), "aspect": "log buffer"}
 
-
-class LogWriteLatency(ThresholdRule):
+class LogWriteLatency(LogSpace):
     """The practice watches LOG_WRITE_TIME: every commit waits for its log write. The levels are a tool
     default (db2top's and the TUI's), not a white paper's figure."""
 
-    id, layer, measurement, subject_tags = "db2-log-space", "db2", "db2_log", ("db2", "database", "member")
-    needs = {"db2_log": "db2"}
-    field, label, unit = "log_write_ms", "log write time", " ms"
+    field, label, unit, aspect = "log_write_ms", "log write time", " ms", "log writes"
     warn_key, crit_key = "warn_write_ms", "crit_write_ms"
     defaults = {"warn_write_ms": 10.0, "crit_write_ms": 20.0}
     fix = ("Follow the I/O chain below the log with the verdict (guest await, VMDK, KAVG/DAVG, array); keep the log "
            "on its own LUN (rule db2-logs-separate).")
-
-    def subject(self, row: Row) -> dict[str, str]:
-        return {**super().subject(row), "aspect": "log writes"}
 
 
 class BufferPoolWarm(ThresholdRule):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from db2vtop.agent.core.model import Fact
-from db2vtop.agent.core.source import Row
 from db2vtop.checks.rule import FactIndex, PerFactRule, StaticRule, Thresholds, Verdict, as_float, is_number
 from db2vtop.checks.rules.common import ThresholdRule
 
@@ -29,9 +28,7 @@ class EsxtopQueued(ThresholdRule):
     warn_key, crit_key = "warn_queued", "crit_queued"
     defaults = {"warn_queued": 1.0, "crit_queued": 32.0}
     fix = QUEUE_FIX
-
-    def subject(self, row: Row) -> dict[str, str]:
-        return {**super().subject(row), "aspect": "queued"}
+    aspect = "queued"
 
 
 class StorageDiskQueueFull(ThresholdRule):

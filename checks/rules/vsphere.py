@@ -242,9 +242,7 @@ class HostLunQueueLatency(HostLunKernelLatency):
     field, label = "queue_latency_ms", "QAVG"
     warn_key, crit_key = "warn_qavg_ms", "crit_qavg_ms"
     defaults = {"warn_qavg_ms": 2.0, "crit_qavg_ms": 10.0}
-
-    def subject(self, row: Row) -> dict[str, str]:
-        return {**super().subject(row), "aspect": "queue"}
+    aspect = "queue"
 
 
 class _LatencyAtLoad(LiveRule):
@@ -255,10 +253,7 @@ class _LatencyAtLoad(LiveRule):
     id, layer = "disk-queue-saturation", "host"
     latency: tuple[str, ...] = ()  # the latency fields, each judged where its own I/O is not none
     iops: tuple[tuple[str, ...], ...] = ()  # for each latency field, the fields whose sum is its I/O rate
-    label, warn_key, crit_key, aspect = "", "", "", ""
-
-    def subject(self, row: Row) -> dict[str, str]:
-        return {**super().subject(row), "aspect": self.aspect}
+    label, warn_key, crit_key = "", "", ""
 
     def reads(self) -> frozenset[str]:
         return frozenset((*self.latency, *(n for names in self.iops for n in names)))
