@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from db2vtop.agent.assemble import build_alerter, build_collectors, build_sink, fact_check
 from db2vtop.agent.core.clock import CLOCK
-from db2vtop.agent.core.config import Config
+from db2vtop.agent.core.config import CoreConfig
 from db2vtop.agent.core.source import Row
 from db2vtop.agent.core.store import Store, StoreWriter
 from db2vtop.agent.core.supervise import Supervisor
@@ -50,7 +50,7 @@ class Pipeline:
     Every thread of it runs under one supervisor (agent/core/supervise.py): whoever runs the
     pipeline (the agent's service) stops it when one of them cannot go on."""
 
-    def __init__(self, cfg: Config, store_path: Path):
+    def __init__(self, cfg: CoreConfig, store_path: Path):
         self.cfg = cfg
         self.supervisor = Supervisor()
         self.writer = StoreWriter(store_path, cfg.store.retention, supervisor=self.supervisor)
@@ -130,7 +130,7 @@ class Pipeline:
             if c.resumes_after:
                 c.resume_annotations([a for a in stored if a.event in c.resumes_after])
 
-    def reload(self, new: Config, engine: Engine) -> None:
+    def reload(self, new: CoreConfig, engine: Engine) -> None:
         """Apply a re-read config: collectors and checks anew, the sink only if [influxdb] changed
         (its spool stays on disk); [store] changes wait for a restart."""
         if self.checks is not None:
@@ -146,7 +146,7 @@ class Pipeline:
         self.cfg = new
         self._start(engine)
 
-    def _reload_sink(self, new: Config) -> Config:
+    def _reload_sink(self, new: CoreConfig) -> CoreConfig:
         old = self.cfg.influxdb
         if self.sink is not None:
             self.sink.close(timeout=0)
@@ -161,7 +161,7 @@ class Pipeline:
             self.sink = build_sink(self.cfg, self.writer.path, self.supervisor)
             return replace(new, influxdb=old)
 
-    def _reload_alerter(self, new: Config) -> Config:
+    def _reload_alerter(self, new: CoreConfig) -> CoreConfig:
         """The alerts anew from the new config: what each receiver waits for stays in its spool, and the
         state file keeps what each was told (a receiver no longer configured is told nothing more)."""
         if self.alerter is not None:

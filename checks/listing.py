@@ -6,13 +6,13 @@ import json
 import re
 from typing import Any, TextIO
 
-from db2vtop.agent.core.config import Config
+from db2vtop.agent.core.config import CoreConfig
 from db2vtop.checks.catalog import practices
 from db2vtop.checks.engine import Engine
 from db2vtop.checks.rule import Rule
 
 
-def _configured(cfg: Config, section: str) -> bool:
+def _configured(cfg: CoreConfig, section: str) -> bool:
     """Whether the config has the source a rule needs: some [[section]], or a [section] not turned off."""
     value = getattr(cfg, section)
     return bool(value) if isinstance(value, list) else getattr(value, "enabled", True)
@@ -35,7 +35,7 @@ def _judged_words(code: str) -> str:
     return re.sub(r"\b[LSDE]\b", lambda m: _JUDGED_WORDS[m.group(0)], code)
 
 
-def rule_rows(cfg: Config, engine: Engine) -> list[dict[str, Any]]:
+def rule_rows(cfg: CoreConfig, engine: Engine) -> list[dict[str, Any]]:
     implemented: dict[str, list[Rule]] = {}
     for r in engine.rules:
         implemented.setdefault(r.id, []).append(r)

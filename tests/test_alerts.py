@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from db2vtop.agent.core.config import AlertConfig, AlertingConfig, Config, StackConfig
+from db2vtop.agent.core.config import AlertConfig, AlertingConfig, CoreConfig, StackConfig
 from db2vtop.agent.sinks import alerts
 from db2vtop.agent.sinks.alerts import Alerter
 from db2vtop.checks.alerts import EPISODE, FINDING, Alert, episode_alerts, triage_command
@@ -36,8 +36,8 @@ def alert(key: str, severity: str = "critical", layer: str = "storage", stacks: 
                        "datastore": "ds01"}, {"summary": f"{key} is slow", "since": ""}, T0, list(vms), list(stacks))
 
 
-def config(tmp_path: Path, *receivers: AlertConfig) -> Config:
-    return Config(alert=list(receivers), alerting=AlertingConfig(state_dir=tmp_path / "alerts"))
+def config(tmp_path: Path, *receivers: AlertConfig) -> CoreConfig:
+    return CoreConfig(alert=list(receivers), alerting=AlertingConfig(state_dir=tmp_path / "alerts"))
 
 
 def webhook(name: str, url: str, **kw) -> AlertConfig:

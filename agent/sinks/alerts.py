@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from db2vtop.agent.core.clock import CLOCK
-from db2vtop.agent.core.config import AlertConfig, Config, StackConfig, alerts_of
+from db2vtop.agent.core.config import AlertConfig, CoreConfig, StackConfig, alerts_of
 from db2vtop.agent.core.files import make_private_dir, write_private
 from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample, severity_rank
 from db2vtop.agent.core.source import CachedSource
@@ -105,7 +105,7 @@ class _Stacks:
     made_at: float
 
     @classmethod
-    def of(cls, cfg: Config, view: CachedSource) -> _Stacks:
+    def of(cls, cfg: CoreConfig, view: CachedSource) -> _Stacks:
         found = [i.stack for i in infer_stacks(cfg, view)]
         by: dict[tuple[str, ...], set[str]] = {}
         vm_stack: dict[tuple[str | None, str], str] = {}
@@ -359,7 +359,7 @@ class Alerter:
 
     name = "alerts"
 
-    def __init__(self, cfg: Config, store_path: Path, supervisor: Supervisor | None = None, judge: bool = True):
+    def __init__(self, cfg: CoreConfig, store_path: Path, supervisor: Supervisor | None = None, judge: bool = True):
         """`judge`: run the judging thread (off: only what `apply` is handed is told, for a test's own moments)."""
         self.cfg = cfg
         self.store_path = store_path
