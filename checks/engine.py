@@ -30,13 +30,13 @@ from db2vtop.agent.core.source import MemorySource, Row, Series
 from db2vtop.agent.core.text import did_you_mean
 from db2vtop.checks.rule import (
     FactIndex,
+    Judgement,
     Limit,
     LiveRule,
     PerFactRule,
     Rule,
     StaticRule,
     Thresholds,
-    Verdict,
     limit,
     order_of,
     thresholds_of,
@@ -309,7 +309,7 @@ class Engine:
         if base.get("enabled") is False:
             return
 
-        def judge(t: Thresholds) -> list[Verdict]:
+        def judge(t: Thresholds) -> list[Judgement]:
             if only is None:
                 return rule.judge_facts(self.facts, t)
             assert isinstance(rule, PerFactRule)
@@ -341,14 +341,14 @@ class Engine:
 
     # --- findings ---------------------------------------------------------------------
 
-    def _open(self, rule: Rule, v: Verdict, severity: str, first: int, last: int, t: Thresholds,
+    def _open(self, rule: Rule, v: Judgement, severity: str, first: int, last: int, t: Thresholds,
               samples: int) -> Finding:
         f = Finding(rule.id, severity, v.subject, v.summary, self._evidence(v, first, last, t, samples),
                     rule.why(), rule.fix, list(rule.practice.references), first, last)
         self._changed[f.key] = f
         return f
 
-    def _refresh(self, f: Finding, rule: Rule, v: Verdict, severity: str, ts: int, t: Thresholds,
+    def _refresh(self, f: Finding, rule: Rule, v: Judgement, severity: str, ts: int, t: Thresholds,
                  samples: int) -> None:
         if severity != f.severity or v.summary != f.summary or ts > f.last_seen:
             f.severity, f.summary, f.last_seen = severity, v.summary, max(ts, f.last_seen)
@@ -360,7 +360,7 @@ class Engine:
         self._changed[f.key] = f
 
     @staticmethod
-    def _evidence(v: Verdict, first: int, last: int, t: Thresholds, samples: int) -> dict:
+    def _evidence(v: Judgement, first: int, last: int, t: Thresholds, samples: int) -> dict:
         return {"values": v.values, "window": {"from_ns": first, "to_ns": last}, "samples": samples,
                 "thresholds": {k: x for k, x in t.items() if k not in ("samples", "window", "clear_samples")}}
 

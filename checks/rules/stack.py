@@ -6,7 +6,7 @@ disk-queue-saturation), through checks/thresholds.py."""
 from __future__ import annotations
 
 from db2vtop.checks.catalog import Practice
-from db2vtop.checks.rule import FactIndex, StaticRule, Thresholds, Verdict
+from db2vtop.checks.rule import FactIndex, Judgement, StaticRule, Thresholds
 
 
 class VerdictRule(StaticRule):
@@ -39,7 +39,7 @@ class VerdictRule(StaticRule):
                         ("db2vtop documentation, docs/checks.md, The verdict",
                          "VMware KB 1008205, Using esxtop to identify storage performance issues for ESX/ESXi"), True)
 
-    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
+    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Judgement]:
         return []  # the verdict is judged per stack over a window by checks/verdict.py, not per fact
 
 
