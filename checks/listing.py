@@ -84,9 +84,9 @@ def write_rules(rows: list[dict[str, Any]], fmt: str, out: TextIO) -> None:
             topic = r["section_title"]
             out.write(f"\n{topic}\n")
         mark = "●" if r["observable"] else ("○" if r["implemented"] else "·")
-        limits = ", ".join(f"{k}={v}" for k, v in r["thresholds"].items()
+        values = ", ".join(f"{k}={v}" for k, v in r["thresholds"].items()
                            if k not in ("samples", "window", "clear_samples"))
         out.write(f"  {mark} {r['id']:<34} {r['layer']:<9} {r['kind']:<14} {r['status']}\n")
-        if limits:
-            out.write(f"      thresholds: {limits}\n")
+        if values:
+            out.write(f"      thresholds: {values}\n")
         out.write(f"      {r['practice']}\n      ref: {'; '.join(r['references'])}\n")
