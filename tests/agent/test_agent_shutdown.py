@@ -33,7 +33,7 @@ def start(procs, tmp_path, mode: str, *args: str) -> tuple[subprocess.Popen, obj
     cfg.write_text('[guest]\ninterval = "1s"\n')
     store = tmp_path / "metrics.db"
     log = (tmp_path / "agent.log").open("w")
-    p = subprocess.Popen([sys.executable, "-m", "tests.stuck_agent_proc", mode, "-c", str(cfg), "--store",
+    p = subprocess.Popen([sys.executable, "-m", "tests.infra.stuck_agent_proc", mode, "-c", str(cfg), "--store",
                           str(store), *args], cwd=ROOT, stderr=log, stdout=log)
     procs.append(p)
     return p, store

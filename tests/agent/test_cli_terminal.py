@@ -1,4 +1,4 @@
-"""The command line as a terminal shows it: the real `db2vtop` in a pty (tests/pty_term.py), the pty its
+"""The command line as a terminal shows it: the real `db2vtop` in a pty (tests/infra/pty_term.py), the pty its
 controlling terminal, so Ctrl-C is the SIGINT a shell's foreground job gets.
 
 - A source that cannot be read now (a vCenter refusing connections after an agent recorded its findings):
@@ -31,8 +31,8 @@ from db2vtop.agent.core.model import Fact, Finding, Sample, Severity
 from db2vtop.agent.core.runs import BEGIN, END, edge_marker
 from db2vtop.agent.core.store import Store
 from tests.conftest import run_cli
-from tests.pty_term import Terminal
-from tests.test_tui_terminal import ROOT, db2vtop, env_for
+from tests.infra.pty_term import Terminal
+from tests.tui.test_tui_terminal import ROOT, db2vtop, env_for
 
 S = 10**9
 

@@ -12,7 +12,7 @@ from db2vtop.agent.core.model import Fact, Sample
 from db2vtop.checks.topology import db2_vm_selector
 from db2vtop.collectors.db2.config import DB2Config
 from db2vtop.collectors.ssh.config import SSHConfig
-from tests.test_checks_rules import judged, live
+from tests.checks.test_checks_rules import judged, live
 
 T0 = 1_700_000_000 * 10**9
 MIB = 2**20

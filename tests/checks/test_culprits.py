@@ -20,7 +20,7 @@ import json
 import pytest
 
 from tests.conftest import run_cli
-from tests.vsphere_sim import Simulator
+from tests.infra.vsphere_sim import Simulator
 
 SHARED, OWN, MILD = ("naa.6000c2900000000000000000000a0001", "naa.6000c2900000000000000000000a0002",
                      "naa.6000c2900000000000000000000a0003")

@@ -24,7 +24,7 @@ import pytest
 
 from db2vtop.agent.core.store import Store, StoreError
 from tests.conftest import ROOT, run_cli
-from tests.vsphere_sim import Simulator, one_host
+from tests.infra.vsphere_sim import Simulator, one_host
 
 S = 10**9
 STEP = 20  # vCenter's realtime samples, seconds apart

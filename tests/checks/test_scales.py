@@ -1,5 +1,5 @@
 """Levels live in the rules' thresholds only: the TUI and the verdict read them (checks/scales.py); that no
-level is written as a number elsewhere is tests/test_read_model.py's."""
+level is written as a number elsewhere is tests/agent/core/test_read_model.py's."""
 
 from db2vtop.checks.scales import SCALES, Level, levels, rule_thresholds
 

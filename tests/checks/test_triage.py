@@ -101,7 +101,7 @@ def test_rules_lists_the_whole_catalog_with_observability(tmp_path):
 
 
 def test_triage_gives_the_stack_verdict(store_path, tmp_path):
-    from tests.test_verdict import HEALTHY, WHERE
+    from tests.checks.test_verdict import HEALTHY, WHERE
 
     now = time.time_ns()
     with Store(store_path, writer=True) as w:
@@ -218,7 +218,7 @@ def test_no_text_a_user_sees_names_the_projects_inputs(tmp_path):
     from db2vtop.checks.rules import all_rules
 
     internal = re.compile(r"seed|\bS[0-4]\b|\d{3}_[0-9a-f]{16}\.txt|§1\.\d", re.IGNORECASE)
-    assert not internal.search((Path(__file__).resolve().parent.parent / "checks" / "catalog.json").read_text())
+    assert not internal.search((Path(__file__).resolve().parents[2] / "checks" / "catalog.json").read_text())
     for p in practices().values():
         for name in ("section_title", "practice", "figure", "observe_via"):
             assert not internal.search(getattr(p, name)), (p.id, name, getattr(p, name))
@@ -229,7 +229,7 @@ def test_no_text_a_user_sees_names_the_projects_inputs(tmp_path):
         assert out and not internal.search(out), internal.search(out)
     for rule in all_rules():
         assert not internal.search(rule.fix) and not internal.search(rule.why()), rule.id
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     for path in [*root.glob("checks/**/*.py"), *root.glob("tui/**/*.py")]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):

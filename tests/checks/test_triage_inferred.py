@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, run_cli
-from tests.vsphere_sim import Simulator, one_host
+from tests.infra.vsphere_sim import Simulator, one_host
 
 LUNS = {vm: f"naa.600a0980383030{i:010x}" for i, vm in enumerate(("vmqueue", "vmslow", "vmready", "vmcalm"))}
 
@@ -113,7 +113,7 @@ def test_stacks_says_what_matched_each_layer(vcenter_only, tmp_path):
 def test_a_db2_vm_found_by_its_guest_ip_is_judged_from_db2_down(sshd, tmp_path):
     """Zero [[stack]]: the VM whose guest IP is the [[ssh]] target running a [[db2]] (the CLP stand-in over
     the real sshd) gets guest and DB2 layers, and its verdict's chain starts at DB2's log writes."""
-    from tests.test_db2 import Scenario
+    from tests.collectors.db2.test_db2 import Scenario
 
     db2 = Scenario(sshd, tmp_path)
     lun = "naa.600a0980383030aaaaaaaaaa"

@@ -24,7 +24,7 @@ from db2vtop.checks.runner import build_engine
 from db2vtop.checks.topology import infer_stacks, resolve
 from db2vtop.checks.triage import finding_json, judge, kept_fields
 from db2vtop.checks.verdict import stack_verdict
-from tests.vsphere_sim import Simulator
+from tests.infra.vsphere_sim import Simulator
 
 HOUR = 3600.0
 OK, BAD = round(0.005 * 20_000 * 4), round(0.15 * 20_000 * 4)  # CPU ready ms per 20 s sample of 4 vCPUs

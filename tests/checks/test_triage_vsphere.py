@@ -14,7 +14,7 @@ import json
 import pytest
 
 from tests.conftest import run_cli
-from tests.vsphere_sim import Simulator
+from tests.infra.vsphere_sim import Simulator
 
 LUN = "naa.600a098038303053"
 SCENARIO = {

@@ -335,9 +335,9 @@ def install(sshd, scenario: Path, **cfg: object) -> Path:
     scenario.mkdir(parents=True, exist_ok=True)
     (scenario / "tables").mkdir(exist_ok=True)
     (scenario / "scenario.json").write_text(json.dumps(cfg))
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     sshd.shim("db2", f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(root)!r})\n"
-                     f"from tests.db2clp import main\nmain({str(scenario)!r})\n")
+                     f"from tests.infra.db2clp import main\nmain({str(scenario)!r})\n")
     return scenario
 
 

@@ -1,5 +1,5 @@
 """The measurement and field names that the read side's code (checks/, tui/) writes as string literals,
-found by parsing it: tests/test_read_model.py checks each against what the collectors declare.
+found by parsing it: tests/agent/core/test_read_model.py checks each against what the collectors declare.
 
 A name is taken where the code uses it as one: as a measurement (`series("guest_cpu")`, `latest_at(...)`,
 a rule's `measurement = ...`, any literal that has a measurement's prefix) or as a field (`value(fields,

@@ -1,4 +1,4 @@
-"""`db2vtop agent` as shipped, plus stand-in collectors that never end (tests/test_agent_shutdown.py).
+"""`db2vtop agent` as shipped, plus stand-in collectors that never end (tests/agent/test_agent_shutdown.py).
 
 argv: MODE AGENT-ARGS...; MODE is "spin" (a collector that, from its fifth cycle, never yields the
 event loop again) and/or "block" (one whose every cycle blocks a worker thread forever), joined

@@ -1,4 +1,4 @@
-"""Start and stop the Go vSphere scenario simulator (tests/vsphere-sim) for tests and benches; read a recorded
+"""Start and stop the Go vSphere scenario simulator (tests/infra/vsphere-sim) for tests and benches; read a recorded
 SOAP answer as the collector reads one off the wire."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BINARY = ROOT / "build" / "vsphere-sim"
 MODELS_BINARY = ROOT / "build" / "vcsim-models"
 
@@ -147,7 +147,7 @@ class Simulator:
 
 
 class Model(Simulator):
-    """One of govmomi's own simulator models served unpatched (tests/vcsim-models): `vpx` (simulator.VPX(), a
+    """One of govmomi's own simulator models served unpatched (tests/infra/vcsim-models): `vpx` (simulator.VPX(), a
     vCenter) or `esx` (simulator.ESX(), a standalone ESXi host), no scenario."""
 
     def __init__(self, model: str, listen: str = "127.0.0.1:0", start_timeout: float = 120):

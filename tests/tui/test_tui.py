@@ -38,7 +38,7 @@ from db2vtop.tui.stacks import Target
 from db2vtop.tui.table import GridTable, cell_text
 from db2vtop.tui.timecursor import TimeCursor
 from db2vtop.tui.widgets import FilterBar, StatusLine, StripView
-from tests.tui_fixture import T0, Fleet, build_store, write_config
+from tests.infra.tui_fixture import T0, Fleet, build_store, write_config
 
 
 def shown(screen, width: int = 100, of: type[Static] = Static) -> str:

@@ -1,7 +1,7 @@
 """The Stack screen names the culprits beside the blamed layer, and `J` shows them on the Fleet; a VM whose
 virtual disk waits 40 ms on a device at 38 ms (DAVG) has its finding in the Fleet's column and on the Findings
 screen: the real `db2vtop watch` against the vSphere scenario simulator, in a pty through a VT emulator
-(tests/pty_term.py).
+(tests/infra/pty_term.py).
 
 One host of 32 cores at 2,600 MHz: crm-db waits for CPUs (ready 15 % per vCPU) while batch-etl takes 72 % of
 the host (32 vCPUs at 72 %); web-calm idles beside them, far-away and slow-disk on another host, slow-disk's
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.pty_term import Terminal
-from tests.test_tui_terminal import ROOT, check, db2vtop, env_for
-from tests.vsphere_sim import Simulator
+from tests.infra.pty_term import Terminal
+from tests.infra.vsphere_sim import Simulator
+from tests.tui.test_tui_terminal import ROOT, check, db2vtop, env_for
 
 
 def _vm(name: str, vcpus: int, perf: dict, **more) -> dict:

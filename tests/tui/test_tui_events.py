@@ -1,7 +1,7 @@
 """vCenter's events on the Stack screen, seen through a real terminal (pty + VT emulator): `◆` on the time axis
 and the verdict's line naming them, `E` hides and shows them, panel `e` lists them.
 
-The recorded fleet of the TUI's tests (tests/tui_fixture.py) with five events of its first five minutes, as the
+The recorded fleet of the TUI's tests (tests/infra/tui_fixture.py) with five events of its first five minutes, as the
 vSphere collector stores them (agent/core/events.py): HA restarted db2prod01 on esx01.lab, it was reconfigured
 and snapshotted, its LUN went slow on esx01.lab, and DRS moved app0003 onto esx01.lab.
 """
@@ -12,9 +12,9 @@ import pytest
 
 from db2vtop.agent.core.events import event_annotation
 from db2vtop.agent.core.store import Store
-from tests.pty_term import Terminal
-from tests.test_tui_terminal import ROOT, check, db2vtop, env_for
-from tests.tui_fixture import T0, Fleet, S, build_store, write_config
+from tests.infra.pty_term import Terminal
+from tests.infra.tui_fixture import T0, Fleet, S, build_store, write_config
+from tests.tui.test_tui_terminal import ROOT, check, db2vtop, env_for
 
 LUN = Fleet().naa(0)  # behind db2prod01's disk
 EVENTS = [  # (seconds into the recording, kind, type, summary, entities); none at 120 s, where a marker is

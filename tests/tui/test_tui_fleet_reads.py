@@ -22,7 +22,7 @@ from db2vtop.tui.screens.stack import StackScreen
 from db2vtop.tui.table import arrange, cell_text
 from db2vtop.tui.timecursor import TimeCursor
 from db2vtop.tui.widgets import TitleBar
-from tests.tui_fixture import STEP_S, T0, Fleet, build_store, write_config
+from tests.infra.tui_fixture import STEP_S, T0, Fleet, build_store, write_config
 
 S = 10**9
 FLEET = Fleet(vms=12, hosts=3, stacks=2, minutes=40)  # chunks of two spans: moments in each, and across

@@ -17,8 +17,8 @@ from db2vtop.tui.screens.local import LocalScreen
 from db2vtop.tui.screens.stack import StackScreen
 from db2vtop.tui.timecursor import TimeCursor
 from db2vtop.tui.widgets import KeyBar
-from tests.test_tui import replay, wait_for
-from tests.tui_fixture import build_store, write_config
+from tests.infra.tui_fixture import build_store, write_config
+from tests.tui.test_tui import replay, wait_for
 
 S = 10**9
 

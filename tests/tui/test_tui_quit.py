@@ -17,7 +17,7 @@ import pytest
 from db2vtop.agent.core.store import Store
 from db2vtop.tui.app import Db2vtopApp
 from db2vtop.tui.timecursor import TimeCursor
-from tests.tui_fixture import Fleet, build_store
+from tests.infra.tui_fixture import Fleet, build_store
 
 ROUNDS = 50
 

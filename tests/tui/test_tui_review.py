@@ -1,5 +1,5 @@
 """The second newcomer review's TUI findings, each as the user met it: the real `db2vtop` in a pty, its screen
-read through a terminal emulator (tests/pty_term.py), at 80x24 unless the finding is about another size.
+read through a terminal emulator (tests/infra/pty_term.py), at 80x24 unless the finding is about another size.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pytest
 
 from db2vtop.agent.core.model import Fact, Sample
 from db2vtop.agent.core.store import Store, store_writer
-from tests.pty_term import Terminal, contrast
-from tests.test_tui_terminal import ROOT, db2vtop, env_for
-from tests.tui_fixture import T0, build_store, write_config
+from tests.infra.pty_term import Terminal, contrast
+from tests.infra.tui_fixture import T0, build_store, write_config
+from tests.tui.test_tui_terminal import ROOT, db2vtop, env_for
 
 S = 10**9
 

@@ -1,4 +1,4 @@
-"""SVG snapshots of every screen from the recorded fleet (tests/tui_fixture.py), with a frozen clock.
+"""SVG snapshots of every screen from the recorded fleet (tests/infra/tui_fixture.py), with a frozen clock.
 
 The cursor is fixed (a paused replay, 15 minutes ending 12:14 UTC: both benchmark
 markers, the 12:03 guest gap, the 12:06-12:09 incident and the 12:10 DB2 reset are in
@@ -19,7 +19,7 @@ from db2vtop.checks.verdict import StackVerdict
 from db2vtop.tui import stack_view
 from db2vtop.tui.app import Db2vtopApp
 from db2vtop.tui.timecursor import TimeCursor
-from tests.tui_fixture import T0, build_store, write_config
+from tests.infra.tui_fixture import T0, build_store, write_config
 
 S = 10**9
 SIZE = (170, 50)

@@ -1,7 +1,7 @@
 """The TUI as a terminal shows it: the real `db2vtop` in a pty, its bytes through a VT emulator (pyte).
 
 `make run` (`db2vtop watch`, this machine, no config) and `db2vtop replay` of the recorded fleet
-(tests/tui_fixture.py) are started at 80x24, 120x40 and 160x45, with 256 colours and with
+(tests/infra/tui_fixture.py) are started at 80x24, 120x40 and 160x45, with 256 colours and with
 truecolor. On the first screen, after every screen switch and in every dialog: no visible
 character is drawn in its own background colour, boxes are whole and nothing is drawn past a
 box that spans the line, and the title, the status line and the key bar are there.
@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from db2vtop.agent.core.model import SELF_MEASUREMENT, Annotation, Sample
-from tests.pty_term import Terminal, broken_boxes, invisible, outside_boxes
-from tests.tui_fixture import STEP_S, T0, Fleet, S, build_store, write_config
+from tests.infra.pty_term import Terminal, broken_boxes, invisible, outside_boxes
+from tests.infra.tui_fixture import STEP_S, T0, Fleet, S, build_store, write_config
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SIZES = [(80, 24), (120, 40), (160, 45)]
 COLOURS = ["256", "truecolor"]
 ESC = "\x1b"

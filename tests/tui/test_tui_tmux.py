@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.tui_fixture import build_store, write_config
+from tests.infra.tui_fixture import build_store, write_config
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is installed by make test-deps")
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_replay_in_a_terminal(tmux, tmp_path):

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from db2vtop.agent.core.influx_source import parse_series_key
+from tests.checks.test_triage_vsphere import LUN, SCENARIO
 from tests.conftest import ROOT, run_cli
 from tests.infra.influxd import VERSIONS, InfluxServer, server
-from tests.test_triage_vsphere import LUN, SCENARIO
-from tests.vsphere_sim import Simulator
+from tests.infra.vsphere_sim import Simulator
 
 
 def scenario(site: str) -> dict:
@@ -161,7 +161,7 @@ async def test_watch_over_influxdb_shows_both_vcenters_on_the_fleet(fleet, tmp_p
     from db2vtop.tui.app import Db2vtopApp
     from db2vtop.tui.screens.fleet import FleetScreen
     from db2vtop.tui.timecursor import TimeCursor
-    from tests.test_tui import wait_for
+    from tests.tui.test_tui import wait_for
 
     _, influx, bucket = fleet
     cfg = load_config(third_machine(tmp_path, influx, bucket)[0])
@@ -192,7 +192,7 @@ async def test_an_influxdb_outage_is_shown_on_screen(tmp_path):
     from db2vtop.agent.config import load_config
     from db2vtop.agent.core.influx_source import InfluxSource
     from db2vtop.tui.app import Db2vtopApp
-    from tests.test_tui import text, wait_for
+    from tests.tui.test_tui import text, wait_for
 
     srv = InfluxServer(tmp_path / "gone")
     cfg = load_config(third_machine(tmp_path, srv, "fleet/autogen")[0])
@@ -268,7 +268,7 @@ def test_the_fleet_over_influxdb_shows_what_it_shows_over_the_store_while_points
     from db2vtop.checks.scales import levels
     from db2vtop.tui.data import Reader, TableState
     from db2vtop.tui.fleet_view import load_fleet
-    from tests.tui_fixture import STEP_S, T0, Fleet, records, steps, write_config
+    from tests.infra.tui_fixture import STEP_S, T0, Fleet, records, steps, write_config
 
     s = 10**9
     if reads == "read whole":

@@ -25,9 +25,9 @@ from db2vtop.agent.core.store import Store
 from db2vtop.checks import figures, topology
 from db2vtop.checks.scales import SCALES, Level, levels, rule_thresholds
 from db2vtop.tui.data import Reader
+from tests.checks.test_verdict import HEALTHY, LUN, STACK, WHERE
 from tests.conftest import ROOT
-from tests.name_scan import level_literals, scan, scan_source
-from tests.test_verdict import HEALTHY, LUN, STACK, WHERE
+from tests.infra.name_scan import level_literals, scan, scan_source
 
 T0 = 1_700_000_000 * 10**9
 S = 10**9

@@ -31,7 +31,7 @@ from db2vtop.agent.core.runs import (
 from db2vtop.agent.core.store import Store, StoreError
 from db2vtop.checks.triage import EVENTS_LISTED
 from tests.conftest import ROOT, run_cli
-from tests.png import count_colour, non_white, read_png
+from tests.infra.png import count_colour, non_white, read_png
 
 S = 10**9
 

@@ -27,7 +27,7 @@ from db2vtop.agent.core.store import Store, StoreError
 from tests.conftest import ROOT, run_cli
 from tests.infra.alertmanager import Alertmanager, WebhookReceiver
 from tests.infra.influxd import wait_for
-from tests.vsphere_sim import Simulator
+from tests.infra.vsphere_sim import Simulator
 
 OUTAGE_S = 60  # how long both receivers are away (the scenario); the waits below are bounded by it
 STEP = 20

@@ -2,7 +2,7 @@
 
 What pages is judged by checks/alerts.py; here the Alerter is handed the alerts of chosen moments (`apply`), so
 the flap guard, the filters, the spool and the restart are checked at exact times. The real Alertmanager and a
-real verdict are in tests/test_alertmanager.py.
+real verdict are in tests/agent/sinks/test_alertmanager.py.
 """
 
 from __future__ import annotations
@@ -246,7 +246,7 @@ def test_a_failing_receiver_is_a_line_of_the_tui_status(tmp_path):
     ('url = "https://am:9093"\ntoken = "s3cret"\n', "alert[0].token", "never written in the config"),
 ])
 def test_config_refuses_a_receiver_that_would_leak_or_cannot_work(tmp_path, text, key, said):
-    from tests.test_config import error_of
+    from tests.agent.test_config import error_of
 
     e = error_of(tmp_path, '[[alert]]\nname = "am"\n' + text)
     assert e.key == key and said in e.problem, e

@@ -1,5 +1,5 @@
-"""The DB2 collector over a real sshd, with a `db2` CLP stand-in (tests/db2clp.py) answering
-from tables printed as IBM documents them (tests/fixtures/db2/<level>/, each naming its page).
+"""The DB2 collector over a real sshd, with a `db2` CLP stand-in (tests/infra/db2clp.py) answering
+from tables printed as IBM documents them (tests/collectors/db2/fixtures/<level>/, each naming its page).
 
 Expected rates are worked out by hand from the fixture values: the server clock moves 10 s
 between the two readings, so every rate is delta / 10.
@@ -27,10 +27,10 @@ from db2vtop.collectors.db2.queries import QUERIES, Db2Error
 from db2vtop.collectors.db2.transport import ClpTransport, DriverTransport, load_driver
 from db2vtop.collectors.ssh import SSHTarget, SSHTimeoutError
 from db2vtop.collectors.ssh.config import SSHConfig
-from tests.db2clp import DbApi, Table, calls, install
-from tests.sshd import SSHServer, free_port
+from tests.infra.db2clp import DbApi, Table, calls, install
+from tests.infra.sshd import SSHServer, free_port
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "db2"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 T0, T1, T2 = "2026-11-22-10.00.00.000000", "2026-11-22-10.00.10.000000", "2026-11-22-10.00.20.000000"
 PASSWORD = "S3cret-pw.4711"
 
@@ -510,7 +510,7 @@ def test_a_missing_driver_is_one_line_of_advice(tmp_path):
 
     The db2vtop namespace is laid out from the source folders by symlinks, as the wheel lays it out.
     """
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[3]
     (tmp_path / "db2vtop").mkdir()
     for folder in ("agent", "collectors"):
         (tmp_path / "db2vtop" / folder).symlink_to(root / folder)

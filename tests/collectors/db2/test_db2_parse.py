@@ -1,5 +1,5 @@
 """The DB2 output parser, the statement allowlist and the CLP session script, without a network:
-CLP output is produced by the same stand-in the sshd tests use (tests/db2clp.py) and then
+CLP output is produced by the same stand-in the sshd tests use (tests/infra/db2clp.py) and then
 fuzzed. Nothing but the collector's own error type may escape."""
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from db2vtop.collectors.db2.metrics import Rates, bufferpool_fields
 from db2vtop.collectors.db2.queries import QUERIES, Db2Error, check_statement
 from db2vtop.collectors.db2.session import Outcome, Session, parse_messages, split_row
 from db2vtop.collectors.db2.transport import DriverTransport
-from tests.db2clp import Clp, DbApi, install
+from tests.infra.db2clp import Clp, DbApi, install
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "db2"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 class _NoSSH:

@@ -1,5 +1,5 @@
 """esxtop over the real sshd with an `esxtop` shim printing batch CSV as VMware documents it
-(tests/esxtop_fixture.py names the documents), the parser's fast and slow paths, and fuzzing."""
+(tests/infra/esxtop_fixture.py names the documents), the parser's fast and slow paths, and fuzzing."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from db2vtop.collectors.esxtop.batch import NUMA, EsxtopFormatError, parse_batch
 from db2vtop.collectors.esxtop.collector import EsxtopCollector
 from db2vtop.collectors.esxtop.config import EsxtopConfig
 from db2vtop.collectors.selfmon import SelfCollector
-from tests.esxtop_fixture import VM, Device, batch_csv, fleet
-from tests.test_guest_remote import Capture, target
+from tests.collectors.guest.test_guest_remote import Capture, target
+from tests.infra.esxtop_fixture import VM, Device, batch_csv, fleet
 
 DB2 = VM("db2prod01", vcpus=8, memory_mb=65536, used_pct=610.0, ready_pct=96.0, costop_pct=4.2,
          max_limited_pct=1.5, swap_wait_pct=0.3, balloon_mb=512, swapped_mb=128, home_nodes="0,1", migrations=7,

@@ -1,5 +1,5 @@
 """The AIX guest over the real sshd, with AIX commands shimmed on the remote PATH (outputs as
-IBM documents them, see tests/aix_shims.py), and fuzzed parsers."""
+IBM documents them, see tests/infra/aix_shims.py), and fuzzed parsers."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from db2vtop.collectors.guest.config import RemoteGuestConfig
 from db2vtop.collectors.guest.remote import RemoteGuestCollector
 from db2vtop.collectors.selfmon import SelfCollector
 from db2vtop.collectors.ssh.bundle import Fetched, Output
-from tests import aix_shims
-from tests.test_guest_remote import Capture, target
+from tests.collectors.guest.test_guest_remote import Capture, target
+from tests.infra import aix_shims
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ from db2vtop.collectors.guest.remote import LinuxPlatform, RemoteGuestCollector
 from db2vtop.collectors.selfmon import SelfCollector
 from db2vtop.collectors.ssh import SSHTarget
 from db2vtop.collectors.ssh.config import SSHConfig
-from tests.sshd import SSHServer
-from tests.test_guest import dd, loop_device  # noqa: F401 - the fixture
+from tests.collectors.guest.test_guest import dd, loop_device  # noqa: F401 - the fixture
+from tests.infra.sshd import SSHServer
 
 
 def target(sshd: SSHServer) -> SSHTarget:

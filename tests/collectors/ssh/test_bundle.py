@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from db2vtop.collectors.ssh import SSHTarget
 from db2vtop.collectors.ssh.bundle import Bundle, BundleError, parse
 from db2vtop.collectors.ssh.config import SSHConfig
-from tests.sshd import SSHServer
+from tests.infra.sshd import SSHServer
 
 
 def target(sshd: SSHServer) -> SSHTarget:

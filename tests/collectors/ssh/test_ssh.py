@@ -12,7 +12,7 @@ import pytest
 
 from db2vtop.collectors.ssh import SSHAuthError, SSHConnectError, SSHError, SSHHostKeyError, SSHTarget, SSHTimeoutError
 from db2vtop.collectors.ssh.config import SSHConfig
-from tests.sshd import SSHServer, free_port
+from tests.infra.sshd import SSHServer, free_port
 
 
 def target(sshd: SSHServer, tmp_path: Path | None = None, **overrides) -> SSHTarget:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sshd import SSHServer
+from tests.infra.sshd import SSHServer
 
 CLUSTERSHELL = Path(__file__).resolve().parent / "clustershell.py"
 

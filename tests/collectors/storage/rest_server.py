@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.http_peer import LocalHTTPServer
+from tests.infra.http_peer import LocalHTTPServer
 
 Route = tuple[int, Any] | Callable[[str, str, dict, Any], tuple[int, Any]]
 

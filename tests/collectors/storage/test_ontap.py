@@ -33,9 +33,9 @@ from db2vtop.collectors.storage.ontap.collector import OntapCollector
 from db2vtop.collectors.storage.ontap.config import OntapConfig
 from db2vtop.collectors.storage.ontap.metrics import Snapshot, instance_key, naa_for_serial, rows, snapshot
 from db2vtop.collectors.storage.ontap.rest import perf_fields
+from tests.collectors.storage.ontap_data import LONG_LUN, T0, t1
+from tests.collectors.storage.rest_server import Memory
 from tests.conftest import run_cli
-from tests.storage.ontap_data import LONG_LUN, T0, t1
-from tests.storage.rest_server import Memory
 
 # Layout of `statistics show -raw` (ONTAP 9 command reference; as captured from clusters in
 # NetApp Harvest's StatPerf test data): wrapped values, arrays, units on latencies.
@@ -104,7 +104,7 @@ def test_naa_is_netapp_prefix_and_serial_in_hex():
 
 
 def _snap(state: dict, at: float) -> Snapshot:
-    from tests.storage.clustershell import render_raw
+    from tests.collectors.storage.clustershell import render_raw
     lines = []
     for obj, insts in state["stats"].items():
         for inst in insts:
@@ -341,7 +341,7 @@ async def test_without_counter_display_the_node_cpu_is_a_clear_error_and_the_res
 @settings(max_examples=300, deadline=None)
 @given(st.integers(0, 2**62))
 def test_scaled_byte_counters_parse_to_bytes(n):
-    from tests.storage.clustershell import scaled
+    from tests.collectors.storage.clustershell import scaled
     assert raw_number(scaled(str(n)), "x") == pytest.approx(n, rel=0.005 / 1.0, abs=0.5)
 
 

@@ -10,7 +10,7 @@ from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.storage.ontap.collector import OntapCollector
 from db2vtop.collectors.storage.ontap.config import OntapConfig
 from db2vtop.collectors.storage.ontap.rest import duration_s
-from tests.storage.rest_server import FakeREST, Memory
+from tests.collectors.storage.rest_server import FakeREST, Memory
 
 
 def metric(iops: dict, latency_us: dict, throughput: dict, status: str = "ok") -> dict:

@@ -19,7 +19,7 @@ from db2vtop.collectors.storage.common import StorageFormatError
 from db2vtop.collectors.storage.powermax import symstat, unisphere
 from db2vtop.collectors.storage.powermax.collector import PowermaxCollector
 from db2vtop.collectors.storage.powermax.config import PowermaxConfig
-from tests.storage.rest_server import FakeREST, Memory
+from tests.collectors.storage.rest_server import FakeREST, Memory
 
 SID = "000197900123"
 

@@ -24,8 +24,8 @@ from db2vtop.collectors.storage.linux.collector import (
     vpd_serial,
 )
 from db2vtop.collectors.storage.linux.config import LinuxStorageConfig
-from tests.test_guest import dd, loop_device  # noqa: F401 - the fixture
-from tests.test_guest_remote import Capture, broken_sh, target  # noqa: F401 - broken_sh is a fixture
+from tests.collectors.guest.test_guest import dd, loop_device  # noqa: F401 - the fixture
+from tests.collectors.guest.test_guest_remote import Capture, broken_sh, target  # noqa: F401 - broken_sh is a fixture
 
 
 def collector(sshd, **cfg) -> LinuxStorageCollector:

@@ -16,7 +16,7 @@ from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.storage.xtremio.api import CLUSTER, naa, name_of, objects, perf_fields
 from db2vtop.collectors.storage.xtremio.collector import XtremioCollector
 from db2vtop.collectors.storage.xtremio.config import XtremioConfig
-from tests.storage.rest_server import FakeREST, Memory
+from tests.collectors.storage.rest_server import FakeREST, Memory
 
 CLUSTERS = {"clusters": [{
     "name": "xbrick1", "iops": "52000", "rd-iops": "40000", "wr-iops": "12000", "rd-bw": "320000",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from db2vtop.collectors.vsphere.events import SUMMARY_MAX, parse_time, to_annotation
 from db2vtop.collectors.vsphere.soapxml import NS, Node
-from tests.vsphere_sim import soap_body
+from tests.infra.vsphere_sim import soap_body
 
 LUN = "naa.60002ac0000000000000000a00021f6b"
 COMMON = ('<key>{key}</key><chainId>{key}</chainId><createdTime>2024-05-01T02:1{key}:05.123456Z</createdTime>'

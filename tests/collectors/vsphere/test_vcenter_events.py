@@ -32,7 +32,7 @@ from db2vtop.collectors.vsphere.config import VCenterConfig
 from db2vtop.collectors.vsphere.events import CYCLE_PAGES, PAGE
 from tests.conftest import ROOT, run_cli
 from tests.infra.influxd import InfluxServer
-from tests.vsphere_sim import Simulator
+from tests.infra.vsphere_sim import Simulator
 
 LUN = "naa.600a098038303054"
 HOUR = 180  # vCenter's realtime hour, in 20 s samples

@@ -21,7 +21,7 @@ from db2vtop.tui.screens.fleet import FleetScreen
 from db2vtop.tui.screens.stack import StackScreen
 from db2vtop.tui.timecursor import TimeCursor
 from tests.conftest import run_cli
-from tests.vsphere_sim import Simulator
+from tests.infra.vsphere_sim import Simulator
 
 READY_MS = {"vc-prod": 12000, "vc-dr": 400}  # per 20 s over 4 vCPUs: 15 % and 0.5 % per vCPU
 S = 10**9

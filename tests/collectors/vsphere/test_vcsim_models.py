@@ -1,4 +1,4 @@
-"""db2vtop against govmomi's own simulator models, unpatched (tests/vcsim-models): simulator.VPX(), a vCenter, and
+"""db2vtop against govmomi's own simulator models, unpatched (tests/infra/vcsim-models): simulator.VPX(), a vCenter, and
 simulator.ESX(), a standalone ESXi host, with the storage data govmomi captured from real hosts. No scenario of ours
 shaped them. `agent --once`, `query`, `triage` and `stacks` name every VM, host, datastore and LUN exactly as the
 API names them (read here with pyvmomi, not with db2vtop's parser), the hosts' LUN facts are complete, and the MPIO
@@ -18,7 +18,7 @@ from db2vtop.agent.core.store import Store
 from db2vtop.checks.rule import FactIndex
 from db2vtop.checks.rules.vsphere import HbaQueueDepth, MultipathRoundRobin, RedundantPaths
 from tests.conftest import run_cli
-from tests.vsphere_sim import Model
+from tests.infra.vsphere_sim import Model
 
 ENV = {"VC1_PASSWORD": "anything"}
 

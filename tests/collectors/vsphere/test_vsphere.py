@@ -1,4 +1,4 @@
-"""The vSphere collector against the Go scenario simulator (tests/vsphere-sim, govmomi).
+"""The vSphere collector against the Go scenario simulator (tests/infra/vsphere-sim, govmomi).
 
 Each condition of the scenario below is collected and compared with values worked out by
 hand from the scenario's raw vCenter units (KB, ms per 20 s sample, hundredths of a %).
@@ -43,7 +43,7 @@ from db2vtop.collectors.vsphere.inventory import parse_objects
 from db2vtop.collectors.vsphere.perf import RETURNVAL, CounterIds, Spec, chunk, entity_result
 from db2vtop.collectors.vsphere.soapxml import Ref
 from tests.conftest import ROOT, run_cli
-from tests.vsphere_sim import Answer, Simulator, soap_body
+from tests.infra.vsphere_sim import Answer, Simulator, soap_body
 
 GiB, MiB = 2**30, 2**20
 REALTIME = frozenset(BY_GROUP.values())  # QueryPerf's measurements (not quickStats', nor vCenter's clock)

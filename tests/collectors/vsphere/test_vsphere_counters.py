@@ -9,7 +9,7 @@ from pathlib import Path
 
 from db2vtop.collectors.vsphere.counters import HOST_COUNTERS, MEASUREMENTS, VM_COUNTERS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 READERS = ("checks", "tui")
 
 

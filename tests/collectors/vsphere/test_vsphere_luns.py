@@ -1,5 +1,5 @@
 """A LUN is named as the host names it: scsiLun's canonical name (naa./eui./mpx.), joined to multipathInfo's logical
-unit by `lun == key`; the logical unit's id (the SCSI UUID on every real host, and in tests/vsphere-sim as in
+unit by `lun == key`; the logical unit's id (the SCSI UUID on every real host, and in tests/infra/vsphere-sim as in
 govmomi's captured ESX data) is only an attribute. Facts, perf tags, RDMs, the MPIO and queue-depth rules and the
 stack resolver all use the canonical name. What the host says is read here with pyvmomi, not with db2vtop's parser."""
 
@@ -23,7 +23,7 @@ from db2vtop.collectors.vsphere.collector import VSphereCollector
 from db2vtop.collectors.vsphere.config import VCenterConfig
 from db2vtop.collectors.vsphere.facts import host_luns
 from db2vtop.collectors.vsphere.inventory import parse_objects
-from tests.vsphere_sim import Simulator, soap_body
+from tests.infra.vsphere_sim import Simulator, soap_body
 
 NMP_RR = "naa.600a098038303053000000000000b001"     # datastore ds_a, mounted by both hosts
 NMP_FIXED = "naa.600a098038303053000000000000b002"  # datastore ds_b, mounted by esx01 only
@@ -110,7 +110,7 @@ def host_fact(facts, host: str) -> dict:
 
 
 def test_the_simulator_names_devices_as_real_hosts_do(sim):
-    """tests/vsphere-sim is no friendlier than VMware's data: the logical unit's id is the SCSI UUID, never the
+    """tests/infra/vsphere-sim is no friendlier than VMware's data: the logical unit's id is the SCSI UUID, never the
     canonical name."""
     api = as_the_api_says(sim.url)
     for luns in api.values():

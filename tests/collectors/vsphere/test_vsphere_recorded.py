@@ -1,5 +1,6 @@
-"""Answers recorded against real vCenters (5.5, 6.0, 6.5, 6.7, 8.0.3; tests/fixtures/vsphere, from pyvmomi's test
-cassettes) through db2vtop's parser: the VM, host, datastore and LUN facts built from them equal what the XML says.
+"""Answers recorded against real vCenters (5.5, 6.0, 6.5, 6.7, 8.0.3; tests/collectors/vsphere/fixtures, from
+pyvmomi's test cassettes) through db2vtop's parser: the VM, host, datastore and LUN facts built from them equal
+what the XML says.
 The expected values are read from the XML here with plain ElementTree paths, not with db2vtop's parser; the
 recorded wholes (`config`, `summary`, ...) are taken apart into the paths db2vtop asks for, as vCenter answers a
 path with that part of the whole."""
@@ -25,9 +26,9 @@ from db2vtop.collectors.vsphere.inventory import (
     vms_from,
 )
 from db2vtop.collectors.vsphere.soapxml import NS, Node, Ref, value
-from tests.vsphere_sim import soap_body
+from tests.infra.vsphere_sim import soap_body
 
-FIXTURES = Path(__file__).parent / "fixtures" / "vsphere"
+FIXTURES = Path(__file__).parent / "fixtures"
 XSI = "{http://www.w3.org/2001/XMLSchema-instance}type"
 #: version -> (host, datastore, VM) recorded whole; 5.5's recordings hold VMs only
 INVENTORY = {"5.5": (None, None, "vm-722"), "6.7": ("host-14", "datastore-15", "vm-127"),
