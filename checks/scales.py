@@ -1,7 +1,7 @@
 """The levels the TUI colours by and the verdict judges with: each scale names the thresholds of a rule
 it is read from, after the user's `[checks.RULE]` overrides (checks/thresholds.py makes them): an
 override that moves a finding also recolours the screen and moves the verdict. No level is written
-anywhere else (tests/test_read_model.py looks for one).
+anywhere else (tests/agent/core/test_read_model.py looks for one).
 
 `Levels` is a value: the app has it made once from its config and hands it down to every view."""
 
