@@ -30,6 +30,7 @@ from db2vtop.agent.sinks.spool import SpoolError
 from db2vtop.checks.engine import Engine
 from db2vtop.checks.runner import CheckRunner, build_engine
 from db2vtop.collectors.base import BaseCollector
+from db2vtop.collectors.capabilities import KeepsHistory, Resumes, ResumesLog
 
 if TYPE_CHECKING:  # the sink's modules (line protocol, the InfluxDB reader) only with [influxdb]: build_sink
     from db2vtop.agent.sinks.alerts import Alerter
@@ -83,7 +84,8 @@ class Pipeline:
         collectors = build_collectors(self.cfg, self.writer.path, self.sinks, self.alerter)
         needed, fields = engine.history_samples(), engine.history_fields()
         for c in collectors:
-            c.history_samples, c.history_fields = needed, fields
+            if isinstance(c, KeepsHistory):  # its first cycle reaches back as far as the live rules need
+                c.history_samples, c.history_fields = needed, fields
         self.writer.call(lambda store: self._resume(store, collectors, engine))
         self.runtime = Runtime(collectors, [self.writer, self.checks, *self.outputs], fact_check(self.cfg),
                                self.supervisor, self.cfg.store.max_clock_skew)
@@ -104,7 +106,8 @@ class Pipeline:
 
         # what a collector hands on again itself in its first cycle (vCenter's realtime hour) is not read twice;
         # one that resumes after the samples the store holds hands on none of them again: they are read here
-        again = {m for c in collectors if c.history_samples > 1 and not c.resume_marks(newest) for m in c.reaches_back}
+        again = {m for c in collectors if isinstance(c, KeepsHistory) and c.history_samples > 1
+                 and not c.resume_marks(newest) for m in c.reaches_back}
         measurements = sorted(engine.live_measurements() & set(store.measurements()) - again)
         fields = engine.history_fields()
         path = store.path
@@ -121,14 +124,14 @@ class Pipeline:
 
         self.checks.resume(store, facts, history)
         for c in collectors:
-            if c.resumes:
+            if isinstance(c, Resumes) and c.resumes:
                 c.resume([f for f in facts if f.kind in c.resumes])
         # a log read on after the newest stored (vCenter's events): what the store would accept, no older
-        logs = sorted({k for c in collectors for k in c.resumes_after})
+        readers = [c for c in collectors if isinstance(c, ResumesLog) and c.resumes_after]
+        logs = sorted({k for c in readers for k in c.resumes_after})
         stored = store.annotations_of(logs, now - int(self.cfg.store.max_clock_skew * 1e9), now) if logs else []
-        for c in collectors:
-            if c.resumes_after:
-                c.resume_annotations([a for a in stored if a.event in c.resumes_after])
+        for c in readers:
+            c.resume_annotations([a for a in stored if a.event in c.resumes_after])
 
     def reload(self, new: Config, engine: Engine) -> None:
         """Apply a re-read config: collectors and checks anew, the sink only if [influxdb] changed
