@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from db2vtop.agent.assemble import build_alerter, build_collectors, build_sink, fact_check
 from db2vtop.agent.core.clock import CLOCK
@@ -37,6 +37,8 @@ if TYPE_CHECKING:  # the sink's modules (line protocol, the InfluxDB reader) onl
     from db2vtop.agent.sinks.influx import InfluxSink
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: the most of the store's history the check engine starts from
 HISTORY_MAX_S = 3600.0
@@ -156,13 +158,8 @@ class Pipeline:
         if new.influxdb and old and new.influxdb.spool_dir != old.spool_dir:
             log.warning("reload: spool_dir changed; points spooled in %s are sent after a restart with the old "
                         "spool_dir", old.spool_dir)
-        try:
-            self.sink = build_sink(new, self.writer.path, self.supervisor)
-            return new
-        except (SpoolError, OSError) as e:
-            log.error("reload: InfluxDB sink: %s; keeping the previous [influxdb]", e)
-            self.sink = build_sink(self.cfg, self.writer.path, self.supervisor)
-            return replace(new, influxdb=old)
+        self.sink, new = self._rebuilt(build_sink, new, "InfluxDB sink", "[influxdb]", replace(new, influxdb=old))
+        return new
 
     def _reload_alerter(self, new: Config) -> Config:
         """The alerts anew from the new config: what each receiver waits for stays in its spool, and the
@@ -170,13 +167,19 @@ class Pipeline:
         if self.alerter is not None:
             self.alerter.close(timeout=0)
             self.alerter = None
+        self.alerter, new = self._rebuilt(build_alerter, new, "alerts", "[[alert]] sections",
+                                          replace(new, alert=self.cfg.alert, alerting=self.cfg.alerting))
+        return new
+
+    def _rebuilt(self, build: Callable[[Config, Path, Supervisor], T], new: Config, what: str, sections: str,
+                 previous: Config) -> tuple[T, Config]:
+        """What `build` makes of the new config, or, when that fails (its spool cannot be opened), of the one
+        before, said in the log: the config then goes on as `previous` (the new one with the old `sections`)."""
         try:
-            self.alerter = build_alerter(new, self.writer.path, self.supervisor)
-            return new
+            return build(new, self.writer.path, self.supervisor), new
         except (SpoolError, OSError) as e:
-            log.error("reload: alerts: %s; keeping the previous [[alert]] sections", e)
-            self.alerter = build_alerter(self.cfg, self.writer.path, self.supervisor)
-            return replace(new, alert=self.cfg.alert, alerting=self.cfg.alerting)
+            log.error("reload: %s: %s; keeping the previous %s", what, e, sections)
+            return build(self.cfg, self.writer.path, self.supervisor), previous
 
     def close(self, deliver: bool = True) -> None:
         """Everything flushed; `deliver`: the sink's and the alert receivers' backlogs get their flush_timeout to
