@@ -171,8 +171,8 @@ class Pipeline:
                                           replace(new, alert=self.cfg.alert, alerting=self.cfg.alerting))
         return new
 
-    def _rebuilt(self, build: Callable[[Config, Path, Supervisor], T], new: Config, what: str, sections: str,
-                 previous: Config) -> tuple[T, Config]:
+    def _rebuilt(self, build: Callable[[CoreConfig, Path, Supervisor], T], new: CoreConfig, what: str, sections: str,
+                 previous: CoreConfig) -> tuple[T, CoreConfig]:
         """What `build` makes of the new config, or, when that fails (its spool cannot be opened), of the one
         before, said in the log: the config then goes on as `previous` (the new one with the old `sections`)."""
         try:
