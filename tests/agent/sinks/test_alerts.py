@@ -246,7 +246,7 @@ def test_a_failing_receiver_is_a_line_of_the_tui_status(tmp_path):
     ('url = "https://am:9093"\ntoken = "s3cret"\n', "alert[0].token", "never written in the config"),
 ])
 def test_config_refuses_a_receiver_that_would_leak_or_cannot_work(tmp_path, text, key, said):
-    from tests.agent.test_config import error_of
+    from tests.infra.configs import error_of
 
     e = error_of(tmp_path, '[[alert]]\nname = "am"\n' + text)
     assert e.key == key and said in e.problem, e
