@@ -268,3 +268,19 @@ def test_the_fleets_finding_column_takes_the_room_of_a_wide_terminal(tmp_path, f
         assert "cpu-re…" not in screen
     finally:
         term.close()
+
+
+def test_the_findings_detail_fills_its_pane_at_80x24(tmp_path, fleet):
+    """The Findings screen's detail stopped after its first lines (a rule meant for the Stack screen's panel table,
+    which shares its id, held it to 45 % of its pane): its evidence, why and fix were cut off above empty rows."""
+    term = replay(tmp_path, fleet)
+    try:
+        term.send("3")
+        screen = term.wait(lambda s: "─ Detail ─" in s and "CPU ready 12.9% per vCPU" in s, 20, "the Findings screen")
+        lines = screen.splitlines()
+        top = next(i for i, line in enumerate(lines) if "─ Detail ─" in line)
+        pane = "\n".join(lines[top:])
+        for word in ("evidence", "why", "fix"):
+            assert f"│ {word} " in pane, pane
+    finally:
+        term.close()
