@@ -282,5 +282,28 @@ def test_the_findings_detail_fills_its_pane_at_80x24(tmp_path, fleet):
         pane = "\n".join(lines[top:])
         for word in ("evidence", "why", "fix"):
             assert f"│ {word} " in pane, pane
+        # the rest scrolls: its bar against the pane's border, its track drawn (a thumb alone was a stray ▅▅ in
+        # the text)
+        cells = {(c.x, c.y): c for c in term.cells()}
+        inside = range(top + 1, next(i for i in range(top + 1, 24) if lines[i].startswith("╰")))
+        bar = [cells[(78, y)] for y in inside]
+        assert all(c.bg != cells[(1, c.y)].bg or c.char.strip() for c in bar), [(c.y, c.char, c.fg, c.bg) for c in bar]
+        assert not [cells[(x, y)] for x in (76, 77) for y in inside if cells[(x, y)].char in "▁▂▃▄▅▆▇█"], pane
+    finally:
+        term.close()
+
+
+def test_the_findings_table_names_each_subject_first_at_80x24(tmp_path, fleet):
+    """F13: the subject column listed the subject's tags in their stored order (`vcenter=vc1…`, `aspect=devi…`),
+    cut at 80 columns before the VM or host it is about, and the summary beside it is shown without that name:
+    nothing on the row said which VM. It names the subject as the summary does (`app0004`, `esx01.lab naa.…`)."""
+    term = replay(tmp_path, fleet)
+    try:
+        term.send("3")
+        screen = term.wait(lambda s: "─ Detail ─" in s and "CPU ready 12.9% per vCPU" in s, 20, "the Findings screen")
+        rows = [line for line in screen.splitlines() if line.startswith(("CRIT ", "WARN "))]
+        ready = next(line for line in rows if "cpu-ready" in line)
+        assert " app0004 " in ready, screen
+        assert not any("vcenter=" in line for line in rows), screen
     finally:
         term.close()
