@@ -307,3 +307,20 @@ def test_the_findings_table_names_each_subject_first_at_80x24(tmp_path, fleet):
         assert not any("vcenter=" in line for line in rows), screen
     finally:
         term.close()
+
+
+def test_goto_outside_the_recording_says_where_it_landed_at_80x24(tmp_path, fleet):
+    """F22: `:goto 23:59` at 20:06 landed on the newest moment, paused, without a word (and a time before the
+    recording on its start): the key bar says the time asked for is outside and where the cursor is."""
+    term = replay(tmp_path, fleet)
+    try:
+        command(term, "goto 12:10\r")  # inside: no word
+        screen = term.wait_for("12:10:00 · paused", 10)
+        assert "sample: at" not in screen, screen
+        command(term, "goto 23:59\r")
+        screen = term.wait_for("23:59 is after the newest sample: at 12:14:40", 10)
+        assert "12:14:40 · paused" in screen, screen
+        command(term, "goto 11:00\r")
+        term.wait_for("11:00 is before the first sample: at 12:", 10)
+    finally:
+        term.close()

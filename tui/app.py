@@ -779,7 +779,13 @@ class Db2vtopApp(App):
 
     def _cmd_goto(self, arg: str) -> None:
         self._learn_start()  # a time before the recording lands on its start
-        self.cursor.goto(self._parse_time(arg), self.clock())
+        wanted = self._parse_time(arg)
+        self.cursor.goto(wanted, self.clock())
+        landed = self.cursor.end(self.clock())
+        if landed != wanted:  # said, not silent: `:goto 23:59` at 20:06 landed on now without a word
+            at = datetime.fromtimestamp(landed / 1e9).strftime("%H:%M:%S")
+            self.notify(f"{arg} is after the newest sample: at {at}" if wanted > landed else
+                        f"{arg} is before the first sample: at {at}, the start", severity="warning")
         self.reload()
 
     def _cmd_speed(self, arg: str) -> None:
