@@ -324,3 +324,19 @@ def test_goto_outside_the_recording_says_where_it_landed_at_80x24(tmp_path, flee
         term.wait_for("11:00 is before the first sample: at 12:", 10)
     finally:
         term.close()
+
+
+def test_a_replay_says_when_it_reaches_the_end_at_80x24(tmp_path, fleet):
+    """A replay played to its end stopped there, paused, without a word: the key bar says it, and how to play it
+    again."""
+    term = replay(tmp_path, fleet)
+    try:
+        command(term, "goto 12:14:00\r")
+        term.wait_for("12:14:00 · paused", 10)
+        term.send(">")
+        term.wait_for("replay at 10×", 10)
+        term.send(" ")
+        screen = term.wait_for("end of the recording at 12:14:40: space plays it again from the start", 20)
+        assert "12:14:40 · paused" in screen, screen
+    finally:
+        term.close()

@@ -241,10 +241,15 @@ class Db2vtopApp(App):
         if self.closing:
             return
         now = time.monotonic()
+        playing = self.cursor.playing
         self.cursor.advance(now - self._last_tick, self.clock())
         self._last_tick = now
+        ended = playing and not self.cursor.playing  # a replay reached its end: said, and its last frame drawn
+        if ended:
+            at = datetime.fromtimestamp(self.cursor.end(self.clock()) / 1e9).strftime("%H:%M:%S")
+            self.notify(f"end of the recording at {at}: space plays it again from the start")
         news = now - self._agent_checked >= AGENT_CHECK_S and self._watch_agent()  # shown by a load
-        if news or self.cursor.live or self.cursor.playing:
+        if news or ended or self.cursor.live or self.cursor.playing:
             self.reload()
         else:
             self._title()
