@@ -476,7 +476,7 @@ def infer_stacks(cfg: CoreConfig, source: Source) -> list[Inferred]:
         taken.add(name)
         found = Inferred(StackConfig(name=name, vm=vm, vcenter=vcenter), "vcenter", {"vm": f"vCenter {vcenter}"})
         _match_guest(targets, f, found)
-        _match_storage(f, array_luns, found)
+        _match_storage(f, array_luns, found, bool(cfg.storage))
         out.append(found)
     out += _db2_stacks(cfg, view, out, taken)
     held = {s.stack.guest for s in out if s.stack.guest}
@@ -582,15 +582,18 @@ def _match_guest(targets: _Targets, vm: Fact, found: Inferred) -> None:
         found.unmatched["db2"] = f"no [[db2]] runs on [[ssh]] {ssh.name}"
 
 
-def _match_storage(vm: Fact, array_luns: dict[str, str], found: Inferred) -> None:
+def _match_storage(vm: Fact, array_luns: dict[str, str], found: Inferred, configured: bool) -> None:
     luns = {lun_name(str(lun)) for d in vm.data.get("disks") or () for lun in d.get("luns") or ()}
     arrays = sorted({array_luns[lun] for lun in luns if lun in array_luns})
     if arrays:
         found.stack = replace(found.stack, storage=arrays)
         found.matched["storage"] = f"{plural(len(luns), 'LUN')} behind the VM's disks found on " + ", ".join(arrays)
+    elif not luns:
+        found.unmatched["storage"] = "the VM's disks have no LUN (NFS or not reported)"
+    elif not configured and not array_luns:  # nothing to match against: say so, not that no array has them
+        found.unmatched["storage"] = "no [[storage]] array configured to match the LUNs behind the VM's disks"
     else:
-        found.unmatched["storage"] = ("no array reports the LUNs behind the VM's disks" if luns else
-                                      "the VM's disks have no LUN (NFS or not reported)")
+        found.unmatched["storage"] = "no array reports the LUNs behind the VM's disks"
 
 
 def db2_vm_selector(cfg: CoreConfig) -> Callable[[Fact], bool] | None:

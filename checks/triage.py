@@ -248,7 +248,8 @@ def headline(r: TriageResult) -> str:
     parts = [f"{counts['critical']} critical, {counts['warning']} warning open"]
     failed = r.failed_sources
     if failed:
-        (k, v), more = next(iter(failed.items())), len(failed) - 1
+        # a collector's failure first: the store missing is what `triage -c` meets before any agent ran
+        (k, v), more = min(failed.items(), key=lambda kv: kv[0] == "store"), len(failed) - 1
         down = f"source {k} could not be read ({v.removeprefix('error: ')})" + (f" (and {more} more)" if more else "")
         if status == "UNKNOWN":
             parts.insert(0, down + "; what it would show is not judged")
