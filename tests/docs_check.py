@@ -285,6 +285,20 @@ def check_figures(problems: list[str], write: bool = False) -> None:
                      "checks/report.py FIGURES")
 
 
+CHECKS_DOC = ROOT / "docs" / "checks.md"
+CATALOG_BEGIN = "<!-- generated from checks/catalog.json by `python -m tests.docs_check --write`; do not edit -->"
+
+
+def check_catalog_counts(problems: list[str], write: bool = False) -> None:
+    """docs/checks.md's count of the catalog's practices and baselines is the catalog's: adding a rule for a new
+    practice touches its class and its catalog entry, and this number follows (`--write`)."""
+    from db2vtop.checks.catalog import baselines, practices
+
+    _generated_block(problems, write, CHECKS_DOC, CATALOG_BEGIN,
+                     f"It holds {len(practices())} practices and {len(baselines())} DB2 configuration baselines.",
+                     "catalog count", "checks/catalog.json")
+
+
 def main() -> int:
     problems: list[str] = []
     check_sources_table(problems, write="--write" in sys.argv[1:])  # first: check_config reads the table
@@ -293,6 +307,7 @@ def main() -> int:
     check_examples(problems)
     check_measurements(problems, write="--write" in sys.argv[1:])
     check_figures(problems, write="--write" in sys.argv[1:])
+    check_catalog_counts(problems, write="--write" in sys.argv[1:])
     grafana_rules.check(problems, write="--write" in sys.argv[1:])
     for p in problems:
         print(p)

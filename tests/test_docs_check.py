@@ -39,3 +39,17 @@ def test_a_stale_field_table_is_reported_and_rewritten(tmp_path, monkeypatch):
                         "run `python -m tests.docs_check --write`"]
     docs_check.check_measurements(problems := [], write=True)
     assert problems == [] and "| `steal_pct` |" in copy.read_text()
+
+
+def test_a_stale_catalog_count_is_reported_and_rewritten(tmp_path, monkeypatch):
+    doc = tmp_path / "checks.md"
+    real = docs_check.CHECKS_DOC.read_text()
+    assert "practices and" in real
+    doc.write_text(real.replace(" practices and", "0 practices and"))  # 129 -> 1290
+    monkeypatch.setattr(docs_check, "ROOT", tmp_path)
+    monkeypatch.setattr(docs_check, "CHECKS_DOC", doc)
+    docs_check.check_catalog_counts(problems := [])
+    assert problems == ["checks.md: the catalog count tables differ from checks/catalog.json; "
+                        "run `python -m tests.docs_check --write`"]
+    docs_check.check_catalog_counts(problems := [], write=True)
+    assert problems == [] and doc.read_text() == real

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import re
+from importlib.resources import files
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,6 +19,17 @@ from db2vtop.checks.engine import Engine, validate_overrides
 from db2vtop.checks.rules import all_rules
 from db2vtop.checks.rules.guest import GuestIOLatency, GuestSwapZero, PartitionAlignment
 from db2vtop.checks.rules.vsphere import CpuLimitConfigured, EagerZeroed, NicVmxnet3
+
+#: practices.md, which catalog.json is made from; it lives beside the repository, not in it (skipped if absent)
+REFERENCE = Path(os.environ.get("DB2VTOP_PRACTICES", "/work/shared/reference/practices.md"))
+
+
+def reference_ids(start: str, end: str) -> set[str]:
+    """The ids in the first column of practices.md's tables between two headings."""
+    text = REFERENCE.read_text(encoding="utf-8")
+    part = text[text.index(start):text.index(end)]
+    return set(re.findall(r"^\| `([a-z0-9-]+)` \|", part, re.M))
+
 
 S = 20 * 10**9
 T0 = 1_700_000_000 * 10**9
@@ -32,7 +49,13 @@ def run(engine: Engine, values: list[float]) -> list:
 
 
 def test_catalog_has_every_practice_and_baseline():
-    assert len(practices()) == 129 and len(baselines()) == 133
+    doc = json.loads(files("db2vtop.checks").joinpath("catalog.json").read_text(encoding="utf-8"))
+    assert len(practices()) == len(doc["rules"]) > 0  # one practice per row: no id given twice, none dropped
+    rows = [(scope, row["id"]) for scope, scoped in doc["db2_cfg_profiles"].items() for row in scoped]
+    assert [(b.scope, b.id) for b in baselines()] == rows and len(set(rows)) == len(rows) > 0
+    if REFERENCE.exists():  # the reference the catalog is made from (outside the repository)
+        assert set(practices()) == reference_ids("### 1.1 ", "### 1.11 "), "catalog.json != practices.md §1.1-1.10"
+        assert {b.id for b in baselines()} == reference_ids("### 1.11 ", "## 2. "), "baselines != practices.md §1.11"
     ref = practices()["balloon-zero"].references[0]
     assert ref.startswith("NetApp WP-7109") and "§5.4" in ref
     assert {r.id for r in all_rules()} - set(practices()) == {"db2-cfg-drift", "stack-verdict"}  # not catalog rows
