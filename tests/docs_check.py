@@ -252,13 +252,14 @@ def _generated_block(problems: list[str], write: bool, path: Path, begin_marker:
 
 
 RUNS_DOC = ROOT / "docs" / "runs.md"
-FIGURES_BEGIN = "<!-- generated from checks/report.py FIGURES by `python -m tests.docs_check --write`; do not edit -->"
+FIGURES_BEGIN = ("<!-- generated from checks/figures.py (its figures marked `report`) by `python -m tests.docs_check "
+                 "--write`; do not edit -->")
 
 
 def figures_markdown() -> str:
     """The report's figures, per layer, as docs/runs.md lists them."""
     from db2vtop.checks.figures import LAYER_TITLES, LAYERS
-    from db2vtop.checks.report import FIGURES
+    from db2vtop.checks.figures import REPORTED as FIGURES
 
     out = []
     for layer in LAYERS:
@@ -275,14 +276,14 @@ def figures_markdown() -> str:
 def check_figures(problems: list[str], write: bool = False) -> None:
     """Every figure of the report is a declared field of a declared measurement, and docs/runs.md
     lists them as the code has them."""
-    from db2vtop.checks.report import FIGURES
+    from db2vtop.checks.figures import REPORTED as FIGURES
 
     declared = {m.name: {f.name: f.type for f in m.fields} for ms in measurement_catalog().values() for m in ms}
     for f in FIGURES:
         if declared.get(f.measurement, {}).get(f.field) != "number":
-            problems.append(f"checks/report.py: figure {f.id} is not a declared number field (agent/core/schema.py)")
+            problems.append(f"checks/figures.py: figure {f.id} is not a declared number field (agent/core/schema.py)")
     _generated_block(problems, write, RUNS_DOC, FIGURES_BEGIN, figures_markdown(), "figure",
-                     "checks/report.py FIGURES")
+                     "checks/figures.py")
 
 
 CHECKS_DOC = ROOT / "docs" / "checks.md"
@@ -299,6 +300,149 @@ def check_catalog_counts(problems: list[str], write: bool = False) -> None:
                      "catalog count", "checks/catalog.json")
 
 
+ARCH_DOC = ROOT / "docs" / "architecture.md"
+HOWTO = "## How to add a source, a rule or a screen"
+
+
+def howto_parts(text: str) -> dict[str, tuple[str, list[str], str]]:
+    """docs/architecture.md's how-to section: kind ("source", "rule", "screen") -> (its heading's count words,
+    its bullets, the prose after them)."""
+    _, found, rest = text.partition(HOWTO)
+    parts: dict[str, tuple[str, list[str], str]] = {}
+    for block in rest.split("\n## ")[0].split("\n### ")[1:] if found else []:
+        heading, _, body = block.partition("\n")
+        kind, _, count = heading.removeprefix("A ").partition(": ")
+        bullets = re.split(r"\n(?=- )", body.strip().split("\n\n")[0])
+        parts[kind] = (count, [" ".join(b.split()) for b in bullets if b.startswith("- ")],
+                       " ".join(body.strip().split("\n\n", 1)[1:]))
+    return parts
+
+
+def _lead(bullet: str) -> str:
+    return CODE.search(bullet).group(1) if CODE.search(bullet) else ""
+
+
+def _rel(module: typing.Any) -> str:
+    return Path(module.__file__).resolve().relative_to(ROOT).as_posix()
+
+
+def _named_in(folders: tuple[str, ...], pattern: re.Pattern[str]) -> Iterator[tuple[str, str]]:
+    """(file, match) for each match of `pattern` in the product's .py files under `folders`."""
+    for folder in folders:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for m in pattern.findall(path.read_text(encoding="utf-8")):
+                yield path.relative_to(ROOT).as_posix(), m
+
+
+def _check_count(problems: list[str], kind: str, count: str, bullets: list[str]) -> None:
+    n = re.match(r"(\d+) files?$", count)
+    if n and int(n.group(1)) != len(bullets):
+        problems.append(f"docs/architecture.md: a {kind} says {count} but lists {len(bullets)}")
+
+
+def _check_paths(problems: list[str], kind: str, bullets: list[str], code: set[str]) -> None:
+    named = {_lead(b) for b in bullets}
+    if named != code:
+        problems.append(f"docs/architecture.md: a {kind} touches {sorted(code)} in the code, "
+                        f"the section lists {sorted(named)}")
+
+
+def check_source_howto(problems: list[str], count: str, bullets: list[str], prose: str) -> None:
+    """A source is its package plus one line of collectors/registry.py's INPUTS; outside collectors/ nothing
+    names a source's package but what the section excepts."""
+    from db2vtop.collectors import registry
+    from db2vtop.collectors.registry import INPUTS
+
+    _check_paths(problems, "source", bullets, {"collectors/<source>/", _rel(registry)})
+    lines = Path(registry.__file__).read_text(encoding="utf-8").partition("INPUTS")[2].splitlines()
+    for i in INPUTS:
+        module = sys.modules[i.package]
+        names = [n for n, v in vars(module).items() if v is i]
+        at = [line for line in lines if any(re.search(rf"\b{i.package.rsplit('.', 1)[1]}\.{n}\b", line)
+                                            for n in names)]
+        if len(at) != 1:
+            problems.append(f"collectors/registry.py: {i.package} is in {len(at)} lines of INPUTS, not 1")
+    if not re.match(r"its package, and (\d+) line in the registry$", count):
+        problems.append(f"docs/architecture.md: a source's heading is {count!r}")
+    packages = {i.package.split(".")[2] for i in INPUTS}
+    files = set(CODE.findall(bullets[0] if bullets else "")) - {"collectors/<source>/"}
+    folders = [ROOT.joinpath("collectors", *i.package.split(".")[2:]) for i in INPUTS]
+    have = {f for folder in folders for f in files  # a file the [[storage]] vendors share sits one folder up
+            if any((d / f).exists() for d in (folder, *folder.parents) if d.is_relative_to(ROOT / "collectors"))}
+    for f in sorted({f for f in files if re.fullmatch(r"[\w.]+\.(py|toml|md)", f)} - have):
+        problems.append(f"docs/architecture.md: a source's `{f}` is in no registered source's package")
+    excepted = {p for p in CODE.findall(prose) if p.endswith(".py")}
+    pattern = re.compile(rf"db2vtop\.collectors\.({'|'.join(packages)})\b|"
+                         rf"from db2vtop\.collectors import .*\b({'|'.join(packages)})\b")
+    for path, m in _named_in(("agent", "checks", "tui"), pattern):
+        if path not in excepted:
+            problems.append(f"{path}: names the source package {''.join(m)} (only the registry should)")
+
+
+def check_rule_howto(problems: list[str], count: str, bullets: list[str], prose: str) -> None:
+    """A rule is its class in checks/rules/<layer>.py's RULES and its catalog entry; no other product module
+    writes its id but those the section names."""
+    import importlib
+    import inspect
+
+    from db2vtop.checks import catalog, rules
+    from db2vtop.checks.rule import Rule
+
+    _check_count(problems, "rule", count, bullets)
+    _check_paths(problems, "rule", bullets, {"checks/rules/<layer>.py",
+                                             (Path(catalog.__file__).parent / "catalog.json").relative_to(ROOT)
+                                             .as_posix()})
+    ids: set[str] = set()
+    for info in sorted((ROOT / "checks" / "rules").glob("[!_]*.py")):
+        module = importlib.import_module(f"db2vtop.checks.rules.{info.stem}")
+        listed = {type(r) for r in getattr(module, "RULES", [])}
+        ids |= {r.id for r in getattr(module, "RULES", [])}
+        for name, cls in vars(module).items():
+            if (inspect.isclass(cls) and issubclass(cls, Rule) and cls.__module__ == module.__name__
+                    and not name.startswith("_") and getattr(cls, "id", None) and cls not in listed):
+                problems.append(f"checks/rules/{info.stem}.py: rule {name} is not in the module's RULES")
+    for r in rules.all_rules():
+        if r.id not in catalog.practices() and type(r).practice is Rule.practice:
+            problems.append(f"checks/catalog.json: no practice for rule {r.id}")
+    named = set(CODE.findall(prose))
+    pattern = re.compile(r"""["']([a-z0-9]+(?:-[a-z0-9]+)+)["']""")
+    for path, m in _named_in(("agent", "checks", "collectors", "tui"), pattern):
+        if m in ids and not path.startswith("checks/rules/") and path not in named and m not in named:
+            problems.append(f"{path}: writes rule id {m!r} (docs/architecture.md's how-to does not say so)")
+
+
+def check_screen_howto(problems: list[str], count: str, bullets: list[str], prose: str) -> None:
+    """A screen is its module in tui/screens/, its loader, its entries in tui/app.py and in tui/commands.py."""
+    from db2vtop.tui import app, commands
+
+    _check_count(problems, "screen", count, bullets)
+    _check_paths(problems, "screen", bullets, {"tui/screens/<screen>.py", "tui/data.py", _rel(app), _rel(commands)})
+    loaders = [ROOT / p for b in bullets if "load_<screen>" in b for p in re.findall(r"tui/\w+\.py", b)]
+    actions = {b.action for b in commands.bindings()}
+    verbs = {c.verb for c in commands.COMMANDS}
+    for name in app.SCREENS.values():
+        if not (ROOT / "tui" / "screens" / f"{name}.py").exists():
+            problems.append(f"tui/screens/{name}.py: no such screen module")
+        if not any(p.exists() and f"\ndef load_{name}(" in p.read_text(encoding="utf-8") for p in loaders):
+            problems.append(f"docs/architecture.md: load_{name} is in none of {[p.name for p in loaders]}")
+        if f"screen('{name}')" not in actions or name not in verbs or not hasattr(app.Db2vtopApp, f"_cmd_{name}"):
+            problems.append(f"tui: screen {name} lacks its key, its `:` command or its _cmd_{name}")
+    for name, cls in app.Db2vtopApp.MODES.items():
+        if cls.__module__ != f"db2vtop.tui.screens.{name}":
+            problems.append(f"tui/app.py: MODES[{name!r}] is not tui/screens/{name}.py's")
+
+
+def check_howto(problems: list[str], text: str | None = None) -> None:
+    """docs/architecture.md's "How to add a source, a rule or a screen" is what the code needs."""
+    parts = howto_parts(ARCH_DOC.read_text() if text is None else text)
+    checks = {"source": check_source_howto, "rule": check_rule_howto, "screen": check_screen_howto}
+    if set(parts) != set(checks):
+        problems.append(f"docs/architecture.md: the how-to section has {sorted(parts)}, not {sorted(checks)}")
+    for kind, (count, bullets, prose) in parts.items():
+        if kind in checks:
+            checks[kind](problems, count, bullets, prose)
+
+
 def main() -> int:
     problems: list[str] = []
     check_sources_table(problems, write="--write" in sys.argv[1:])  # first: check_config reads the table
@@ -308,6 +452,7 @@ def main() -> int:
     check_measurements(problems, write="--write" in sys.argv[1:])
     check_figures(problems, write="--write" in sys.argv[1:])
     check_catalog_counts(problems, write="--write" in sys.argv[1:])
+    check_howto(problems)
     grafana_rules.check(problems, write="--write" in sys.argv[1:])
     for p in problems:
         print(p)

@@ -53,3 +53,34 @@ def test_a_stale_catalog_count_is_reported_and_rewritten(tmp_path, monkeypatch):
                         "run `python -m tests.docs_check --write`"]
     docs_check.check_catalog_counts(problems := [], write=True)
     assert problems == [] and doc.read_text() == real
+
+
+def test_the_how_to_section_is_what_the_code_needs():
+    text = docs_check.ARCH_DOC.read_text()
+    docs_check.check_howto(problems := [], text)
+    assert problems == []
+    assert {k: len(v[1]) for k, v in docs_check.howto_parts(text).items()} == {"source": 2, "rule": 2, "screen": 4}
+
+
+def test_a_drifted_how_to_section_is_reported():
+    text = docs_check.ARCH_DOC.read_text()
+
+    def problems_with(old: str, new: str) -> list[str]:
+        assert old in text
+        docs_check.check_howto(problems := [], text.replace(old, new, 1))
+        return problems
+
+    assert problems_with("### A rule: 2 files", "### A rule: 3 files") == [
+        "docs/architecture.md: a rule says 3 files but lists 2"]
+    assert problems_with("- `checks/catalog.json`:", "- `checks/practices.json`:") == [
+        "docs/architecture.md: a rule touches ['checks/catalog.json', 'checks/rules/<layer>.py'] in the code, "
+        "the section lists ['checks/practices.json', 'checks/rules/<layer>.py']"]
+    assert problems_with("`disk-queue-saturation`", "disk-queue-saturation") == [
+        "checks/thresholds.py: writes rule id 'disk-queue-saturation' (docs/architecture.md's how-to does not say so)"]
+    assert problems_with("exception is `agent/assemble.py`", "exception is agent/assemble.py") == [
+        "agent/assemble.py: names the source package ssh (only the registry should)"]
+    screen = problems_with("- `tui/commands.py`: its key's `Binding` and its `Command`.\n", "")
+    assert screen[0] == "docs/architecture.md: a screen says 4 files but lists 3" and len(screen) == 2
+    assert problems_with("(the Fleet's and the Stack's loaders are in\n  tui/fleet_view.py", "(the Fleet's and "
+                         "the Stack's loaders are in\n  tui/fleet_views.py") == [
+        "docs/architecture.md: load_fleet is in none of ['data.py', 'fleet_views.py', 'stack_view.py']"]
