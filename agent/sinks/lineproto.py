@@ -173,35 +173,25 @@ class LineEncoder:
         return self._encode((s.measurement, s.tags, s.fields, s.ts) for s in samples)
 
     def annotations(self, annotations: Iterable[Annotation]) -> list[str]:
-        out = []
-        for a in annotations:
-            x = self.line(ANNOTATION_MEASUREMENT, {**a.tags, "kind": a.event, "name": a.name}, {"text": a.text}, a.ts)
-            if x is not None:
-                out.append(x)
-        return out
+        return self._encode((ANNOTATION_MEASUREMENT, {**a.tags, "kind": a.event, "name": a.name}, {"text": a.text},
+                             a.ts) for a in annotations)
 
     def findings(self, findings: Iterable[Finding]) -> list[str]:
         """Everything a view shows of a finding, so `--source influxdb` reads it back whole."""
-        out = []
-        for f in findings:
-            state = "open" if f.resolved_at is None else "resolved"
-            fields = {"summary": f.summary, "state": state, "first_seen_ns": int(f.first_seen),
-                      "evidence": _json(f.evidence), "why": f.why, "fix": f.fix, "refs": _json(f.references)}
-            ts = f.last_seen if f.resolved_at is None else f.resolved_at
-            x = self.line(FINDING_MEASUREMENT, {**f.subject, "rule": f.rule, "severity": f.severity}, fields, ts)
-            if x is not None:
-                out.append(x)
-        return out
+        return self._encode(_finding_point(f) for f in findings)
 
     def facts(self, facts: Iterable[Fact]) -> list[str]:
         """A fact as one point: its kind and entity tags, its data as a JSON document."""
-        out = []
-        for f in facts:
-            x = self.line(FACT_MEASUREMENT, {**f.tags, "fact": f.kind}, {"data": _json(f.data)}, f.ts)
-            if x is not None:
-                out.append(x)
-        return out
+        return self._encode((FACT_MEASUREMENT, {**f.tags, "fact": f.kind}, {"data": _json(f.data)}, f.ts)
+                            for f in facts)
 
+
+def _finding_point(f: Finding) -> tuple[str, dict[str, str], dict[str, Any], int]:
+    state = "open" if f.resolved_at is None else "resolved"
+    fields = {"summary": f.summary, "state": state, "first_seen_ns": int(f.first_seen),
+              "evidence": _json(f.evidence), "why": f.why, "fix": f.fix, "refs": _json(f.references)}
+    ts = f.last_seen if f.resolved_at is None else f.resolved_at
+    return FINDING_MEASUREMENT, {**f.subject, "rule": f.rule, "severity": f.severity}, fields, ts
 
 def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
