@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from db2vtop.agent.core import chunks
 from db2vtop.agent.core.model import Sample
 from db2vtop.agent.core.store import CHUNK_SPAN_NS, Store, StoreError, StoreWriter
-from tests.test_store import committed, kill_9_midway, spawn_writer
+from tests.agent.store.test_store import committed, kill_9_midway, spawn_writer
 
 T0 = 1_700_000_000_000_000_000 // CHUNK_SPAN_NS * CHUNK_SPAN_NS
 S = 10**9
