@@ -124,7 +124,7 @@ def test_versions_in_one_batch_and_across_restarts_as_if_written_one_by_one(stor
 def test_a_batch_of_more_series_than_a_statement_holds(store_path, monkeypatch):
     """Rows go in multi-row statements (a step per row kept the writer waiting for the GIL): every row of a batch
     past their size, and every series, with tags that JSON must escape, is stored once and read back."""
-    monkeypatch.setattr("db2vtop.agent.core.store.ROWS_PER_STATEMENT", 7)
+    monkeypatch.setattr("db2vtop.agent.core.store.writing.ROWS_PER_STATEMENT", 7)
     odd = ['a,b', 'quote"d', "tab\tand\x1erecord", "é ü 中", "x" * 300]
     samples = [Sample("m", {"vm": f"{odd[i % len(odd)]}{i}", "n": str(i % 3)}, {"v": i}, T0 + k)
                for i in range(50) for k in range(3)]
