@@ -226,8 +226,8 @@ def test_reader_errors_are_clear(tmp_path):
 
 
 def spawn_writer(path, batches, per_batch, pause, *extra: str) -> subprocess.Popen:
-    p = subprocess.Popen([sys.executable, "-m", "tests.store_writer_proc", str(path), str(batches), str(per_batch),
-                          str(pause), *extra], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen([sys.executable, "-m", "tests.infra.store_writer_proc", str(path), str(batches),
+                          str(per_batch), str(pause), *extra], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "ready"
     return p
 
