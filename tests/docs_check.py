@@ -192,6 +192,31 @@ BEGIN = ("<!-- generated from the declarations (schema.toml, schema.py) by `pyth
 END = "<!-- end of generated -->"
 
 
+SOURCES_BEGIN = ("<!-- generated from each source's config.md (collectors/*/config.md) by `python -m tests.docs_check "
+                 "--write`; do not edit -->")
+
+
+def source_rows() -> str:
+    """docs/configuration.md's sources table: each registry source's rows, from the nearest config.md up from its
+    package's folder (the [[storage]] vendors share collectors/storage's), in the registry's order. A source is
+    then documented by its package alone: adding one touches no doc outside it."""
+    from db2vtop.collectors.registry import INPUTS
+
+    files: list[Path] = []
+    for i in INPUTS:
+        folder = ROOT.joinpath("collectors", *i.package.split(".")[2:])
+        while not (folder / "config.md").exists() and folder.parent != ROOT:
+            folder = folder.parent
+        if (folder / "config.md").exists() and folder / "config.md" not in files:
+            files.append(folder / "config.md")
+    rows = [line for f in files for line in f.read_text().splitlines() if line.startswith("|")]
+    return "\n".join(["| section | key | default | range | meaning |", "|---|---|---|---|---|", *rows])
+
+
+def check_sources_table(problems: list[str], write: bool = False) -> None:
+    _generated_block(problems, write, CONFIG_DOC, SOURCES_BEGIN, source_rows(), "sources", "the sources' config.md")
+
+
 def measurement_docs() -> dict[Path, str]:
     """Where each collector's declared measurements and facts are documented, and the text they generate."""
     return {(ROOT / "docs" / "measurements.md" if where == "self" else ROOT / "collectors" / where / "README.md"):
@@ -258,6 +283,7 @@ def check_figures(problems: list[str], write: bool = False) -> None:
 
 def main() -> int:
     problems: list[str] = []
+    check_sources_table(problems, write="--write" in sys.argv[1:])  # first: check_config reads the table
     check_config(problems)
     check_cli(problems)
     check_examples(problems)

@@ -10,6 +10,7 @@ from db2vtop.agent.assemble import fact_check
 from db2vtop.agent.core.model import REMOVED, SELF_MEASUREMENT, Annotation, Fact, Sample
 from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.base import BaseCollector, CollectorError
+from db2vtop.collectors.capabilities import Streams
 
 
 class Capture:
@@ -341,7 +342,7 @@ def test_repeated_warnings_are_summarised_so_the_log_stays_small():
     assert lines[2].endswith("something else")
 
 
-class LongFirst(BaseCollector):
+class LongFirst(BaseCollector, Streams):
     """Its first cycle (a whole inventory read) takes longer than its timeout, and it says so."""
 
     def __init__(self):
@@ -369,7 +370,7 @@ async def test_a_cycle_the_collector_says_is_longer_gets_its_own_timeout():
     assert out.selfmetrics("hung")[-1]["last_error"] == "collect timed out after 0.1s"
 
 
-class Parts(BaseCollector):
+class Parts(BaseCollector, Streams):
     """A large source's cycle: `parts` parts of `size` samples, each handed on once the outputs allow."""
 
     def __init__(self, parts: int, size: int, timeout: float = 30.0):
