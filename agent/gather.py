@@ -19,7 +19,7 @@ from db2vtop.agent.assemble import build_collectors
 from db2vtop.agent.core.admit import admit
 from db2vtop.agent.core.clock import CLOCK
 from db2vtop.agent.core.columns import ColumnSource
-from db2vtop.agent.core.config import Config
+from db2vtop.agent.core.config import CoreConfig
 from db2vtop.agent.core.influx_source import InfluxSource
 from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample
 from db2vtop.agent.core.source import CachedSource
@@ -88,7 +88,7 @@ class NoSuchTargetError(ValueError):
     """A `--vm` or `--stack` that no configured or inferred stack has."""
 
 
-def bare_vm(cfg: Config, name: str) -> str:
+def bare_vm(cfg: CoreConfig, name: str) -> str:
     """A `--vm` without its vCenter (`vc-prod/db01` -> `db01`): what the vSphere collectors look for."""
     vcenter, sep, vm = name.partition("/")
     return vm if sep and vcenter in {v.name for v in cfg.vcenter} else name
@@ -105,7 +105,7 @@ class Look(NamedTuple):
     unread: frozenset[str]
 
 
-def look_now(cfg: Config, lookback_s: float = 0.0, vms: set[str] | None = None,
+def look_now(cfg: CoreConfig, lookback_s: float = 0.0, vms: set[str] | None = None,
              progress: Callable[[str], None] = lambda _m: None, facts_only: bool = False,
              keep: ColumnSource | None = None, history_only: bool = False) -> Look:
     """Every configured source read once now, at once (`vms`: only those VMs' realtime hour); with
@@ -147,7 +147,7 @@ def look_now(cfg: Config, lookback_s: float = 0.0, vms: set[str] | None = None,
     return Look(samples, facts, sources, frozenset(failed - read))
 
 
-def run_triage(cfg: Config, store_path: Path, lookback_s: float,
+def run_triage(cfg: CoreConfig, store_path: Path, lookback_s: float,
                progress: Callable[[str], None] = lambda _m: None, now_ns: int | None = None,
                vms: Sequence[str] = (), stacks: Sequence[str] = (), source: str = "store",
                store_named: bool = False) -> TriageResult:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from db2vtop.agent.assemble import build_alerter, build_collectors, build_sink, fact_check
 from db2vtop.agent.core.clock import CLOCK
-from db2vtop.agent.core.config import Config
+from db2vtop.agent.core.config import CoreConfig
 from db2vtop.agent.core.source import Row
 from db2vtop.agent.core.store import Store, StoreWriter
 from db2vtop.agent.core.supervise import Supervisor
@@ -53,7 +53,7 @@ class Pipeline:
     Every thread of it runs under one supervisor (agent/core/supervise.py): whoever runs the
     pipeline (the agent's service) stops it when one of them cannot go on."""
 
-    def __init__(self, cfg: Config, store_path: Path):
+    def __init__(self, cfg: CoreConfig, store_path: Path):
         self.cfg = cfg
         self.supervisor = Supervisor()
         self.writer = StoreWriter(store_path, cfg.store.retention, supervisor=self.supervisor)
@@ -135,7 +135,7 @@ class Pipeline:
         for c in readers:
             c.resume_annotations([a for a in stored if a.event in c.resumes_after])
 
-    def reload(self, new: Config, engine: Engine) -> None:
+    def reload(self, new: CoreConfig, engine: Engine) -> None:
         """Apply a re-read config: collectors and checks anew, the sink only if [influxdb] changed
         (its spool stays on disk); [store] changes wait for a restart."""
         if self.checks is not None:
@@ -151,7 +151,7 @@ class Pipeline:
         self.cfg = new
         self._start(engine)
 
-    def _reload_sink(self, new: Config) -> Config:
+    def _reload_sink(self, new: CoreConfig) -> CoreConfig:
         old = self.cfg.influxdb
         if self.sink is not None:
             self.sink.close(timeout=0)
@@ -161,7 +161,7 @@ class Pipeline:
         self.sink, new = self._rebuilt(build_sink, new, "InfluxDB sink", "[influxdb]", replace(new, influxdb=old))
         return new
 
-    def _reload_alerter(self, new: Config) -> Config:
+    def _reload_alerter(self, new: CoreConfig) -> CoreConfig:
         """The alerts anew from the new config: what each receiver waits for stays in its spool, and the
         state file keeps what each was told (a receiver no longer configured is told nothing more)."""
         if self.alerter is not None:
@@ -171,8 +171,8 @@ class Pipeline:
                                           replace(new, alert=self.cfg.alert, alerting=self.cfg.alerting))
         return new
 
-    def _rebuilt(self, build: Callable[[Config, Path, Supervisor], T], new: Config, what: str, sections: str,
-                 previous: Config) -> tuple[T, Config]:
+    def _rebuilt(self, build: Callable[[CoreConfig, Path, Supervisor], T], new: CoreConfig, what: str, sections: str,
+                 previous: CoreConfig) -> tuple[T, CoreConfig]:
         """What `build` makes of the new config, or, when that fails (its spool cannot be opened), of the one
         before, said in the log: the config then goes on as `previous` (the new one with the old `sections`)."""
         try:

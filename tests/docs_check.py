@@ -17,6 +17,7 @@ import re
 import sys
 import tempfile
 import typing
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -69,14 +70,20 @@ def config_keys() -> dict[str, set[str]]:
             for section, classes in sections().items()}
 
 
+def table_rows(text: str, columns: int) -> Iterator[list[str]]:
+    """The cells of each row of the Markdown tables in `text` that have at least `columns` columns (not the line
+    under a table's head)."""
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and len(cells) >= columns and not (set(cells[0]) <= {"-"} and cells[0]):
+            yield cells
+
+
 def documented_keys(text: str) -> dict[str, set[str]]:
     """The configuration table's rows: a section cell carries over to the rows below it."""
     out: dict[str, set[str]] = {}
     section = None
-    for line in text.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if not line.startswith("|") or len(cells) < 2 or (set(cells[0]) <= {"-"} and cells[0]):
-            continue
+    for cells in table_rows(text, 2):
         if cells[0]:
             first = CODE.findall(cells[0])
             if not first or not first[0].startswith("["):
@@ -91,10 +98,7 @@ def documented_keys(text: str) -> dict[str, set[str]]:
 def documented_ranges(text: str) -> list[tuple[str, list[str], str]]:
     """(section, keys, range cell) of each configuration table row that has a range column."""
     out, section = [], None
-    for line in text.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if not line.startswith("|") or len(cells) < 5 or (set(cells[0]) <= {"-"} and cells[0]):
-            continue
+    for cells in table_rows(text, 5):
         if cells[0]:
             first = CODE.findall(cells[0])
             section = first[0] if first and first[0].startswith("[") else None

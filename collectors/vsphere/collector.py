@@ -28,7 +28,7 @@ from db2vtop.collectors.capabilities import DescribesVMs, KeepsHistory, Resumes,
 from db2vtop.collectors.vsphere import inventory as inv_mod
 from db2vtop.collectors.vsphere.config import VCenterConfig
 from db2vtop.collectors.vsphere.connection import Connector, Session, SoapFaultError, is_session_lost, is_unreachable
-from db2vtop.collectors.vsphere.counters import MEASUREMENTS
+from db2vtop.collectors.vsphere.counters import MEASUREMENT_OF
 from db2vtop.collectors.vsphere.events import (
     CYCLE_PAGES,
     LOOKBACK_PAGES,
@@ -127,7 +127,7 @@ class _Conn:
 class VSphereCollector(BaseCollector, Streams, KeepsHistory, Resumes, ResumesLog, DescribesVMs):
     resumes = ("vsphere_vm", "vsphere_host", "vsphere_datastore")
     resumes_after = (EVENT,)
-    reaches_back = frozenset(MEASUREMENTS.values())  # the realtime counters' (not the quickStats')
+    reaches_back = frozenset(MEASUREMENT_OF.values())  # the realtime counters' (not the quickStats')
 
     def __init__(self, cfg: VCenterConfig):
         super().__init__(f"vsphere:{cfg.name}", cfg.interval, cfg.timeout)
