@@ -5,7 +5,7 @@ triggers, checks/verdict.py TRIGGERS, at the verdict's levels with no override),
 verdict's two 20 s buckets of an episode) and grouped by the entity it names — the shared ones (host, LUN,
 datastore, array) as the agent groups its episodes —; one for the critical findings the agents record; one for
 an alert receiver of an agent that is failing. `python -m tests.docs_check --write` writes it; `docs_check`
-fails while the file is not what the code makes; tests/test_agent_influx.py runs every query against real
+fails while the file is not what the code makes; tests/agent/sinks/test_agent_influx.py runs every query against real
 InfluxDB 1.8 and 2.7.
 """
 
@@ -40,9 +40,10 @@ def _rule(uid: str, title: str, query: str, op: str, level: float, summary: str,
 def rules() -> dict[str, Any]:
     from db2vtop.agent.core.config import StackConfig
     from db2vtop.checks.figures import ROLES
-    from db2vtop.checks.verdict import TRIGGERS, limits
+    from db2vtop.checks.thresholds import verdict_levels
+    from db2vtop.checks.verdict import TRIGGERS
 
-    levels = limits(StackConfig(name="-"))
+    levels = verdict_levels(StackConfig(name="-"))
     out = []
     for role, level in TRIGGERS:
         for fig in ROLES[role]:
