@@ -46,7 +46,7 @@ COLUMNS = [
     Column("cpu%", width=5, right=True, descending=True), Column("rdy%", width=5, right=True, descending=True),
     Column("balloon", width=8, right=True, descending=True), Column("I/O ms", width=6, right=True, descending=True),
     Column("log ms", width=6, right=True, descending=True), Column("TPS", width=7, right=True, descending=True),
-    Column("worst open finding", max_width=100, min_width=16),
+    Column("worst open finding", max_width=100, min_width=16, keep=5),
     Column("rdy% trend", width=16, sortable=False, whole=True),
     Column("I/O ms trend", width=16, sortable=False, whole=True), Column("where", max_width=24),
 ]

@@ -340,3 +340,17 @@ def test_a_replay_says_when_it_reaches_the_end_at_80x24(tmp_path, fleet):
         assert "12:14:40 · paused" in screen, screen
     finally:
         term.close()
+
+
+def test_the_fleet_at_60x15_still_says_what_is_wrong(tmp_path, fleet):
+    """New-4: at 60 columns the finding column was past the edge, whole: a critical VM showed only as a red rdy%.
+    The finding is the Fleet's key column (k9s and htop keep theirs): the number columns nearest it give way
+    until its severity shows."""
+    term = replay(tmp_path, fleet, 60, 15)
+    try:
+        screen = term.wait(lambda s: "app0003" in s or "prod01" in s, 20, "the Fleet's rows")
+        header = next(line for line in screen.splitlines() if line.startswith("kind"))
+        assert "worst" in header and "rdy%" in header, screen
+        assert re.search(r"^\S+\s+\S+ .*\b(CRIT|WARN) ", screen, re.M), screen  # a finding's severity on a row
+    finally:
+        term.close()
