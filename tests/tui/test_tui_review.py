@@ -354,3 +354,21 @@ def test_the_fleet_at_60x15_still_says_what_is_wrong(tmp_path, fleet):
         assert re.search(r"^\S+\s+\S+ .*\b(CRIT|WARN) ", screen, re.M), screen  # a finding's severity on a row
     finally:
         term.close()
+
+
+def test_local_at_60x15_splits_no_figure_and_cuts_no_disk_header(tmp_path, fleet):
+    """New-5: at 60 columns the Memory pane wrapped its `used … of … (81.3%)` figure (the percentage alone on the
+    next line) and the Disks header was cut to `w_awai`. The figure becomes two whole phrases; a disk column that
+    does not fit whole is left out."""
+    term = replay(tmp_path, fleet, 60, 15)
+    try:
+        term.send("4")
+        screen = term.wait(lambda s: "Local › guest db2prod01" in s and "device" in s and "used" in s, 20, "Local")
+        lines = screen.splitlines()
+        assert any(re.search(r"used \S+ \(\d+\.\d%\)", line) for line in lines), screen
+        assert not any(re.search(r"│ \(\d+\.\d%\)", line) for line in lines), screen
+        header = next(line for line in lines if "device" in line and "type" in line)
+        names = {"device", "type", "r/s", "w/s", "read", "write", "r_await", "w_await", "aqu-sz", "%util"}
+        assert set(header.strip(" │").split()) <= names, header
+    finally:
+        term.close()
