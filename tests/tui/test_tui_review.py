@@ -372,3 +372,19 @@ def test_local_at_60x15_splits_no_figure_and_cuts_no_disk_header(tmp_path, fleet
         assert set(header.strip(" │").split()) <= names, header
     finally:
         term.close()
+
+
+def test_the_findings_detail_wraps_its_text_under_its_own_start(tmp_path, fleet):
+    """New-6: a `why`/`fix`/`reference` text longer than the pane wrapped back to column 0, under its label. Each
+    goes on under its own start (a hanging indent, as the help's)."""
+    term = replay(tmp_path, fleet, 80, 40)
+    try:
+        term.send("3")
+        screen = term.wait(lambda s: "│ reference " in s and "first seen" in s, 20, "the Findings detail")
+        lines = screen.splitlines()
+        at = next(i for i, line in enumerate(lines) if line.startswith("│ reference "))
+        end = next(i for i, line in enumerate(lines) if "│ first seen" in line)
+        assert end - at >= 2, screen  # the reference is longer than one line here
+        assert all(line.startswith("│" + " " * 11) and line[12] != " " for line in lines[at + 1:end]), screen
+    finally:
+        term.close()
