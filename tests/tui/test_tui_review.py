@@ -388,3 +388,22 @@ def test_the_findings_detail_wraps_its_text_under_its_own_start(tmp_path, fleet)
         assert all(line.startswith("│" + " " * 11) and line[12] != " " for line in lines[at + 1:end]), screen
     finally:
         term.close()
+
+
+def test_the_stack_gives_every_latency_in_ms_with_two_decimals(tmp_path, fleet):
+    """F18: the LUN panel mixed decimals (`GAVG 1.0 KAVG 0.00 DAVG 38.0 QAVG 0.00`), and so did the layers'
+    summaries (`GAVG 1.0 ms`, `KAVG 0.00 ms`). One format per unit, as esxtop's disk panels: ms with 2 decimals."""
+    term = replay(tmp_path, fleet, 120, 40)
+    try:
+        term.send("2")
+        term.wait(lambda s: "Fleet › stack prod01" in s and "KAVG" in s, 20, "the Stack screen")
+        term.send("u")
+        screen = term.wait(lambda s: re.search(r"^naa\.\S+ ", s, re.M) is not None, 20, "the LUN panel")
+        figures = re.findall(r"(\d+\.\d+) ms\b", screen)
+        assert len(figures) >= 6 and all(re.fullmatch(r"\d+\.\d\d", f) for f in figures), figures
+        header = next(line for line in screen.splitlines() if line.startswith("LUN "))
+        row = next(line for line in screen.splitlines() if line.startswith("naa."))
+        cells = dict(zip(header.split()[2:8], row.split()[2:8], strict=True))  # GAVG … ACTV, past LUN, datastore
+        assert all(re.fullmatch(r"\d+\.\d\d", cells[k]) for k in ("GAVG", "KAVG", "DAVG", "QAVG")), cells
+    finally:
+        term.close()
