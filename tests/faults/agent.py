@@ -27,18 +27,29 @@ AGENT = [sys.executable, "-m", "db2vtop.agent"]
 #: test's process has that process's own peak in its ru_maxrss (the kernel takes the old address space's high-water
 #: mark at exec, and a vfork child's old one is its parent's), so an xdist worker that once held 500 MB failed every
 #: memory bound measured after
-_LAUNCH = ("import os, subprocess, sys\n"
-           "p = subprocess.Popen(sys.argv[2:])\n"
+_LAUNCH = ("import os, resource, subprocess, sys\n"
+           "limit = int(sys.argv[2])\n"
+           "def cap(): resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n"
+           "p = subprocess.Popen(sys.argv[3:], preexec_fn=cap if limit else None)\n"
            "_, status, usage = os.wait4(p.pid, 0)\n"
            "open(sys.argv[1], 'w').write(f'{os.waitstatus_to_exitcode(status)} {usage.ru_maxrss}')\n")
 
 
-def run_measured(argv: list[str], log: Path, env: dict[str, str]) -> tuple[int, float]:
-    """Run `argv` (its output into `log`): its exit status and its own peak RSS in MB."""
+def run_measured(argv: list[str], log: Path, env: dict[str, str], timeout: float = 300,
+                 address_space: int = 0) -> tuple[int, float]:
+    """Run `argv` (its output into `log`), capped at `address_space` bytes if given: its exit status and its own peak
+    RSS in MB; it must end by `timeout`."""
     usage = log.with_suffix(".usage")
     with open(log, "wb") as f:
-        subprocess.run([sys.executable, "-c", _LAUNCH, str(usage), *argv], cwd=ROOT, stdout=f, stderr=f, env=env,
-                       check=False)
+        launcher = subprocess.Popen([sys.executable, "-c", _LAUNCH, str(usage), str(address_space), *argv], cwd=ROOT,
+                                    stdout=f, stderr=f, env=env, start_new_session=True)
+    try:
+        launcher.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(launcher.pid, signal.SIGKILL)
+        launcher.wait()
+        raise AssertionError(f"{argv[3:]} did not end within {timeout:g}s:\n"
+                             f"{log.read_text(errors='replace')[-3000:]}") from None
     status, rss_kb = usage.read_text().split()
     return int(status), int(rss_kb) / 1024
 

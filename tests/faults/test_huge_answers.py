@@ -12,14 +12,12 @@ within the bound, each call is one deadline, and each is one clear error.
 from __future__ import annotations
 
 import os
-import resource
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.faults.agent import AGENT, ROOT
+from tests.faults.agent import AGENT, run_measured
 from tests.faults.hostile_http import Answer, HostileHTTP, gzip_of, repeated
 
 BOUND_MB = 400
@@ -34,22 +32,9 @@ ENV = {"NA_PW": "pw"}
 
 
 def measured(argv: list[str], log: Path, timeout: float) -> tuple[int, float, str]:
-    """Run a db2vtop command: its exit status, its peak RSS in MB and what it printed; it must end by `timeout`."""
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
-
-    with open(log, "wb") as f:
-        p = subprocess.Popen(argv, cwd=ROOT, stdout=f, stderr=f, env={**os.environ, **ENV}, preexec_fn=limit)
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        pid, status, usage = os.wait4(p.pid, os.WNOHANG)
-        if pid:
-            p.returncode = os.waitstatus_to_exitcode(status)
-            return p.returncode, usage.ru_maxrss / 1024, log.read_text(errors="replace")
-        time.sleep(0.2)
-    p.kill()
-    p.wait()
-    raise AssertionError(f"{argv[3:]} did not end within {timeout:g}s:\n{log.read_text(errors='replace')[-3000:]}")
+    """Run a db2vtop command: its exit status, its own peak RSS in MB and what it printed; it must end by `timeout`."""
+    status, peak_mb = run_measured(argv, log, {**os.environ, **ENV}, timeout, ADDRESS_SPACE)
+    return status, peak_mb, log.read_text(errors="replace")
 
 
 def ontap_config(tmp_path: Path, url: str, extra: str = "") -> Path:
