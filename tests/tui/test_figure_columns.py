@@ -8,8 +8,9 @@ import re
 
 from db2vtop.checks import figures
 from db2vtop.checks.scales import levels
-from db2vtop.tui import fleet_view, panels
+from db2vtop.tui import panels
 from db2vtop.tui.layers import cell_of, header_of
+from db2vtop.tui.loaders import fleet as fleet_view
 
 FIELD = re.compile(r'"[a-z_]+_(ms|pct|bytes|per_s|iops)"')
 

@@ -642,7 +642,7 @@ async def test_a_long_load_of_a_screen_left_stops_for_the_next_screens(fleet_sto
     it stops at its next read, and the new screen's load does not wait for it."""
     import threading
 
-    from db2vtop.tui import fleet_view
+    from db2vtop.tui.loaders import fleet as fleet_view
     path, stacks = fleet_store
     app = replay(path, stacks)
     slow, stopped = threading.Event(), []

@@ -12,7 +12,7 @@ from textual.widgets import Static
 from db2vtop.agent.core.text import plural
 from db2vtop.tui import prefs
 from db2vtop.tui.data import Reader, TableState
-from db2vtop.tui.fleet_view import COLUMNS, FINDING_COL, READY_TREND, FleetView, load_fleet
+from db2vtop.tui.loaders.fleet import COLUMNS, FINDING_COL, READY_TREND, FleetView, load_fleet
 from db2vtop.tui.screens.base import ViewScreen
 from db2vtop.tui.screens.dialogs import FieldChooser
 from db2vtop.tui.table import GridTable

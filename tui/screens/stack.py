@@ -13,7 +13,7 @@ from textual.widgets import Static
 from db2vtop.agent.core.model import severity_rank
 from db2vtop.agent.core.text import plural
 from db2vtop.tui.data import Reader, TableState
-from db2vtop.tui.fleet_view import SEVERITY_CELL
+from db2vtop.tui.loaders.fleet import SEVERITY_CELL
 from db2vtop.tui.panels import PANELS
 from db2vtop.tui.screens.base import ViewScreen
 from db2vtop.tui.stack_view import Geometry, StackView, load_stack
