@@ -48,6 +48,7 @@ from db2vtop.agent.core.units import format_duration, parse_duration
 from db2vtop.checks.scales import Levels, levels
 from db2vtop.tui import commands
 from db2vtop.tui.data import LoadCancelledError, Reader, Status
+from db2vtop.tui.loaders.stack import EventMarks
 from db2vtop.tui.safe import NO_CONTROLS
 from db2vtop.tui.screens.base import ViewScreen
 from db2vtop.tui.screens.dialogs import CommandBar, HelpScreen, MarkerPrompt
@@ -55,7 +56,6 @@ from db2vtop.tui.screens.findings import FindingsScreen
 from db2vtop.tui.screens.fleet import FleetScreen
 from db2vtop.tui.screens.local import LocalScreen
 from db2vtop.tui.screens.stack import StackScreen
-from db2vtop.tui.stack_view import EventMarks
 from db2vtop.tui.stacks import HOST_MEASUREMENTS, Stacks, Target, view_stacks
 from db2vtop.tui.timecursor import SPEEDS, WINDOWS, TimeCursor
 from db2vtop.tui.widgets import Flash, KeyBar, StatusLine, TitleBar

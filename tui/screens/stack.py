@@ -14,9 +14,9 @@ from db2vtop.agent.core.model import severity_rank
 from db2vtop.agent.core.text import plural
 from db2vtop.tui.data import Reader, TableState
 from db2vtop.tui.loaders.fleet import SEVERITY_CELL
+from db2vtop.tui.loaders.stack import Geometry, StackView, load_stack
 from db2vtop.tui.panels import PANELS
 from db2vtop.tui.screens.base import ViewScreen
-from db2vtop.tui.stack_view import Geometry, StackView, load_stack
 from db2vtop.tui.stacks import Target
 from db2vtop.tui.table import GridTable, TableModel
 from db2vtop.tui.widgets import StatusLine, StripView, runs_text

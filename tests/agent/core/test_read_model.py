@@ -143,7 +143,7 @@ def _engine(path, now):
 
 
 def _stack_screen(path, now):
-    from db2vtop.tui.stack_view import Geometry, load_stack
+    from db2vtop.tui.loaders.stack import Geometry, load_stack
     from db2vtop.tui.stacks import Target
     with Store(path) as s:
         rd = Reader(s)
