@@ -19,8 +19,9 @@ from db2vtop.agent.core.model import Finding, Severity, severity_rank
 from db2vtop.agent.core.text import plural
 from db2vtop.checks.catalog import references_of
 from db2vtop.checks.evidence import describe
-from db2vtop.tui.data import FindingsView, Reader, load_findings
+from db2vtop.tui.data import Reader
 from db2vtop.tui.format import ago
+from db2vtop.tui.loaders.findings import FindingsView, load_findings
 from db2vtop.tui.loaders.fleet import SEVERITY_CELL, without_subject
 from db2vtop.tui.screens.base import ViewScreen
 from db2vtop.tui.table import Column, GridTable, TableModel, TableRow
