@@ -14,8 +14,9 @@ from textual.widgets import Static
 from db2vtop.agent.core.units import format_duration
 from db2vtop.checks.scales import Level
 from db2vtop.tui.chart import Marks, braille, buckets, level_style, nice_top, spark, time_axis
-from db2vtop.tui.data import LocalView, Reader, load_local, pick_guest
+from db2vtop.tui.data import Reader
 from db2vtop.tui.format import NONE, ago, bar, num, rate, size, value
+from db2vtop.tui.loaders.local import LocalView, load_local, pick_guest
 from db2vtop.tui.screens.base import ViewScreen
 from db2vtop.tui.table import Column, GridTable, TableModel, TableRow
 from db2vtop.tui.widgets import StatusLine, StripView, packed
