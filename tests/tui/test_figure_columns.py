@@ -7,7 +7,7 @@ import inspect
 import re
 
 from db2vtop.checks import figures
-from db2vtop.checks.scales import levels
+from db2vtop.checks.thresholds import levels
 from db2vtop.tui import panels
 from db2vtop.tui.layers import cell_of, header_of
 from db2vtop.tui.loaders import fleet as fleet_view
