@@ -16,7 +16,7 @@ from db2vtop.agent.core.store import Store
 from db2vtop.checks.thresholds import levels
 from db2vtop.tui.app import Db2vtopApp
 from db2vtop.tui.data import RECHECK_S, Reader, TableState
-from db2vtop.tui.fleet_view import FleetView, load_fleet
+from db2vtop.tui.loaders.fleet import FleetView, load_fleet
 from db2vtop.tui.screens.fleet import FleetScreen
 from db2vtop.tui.screens.stack import StackScreen
 from db2vtop.tui.table import arrange, cell_text
