@@ -14,9 +14,10 @@ from db2vtop.agent.config import load_config
 from db2vtop.agent.core.model import Sample
 from db2vtop.agent.core.store import Store
 from db2vtop.checks.scales import levels
+from db2vtop.tui import fleet_view
 from db2vtop.tui.app import Db2vtopApp
 from db2vtop.tui.data import RECHECK_S, Reader, TableState
-from db2vtop.tui.fleet_view import FleetView, load_fleet
+from db2vtop.tui.fleet_view import FINDING_COL, NAME_COL, FleetView, load_fleet
 from db2vtop.tui.screens.fleet import FleetScreen
 from db2vtop.tui.screens.stack import StackScreen
 from db2vtop.tui.table import arrange, cell_text
@@ -88,6 +89,43 @@ def test_a_row_written_late_at_a_paused_moment_is_shown_once_asked_again(recorde
     assert after == fresh(path, stacks, until - 300 * S, until, state)
     row = next(r for r in after if r[:2] == ["vm", "app0005"])
     assert row != app5 and row[2:4] == ["99.5", "42.5"]
+    rd.source.close()
+
+
+@pytest.mark.parametrize("sort", [FINDING_COL, NAME_COL])
+def test_a_large_fleets_first_load_reads_the_rows_on_screen_first(recorded, monkeypatch, utc, sort):
+    """Before the VMs' first whole read (a chunk of each of 10,000 series at a past moment), the rows on screen and
+    the stacks' VMs alone are read: every row is there, the others' figures show `…`; the view's rest is the
+    whole view, and the rows on screen were the same in both."""
+    path, stacks = recorded
+    large = fleet_view.STAGED_FROM
+    monkeypatch.setattr(fleet_view, "STAGED_FROM", 1)  # the fixture's 12 VMs as a large fleet
+    until, state = FLEET.end_ns - 700 * S, TableState(sort_col=sort, visible=(0, 6))
+    rd = Reader(Store(path))
+    asked: list[int] = []
+    real = rd.source.latest_of
+
+    def latest_of(series, *args, **kwargs):
+        chosen = list(series)
+        asked.extend(s.id for s in chosen if s.measurement == "vsphere_vm")
+        return real(chosen, *args, **kwargs)
+
+    rd.source.latest_of = latest_of
+    rd.begin()
+    first = load_fleet(rd, stacks, until - 300 * S, until, state, 16, levels(None))
+    shown = table(first, state)
+    assert first.rest is not None and first.counts == {"stack": 2, "vm": 12, "host": 3}
+    on_screen = {row[1] for row in shown[1:7] if row[0] == "vm"} | {s.vm for s in stacks}
+    assert {s.tags["vm"] for s in rd.series("vsphere_vm") if s.id in asked} == on_screen, \
+        "the first load read other VMs than those on screen and the stacks'"
+    assert not any("…" in cell for row in shown[1:7] for cell in row)
+    assert all(row[2] == "…" for row in shown[7:] if row[0] == "vm" and row[1] not in on_screen)
+    assert sum(row[2] == "…" for row in shown) == 12 - len(on_screen)
+    rest = first.rest()
+    monkeypatch.setattr(fleet_view, "STAGED_FROM", large)
+    whole = fresh(path, stacks, until - 300 * S, until, state)
+    assert rest.rest is None and table(rest, state) == whole
+    assert shown[1:7] == whole[1:7]
     rd.source.close()
 
 
