@@ -70,12 +70,34 @@ FIELDS = {"vsphere_vm": ("cpu_usage_pct", "cpu_ready_pct", "mem_balloon_bytes"),
           "guest_disk": ("read_await_ms", "write_await_ms"), AGENT_MEASUREMENT: ("cpu_pct",)}
 
 
+class Targets(dict):
+    """What Enter opens on each row, by row key: a target, or how to make it (made when first asked for, and kept
+    in `made`: most of 10,000 VMs' are never opened)."""
+
+    def __init__(self, made: dict):
+        super().__init__()
+        self.made = made
+
+    def __getitem__(self, key: str) -> Target:
+        found = super().__getitem__(key)
+        if isinstance(found, tuple):
+            found = self.made.get(found) or self.made.setdefault(found, found[0](*found[1:]))
+            self[key] = found
+        return found
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+
 @dataclass
 class FleetView:
     now_ns: int
     since_ns: int
     model: TableModel
-    targets: dict[str, Target]
+    targets: Targets
     counts: dict[str, int]
     collectors: list[Status]
     markers: list[Annotation]
@@ -385,7 +407,7 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
     stale_after["db2_database"] = rd.period("db2_database", db)
 
     rows: list[TableRow] = []
-    targets: dict[str, Target] = {}
+    targets = Targets(rd.made_targets)
     sources: dict[str, Source] = {}  # row key -> whose trends
     stale_rows = 0
 
@@ -412,12 +434,10 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
     levels_now = (levels["cpu_busy"], levels["ready"], levels["log_write"], levels["io_latency"])  # what cells use
     made_targets = rd.made_targets
 
-    def target(make: Callable[..., Target], *args: str | None) -> Target:
-        """A VM's or host's target, made once (10,000 of them each load otherwise)."""
-        found = made_targets.get((make, *args))
-        if found is None:
-            found = made_targets[(make, *args)] = make(*args)
-        return found
+    def target(make: Callable[..., Target], *args: str | None) -> Target | tuple:
+        """A VM's or host's target, made once, when it is first opened (`Targets`; 10,000 at the first load
+        otherwise)."""
+        return made_targets.get((make, *args)) or (make, *args)
 
     longest = {NAME_COL: 0, WHERE_COL: 0, FINDING_COL: 0}  # the columns as wide as their text: measured here
 
