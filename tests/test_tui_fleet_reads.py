@@ -129,6 +129,29 @@ def test_a_large_fleets_first_load_reads_the_rows_on_screen_first(recorded, monk
     rd.source.close()
 
 
+async def test_a_live_fleet_shown_first_on_screen_gets_its_whole_view(recorded, monkeypatch, utc):
+    """The rows on screen first, then the whole view, though the live cursor's ticks ask for loads meanwhile (each
+    would otherwise show the rows on screen first again, and the rest never)."""
+    path, stacks = recorded
+    monkeypatch.setattr(fleet_view, "STAGED_FROM", 1)
+    shown: list[bool] = []  # whether each view shown had a rest to come
+    real = FleetScreen.show_view
+    monkeypatch.setattr(FleetScreen, "show_view", lambda screen, view: (shown.append(view.rest is not None),
+                                                                          real(screen, view))[1])
+    read_into = Reader.read_into  # a first load as slow as a large fleet's: the next tick comes during it
+    monkeypatch.setattr(Reader, "read_into", lambda *args: (time.sleep(0.1), read_into(*args))[1])
+    start = time.monotonic()
+    app = Db2vtopApp(path, None, clock=lambda: FLEET.end_ns - 600 * S + int((time.monotonic() - start) * 1e9),
+                     stacks=stacks, refresh_s=0.05)
+    async with app.run_test(size=(170, 50)) as pilot:
+        deadline = time.monotonic() + 20
+        while False not in shown:
+            assert time.monotonic() < deadline, f"no whole view of the Fleet: {shown}"
+            await pilot.pause(0.02)
+        assert shown[0]
+        await pilot.press("q")
+
+
 async def test_back_to_the_fleet_after_a_paused_stack_was_moved_shows_that_moment(recorded, utc):
     """A Stack screen paused and scrubbed, left alone: the Fleet under it is loaded at that moment meanwhile, and
     Esc shows it, as a fresh reader has it. (The garbage collector's thresholds, the app's while it runs, are

@@ -347,11 +347,12 @@ class Db2vtopApp(App):
                 return
             self.timings.load_ms.append((time.perf_counter() - t0) * 1000)
         self._on_main(self._show, screen, view)
-        # the rows on screen were shown first (a 10,000-VM Fleet's first load): the rest of the view now, unless a
-        # newer load was asked for meanwhile (it makes its own)
+        # the rows on screen were shown first (a 10,000-VM Fleet's first load): the rest of the view now, even if a
+        # newer load was asked for meanwhile (a live cursor's next tick would be shown first again, and the rest
+        # never); it stops if the screen is left (`_read`: the reader's `cancelled`)
         while getattr(view, "rest", None) is not None:
             with self._load_lock:
-                if worker.is_cancelled or self.closing:
+                if self.closing:
                     return
                 t0 = time.perf_counter()
                 view = self._read(screen, worker, since, until, view.rest)
