@@ -48,18 +48,18 @@ peer-alertmanager:
 
 test-deps: $(PEERS)
 
-# The Go vSphere scenario simulator (tests/vsphere-sim, govmomi pinned in its go.mod).
+# The Go vSphere scenario simulator (tests/infra/vsphere-sim, govmomi pinned in its go.mod).
 # Go's build and module caches make a rebuild with unchanged sources a no-op.
 VSPHERE_SIM := build/vsphere-sim
-$(VSPHERE_SIM): tests/vsphere-sim/go.mod tests/vsphere-sim/go.sum $(wildcard tests/vsphere-sim/*.go)
-	cd tests/vsphere-sim && GOFLAGS=-buildvcs=false go build -trimpath -o ../../$(VSPHERE_SIM) .
+$(VSPHERE_SIM): tests/infra/vsphere-sim/go.mod tests/infra/vsphere-sim/go.sum $(wildcard tests/infra/vsphere-sim/*.go)
+	cd tests/infra/vsphere-sim && GOFLAGS=-buildvcs=false go build -trimpath -o ../../../$(VSPHERE_SIM) .
 
 vsphere-sim: $(VSPHERE_SIM)
 
-# govmomi's own simulator models, unpatched (tests/vcsim-models, the same govmomi pinned in its go.mod).
+# govmomi's own simulator models, unpatched (tests/infra/vcsim-models, the same govmomi pinned in its go.mod).
 VCSIM_MODELS := build/vcsim-models
-$(VCSIM_MODELS): tests/vcsim-models/go.mod tests/vcsim-models/go.sum $(wildcard tests/vcsim-models/*.go)
-	cd tests/vcsim-models && GOFLAGS=-buildvcs=false go build -trimpath -o ../../$(VCSIM_MODELS) .
+$(VCSIM_MODELS): tests/infra/vcsim-models/go.mod tests/infra/vcsim-models/go.sum $(wildcard tests/infra/vcsim-models/*.go)
+	cd tests/infra/vcsim-models && GOFLAGS=-buildvcs=false go build -trimpath -o ../../../$(VCSIM_MODELS) .
 
 vcsim-models: $(VCSIM_MODELS)
 
@@ -119,7 +119,7 @@ bench: $(STAMP) test-deps $(VSPHERE_SIM)
 # Regenerate the TUI's SVG snapshots after a deliberate change (Textual upgrade, new layout);
 # review them (open the SVGs in a browser) before committing.
 snapshots: $(STAMP)
-	$(PY) -m pytest -q tests/test_tui_snapshots.py --snapshot-update
+	$(PY) -m pytest -q tests/tui/test_tui_snapshots.py --snapshot-update
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

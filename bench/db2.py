@@ -27,8 +27,8 @@ from db2vtop.collectors.db2.config import DB2Config  # noqa: E402
 from db2vtop.collectors.db2.transport import ClpTransport  # noqa: E402
 from db2vtop.collectors.ssh import SSHTarget  # noqa: E402
 from db2vtop.collectors.ssh.config import SSHConfig  # noqa: E402
-from tests.db2clp import Table, calls, install  # noqa: E402
-from tests.sshd import SSHServer  # noqa: E402
+from tests.infra.db2clp import Table, calls, install  # noqa: E402
+from tests.infra.sshd import SSHServer  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "db2" / "v11_5"
 BUFFERPOOLS, TABLESPACES, CONTAINERS_PER_TABLESPACE = 100, 50, 20

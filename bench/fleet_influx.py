@@ -1,7 +1,7 @@
 """Fleet mode over InfluxDB (issue 15). Prints JSON.
 
 A real influxd 1.8.10 (tests/infra/build-influxd.sh) is loaded with the TUI benchmark's recording
-(tests/tui_fixture.py: 2,000 VMs on 50 hosts, `--vms N` N VMs 40 a host, 100 DB2 stacks, one hour
+(tests/infra/tui_fixture.py: 2,000 VMs on 50 hosts, `--vms N` N VMs 40 a host, 100 DB2 stacks, one hour
 at 20 s) encoded as the
 agents encode it (agent/sinks/lineproto.py), facts and findings included. Then the Fleet screen's
 load (tui/fleet_view.py through the TUI's Reader over an InfluxSource) is timed at the end of the
@@ -39,7 +39,7 @@ from db2vtop.tui.data import Reader, TableState
 from db2vtop.tui.fleet_view import load_fleet
 from db2vtop.tui.screens.fleet import SPARK_COLS
 from tests.infra.influxd import InfluxServer
-from tests.tui_fixture import Fleet, records, steps, write_config
+from tests.infra.tui_fixture import Fleet, records, steps, write_config
 
 FLEET = Fleet(vms=2000, hosts=50, stacks=100, minutes=60)
 S = 10**9
@@ -131,7 +131,7 @@ def main() -> None:
     args = ap.parse_args()
     vms = args.vms
     FLEET = Fleet(vms=vms, hosts=max(vms // 40, 1), stacks=min(100, vms), minutes=60)
-    dataset = f"tests/tui_fixture.py, {FLEET.vms} VMs / {FLEET.hosts} hosts / {FLEET.stacks} stacks, 1 h at 20 s"
+    dataset = f"tests/infra/tui_fixture.py, {FLEET.vms} VMs / {FLEET.hosts} hosts / {FLEET.stacks} stacks, 1 h at 20 s"
     with tempfile.TemporaryDirectory() as d:
         base = args.keep or Path(d)
         loaded = base / "loaded.txt"

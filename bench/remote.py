@@ -1,11 +1,11 @@
 """Remote collectors: SSH round trips per cycle, parse cost, and the esxtop parser at scale.
 
-Runs a real sshd on 127.0.0.1 (tests/sshd.py) and prints one JSON object:
+Runs a real sshd on 127.0.0.1 (tests/infra/sshd.py) and prints one JSON object:
 - remote_guest: cycles, SSH commands per cycle (from sshd's own log of received commands),
   logins over the whole run (one connection held across cycles), cycle wall time, and the
   local parse cost of one cycle (bundle framing + procfs snapshot + guest samples; target <= 5 ms);
 - linux_storage: the same counts for the [[storage]] kind = "linux" collector;
-- esxtop: `esxtop -b -a` CSV of 500 VMs and 200 LUNs (tests/esxtop_fixture.py) parsed (target <= 100 ms).
+- esxtop: `esxtop -b -a` CSV of 500 VMs and 200 LUNs (tests/infra/esxtop_fixture.py) parsed (target <= 100 ms).
 
     .venv/bin/python bench/remote.py
 """
@@ -30,8 +30,8 @@ from db2vtop.collectors.ssh.bundle import Bundle, parse
 from db2vtop.collectors.ssh.config import SSHConfig
 from db2vtop.collectors.storage.linux.collector import LinuxStorageCollector
 from db2vtop.collectors.storage.linux.config import LinuxStorageConfig
-from tests.esxtop_fixture import batch_csv, fleet
-from tests.sshd import SSHServer
+from tests.infra.esxtop_fixture import batch_csv, fleet
+from tests.infra.sshd import SSHServer
 
 CYCLES = 10
 

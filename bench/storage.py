@@ -30,7 +30,7 @@ from db2vtop.collectors.storage.ontap.config import OntapConfig  # noqa: E402
 from db2vtop.collectors.storage.ontap.metrics import rows, snapshot  # noqa: E402
 from db2vtop.collectors.storage.powermax import symstat  # noqa: E402
 from db2vtop.collectors.storage.xtremio.api import VOLUME, objects, perf_fields  # noqa: E402
-from tests.storage.clustershell import render_raw  # noqa: E402
+from tests.collectors.storage.clustershell import render_raw  # noqa: E402
 
 VOLUMES, LUNS, NODES, DISKS = 2000, 4000, 4, 96
 
@@ -107,7 +107,7 @@ def table_text(rows_: list[dict]) -> str:
 
 
 async def over_ssh(state0: dict) -> dict:
-    from tests.storage.conftest import ClustershellServer, running
+    from tests.collectors.storage.conftest import ClustershellServer, running
     with tempfile.TemporaryDirectory() as tmp, running(ClustershellServer(Path(tmp))) as server:
         ssh = server.ssh_config()
         target = SSHTarget(SSHConfig(**{**ssh, "key_file": Path(ssh["key_file"]),

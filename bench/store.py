@@ -12,7 +12,7 @@ a field that comes and goes, and missed collections.
   built once and kept in bench/results/ (rebuilt with --rebuild);
 - read_1h_window: median time to read one field of one series over a random hour of that
   day through a separate reader connection, as the TUI does (target <= 5 ms);
-- fleet: the TUI benchmark's 2,000-VM hour (tests/tui_fixture.py): bytes per value
+- fleet: the TUI benchmark's 2,000-VM hour (tests/infra/tui_fixture.py): bytes per value
   (target <= 1.5), and the Fleet screen's latest values of every VM and VM disk, live
   (target <= 50 ms) and back in time in the middle of the hour (replay).
 """
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from db2vtop.agent.core.model import Sample
 from db2vtop.agent.core.store import CHUNK_SPAN_NS, Store, StoreError
-from tests.tui_fixture import Fleet, build_store, field_values
+from tests.infra.tui_fixture import Fleet, build_store, field_values
 
 SERIES, STEP_S = 1000, 20
 T0 = 1_700_000_000 * 10**9 // CHUNK_SPAN_NS * CHUNK_SPAN_NS
@@ -194,7 +194,7 @@ def read_windows(path: Path, queries: int) -> dict:
 def fleet(path: Path, rebuild: bool, queries: int) -> dict:
     """The TUI benchmark's store: its size, and the Fleet screen's reads of every VM's latest values."""
     f = Fleet(vms=2000, hosts=50, stacks=100, minutes=60)
-    out: dict = {"dataset": f"tests/tui_fixture.py, {f.vms} VMs / {f.hosts} hosts, {f.minutes} min"}
+    out: dict = {"dataset": f"tests/infra/tui_fixture.py, {f.vms} VMs / {f.hosts} hosts, {f.minutes} min"}
     if rebuild or not _sealed(path):
         _fresh(path)
         t = time.perf_counter()

@@ -3,7 +3,7 @@
 The writer on a small file system (tests/faults/disk.py: a tmpfs as root, else this process's file
 size limit) that is filled once the first cycle is written; then `--times` (default 10) times its
 bound of waiting samples (store.MAX_PENDING) is handed to it in cycles of a 2,000-VM agent
-(tests/tui_fixture.py: one 20 s step, about 10,000 samples), each once the writer has taken the one
+(tests/infra/tui_fixture.py: one 20 s step, about 10,000 samples), each once the writer has taken the one
 before, as the runtime's back-pressure would. It reports the process's RSS after each bound's worth,
 the samples kept and dropped (both must add up to what was handed in, and the kept ones be the
 bound), and how long the kept ones take to write once the disk frees. The retry interval is shortened
@@ -32,7 +32,7 @@ import db2vtop.agent.core.store as store_mod
 from db2vtop.agent.core.store import MAX_PENDING, StoreWriter
 from db2vtop.agent.core.supervise import Supervisor
 from tests.faults.disk import small_fs
-from tests.tui_fixture import Fleet, _step
+from tests.infra.tui_fixture import Fleet, _step
 
 MIB = 2**20
 

@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.vsphere_sim import Simulator  # noqa: E402
+from tests.infra.vsphere_sim import Simulator  # noqa: E402
 
 INCIDENT_VM, BATCH_VM = "incident01", "batch01"
 

@@ -1,7 +1,7 @@
 """TUI benchmark (issue 5). Prints JSON.
 
 Store: 2,000 VMs on 50 hosts (`--vms N`: N VMs, 40 a host), 100 DB2 stacks (guest, DB2, array LUN
-each), an hour at 20 s (tests/tui_fixture.py builds it; kept in bench/results/, rebuilt with
+each), an hour at 20 s (tests/infra/tui_fixture.py builds it; kept in bench/results/, rebuilt with
 --rebuild; 10,000 VMs take ~10 minutes to build).
 
 - first_frame: the real `db2vtop replay` started in tmux, capture-pane polled every
@@ -52,7 +52,7 @@ from db2vtop.tui.fleet_view import COLUMNS
 from db2vtop.tui.screens.fleet import FleetScreen
 from db2vtop.tui.screens.stack import StackScreen
 from db2vtop.tui.widgets import FilterBar
-from tests.tui_fixture import STEP_S, T0, Fleet, build_store, write_config
+from tests.infra.tui_fixture import STEP_S, T0, Fleet, build_store, write_config
 
 READY = next(i for i, c in enumerate(COLUMNS) if c.name == "rdy%")
 

@@ -29,7 +29,7 @@ from db2vtop.agent.core.model import Annotation
 from db2vtop.collectors.vsphere.collector import VSphereCollector
 from db2vtop.collectors.vsphere.config import VCenterConfig
 from db2vtop.collectors.vsphere.events import CYCLE_PAGES, PAGE
-from tests.vsphere_sim import Simulator
+from tests.infra.vsphere_sim import Simulator
 
 
 async def measure(sim: Simulator, step) -> dict:

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from db2vtop.collectors.vsphere.collector import VSphereCollector
 from db2vtop.collectors.vsphere.config import VCenterConfig
-from tests.vsphere_sim import Simulator
+from tests.infra.vsphere_sim import Simulator
 
 
 async def measure(sim: Simulator, collector: VSphereCollector, step) -> dict:

@@ -1,6 +1,6 @@
 """db2vtop's vSphere collection against Telegraf's `inputs.vsphere`, side by side on ONE simulator.
 
-One scenario simulator (tests/vsphere-sim, 40 VMs a host: 2,000 VMs on 50 hosts by default) serves
+One scenario simulator (tests/infra/vsphere-sim, 40 VMs a host: 2,000 VMs on 50 hosts by default) serves
 both tools in turn, in one run:
 
 - one-shot: `telegraf --once` and `db2vtop agent --once` (one `[[vcenter]]`, nothing else):
@@ -56,7 +56,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from db2vtop.collectors.vsphere.counters import HOST_COUNTERS, VM_COUNTERS
-from tests.vsphere_sim import Simulator, process_cpu_seconds
+from tests.infra.vsphere_sim import Simulator, process_cpu_seconds
 
 TELEGRAF_VERSION = "1.36.4"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "db2vtop" / f"telegraf-{TELEGRAF_VERSION}"

@@ -3,7 +3,7 @@ screen's layer rows are all read from this table (docs/architecture.md, "The fig
 
 A figure is one field of one measurement, read from the stack's series that its `entity` names
 (checks/topology.py). Its unit follows from the field's name (agent/core/schema.py), its level from
-the rule scale it is judged and coloured by (checks/scales.py), and tests/test_read_model.py checks
+the rule scale it is judged and coloured by (checks/scales.py), and tests/agent/core/test_read_model.py checks
 every row against the collectors' declared measurements.
 """
 

@@ -128,7 +128,7 @@ class LiveRule(Rule):
     limits = {"samples": (1, 1000), "window": (1, 1000), "clear_samples": (1, 1000)}
     ordered = (("samples", "window"),)
 
-    #: fields it reads beyond `field`/`fields`/`gate` (tests/test_rules_reads.py holds judge() to them)
+    #: fields it reads beyond `field`/`fields`/`gate` (tests/checks/test_rules_reads.py holds judge() to them)
     reads_also: tuple[str, ...] = ()
 
     def subject(self, row: Row) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """The levels the TUI colours by and the verdict judges with, read from the rules' thresholds after
 the user's `[checks.RULE]` overrides: an override that moves a finding also recolours the screen
-and moves the verdict. No level is written anywhere else (tests/test_read_model.py looks for one).
+and moves the verdict. No level is written anywhere else (tests/agent/core/test_read_model.py looks for one).
 
 `Levels` is a value: the app builds it once from its config and hands it down to every view."""
 

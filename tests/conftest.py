@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 
 from tests.infra.influxd import VERSIONS
-from tests.sshd import SSHServer
-from tests.tmux import Tmux
+from tests.infra.sshd import SSHServer
+from tests.infra.tmux import Tmux
 
 ROOT = Path(__file__).resolve().parent.parent
 pytest_plugins = ["tests.schema_check"]  # every emitted sample is checked against its declaration
 
 # --- the `peer` marker: which tests need a real peer (`make check` runs the others) ---------------------------
 #: the helpers that start a real peer: sshd, tmux, a pty, the Go vSphere simulators, influxd, Alertmanager
-PEER_MODULES = frozenset({"tests.sshd", "tests.tmux", "tests.pty_term", "tests.vsphere_sim", "tests.infra.influxd",
-                          "tests.infra.alertmanager"})
+PEER_MODULES = frozenset({"tests.infra.sshd", "tests.infra.tmux", "tests.infra.pty_term", "tests.infra.vsphere_sim",
+                          "tests.infra.influxd", "tests.infra.alertmanager"})
 #: this file's fixtures that start one (every test file sees them without importing their helper)
 PEER_FIXTURES = frozenset({"sshd", "tmux", "influx_version"})
 #: a peer a test runs by its program's name (found with shutil.which: headless chromium, sysstat's iostat)

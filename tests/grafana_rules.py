@@ -5,7 +5,7 @@ triggers, checks/verdict.py TRIGGERS, at the verdict's levels with no override),
 verdict's two 20 s buckets of an episode) and grouped by the entity it names — the shared ones (host, LUN,
 datastore, array) as the agent groups its episodes —; one for the critical findings the agents record; one for
 an alert receiver of an agent that is failing. `python -m tests.docs_check --write` writes it; `docs_check`
-fails while the file is not what the code makes; tests/test_agent_influx.py runs every query against real
+fails while the file is not what the code makes; tests/agent/sinks/test_agent_influx.py runs every query against real
 InfluxDB 1.8 and 2.7.
 """
 

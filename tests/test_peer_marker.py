@@ -26,17 +26,19 @@ def _pure():
 
 
 def test_a_file_that_reaches_a_peers_helper_is_peer_even_through_another_test_file():
-    assert reaches_peer("tests.test_ssh")  # imports tests.sshd
-    assert reaches_peer("tests.test_esxtop")  # through tests.test_guest_remote, which imports tests.sshd
-    assert reaches_peer("tests.faults.test_vcenter")  # tests.vsphere_sim
-    assert reaches_peer("tests.test_influx_sink")  # tests.infra.influxd
-    assert not reaches_peer("tests.test_topology") and not reaches_peer("tests.test_units")
-    assert not reaches_peer("tests.test_triage")  # tests.conftest (which every test has) does not count
+    assert reaches_peer("tests.collectors.ssh.test_ssh")  # imports tests.infra.sshd
+    # through tests.collectors.guest.test_guest_remote, which imports tests.infra.sshd
+    assert reaches_peer("tests.collectors.esxtop.test_esxtop")
+    assert reaches_peer("tests.faults.test_vcenter")  # tests.infra.vsphere_sim
+    assert reaches_peer("tests.agent.sinks.test_influx_sink")  # tests.infra.influxd
+    assert not reaches_peer("tests.checks.test_topology") and not reaches_peer("tests.agent.core.test_units")
+    assert not reaches_peer("tests.checks.test_triage")  # tests.conftest (which every test has) does not count
 
 
 def test_a_peer_fixture_or_a_peer_program_marks_one_test_of_a_plain_file():
-    assert not needs_peer(_item("tests.test_units", ("tmp_path",), _pure))
-    assert needs_peer(_item("tests.test_units", ("tmp_path", "tmux"), _pure))
-    assert needs_peer(_item("tests.test_units", ("influx_version",), _pure))
-    assert needs_peer(_item("tests.test_units", (), _runs_the_browser))
-    assert not needs_peer(_item("tests.test_units", (), _names_the_browser))  # a program's name alone is not running it
+    assert not needs_peer(_item("tests.agent.core.test_units", ("tmp_path",), _pure))
+    assert needs_peer(_item("tests.agent.core.test_units", ("tmp_path", "tmux"), _pure))
+    assert needs_peer(_item("tests.agent.core.test_units", ("influx_version",), _pure))
+    assert needs_peer(_item("tests.agent.core.test_units", (), _runs_the_browser))
+    # a program's name alone is not running it
+    assert not needs_peer(_item("tests.agent.core.test_units", (), _names_the_browser))

@@ -52,8 +52,8 @@ _SWAP_RATES = (
     _c("mem.swapoutRate.average", "mem_swapout_bytes_per_s", KBPS),
 )
 
-# Only what the rules, the verdict, the report and the TUI read (tests/test_vsphere_counters.py holds each
-# counter to a reader), and of a VM nothing its light inventory already gives every cycle: a VM's active and
+# Only what the rules, the verdict, the report and the TUI read (tests/collectors/vsphere/test_vsphere_counters.py
+# holds each counter to a reader), and of a VM nothing its light inventory already gives every cycle: a VM's active and
 # compressed memory are its quickStats (vsphere_vm_quickstats). Every counter is a metric id per entity in
 # every QueryPerf request, which vCenter parses for each VM each cycle. CPU ready and co-stop are asked for
 # the VM as a whole (the instance ""): nothing reads a single vCPU's, and "*" would bring one series per

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlparse
 
-from tests.http_peer import LocalHTTPServer
+from tests.infra.http_peer import LocalHTTPServer
 
 _SKIP = {"host", "connection", "content-length", "transfer-encoding"}
 

@@ -4,7 +4,7 @@ this machine as sshd does (stdin, stdout, stderr, exit status), except the comma
 its other channels go on working. OpenSSH's sshd cannot be made to do that; a compromised or wedged
 server can (the reply is the server's to send, and nothing in the protocol makes it send one).
 
-Keys are made with ssh-keygen as tests/sshd.py makes them; `known_hosts` holds the server's key for
+Keys are made with ssh-keygen as tests/infra/sshd.py makes them; `known_hosts` holds the server's key for
 the client.
 """
 

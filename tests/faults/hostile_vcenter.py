@@ -36,7 +36,7 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlparse
 
-from tests.http_peer import LocalHTTPServer
+from tests.infra.http_peer import LocalHTTPServer
 
 _STAMP = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)")
 _DECL = re.compile(rb"^(\s*<\?xml[^>]*\?>)?")

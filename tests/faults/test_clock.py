@@ -23,7 +23,7 @@ import pytest
 from db2vtop.agent.core.store import Store
 from tests.faults.agent import guest_times, nothing_lost, start, wait_past, wait_seconds, write_config
 from tests.faults.test_vcenter import ENV, SCENARIO
-from tests.vsphere_sim import Simulator
+from tests.infra.vsphere_sim import Simulator
 
 LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1")
 S = 10**9

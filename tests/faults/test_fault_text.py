@@ -20,7 +20,7 @@ from db2vtop.agent.core.store import Store
 from tests.faults.agent import start
 from tests.faults.hostile_vcenter import HostileVCenter
 from tests.faults.test_vcenter import ENV, SCENARIO
-from tests.vsphere_sim import Simulator
+from tests.infra.vsphere_sim import Simulator
 
 PER_CYCLE_BYTES = 100 * 1024
 FAULT_TEXT = "\u009b2J\u202e" + base64.b64encode(os.urandom(6 * 2**20)).decode()  # 8 MiB

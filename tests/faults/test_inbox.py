@@ -14,9 +14,9 @@ import time
 
 from db2vtop.agent.core.markers import inbox_of
 from db2vtop.agent.core.store import Store
+from tests.agent.core.test_markers import hostile_files
 from tests.conftest import run_cli
 from tests.faults.agent import nothing_lost, start, wait_past, wait_seconds, write_config
-from tests.test_markers import hostile_files
 
 
 def test_an_agent_fed_hostile_markers_keeps_storing_and_records_the_good_one(tmp_path):

@@ -33,8 +33,8 @@ def influxd(tmp_path_factory):
     srv.stop()
 
 
-# 1e300 leaves the reader as max_retry_delay, the very value inf gives (tests/test_httpclient.py has both), and the
-# sender sees nothing else of the header: a case of its own here would prove nothing more
+# 1e300 leaves the reader as max_retry_delay, the very value inf gives (tests/agent/core/test_httpclient.py has
+# both), and the sender sees nothing else of the header: a case of its own here would prove nothing more
 @pytest.mark.parametrize("value", ["inf", "nan", "1e9", "date"])
 def test_a_hostile_retry_after_neither_stops_the_agent_nor_its_backoff_nor_delivery(tmp_path, influxd, value):
     db = f"ra_{value}"  # one server for every case, a database each

@@ -24,7 +24,7 @@ from db2vtop.collectors.vsphere.collector import VSphereCollector
 from db2vtop.collectors.vsphere.config import VCenterConfig
 from tests.faults.agent import AGENT, run_measured
 from tests.faults.hostile_vcenter import HostileVCenter
-from tests.vsphere_sim import Simulator
+from tests.infra.vsphere_sim import Simulator
 
 SCENARIO = {
     "datacenter": "DC1",

@@ -32,7 +32,7 @@ from db2vtop.tui.app import Db2vtopApp
 from tests.conftest import run_cli
 from tests.faults.hostile_vcenter import HostileVCenter
 from tests.faults.test_vcenter import ENV, SCENARIO
-from tests.vsphere_sim import Simulator
+from tests.infra.vsphere_sim import Simulator
 
 S = 10**9
 SIX_HOURS = 6 * 3600

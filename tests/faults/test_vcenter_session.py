@@ -36,7 +36,7 @@ from db2vtop.collectors.vsphere.connection import Connector, PinError
 from tests.faults.agent import AGENT, ROOT
 from tests.faults.hostile_vcenter import HostileVCenter
 from tests.faults.tcp_peers import ConnectProxy, IdleClosingRelay
-from tests.vsphere_sim import Simulator
+from tests.infra.vsphere_sim import Simulator
 
 SCENARIO = {"hosts": [{"name": "esx01", "vms": [{"name": "db01", "perf": {"cpu.ready.summation": 800}},
                                                  {"name": "db02"}]}]}

@@ -2,7 +2,7 @@
 # Install the system programs the tests talk to as real peers, only where missing:
 # Debian's sysstat (iostat), openssh-server (sshd on 127.0.0.1), tmux (TUI smoke test),
 # systemd (systemd-analyze verify for contrib/'s unit file) and chromium (the HTML run report,
-# rendered headless and screenshotted by tests/test_runs.py) and faketime (libfaketime: the agent's
+# rendered headless and screenshotted by tests/agent/core/test_runs.py) and faketime (libfaketime: the agent's
 # clock stepped under a running agent, tests/faults/test_clock.py).
 set -eu
 need=""
