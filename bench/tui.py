@@ -170,7 +170,7 @@ async def in_process(store: Path, config: Path, seconds: float) -> dict:
         out["pilot_ready_ms"] = round((time.perf_counter() - t0) * 1000, 1)
         fleet = app.screen
         assert isinstance(fleet, FleetScreen)
-        await _until(pilot, lambda: fleet.view is not None)
+        await _until(pilot, lambda: fleet.view is not None, 60)  # a loaded machine's 10,000 VMs may take > 10 s
         out["fleet_data_shown_ms"] = round((time.perf_counter() - t0) * 1000, 1)
         out["fleet_rows"] = len(fleet.table.model.rows)
         # a large fleet's first load shows the rows on screen first, then every row's figures (`FleetView.rest`)

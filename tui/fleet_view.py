@@ -455,7 +455,8 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
         else:
             rank = (0, "") if status is not None else (severity_rank(finding.severity), finding.rule) if finding \
                 else None
-            tps_v, cpu, ready, balloon, log, io = (None if v is PENDING else v for v in figures)  # sorted last
+            tps_v, cpu, ready, balloon, log, io = figures if unread is None else (  # figures not read: sorted last
+                None if v is PENDING else v for v in figures)
             # the cells are made when the row is first drawn: at a moment all figures moved, only the rows on screen
             row = made[key] = TableRow(key, None, (KIND_ORDER[kind], lower or name.lower(), cpu, ready, balloon, io,
                                                    log, tps_v, rank, None, None, where),

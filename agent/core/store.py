@@ -1017,10 +1017,10 @@ class Store:
             # nearly every series has a chunk in `until`'s own span: one index probe each (`_candidates`)
             for sid, first, last in self.db.execute(
                     "SELECT s.id, c.first_ts, c.last_ts FROM series s JOIN chunks c ON c.series_id = s.id "
-                    "AND c.span = ? WHERE s.measurement=?", (span, measurement)):
+                    "AND c.span = ? WHERE s.measurement=?", (span, measurement)) if self._chunked else ():
                 if first <= until_ns:
                     out[sid] = min(last, until_ns)
-            missing = [s.id for s in self._kept_series(measurement) if s.id not in out]
+            missing = [s.id for s in self._kept_series(measurement) if s.id not in out] if self._chunked else []
             for sid in missing:  # ended, or not begun in that span yet: its newest chunk before it
                 row = self.db.execute("SELECT last_ts FROM chunks WHERE series_id=? AND span < ? ORDER BY span DESC"
                                       " LIMIT 1", (sid, span)).fetchone()

@@ -92,15 +92,17 @@ def test_a_row_written_late_at_a_paused_moment_is_shown_once_asked_again(recorde
     rd.source.close()
 
 
-@pytest.mark.parametrize("sort", [FINDING_COL, NAME_COL])
-def test_a_large_fleets_first_load_reads_the_rows_on_screen_first(recorded, monkeypatch, utc, sort):
+@pytest.mark.parametrize(("sort", "at"), [(FINDING_COL, -700), (NAME_COL, -700), (FINDING_COL, 30),
+                                         (NAME_COL, 95)])
+def test_a_large_fleets_first_load_reads_the_rows_on_screen_first(recorded, monkeypatch, utc, sort, at):
     """Before the VMs' first whole read (a chunk of each of 10,000 series at a past moment), the rows on screen and
     the stacks' VMs alone are read: every row is there, the others' figures show `…`; the view's rest is the
-    whole view, and the rows on screen were the same in both."""
+    whole view, and the rows on screen were the same in both. In the chunks, in the head (after the recording's
+    last sample), and once its rows are stale."""
     path, stacks = recorded
     large = fleet_view.STAGED_FROM
     monkeypatch.setattr(fleet_view, "STAGED_FROM", 1)  # the fixture's 12 VMs as a large fleet
-    until, state = FLEET.end_ns - 700 * S, TableState(sort_col=sort, visible=(0, 6))
+    until, state = FLEET.end_ns + at * S, TableState(sort_col=sort, visible=(0, 6))
     rd = Reader(Store(path))
     asked: list[int] = []
     real = rd.source.latest_of
