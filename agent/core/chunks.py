@@ -205,11 +205,11 @@ def _regular(column: memoryview, n: int) -> range | None:
     if n < 3 or column[0] != 2:
         return None
     key = column.tobytes()
-    if key in _REGULAR:
-        return _REGULAR[key]
-    if len(_REGULAR) >= 1024:
-        _REGULAR.clear()
-    found = _REGULAR[key] = _regular_of(column, n)
+    found = _REGULAR.get(key, _REGULAR)  # (itself: not known yet; a None is an answer)
+    if found is _REGULAR:
+        if len(_REGULAR) >= 1024:
+            _REGULAR.clear()
+        found = _REGULAR[key] = _regular_of(column, n)
     return found
 
 
