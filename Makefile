@@ -102,19 +102,9 @@ lint: $(STAMP)
 docs-check: $(STAMP)
 	$(PY) -m tests.docs_check
 
+BENCHES := store agent_overhead storage remote db2 vsphere vsphere_vs_telegraf triage report influx fleet_influx tui
 bench: $(STAMP) test-deps $(VSPHERE_SIM)
-	$(PY) bench/store.py
-	$(PY) bench/agent_overhead.py
-	$(PY) bench/storage.py
-	$(PY) bench/remote.py
-	$(PY) bench/db2.py
-	$(PY) bench/vsphere.py
-	$(PY) bench/vsphere_vs_telegraf.py
-	$(PY) bench/triage.py
-	$(PY) bench/report.py
-	$(PY) bench/influx.py
-	$(PY) bench/fleet_influx.py
-	$(PY) bench/tui.py
+	for b in $(BENCHES); do $(PY) bench/$$b.py || exit 1; done
 
 # Regenerate the TUI's SVG snapshots after a deliberate change (Textual upgrade, new layout);
 # review them (open the SVGs in a browser) before committing.

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from db2vtop.agent.core.config import Config, spool_of
+from db2vtop.agent.core.config import CoreConfig, spool_of
 from db2vtop.agent.core.paths import state_dir
 from db2vtop.agent.core.schema import FactCheck, Measurement, Schema
 from db2vtop.agent.core.supervise import Supervisor
@@ -37,7 +37,7 @@ class _Wiring:
         self.ssh = Targets(cfg.ssh)
 
 
-def build_collectors(cfg: Config, store_path: Path | None = None, sinks: Sequence[InfluxSink] = (),
+def build_collectors(cfg: CoreConfig, store_path: Path | None = None, sinks: Sequence[InfluxSink] = (),
                      alerter: Alerter | None = None) -> list[BaseCollector]:
     """The collectors of a config; with the store's path, also its marker inbox; a monitor per sink, and one of
     the alert receivers."""
@@ -63,7 +63,7 @@ def build_collectors(cfg: Config, store_path: Path | None = None, sinks: Sequenc
     return collectors
 
 
-def build_alerter(cfg: Config, store_path: Path, supervisor: Supervisor | None = None) -> Alerter | None:
+def build_alerter(cfg: CoreConfig, store_path: Path, supervisor: Supervisor | None = None) -> Alerter | None:
     """The alerts' judge and receivers when [[alert]] sections are configured; each resumes its spool."""
     if not cfg.alert:
         return None
@@ -72,7 +72,7 @@ def build_alerter(cfg: Config, store_path: Path, supervisor: Supervisor | None =
     return Alerter(cfg, store_path, supervisor)
 
 
-def build_sink(cfg: Config, store_path: Path, supervisor: Supervisor | None = None) -> InfluxSink | None:
+def build_sink(cfg: CoreConfig, store_path: Path, supervisor: Supervisor | None = None) -> InfluxSink | None:
     """The InfluxDB sink when [influxdb] is configured; it resumes its spool from disk (spool_dir, or
     beside the store)."""
     if cfg.influxdb is None:
@@ -108,7 +108,7 @@ def measurement_catalog() -> dict[str, tuple[Measurement, ...]]:
     return {where: schema.measurements for where, schema in catalog().items()}
 
 
-def fact_check(cfg: Config | None = None) -> FactCheck:
+def fact_check(cfg: CoreConfig | None = None) -> FactCheck:
     """The fact kinds the sources of `cfg` declare (every source's without one): what the runtime checks
     their facts against. Only the configured sources' declarations are read: the agent's start-up."""
     inputs = [i for i in INPUTS if cfg is None or i.sections(cfg)]

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TextIO
 
 from db2vtop.agent.core.clock import CLOCK
-from db2vtop.agent.core.config import Config, StackConfig
+from db2vtop.agent.core.config import CoreConfig, StackConfig
 from db2vtop.agent.core.markers import record_marker, wait_recorded
 from db2vtop.agent.core.runs import BEGIN, END, RunNotFoundError, baseline_for, edge_marker, find_run
 from db2vtop.agent.core.source import CachedSource, tag_values
@@ -130,7 +130,7 @@ def settle(store_path: Path, end_ns: int, timeout: float, say: Callable[[str], N
 
 
 
-def make_report(cfg: Config, store_path: Path, spec: str, baseline: str | None = None, previous: bool = False,
+def make_report(cfg: CoreConfig, store_path: Path, spec: str, baseline: str | None = None, previous: bool = False,
                 stacks: Sequence[str] = (), now_ns: int | None = None, workers: int | None = None) -> Report:
     """The report of run `spec` against `baseline` (or, with `previous`, the run of the same name
     before it, when there is one), over the stacks of the config and the store (or those named)."""

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from db2vtop.agent.core.config import Config as CoreConfig
-from db2vtop.agent.core.config import config_class, load
+from db2vtop.agent.core.config import CoreConfig, config_class, load
 from db2vtop.agent.core.paths import default_config_path
 from db2vtop.agent.core.schema import package_text
 from db2vtop.collectors.registry import INPUTS

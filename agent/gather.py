@@ -16,17 +16,19 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from db2vtop.agent.assemble import build_collectors
+from db2vtop.agent.core.admit import admit
 from db2vtop.agent.core.clock import CLOCK
 from db2vtop.agent.core.columns import ColumnSource
-from db2vtop.agent.core.config import Config
+from db2vtop.agent.core.config import CoreConfig
 from db2vtop.agent.core.influx_source import InfluxSource
-from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample, clean_fields, record_problem
+from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample
 from db2vtop.agent.core.source import CachedSource
 from db2vtop.agent.core.store import Store, StoreError
 from db2vtop.agent.core.text import did_you_mean, plural
 from db2vtop.checks.topology import infer_stacks, pick
 from db2vtop.checks.triage import TriageResult, co_tenants, judge, kept_fields
 from db2vtop.collectors.base import BaseCollector
+from db2vtop.collectors.capabilities import DescribesVMs, KeepsHistory
 
 
 async def _fresh(c: BaseCollector, lookback_s: float, vms: set[str] | None, facts_only: bool = False,
@@ -44,31 +46,30 @@ async def _fresh(c: BaseCollector, lookback_s: float, vms: set[str] | None, fact
     def take(records: list[Any]) -> None:
         started = time.monotonic()
         now, skew = CLOCK.now_ns(), int(c.clock_skew_s * 1e9)
-        earliest = now - int(lookback_s * 1e9) - skew
-        good = [r for r in records if isinstance(r, Sample) and record_problem(r, earliest, now + skew) is None]
+        taken = admit(records, now - int(lookback_s * 1e9) - skew, now + skew)
         if note is not None:
-            note([r for r in records if isinstance(r, Annotation) and record_problem(r, earliest, now + skew) is None])
-        counts[0] += len(good)
-        counts[1] += sum(isinstance(r, Sample) for r in records) - len(good)
+            note(taken.annotations)
+        counts[0] += len(taken.samples)
+        counts[1] += taken.refused_samples
         if keep is None:
-            for r in good:
-                r.fields = clean_fields(r.fields)
-            samples.extend(good)
-        else:  # the columns keep only values a store could hold: clean_fields on the fields kept
-            keep(good)
+            samples.extend(taken.samples)
+        else:
+            keep(taken.samples)
         if limit is not None and limit.when() is not None:
             limit.reschedule(limit.when() + time.monotonic() - started)  # type: ignore[operator]
 
     try:
         await asyncio.wait_for(c.start(), c.timeout)
         await asyncio.sleep(c.first_delay)
-        facts = await asyncio.wait_for(c.describe_vms(vms) if vms else c.describe(), c.timeout)
+        narrows = bool(vms) and isinstance(c, DescribesVMs)
+        facts = await asyncio.wait_for(c.describe_vms(vms) if narrows else c.describe(), c.timeout)
         if facts_only:
             return [], facts, f"ok: {len(facts)} facts"
-        keeps_history = type(c).lookback is not BaseCollector.lookback
-        async with asyncio.timeout(max(c.timeout, 60.0)) as limit:
-            take(await c.lookback(lookback_s, vms, emit=take))
-        limit = None
+        keeps_history = isinstance(c, KeepsHistory)
+        if keeps_history:
+            async with asyncio.timeout(max(c.timeout, 60.0)) as limit:
+                take(await c.lookback(lookback_s, vms, emit=take))
+            limit = None
         # a source that keeps its own history gives "now" with it: for named VMs, that hour is all we need. The
         # look now comes after the hour: each series' samples arrive in time order (none to sort again)
         if not (vms and keeps_history):
@@ -87,7 +88,7 @@ class NoSuchTargetError(ValueError):
     """A `--vm` or `--stack` that no configured or inferred stack has."""
 
 
-def bare_vm(cfg: Config, name: str) -> str:
+def bare_vm(cfg: CoreConfig, name: str) -> str:
     """A `--vm` without its vCenter (`vc-prod/db01` -> `db01`): what the vSphere collectors look for."""
     vcenter, sep, vm = name.partition("/")
     return vm if sep and vcenter in {v.name for v in cfg.vcenter} else name
@@ -104,7 +105,7 @@ class Look(NamedTuple):
     unread: frozenset[str]
 
 
-def look_now(cfg: Config, lookback_s: float = 0.0, vms: set[str] | None = None,
+def look_now(cfg: CoreConfig, lookback_s: float = 0.0, vms: set[str] | None = None,
              progress: Callable[[str], None] = lambda _m: None, facts_only: bool = False,
              keep: ColumnSource | None = None, history_only: bool = False) -> Look:
     """Every configured source read once now, at once (`vms`: only those VMs' realtime hour); with
@@ -116,12 +117,12 @@ def look_now(cfg: Config, lookback_s: float = 0.0, vms: set[str] | None = None,
     facts: list[Fact] = []
     sources: dict[str, str] = {}
     collectors = [c for c in build_collectors(cfg) if c.name != "self"  # no store: no marker inbox
-                  and (not history_only or type(c).lookback is not BaseCollector.lookback)]
+                  and (not history_only or isinstance(c, KeepsHistory))]
     if not collectors:
         return Look(samples, facts, sources, frozenset())
     for c in collectors:
         c.clock_skew_s = cfg.store.max_clock_skew
-        if keep is not None:  # a source that looks back asks only for what is kept of it
+        if keep is not None and isinstance(c, KeepsHistory):  # a look back asks only for what is kept of it
             c.history_fields = keep.kept
     progress(("describing " if facts_only else "collecting now from ") + ", ".join(c.name for c in collectors))
 
@@ -146,7 +147,7 @@ def look_now(cfg: Config, lookback_s: float = 0.0, vms: set[str] | None = None,
     return Look(samples, facts, sources, frozenset(failed - read))
 
 
-def run_triage(cfg: Config, store_path: Path, lookback_s: float,
+def run_triage(cfg: CoreConfig, store_path: Path, lookback_s: float,
                progress: Callable[[str], None] = lambda _m: None, now_ns: int | None = None,
                vms: Sequence[str] = (), stacks: Sequence[str] = (), source: str = "store",
                store_named: bool = False) -> TriageResult:

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from db2vtop.agent.assemble import build_alerter, build_collectors, build_sink, fact_check
 from db2vtop.agent.core.clock import CLOCK
-from db2vtop.agent.core.config import Config
+from db2vtop.agent.core.config import CoreConfig
 from db2vtop.agent.core.source import Row
 from db2vtop.agent.core.store import Store, StoreWriter
 from db2vtop.agent.core.supervise import Supervisor
@@ -30,12 +30,15 @@ from db2vtop.agent.sinks.spool import SpoolError
 from db2vtop.checks.engine import Engine
 from db2vtop.checks.runner import CheckRunner, build_engine
 from db2vtop.collectors.base import BaseCollector
+from db2vtop.collectors.capabilities import KeepsHistory, Resumes, ResumesLog
 
 if TYPE_CHECKING:  # the sink's modules (line protocol, the InfluxDB reader) only with [influxdb]: build_sink
     from db2vtop.agent.sinks.alerts import Alerter
     from db2vtop.agent.sinks.influx import InfluxSink
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: the most of the store's history the check engine starts from
 HISTORY_MAX_S = 3600.0
@@ -50,7 +53,7 @@ class Pipeline:
     Every thread of it runs under one supervisor (agent/core/supervise.py): whoever runs the
     pipeline (the agent's service) stops it when one of them cannot go on."""
 
-    def __init__(self, cfg: Config, store_path: Path):
+    def __init__(self, cfg: CoreConfig, store_path: Path):
         self.cfg = cfg
         self.supervisor = Supervisor()
         self.writer = StoreWriter(store_path, cfg.store.retention, supervisor=self.supervisor)
@@ -83,7 +86,8 @@ class Pipeline:
         collectors = build_collectors(self.cfg, self.writer.path, self.sinks, self.alerter)
         needed, fields = engine.history_samples(), engine.history_fields()
         for c in collectors:
-            c.history_samples, c.history_fields = needed, fields
+            if isinstance(c, KeepsHistory):  # its first cycle reaches back as far as the live rules need
+                c.history_samples, c.history_fields = needed, fields
         self.writer.call(lambda store: self._resume(store, collectors, engine))
         self.runtime = Runtime(collectors, [self.writer, self.checks, *self.outputs], fact_check(self.cfg),
                                self.supervisor, self.cfg.store.max_clock_skew)
@@ -104,7 +108,8 @@ class Pipeline:
 
         # what a collector hands on again itself in its first cycle (vCenter's realtime hour) is not read twice;
         # one that resumes after the samples the store holds hands on none of them again: they are read here
-        again = {m for c in collectors if c.history_samples > 1 and not c.resume_marks(newest) for m in c.reaches_back}
+        again = {m for c in collectors if isinstance(c, KeepsHistory) and c.history_samples > 1
+                 and not c.resume_marks(newest) for m in c.reaches_back}
         measurements = sorted(engine.live_measurements() & set(store.measurements()) - again)
         fields = engine.history_fields()
         path = store.path
@@ -121,16 +126,16 @@ class Pipeline:
 
         self.checks.resume(store, facts, history)
         for c in collectors:
-            if c.resumes:
+            if isinstance(c, Resumes) and c.resumes:
                 c.resume([f for f in facts if f.kind in c.resumes])
         # a log read on after the newest stored (vCenter's events): what the store would accept, no older
-        logs = sorted({k for c in collectors for k in c.resumes_after})
+        readers = [c for c in collectors if isinstance(c, ResumesLog) and c.resumes_after]
+        logs = sorted({k for c in readers for k in c.resumes_after})
         stored = store.annotations_of(logs, now - int(self.cfg.store.max_clock_skew * 1e9), now) if logs else []
-        for c in collectors:
-            if c.resumes_after:
-                c.resume_annotations([a for a in stored if a.event in c.resumes_after])
+        for c in readers:
+            c.resume_annotations([a for a in stored if a.event in c.resumes_after])
 
-    def reload(self, new: Config, engine: Engine) -> None:
+    def reload(self, new: CoreConfig, engine: Engine) -> None:
         """Apply a re-read config: collectors and checks anew, the sink only if [influxdb] changed
         (its spool stays on disk); [store] changes wait for a restart."""
         if self.checks is not None:
@@ -146,34 +151,35 @@ class Pipeline:
         self.cfg = new
         self._start(engine)
 
-    def _reload_sink(self, new: Config) -> Config:
+    def _reload_sink(self, new: CoreConfig) -> CoreConfig:
         old = self.cfg.influxdb
         if self.sink is not None:
             self.sink.close(timeout=0)
         if new.influxdb and old and new.influxdb.spool_dir != old.spool_dir:
             log.warning("reload: spool_dir changed; points spooled in %s are sent after a restart with the old "
                         "spool_dir", old.spool_dir)
-        try:
-            self.sink = build_sink(new, self.writer.path, self.supervisor)
-            return new
-        except (SpoolError, OSError) as e:
-            log.error("reload: InfluxDB sink: %s; keeping the previous [influxdb]", e)
-            self.sink = build_sink(self.cfg, self.writer.path, self.supervisor)
-            return replace(new, influxdb=old)
+        self.sink, new = self._rebuilt(build_sink, new, "InfluxDB sink", "[influxdb]", replace(new, influxdb=old))
+        return new
 
-    def _reload_alerter(self, new: Config) -> Config:
+    def _reload_alerter(self, new: CoreConfig) -> CoreConfig:
         """The alerts anew from the new config: what each receiver waits for stays in its spool, and the
         state file keeps what each was told (a receiver no longer configured is told nothing more)."""
         if self.alerter is not None:
             self.alerter.close(timeout=0)
             self.alerter = None
+        self.alerter, new = self._rebuilt(build_alerter, new, "alerts", "[[alert]] sections",
+                                          replace(new, alert=self.cfg.alert, alerting=self.cfg.alerting))
+        return new
+
+    def _rebuilt(self, build: Callable[[CoreConfig, Path, Supervisor], T], new: CoreConfig, what: str, sections: str,
+                 previous: CoreConfig) -> tuple[T, CoreConfig]:
+        """What `build` makes of the new config, or, when that fails (its spool cannot be opened), of the one
+        before, said in the log: the config then goes on as `previous` (the new one with the old `sections`)."""
         try:
-            self.alerter = build_alerter(new, self.writer.path, self.supervisor)
-            return new
+            return build(new, self.writer.path, self.supervisor), new
         except (SpoolError, OSError) as e:
-            log.error("reload: alerts: %s; keeping the previous [[alert]] sections", e)
-            self.alerter = build_alerter(self.cfg, self.writer.path, self.supervisor)
-            return replace(new, alert=self.cfg.alert, alerting=self.cfg.alerting)
+            log.error("reload: %s: %s; keeping the previous %s", what, e, sections)
+            return build(self.cfg, self.writer.path, self.supervisor), previous
 
     def close(self, deliver: bool = True) -> None:
         """Everything flushed; `deliver`: the sink's and the alert receivers' backlogs get their flush_timeout to

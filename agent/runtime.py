@@ -6,12 +6,12 @@ jitter, no drift), a timeout per cycle, and never two cycles of one collector at
 One failing or hanging collector never delays another. After every cycle the runtime
 emits a `db2vtop_collector` self-metric sample beside the collector's own samples.
 
-The runtime is the boundary where records from outside come in: a record whose time is not
-within the allowed clock skew of now (a source's clock years off, a date past 2262) is set
-aside and counted in the collector's health, never handed to the store or a sink; values no
-store can hold are dropped one by one (clean_fields). Each collector's loop runs under the
-supervisor: a loop that ends by an error fails it, and the agent stops rather than lose a source
-silently.
+The runtime is the boundary where records from outside come in (agent/core/admit.py, the checks
+triage's look now takes records by too): a record whose time is not within the allowed clock skew
+of now (a source's clock years off, a date past 2262) is set aside and counted in the collector's
+health, never handed to the store or a sink; values no store can hold are dropped one by one.
+Each collector's loop runs under the supervisor: a loop that ends by an error fails it, and the
+agent stops rather than lose a source silently.
 
 Facts are checked against their declarations (each source's schema.toml) on their way out: one
 that departs (an undeclared kind or key, a key of another type) is still handed on whole, so
@@ -29,6 +29,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from db2vtop.agent.core.admit import admit
 from db2vtop.agent.core.backlog import Backlog
 from db2vtop.agent.core.clock import CLOCK
 from db2vtop.agent.core.logkey import COLLECTOR
@@ -40,14 +41,13 @@ from db2vtop.agent.core.model import (
     Output,
     Record,
     Sample,
-    clean_fields,
     describe_record,
-    record_problem,
 )
 from db2vtop.agent.core.schema import FactCheck, Measurement, fields
 from db2vtop.agent.core.supervise import Supervisor
 from db2vtop.agent.core.text import printable
 from db2vtop.collectors.base import BaseCollector, CollectorError
+from db2vtop.collectors.capabilities import Streams
 
 log = logging.getLogger(__name__)
 
@@ -234,13 +234,15 @@ class Runtime:
             records = await c.collect()
 
         unpaced: set[str] = set()  # outputs this cycle stopped waiting for
-        timeout = c.cycle_timeout()
+        streams = isinstance(c, Streams)
+        timeout = c.cycle_timeout() if streams else c.timeout
         patience = asyncio.get_running_loop().time() + timeout / 2
 
         async def pace() -> None:
             await self._pace(c, unpaced, patience)
 
-        c.handoff, c.pace = hand_on, pace
+        if streams:
+            c.handoff, c.pace = hand_on, pace
         # no call to the source outlives the cycle: they end a little before it, so the call's own error (what
         # timed out, where) is the cycle's, and its worker is free again when the next cycle starts
         c.cycle_ends = time.monotonic() + timeout - min(CALL_MARGIN_S, timeout * 0.05)
@@ -251,7 +253,9 @@ class Runtime:
             if not isinstance(e, CollectorError | TimeoutError):
                 log.debug("collector %s failed", c.name, exc_info=True)
         finally:
-            c.handoff, c.pace, c.cycle_ends = None, None, None
+            c.cycle_ends = None
+            if streams:
+                c.handoff, c.pace = None, None
         # partial faults first: a timeout stays the last word
         errors[:0] = (printable(p, ERROR_CHARS) for p in c.take_problems())
         ts = CLOCK.now_ns()
@@ -289,25 +293,12 @@ class Runtime:
 
     def _split(self, c: BaseCollector, records: list[Record | Fact], now_ns: int,
                ) -> tuple[list[Sample], list[Fact], list[Annotation]]:
-        """A collector's records by kind; one whose time is not within the clock skew of now is set aside,
-        samples are cleaned of what no store holds (and dropped when nothing is left)."""
-        lo, hi = now_ns - self.skew_ns, now_ns + self.skew_ns
-        samples: list[Sample] = []
-        facts: list[Fact] = []
-        annotations: list[Annotation] = []
-        for r in records:
-            if not (type(r.ts) is int and lo <= r.ts <= hi):
-                self.supervisor.set_aside(c.thread, describe_record(r), record_problem(r, lo, hi) or "bad time")
-                continue
-            if isinstance(r, Sample):
-                r.fields = clean_fields(r.fields)
-                if r.fields:
-                    samples.append(r)
-            elif isinstance(r, Fact):  # a collector that follows changes hands facts in with its samples
-                facts.append(r)
-            else:
-                annotations.append(r)
-        return samples, facts, annotations
+        """A collector's records by kind, as admit() takes them; one it refuses (its time not within the clock
+        skew of now) is set aside and counted in the collector's health."""
+        taken = admit(records, now_ns - self.skew_ns, now_ns + self.skew_ns)
+        for r, problem in taken.refused:
+            self.supervisor.set_aside(c.thread, describe_record(r), problem)
+        return taken.samples, taken.facts, taken.annotations
 
     def _check_facts(self, c: BaseCollector, facts: list[Fact], declared: FactCheck) -> None:
         for f in facts:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from db2vtop.agent import __version__
 from db2vtop.agent.config import resolve_config
-from db2vtop.agent.core.config import Config, ConfigError, plaintext_warnings
+from db2vtop.agent.core.config import ConfigError, CoreConfig, plaintext_warnings
 from db2vtop.agent.core.text import plural
 from db2vtop.agent.core.units import format_duration
 from db2vtop.agent.exits import EXIT_FAILED, EXIT_OK
@@ -218,7 +218,7 @@ class Signals:
         return self.reload and not self.stop and not once
 
 
-def reread_config(path: Path | None) -> tuple[Config, Engine] | None:
+def reread_config(path: Path | None) -> tuple[CoreConfig, Engine] | None:
     """The config file and its check engine again, or None (logged) if the file is now invalid."""
     from db2vtop.checks.runner import build_engine
 

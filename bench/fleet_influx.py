@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from db2vtop.agent.config import load_config
 from db2vtop.agent.core.influx_source import InfluxSource
 from db2vtop.agent.sinks.lineproto import LineEncoder
-from db2vtop.checks.scales import levels
+from db2vtop.checks.thresholds import levels
 from db2vtop.tui.data import Reader, TableState
 from db2vtop.tui.fleet_view import load_fleet
 from db2vtop.tui.screens.fleet import SPARK_COLS

@@ -1,10 +1,11 @@
 """The practice catalog: every checkable practice of the five white papers db2vtop implements.
 
-`catalog.json` holds the rows of shared/reference/practices.md (its §1.1-1.10, one per rule
-id, with the paper's figure, data source, how it is judged (practices.md's kind column) and
-citations) and the DB2 configuration baselines of WP-7109's appendixes (its §1.11) used for drift
-checks. A reference starts with its document's id ("WP-7109 §5.3 ...", `titles` gives each id's
-published title, which is what is shown) or names a published source (VMware KB, vendor and IBM
+`catalog.json` holds the practices of shared/reference/practices.md (one per rule id, grouped under
+their topic's title, with the paper's figure, data source, how it is judged (practices.md's kind
+column) and citations) and the DB2 configuration baselines of WP-7109's appendixes used for drift
+checks; practices.md's own numbering of its lists is not kept: no user reads it. A reference starts
+with its document's id ("WP-7109 §5.3 ...", `titles` gives each id's published title, which is what
+is shown) or names a published source (VMware KB, vendor and IBM
 documentation), else says "db2vtop default" and why: never the file names it was built from.
 """
 
@@ -19,8 +20,7 @@ from importlib.resources import files
 @dataclass(frozen=True)
 class Practice:
     id: str
-    section: str
-    section_title: str
+    section_title: str  # its topic, as `db2vtop rules` heads its group
     layer: str
     practice: str
     figure: str

@@ -30,17 +30,18 @@ from db2vtop.agent.core.source import MemorySource, Row, Series
 from db2vtop.agent.core.text import did_you_mean
 from db2vtop.checks.rule import (
     FactIndex,
+    Judgement,
     Limit,
     LiveRule,
     PerFactRule,
     Rule,
     StaticRule,
     Thresholds,
-    Verdict,
     limit,
     order_of,
     thresholds_of,
 )
+from db2vtop.checks.thresholds import of_rule
 from db2vtop.checks.topology import StackEntities, resolve
 
 #: subjects whose canonical tags are remembered (a 10,000-VM vCenter has about 10,000 of its VMs' and hosts')
@@ -89,23 +90,18 @@ class Engine:
     # --- thresholds -------------------------------------------------------------------
 
     def thresholds(self, rule: Rule, subject: dict[str, str] | Callable[[], dict[str, str]]) -> Thresholds:
-        """Rule defaults < [checks.RULE] < [stack.checks.RULE] of the stack the subject is in (or a function that
-        makes the subject: only asked where a stack has thresholds of its own). Without such stacks, one dict
-        per rule (read only: each sample of 10,000 VMs asks)."""
+        """Rule defaults < [checks.RULE] < [stack.checks.RULE] of the stack the subject is in (checks/thresholds.py;
+        `subject` may be a function that makes it: only asked where a stack has thresholds of its own). Without
+        such stacks, one dict per rule (read only: each sample of 10,000 VMs asks)."""
         scoped = self._stack_entities()
         if not scoped:
             t = self._plain.get(id(rule))
             if t is None:
-                t = self._plain[id(rule)] = {**thresholds_of(rule), **self.overrides.get(rule.id, {})}
+                t = self._plain[id(rule)] = of_rule(rule, self.overrides)
             return t
         if callable(subject):
             subject = subject()
-        t = thresholds_of(rule)
-        t.update(self.overrides.get(rule.id, {}))
-        for entities in scoped:
-            if entities.owns(subject):
-                t.update(entities.stack.checks.get(rule.id, {}))
-        return t
+        return of_rule(rule, self.overrides, *(e.stack.checks for e in scoped if e.owns(subject)))
 
     def _stack_entities(self) -> list[StackEntities]:
         """What each stack with `[stack.checks]` holds, resolved from the current facts (checks/topology.py)."""
@@ -137,8 +133,8 @@ class Engine:
         n = 0
         for rules in self._live.values():
             for rule in rules:
-                for own in [{}, *(s.checks.get(rule.id, {}) for s in self.stacks)]:
-                    t = {**thresholds_of(rule), **self.overrides.get(rule.id, {}), **own}
+                for own in [{}, *(s.checks for s in self.stacks)]:
+                    t = of_rule(rule, self.overrides, own)
                     n = max(n, int(t["window"]) + int(t["clear_samples"]))
         return n
 
@@ -313,7 +309,7 @@ class Engine:
         if base.get("enabled") is False:
             return
 
-        def judge(t: Thresholds) -> list[Verdict]:
+        def judge(t: Thresholds) -> list[Judgement]:
             if only is None:
                 return rule.judge_facts(self.facts, t)
             assert isinstance(rule, PerFactRule)
@@ -345,14 +341,14 @@ class Engine:
 
     # --- findings ---------------------------------------------------------------------
 
-    def _open(self, rule: Rule, v: Verdict, severity: str, first: int, last: int, t: Thresholds,
+    def _open(self, rule: Rule, v: Judgement, severity: str, first: int, last: int, t: Thresholds,
               samples: int) -> Finding:
         f = Finding(rule.id, severity, v.subject, v.summary, self._evidence(v, first, last, t, samples),
                     rule.why(), rule.fix, list(rule.practice.references), first, last)
         self._changed[f.key] = f
         return f
 
-    def _refresh(self, f: Finding, rule: Rule, v: Verdict, severity: str, ts: int, t: Thresholds,
+    def _refresh(self, f: Finding, rule: Rule, v: Judgement, severity: str, ts: int, t: Thresholds,
                  samples: int) -> None:
         if severity != f.severity or v.summary != f.summary or ts > f.last_seen:
             f.severity, f.summary, f.last_seen = severity, v.summary, max(ts, f.last_seen)
@@ -364,7 +360,7 @@ class Engine:
         self._changed[f.key] = f
 
     @staticmethod
-    def _evidence(v: Verdict, first: int, last: int, t: Thresholds, samples: int) -> dict:
+    def _evidence(v: Judgement, first: int, last: int, t: Thresholds, samples: int) -> dict:
         return {"values": v.values, "window": {"from_ns": first, "to_ns": last}, "samples": samples,
                 "thresholds": {k: x for k, x in t.items() if k not in ("samples", "window", "clear_samples")}}
 
@@ -471,7 +467,7 @@ def validate_overrides(rules: Sequence[Rule], file: str, overrides: dict[str, di
                 raise ConfigError(file, f"{where}.{rule_id}.{key}",
                                   f"{shown(value)} is not valid; expected {limits[key].expected()}")
         for r in same:
-            _check_order(r, {**thresholds_of(r), **(base or {}).get(rule_id, {}), **keys}, keys,
+            _check_order(r, of_rule(r, base, {rule_id: keys}), keys,
                          f"{where}.{rule_id}", file)
 
 

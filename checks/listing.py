@@ -6,13 +6,13 @@ import json
 import re
 from typing import Any, TextIO
 
-from db2vtop.agent.core.config import Config
+from db2vtop.agent.core.config import CoreConfig
 from db2vtop.checks.catalog import practices
 from db2vtop.checks.engine import Engine
 from db2vtop.checks.rule import Rule
 
 
-def _configured(cfg: Config, section: str) -> bool:
+def _configured(cfg: CoreConfig, section: str) -> bool:
     """Whether the config has the source a rule needs: some [[section]], or a [section] not turned off."""
     value = getattr(cfg, section)
     return bool(value) if isinstance(value, list) else getattr(value, "enabled", True)
@@ -35,7 +35,7 @@ def _judged_words(code: str) -> str:
     return re.sub(r"\b[LSDE]\b", lambda m: _JUDGED_WORDS[m.group(0)], code)
 
 
-def rule_rows(cfg: Config, engine: Engine) -> list[dict[str, Any]]:
+def rule_rows(cfg: CoreConfig, engine: Engine) -> list[dict[str, Any]]:
     implemented: dict[str, list[Rule]] = {}
     for r in engine.rules:
         implemented.setdefault(r.id, []).append(r)
@@ -56,7 +56,7 @@ def rule_rows(cfg: Config, engine: Engine) -> list[dict[str, Any]]:
         for r in impl:
             thresholds.update(engine.thresholds(r, {}))
         rows.append({
-            "id": p.id, "section": p.section, "section_title": p.section_title,
+            "id": p.id, "section_title": p.section_title,
             "layer": impl[0].layer if impl else p.layer,
             "kind": " + ".join(sorted({r.judged for r in impl})) if impl else _judged_words(p.judged),
             "practice": p.practice, "figure": p.figure, "observe_via": p.observe_via,
@@ -72,21 +72,21 @@ def write_rules(rows: list[dict[str, Any]], fmt: str, out: TextIO) -> None:
         json.dump(rows, out, indent=1, ensure_ascii=False)
         out.write("\n")
         return
-    practice_rows = [r for r in rows if r["section"] not in ("1.11", "verdict")]
+    practice_rows = [r for r in rows if r["id"] in practices()]  # not the drift check, not the verdict
     observable = sum(r["observable"] for r in practice_rows)
     implemented = sum(r["implemented"] for r in practice_rows)
     out.write(f"{len(practice_rows)} practices from the white papers; {implemented} have a rule, "
               f"{observable} are observable with this configuration; plus the DB2 configuration drift "
               "check and the cross-layer verdict's parameters.\n")
-    section = None
+    topic = None
     for r in rows:
-        if r["section"] != section:
-            section = r["section"]
-            out.write(f"\n{r['section_title']}\n")
+        if r["section_title"] != topic:
+            topic = r["section_title"]
+            out.write(f"\n{topic}\n")
         mark = "●" if r["observable"] else ("○" if r["implemented"] else "·")
-        limits = ", ".join(f"{k}={v}" for k, v in r["thresholds"].items()
+        values = ", ".join(f"{k}={v}" for k, v in r["thresholds"].items()
                            if k not in ("samples", "window", "clear_samples"))
         out.write(f"  {mark} {r['id']:<34} {r['layer']:<9} {r['kind']:<14} {r['status']}\n")
-        if limits:
-            out.write(f"      thresholds: {limits}\n")
+        if values:
+            out.write(f"      thresholds: {values}\n")
         out.write(f"      {r['practice']}\n      ref: {'; '.join(r['references'])}\n")

@@ -31,8 +31,9 @@ def is_number(value: Any) -> bool:
 
 
 @dataclass
-class Verdict:
-    """A rule's judgement of one subject: severity None means the practice is met."""
+class Judgement:
+    """A rule's judgement of one subject: severity None means the practice is met (a stack's cross-layer
+    verdict is checks/verdict.py's StackVerdict)."""
 
     subject: dict[str, str]
     severity: str | None
@@ -124,6 +125,9 @@ class LiveRule(Rule):
     measurement: str
     #: tags of a sample that identify the subject (the entity the finding is about)
     subject_tags: tuple[str, ...] = ()
+    #: which side of its entity it judges, where rules of one id judge several (KAVG and QAVG of a LUN): its
+    #: subject's `aspect` tag, so each side is a finding of its own; "" for none
+    aspect: str = ""
     defaults: Thresholds = {"samples": 3, "window": 5, "clear_samples": 5}
     limits = {"samples": (1, 1000), "window": (1, 1000), "clear_samples": (1, 1000)}
     ordered = (("samples", "window"),)
@@ -136,6 +140,8 @@ class LiveRule(Rule):
         for k in self.subject_tags:
             if k in tags:
                 out[k] = tags[k]
+        if self.aspect:
+            out["aspect"] = self.aspect
         return out
 
     def reads(self) -> frozenset[str] | None:
@@ -147,8 +153,8 @@ class LiveRule(Rule):
                  *self.reads_also} - {None}
         return frozenset(names) if names else None  # type: ignore[arg-type]
 
-    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
-        """A verdict for this sample, or None when the sample says nothing about the rule."""
+    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Judgement | None:
+        """A judgement of this sample, or None when the sample says nothing about the rule."""
         raise NotImplementedError
 
     def screen(self, t: Thresholds) -> Screen | None:
@@ -167,12 +173,12 @@ ABOVE_ZERO = math.ulp(0.0)
 class StaticRule(Rule):
     """Judges configuration: every call sees all current facts."""
 
-    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
+    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Judgement]:
         raise NotImplementedError
 
 
 class PerFactRule(StaticRule):
-    """One verdict per fact of `fact_kind`: `problem` says what departs from the practice.
+    """One judgement per fact of `fact_kind`: `problem` says what departs from the practice.
 
     It returns a sentence (the practice is not met), None (met) or False (these facts
     cannot tell); `evidence` names the fact fields shown with the finding.
@@ -189,11 +195,11 @@ class PerFactRule(StaticRule):
         """Whether this rule is about that fact (all of its kind unless a rule narrows it)."""
         return True
 
-    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
+    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Judgement]:
         return self.judge_some(facts, t, facts.of(self.fact_kind))
 
-    def judge_some(self, facts: FactIndex, t: Thresholds, some: list[Fact]) -> list[Verdict]:
-        """Verdicts on `some` facts of the kind (the engine passes those that changed)."""
+    def judge_some(self, facts: FactIndex, t: Thresholds, some: list[Fact]) -> list[Judgement]:
+        """Judgements of `some` facts of the kind (the engine passes those that changed)."""
         out = []
         for f in some:
             if not self.judges(f, facts):
@@ -202,10 +208,10 @@ class PerFactRule(StaticRule):
             if problem is False:
                 continue
             if not problem:  # met: nothing to say, and nothing to show
-                out.append(Verdict({"layer": self.layer, **f.tags}, None))
+                out.append(Judgement({"layer": self.layer, **f.tags}, None))
                 continue
             name = " ".join(v for k, v in f.tags.items() if k not in ("vcenter", "kind"))
-            out.append(Verdict({"layer": self.layer, **f.tags}, self.severity_of(f, t), f"{name}: {problem}",
+            out.append(Judgement({"layer": self.layer, **f.tags}, self.severity_of(f, t), f"{name}: {problem}",
                                {k: f.data.get(k) for k in self.evidence}))
         return out
 

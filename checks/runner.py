@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from db2vtop.agent.core.backlog import Backlog
 from db2vtop.agent.core.clock import CLOCK
-from db2vtop.agent.core.config import Config
+from db2vtop.agent.core.config import CoreConfig
 from db2vtop.agent.core.model import Annotation, Fact, Finding, Output, Sample
 from db2vtop.agent.core.source import Row
 from db2vtop.agent.core.store import Store
@@ -20,7 +20,7 @@ from db2vtop.checks.topology import db2_vm_selector
 log = logging.getLogger(__name__)
 
 
-def build_engine(cfg: Config) -> Engine:
+def build_engine(cfg: CoreConfig) -> Engine:
     """The engine with every rule and the config's threshold overrides (validated: ConfigError)."""
     rules = all_rules()
     file = str(cfg.source or "config")

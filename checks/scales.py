@@ -1,8 +1,9 @@
-"""The levels the TUI colours by and the verdict judges with, read from the rules' thresholds after
-the user's `[checks.RULE]` overrides: an override that moves a finding also recolours the screen
-and moves the verdict. No level is written anywhere else (tests/agent/core/test_read_model.py looks for one).
+"""The levels the TUI colours by and the verdict judges with: each scale names the thresholds of a rule
+it is read from, after the user's `[checks.RULE]` overrides (checks/thresholds.py makes them): an
+override that moves a finding also recolours the screen and moves the verdict. No level is written
+anywhere else (tests/agent/core/test_read_model.py looks for one).
 
-`Levels` is a value: the app builds it once from its config and hands it down to every view."""
+`Levels` is a value: the app has it made once from its config and hands it down to every view."""
 
 from __future__ import annotations
 
@@ -11,9 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
-
-from db2vtop.checks.rule import LiveRule
-from db2vtop.checks.rules import all_rules
 
 #: the smallest value above zero: "any amount is a deviation" (balloon, host swap, drops)
 ANY = math.ulp(0.0)
@@ -60,16 +58,6 @@ SCALES: dict[str, Scale] = {
 }
 
 
-def rule_thresholds(overrides: dict[str, dict] | None = None) -> dict[str, dict]:
-    """Rule id -> its thresholds: every rule's defaults for that id, then `[checks.RULE]`."""
-    out: dict[str, dict] = {}
-    for r in all_rules():
-        out.setdefault(r.id, {}).update({**(LiveRule.defaults if isinstance(r, LiveRule) else {}), **r.defaults})
-    for rule_id, values in (overrides or {}).items():
-        out.setdefault(rule_id, {}).update(values)
-    return out
-
-
 @dataclass(frozen=True)
 class Level:
     """A scale's warn and crit values; with `below`, values at or under them are the bad ones."""
@@ -106,14 +94,3 @@ class Levels:
         """The level of a figure's scale (checks/figures.py `level`); none for a figure without one."""
         return self.by_scale[scale] if scale is not None else NO_LEVEL
 
-
-def levels(overrides: dict[str, dict] | None = None) -> Levels:
-    """Every scale's level after the overrides."""
-    t = rule_thresholds(overrides)
-    out = {}
-    for name, s in SCALES.items():
-        th = t.get(s.rule, {})
-        warn = float(th[s.warn]) if s.warn else (ANY if s.any_warns else None)
-        out[name] = Level(warn, float(th[s.crit]) if s.crit else None, s.below)
-    frozen = {rule: MappingProxyType(dict(v)) for rule, v in (overrides or {}).items()}
-    return Levels(MappingProxyType(out), MappingProxyType(frozen))

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from db2vtop.agent.core.config import Config, StackConfig
+from db2vtop.agent.core.config import CoreConfig, StackConfig
 from db2vtop.agent.core.events import VCenterEvent
 from db2vtop.agent.core.model import Fact
 from db2vtop.agent.core.source import CachedSource, Series, Source, cached, derive, tag_values
@@ -447,7 +447,7 @@ def _latest(facts: Iterable[Fact], kind: str) -> dict[tuple, Fact]:
     return out
 
 
-def infer_stacks(cfg: Config, source: Source) -> list[Inferred]:
+def infer_stacks(cfg: CoreConfig, source: Source) -> list[Inferred]:
     """Every stack, by four rules in turn (`RULES`): the configured `[[stack]]` sections; one per vCenter
     VM that no section names (its guest the `[[ssh]]` target whose host is the VM's guest host name or
     one of its IP addresses, its DB2 the `[[db2]]` on that target, its arrays those whose LUNs carry the
@@ -476,7 +476,7 @@ def infer_stacks(cfg: Config, source: Source) -> list[Inferred]:
         taken.add(name)
         found = Inferred(StackConfig(name=name, vm=vm, vcenter=vcenter), "vcenter", {"vm": f"vCenter {vcenter}"})
         _match_guest(targets, f, found)
-        _match_storage(f, array_luns, found)
+        _match_storage(f, array_luns, found, bool(cfg.storage))
         out.append(found)
     out += _db2_stacks(cfg, view, out, taken)
     held = {s.stack.guest for s in out if s.stack.guest}
@@ -487,7 +487,7 @@ def infer_stacks(cfg: Config, source: Source) -> list[Inferred]:
     return out
 
 
-def _db2_stacks(cfg: Config, view: CachedSource, stacks: list[Inferred], taken: set[str]) -> list[Inferred]:
+def _db2_stacks(cfg: CoreConfig, view: CachedSource, stacks: list[Inferred], taken: set[str]) -> list[Inferred]:
     """One stack per DB2 database no stack holds. Its guest: the [[ssh]] target its [[db2]] runs on when a
     guest of that name reports, else the guest whose short name (or the host name it reports) is the
     database's name, else the only guest no stack holds when there is one such database; its VM likewise
@@ -542,7 +542,7 @@ class _Targets:
     db2_on: dict[str, Any]  # an [[ssh]] name -> the first [[db2]] on it
 
     @classmethod
-    def of(cls, cfg: Config) -> _Targets:
+    def of(cls, cfg: CoreConfig) -> _Targets:
         by_host: dict[str, int] = {}
         by_short: dict[str, int] = {}
         for i, ssh in enumerate(cfg.ssh):
@@ -582,18 +582,21 @@ def _match_guest(targets: _Targets, vm: Fact, found: Inferred) -> None:
         found.unmatched["db2"] = f"no [[db2]] runs on [[ssh]] {ssh.name}"
 
 
-def _match_storage(vm: Fact, array_luns: dict[str, str], found: Inferred) -> None:
+def _match_storage(vm: Fact, array_luns: dict[str, str], found: Inferred, configured: bool) -> None:
     luns = {lun_name(str(lun)) for d in vm.data.get("disks") or () for lun in d.get("luns") or ()}
     arrays = sorted({array_luns[lun] for lun in luns if lun in array_luns})
     if arrays:
         found.stack = replace(found.stack, storage=arrays)
         found.matched["storage"] = f"{plural(len(luns), 'LUN')} behind the VM's disks found on " + ", ".join(arrays)
+    elif not luns:
+        found.unmatched["storage"] = "the VM's disks have no LUN (NFS or not reported)"
+    elif not configured and not array_luns:  # nothing to match against: say so, not that no array has them
+        found.unmatched["storage"] = "no [[storage]] array configured to match the LUNs behind the VM's disks"
     else:
-        found.unmatched["storage"] = ("no array reports the LUNs behind the VM's disks" if luns else
-                                      "the VM's disks have no LUN (NFS or not reported)")
+        found.unmatched["storage"] = "no array reports the LUNs behind the VM's disks"
 
 
-def db2_vm_selector(cfg: Config) -> Callable[[Fact], bool] | None:
+def db2_vm_selector(cfg: CoreConfig) -> Callable[[Fact], bool] | None:
     """Which VMs (their vsphere_vm facts) the per-VM rules judge: with `[vsphere] db2_vms` patterns, the
     VMs a [[stack]] names, those a [[db2]] runs on (matched as infer_stacks matches) and those the
     patterns match; without patterns, None: every VM."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from db2vtop.agent.core.columns import ColumnSource
-from db2vtop.agent.core.config import Config, StackConfig
+from db2vtop.agent.core.config import CoreConfig, StackConfig
 from db2vtop.agent.core.events import VCenterEvent, vcenter_events
 from db2vtop.agent.core.model import THREAD_MEASUREMENT, Fact, Finding, Severity, severity_rank
 from db2vtop.agent.core.source import CachedSource
@@ -82,7 +82,7 @@ class TriageResult:
         return EXIT_OK
 
 
-def kept_fields(cfg: Config) -> dict[str, frozenset[str] | None]:
+def kept_fields(cfg: CoreConfig) -> dict[str, frozenset[str] | None]:
     """What triage keeps of each measurement's samples as they arrive: the fields the live rules read, the
     verdict's figures (and the I/O that gates them), what its culprits read and where a VM ran (None: every
     field; an agent's thread states are kept whole)."""
@@ -96,7 +96,7 @@ def kept_fields(cfg: Config) -> dict[str, frozenset[str] | None]:
     return keep
 
 
-def judge(cfg: Config, samples: ColumnSource | Iterable[Any], facts: list[Fact], sources: dict[str, str],
+def judge(cfg: CoreConfig, samples: ColumnSource | Iterable[Any], facts: list[Fact], sources: dict[str, str],
           lookback_s: float, now: int, stacks: list[StackConfig] | None = None, targeted: bool = False,
           recorded: Sequence[Finding] = (), unread: Collection[str] = ()) -> TriageResult:
     """Everything gathered, judged in time order by the engine the agent runs (fed a slice of time at a
@@ -166,7 +166,7 @@ def triage_events(source: CachedSource, since: int, now: int, verdicts: list[Any
     return sorted(mine.values(), key=lambda e: e.ts)
 
 
-def co_tenants(source: ColumnSource, stacks: list[StackConfig], since: int, now: int, cfg: Config,
+def co_tenants(source: ColumnSource, stacks: list[StackConfig], since: int, now: int, cfg: CoreConfig,
                ) -> tuple[set[str], int]:
     """The VMs the culprits of these stacks' verdicts would rank that nothing gathered has samples of (triage
     of one VM reads only its own hour), and from when: the first episode that needs them."""
@@ -248,7 +248,8 @@ def headline(r: TriageResult) -> str:
     parts = [f"{counts['critical']} critical, {counts['warning']} warning open"]
     failed = r.failed_sources
     if failed:
-        (k, v), more = next(iter(failed.items())), len(failed) - 1
+        # a collector's failure first: the store missing is what `triage -c` meets before any agent ran
+        (k, v), more = min(failed.items(), key=lambda kv: kv[0] == "store"), len(failed) - 1
         down = f"source {k} could not be read ({v.removeprefix('error: ')})" + (f" (and {more} more)" if more else "")
         if status == "UNKNOWN":
             parts.insert(0, down + "; what it would show is not judged")

@@ -37,7 +37,6 @@ by their share of it, the first named in its conclusion.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -57,14 +56,13 @@ from db2vtop.checks.events import after_text, nearest_before, stack_events
 from db2vtop.checks.figures import COMBINE, LAYER_TITLES, ROLES, Figure
 from db2vtop.checks.rule import LiveRule
 from db2vtop.checks.rules import all_rules
-from db2vtop.checks.scales import levels, rule_thresholds
+from db2vtop.checks.thresholds import Overrides, verdict_levels
 from db2vtop.checks.topology import StackEntities, resolve
 
 BUCKET_NS = 20 * 10**9
 BUCKET_S = BUCKET_NS / 1e9
 #: entities whose series count only while the VM ran on their host (vMotion)
 PLACED = ("host", "lun", "datastore")
-Overrides = Mapping[str, Mapping[str, Any]]
 Values = dict[str, float | None]  # role -> its value in a bucket, or its mean over buckets
 
 #: the layer each cause blames, how an earlier episode of it is named, and its conclusion
@@ -94,8 +92,8 @@ _SEEN = (("log_write_ms", "log_disk_wait_pct"), ("guest_write_await_ms",), ("vmd
 #: vCenter's mem.state values
 MEM_STATES = {0: "high", 1: "soft", 2: "hard", 3: "low"}
 _DB2_ROLES = ("log_write_ms", "log_disk_wait_pct", "read_wait_pct", "direct_read_wait_pct", "lock_wait_pct")
-#: a bucket is walked when one of these roles reaches its level (a key of `limits`; None: any amount above zero),
-#: when DB2's read waits together reach `symptom_read_wait_pct`, or when the VM's swapped memory grew
+#: a bucket is walked when one of these roles reaches its level (a key of `verdict_levels`; None: any amount above
+#: zero), when DB2's read waits together reach `symptom_read_wait_pct`, or when the VM's swapped memory grew
 TRIGGERS: tuple[tuple[str, str | None], ...] = (
     ("vm_swapin", None), ("host_swapin", None), ("balloon_bytes", None), ("balloon_target_bytes", None),
     ("vm_swapped_bytes", None), ("host_mem_state", "host_mem_state"),
@@ -453,37 +451,6 @@ def _fmt(x: float | None, unit: str) -> str:
 # --- the chains ---------------------------------------------------------------------------
 
 
-def limits(stack: StackConfig, overrides: Overrides | None = None) -> dict[str, float]:
-    """The verdict's levels: its own (`stack-verdict`) and, for each of its inputs judged by a rule's scale
-    (checks/figures.py `level`), that scale's warning level, after `[checks.RULE]` and then the stack's own
-    `[stack.checks.RULE]` overrides."""
-    merged = {rid: dict(v) for rid, v in (overrides or {}).items()}
-    for rid, v in stack.checks.items():
-        merged.setdefault(rid, {}).update(v)
-    key = json.dumps(merged, sort_keys=True, default=str)
-    hit = _LIMITS.get(key)
-    if hit is None:
-        if len(_LIMITS) >= 64:
-            _LIMITS.clear()
-        hit = _LIMITS[key] = _limits(merged)
-    return dict(hit)
-
-
-#: the levels of each set of overrides, made once (every stack of a fleet asks, most with the same)
-_LIMITS: dict[str, dict[str, float]] = {}
-
-
-def _limits(merged: dict[str, dict[str, Any]]) -> dict[str, float]:
-    lv = levels(merged)
-    rules = rule_thresholds(merged)
-    own = {k: float(v) for k, v in rules["stack-verdict"].items()}
-    shared = {role: warn for role, figs in ROLES.items() if (warn := lv.of(figs[0].level).warn) is not None}
-    # the host's memory state from which an unreserved VM's memory is reclaimed (swapped, compressed): hard
-    shared["host_mem_state"] = lv["mem_state"].crit or math.inf
-    shared["min_iops"] = float(rules["disk-queue-saturation"]["min_iops"])
-    return {**own, **shared}
-
-
 def _io_kinds(v: Values, t: dict[str, float]) -> list[tuple[str, float | None, float]]:
     """Where the I/O chain puts the time DB2 (or the guest) waits: each layer that adds latency past its
     level, with the share of DB2's time it explains and how far past its level it is. Nothing without a
@@ -658,7 +625,7 @@ def stack_verdict(source: Source, stack: StackConfig, since_ns: int, until_ns: i
 
 def _judged(stack: StackConfig, ent: StackEntities, until_ns: int, overrides: Overrides | None,
             shared: dict | None) -> StackVerdict:
-    t = limits(stack, overrides)
+    t = verdict_levels(stack, overrides)
     r = _Buckets(ent, t["min_iops"], shared)
     f = {role: r.role(figs) for role, figs in ROLES.items()}
     if _reserved(ent):  # the host's memory state does not reach memory reserved whole

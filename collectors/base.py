@@ -15,12 +15,12 @@ import contextvars
 import functools
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from db2vtop.agent.core.deadline import ending_by
-from db2vtop.agent.core.model import CLOCK_SKEW_S, Annotation, Fact, Record, canonical_tags, now_ns
+from db2vtop.agent.core.model import CLOCK_SKEW_S, Fact, Record, canonical_tags, now_ns
 from db2vtop.agent.core.supervise import Supervisor
 
 T = TypeVar("T")
@@ -31,6 +31,10 @@ class CollectorError(Exception):
 
 
 class BaseCollector:
+    """A source's collector: `collect()` each cycle, `describe()` when its facts are due, `close()` at the end.
+    What only some sources do (hand a cycle on in parts, keep history of their own, resume after a restart)
+    each is a capability its class opts into (collectors/capabilities.py)."""
+
     name: str
     interval: float
     timeout: float
@@ -40,22 +44,6 @@ class BaseCollector:
     facts_interval: float = 900.0
     #: threads for blocking calls; more only where a collector fans out (vSphere chunks)
     workers: int = 1
-    #: set by the runtime while a cycle runs: takes records the cycle has ready before collect() returns, so
-    #: a cycle of a large source (10,000 VMs' samples) need not hold them all until its end. Facts of an
-    #: entity go before its samples (live rules read them).
-    handoff: Callable[[list[Record | Fact]], None] | None = None
-    #: set by the runtime with handoff: awaited before asking the source for more, it waits while the
-    #: outputs are behind (back-pressure: a large source's cycle is held to what they take)
-    pace: Callable[[], Awaitable[None]] | None = None
-    #: samples of its own history its first cycle reaches back for, where its source keeps one (vCenter's
-    #: realtime hour): what the check engine needs to judge from the start (the pipeline sets it)
-    history_samples: int = 0
-    #: measurement -> the fields of it that history is needed for (None: all of them); a measurement not named
-    #: needs none. None: every field of every measurement (the pipeline sets it from the live rules' reads)
-    history_fields: dict[str, frozenset[str] | None] | None = None
-    #: the measurements whose history its first cycle hands on itself (with history_samples): the check engine
-    #: need not read them from the store at a restart as well
-    reaches_back: frozenset[str] = frozenset()
     #: the measurements its source's package declares (the wiring sets them): what stays unrenewed, when no other
     #: source writes them, while it cannot be read
     declared: frozenset[str] = frozenset()
@@ -84,10 +72,6 @@ class BaseCollector:
     def thread(self) -> str:
         """Its name in the supervisor's health (the `db2vtop_thread` self-metric)."""
         return f"collector:{self.name}"
-
-    def cycle_timeout(self) -> float:
-        """How long the next cycle may run: `timeout`, unless the collector knows it is a longer one."""
-        return self.timeout
 
     @property
     def busy(self) -> bool:
@@ -131,11 +115,6 @@ class BaseCollector:
     async def describe(self) -> list[Fact]:
         return []
 
-    async def paced(self) -> None:
-        """Wait, if the runtime says so, until what this cycle handed on is taken (see `pace`)."""
-        if self.pace is not None:
-            await self.pace()
-
     def problem(self, text: str) -> None:
         """A fault in part of this cycle's data (a counter the source left out): the runtime records it as the
         cycle's collector error and still keeps every sample the cycle produced."""
@@ -145,34 +124,9 @@ class BaseCollector:
         problems, self._problems = self._problems, []
         return problems
 
-    #: fact kinds this collector can resume from (the store's, handed in by the pipeline at start)
-    resumes: tuple[str, ...] = ()
     #: describe() reports every entity of each kind it returns: the runtime gives a removal for an entity
     #: it reported last time and not now (a disk detached, a LUN destroyed)
     complete_facts: bool = False
-
-    def resume(self, facts: Iterable[Fact]) -> None:
-        """The facts of `resumes` kinds the last run stored, before start(): a source whose facts are costly
-        to read (vCenter's device lists) reads again only what changed since."""
-
-    #: annotation kinds whose log this collector reads on after the newest the store holds (vCenter's events)
-    resumes_after: tuple[str, ...] = ()
-
-    def resume_annotations(self, stored: list[Annotation]) -> None:
-        """The annotations of `resumes_after` kinds the store holds (those within the clock skew the store
-        accepts), before start(): a source whose log it reads goes on after the newest, reading none twice."""
-
-    def resume_marks(self, newest: Callable[[str], Iterable[tuple[dict[str, str], int]]]) -> bool:
-        """Where the last run's samples end, for a source that keeps history (vCenter's realtime hour): `newest`
-        gives a measurement's series in the store, each as (tags, its newest sample's ts). True when the
-        collector will ask its source only for samples after those (its first cycle then hands on no history
-        the store holds: the check engine reads that from the store)."""
-        return False
-
-    def remember(self, facts: Iterable[Fact]) -> None:
-        """Entities reported before (a resumed run's stored facts): removals() compares with them."""
-        for f in facts:
-            self._reported.setdefault(f.kind, {})[canonical_tags(f.tags)] = f.tags
 
     def removals(self, facts: list[Fact], kinds: Iterable[str] | None = None) -> list[Fact]:
         """Removals of the entities reported last time and not in `facts`, a whole read. Without `kinds`,
@@ -186,17 +140,6 @@ class BaseCollector:
         ts = now_ns()
         return [Fact.removal(kind, tags, ts) for kind, seen in now.items()
                 for key, tags in before.get(kind, {}).items() if key not in seen]
-
-    async def describe_vms(self, vms: Iterable[str]) -> list[Fact]:
-        """Facts for triage of the named VMs; a source that can narrow its read (vCenter) does."""
-        return await self.describe()
-
-    async def lookback(self, seconds: float, vms: Iterable[str] | None = None,
-                       emit: Callable[[list[Record]], object] | None = None) -> list[Record]:
-        """Samples of the past `seconds` the source itself keeps (vCenter's realtime hour), for triage;
-        `vms` narrows it to the VMs that matter (a whole vCenter's hour can be millions of samples). With
-        `emit`, a source that reads it in parts hands each part there as it comes and returns the rest."""
-        return []
 
     async def close(self) -> None:
         if self._executor is not None:

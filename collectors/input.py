@@ -4,8 +4,8 @@ Like a Telegraf input, a collector package is self-contained: its `config.py` ho
 dataclass and that section's own validation, its `__init__.py` exports an `Input` naming the
 section and a `build()` that turns the configured sections into collectors, and the package folder
 holds its declarations (`schema.toml`: measurements and facts), its part of `db2vtop config init`
-(`template.toml`) and its README. `build()` imports the heavy modules (paramiko, a collector's own) only
-when a section is configured: the agent's RSS budget.
+(`template.toml`), its rows of docs/configuration.md (`config.md`) and its README. `build()` imports the heavy
+modules (paramiko, a collector's own) only when a section is configured: the agent's RSS budget.
 """
 
 from __future__ import annotations

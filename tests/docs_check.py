@@ -17,6 +17,7 @@ import re
 import sys
 import tempfile
 import typing
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -69,14 +70,20 @@ def config_keys() -> dict[str, set[str]]:
             for section, classes in sections().items()}
 
 
+def table_rows(text: str, columns: int) -> Iterator[list[str]]:
+    """The cells of each row of the Markdown tables in `text` that have at least `columns` columns (not the line
+    under a table's head)."""
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and len(cells) >= columns and not (set(cells[0]) <= {"-"} and cells[0]):
+            yield cells
+
+
 def documented_keys(text: str) -> dict[str, set[str]]:
     """The configuration table's rows: a section cell carries over to the rows below it."""
     out: dict[str, set[str]] = {}
     section = None
-    for line in text.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if not line.startswith("|") or len(cells) < 2 or (set(cells[0]) <= {"-"} and cells[0]):
-            continue
+    for cells in table_rows(text, 2):
         if cells[0]:
             first = CODE.findall(cells[0])
             if not first or not first[0].startswith("["):
@@ -91,10 +98,7 @@ def documented_keys(text: str) -> dict[str, set[str]]:
 def documented_ranges(text: str) -> list[tuple[str, list[str], str]]:
     """(section, keys, range cell) of each configuration table row that has a range column."""
     out, section = [], None
-    for line in text.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if not line.startswith("|") or len(cells) < 5 or (set(cells[0]) <= {"-"} and cells[0]):
-            continue
+    for cells in table_rows(text, 5):
         if cells[0]:
             first = CODE.findall(cells[0])
             section = first[0] if first and first[0].startswith("[") else None
@@ -192,6 +196,31 @@ BEGIN = ("<!-- generated from the declarations (schema.toml, schema.py) by `pyth
 END = "<!-- end of generated -->"
 
 
+SOURCES_BEGIN = ("<!-- generated from each source's config.md (collectors/*/config.md) by `python -m tests.docs_check "
+                 "--write`; do not edit -->")
+
+
+def source_rows() -> str:
+    """docs/configuration.md's sources table: each registry source's rows, from the nearest config.md up from its
+    package's folder (the [[storage]] vendors share collectors/storage's), in the registry's order. A source is
+    then documented by its package alone: adding one touches no doc outside it."""
+    from db2vtop.collectors.registry import INPUTS
+
+    files: list[Path] = []
+    for i in INPUTS:
+        folder = ROOT.joinpath("collectors", *i.package.split(".")[2:])
+        while not (folder / "config.md").exists() and folder.parent != ROOT:
+            folder = folder.parent
+        if (folder / "config.md").exists() and folder / "config.md" not in files:
+            files.append(folder / "config.md")
+    rows = [line for f in files for line in f.read_text().splitlines() if line.startswith("|")]
+    return "\n".join(["| section | key | default | range | meaning |", "|---|---|---|---|---|", *rows])
+
+
+def check_sources_table(problems: list[str], write: bool = False) -> None:
+    _generated_block(problems, write, CONFIG_DOC, SOURCES_BEGIN, source_rows(), "sources", "the sources' config.md")
+
+
 def measurement_docs() -> dict[Path, str]:
     """Where each collector's declared measurements and facts are documented, and the text they generate."""
     return {(ROOT / "docs" / "measurements.md" if where == "self" else ROOT / "collectors" / where / "README.md"):
@@ -258,6 +287,7 @@ def check_figures(problems: list[str], write: bool = False) -> None:
 
 def main() -> int:
     problems: list[str] = []
+    check_sources_table(problems, write="--write" in sys.argv[1:])  # first: check_config reads the table
     check_config(problems)
     check_cli(problems)
     check_examples(problems)

@@ -40,9 +40,10 @@ def _rule(uid: str, title: str, query: str, op: str, level: float, summary: str,
 def rules() -> dict[str, Any]:
     from db2vtop.agent.core.config import StackConfig
     from db2vtop.checks.figures import ROLES
-    from db2vtop.checks.verdict import TRIGGERS, limits
+    from db2vtop.checks.thresholds import verdict_levels
+    from db2vtop.checks.verdict import TRIGGERS
 
-    levels = limits(StackConfig(name="-"))
+    levels = verdict_levels(StackConfig(name="-"))
     out = []
     for role, level in TRIGGERS:
         for fig in ROLES[role]:

@@ -45,7 +45,8 @@ from db2vtop.agent.core.runs import find_run, runs
 from db2vtop.agent.core.source import Source
 from db2vtop.agent.core.store import Store, StoreError, store_writer
 from db2vtop.agent.core.units import format_duration, parse_duration
-from db2vtop.checks.scales import Levels, levels
+from db2vtop.checks.scales import Levels
+from db2vtop.checks.thresholds import levels
 from db2vtop.tui import commands
 from db2vtop.tui.data import LoadCancelledError, Reader, Status
 from db2vtop.tui.safe import NO_CONTROLS
@@ -241,10 +242,15 @@ class Db2vtopApp(App):
         if self.closing:
             return
         now = time.monotonic()
+        playing = self.cursor.playing
         self.cursor.advance(now - self._last_tick, self.clock())
         self._last_tick = now
+        ended = playing and not self.cursor.playing  # a replay reached its end: said, and its last frame drawn
+        if ended:
+            at = datetime.fromtimestamp(self.cursor.end(self.clock()) / 1e9).strftime("%H:%M:%S")
+            self.notify(f"end of the recording at {at}: space plays it again from the start")
         news = now - self._agent_checked >= AGENT_CHECK_S and self._watch_agent()  # shown by a load
-        if news or self.cursor.live or self.cursor.playing:
+        if news or ended or self.cursor.live or self.cursor.playing:
             self.reload()
         else:
             self._title()
@@ -794,7 +800,13 @@ class Db2vtopApp(App):
 
     def _cmd_goto(self, arg: str) -> None:
         self._learn_start()  # a time before the recording lands on its start
-        self.cursor.goto(self._parse_time(arg), self.clock())
+        wanted = self._parse_time(arg)
+        self.cursor.goto(wanted, self.clock())
+        landed = self.cursor.end(self.clock())
+        if landed != wanted:  # said, not silent: `:goto 23:59` at 20:06 landed on now without a word
+            at = datetime.fromtimestamp(landed / 1e9).strftime("%H:%M:%S")
+            self.notify(f"{arg} is after the newest sample: at {at}" if wanted > landed else
+                        f"{arg} is before the first sample: at {at}, the start", severity="warning")
         self.reload()
 
     def _cmd_speed(self, arg: str) -> None:

@@ -413,10 +413,11 @@ class AlertingConfig:
 
 
 @dataclass(frozen=True)
-class Config:
+class CoreConfig:
     """The core's part of the whole file. Each collector's section (`[guest]`, `[[vcenter]]`,
     `[[storage]]`, ...) is a field of the subclass `config_class` makes from the registry: readers
-    below the collectors (checks) see it as an attribute of the Config they are handed."""
+    below the collectors (checks) see it as an attribute of the Config they are handed (agent/config.py
+    makes that whole-file class; this one is its base, the core's part)."""
 
     store: StoreConfig = field(default_factory=StoreConfig)
     stack: list[StackConfig] = field(default_factory=list)
@@ -440,7 +441,7 @@ class Section:
     many: bool = True
 
 
-def config_class(sections: Iterable[Section], module: str) -> type[Config]:
+def config_class(sections: Iterable[Section], module: str) -> type[CoreConfig]:
     """The whole file's Config: the core's sections plus one field per registered section name."""
     by_name: dict[str, list[Section]] = {}
     for s in sections:
@@ -454,7 +455,7 @@ def config_class(sections: Iterable[Section], module: str) -> type[Config]:
             extra.append((name, list[one], field(default_factory=list)))
         else:
             extra.append((name, one, field(default_factory=group[0].config)))
-    cls = dataclasses.make_dataclass("Config", extra, bases=(Config,), frozen=True)
+    cls = dataclasses.make_dataclass("Config", extra, bases=(CoreConfig,), frozen=True)
     cls.__module__, cls.__doc__ = module, "The whole config file: the core's sections and every registered one."
     return cls
 
@@ -580,7 +581,7 @@ def _is_instance(value: Any, tp: type) -> bool:
     return isinstance(value, tp)
 
 
-def sections_of(cfg: Config) -> Iterator[tuple[str, str, Any]]:
+def sections_of(cfg: CoreConfig) -> Iterator[tuple[str, str, Any]]:
     """(section name, where, section) of every loaded section, in the file's class order."""
     for f in fields(cfg):
         value = getattr(cfg, f.name)
@@ -610,7 +611,7 @@ def _reference(tp: Any) -> Reference | None:
     return next((m for m in typing.get_args(tp)[2:] if isinstance(m, Reference)), None)
 
 
-def _check(cfg: Config, err: _Loader) -> None:
+def _check(cfg: CoreConfig, err: _Loader) -> None:
     """What one key cannot say alone: unique names, references between sections, each section's own rules."""
     names: dict[str, set[str]] = {}
     for section, where, item in sections_of(cfg):
@@ -655,13 +656,13 @@ def sends_in_clear(section: Any) -> bool:
     return any(r is not None for r in refs)
 
 
-def plaintext_warnings(cfg: Config) -> list[str]:
+def plaintext_warnings(cfg: CoreConfig) -> list[str]:
     """What to say at every start about the sections that send credentials in clear (allow_plaintext)."""
     return [f"{where}: the password or token is sent unencrypted to {item.url} (allow_plaintext = true); "
             "anyone on the path can read it" for _, where, item in sections_of(cfg) if sends_in_clear(item)]
 
 
-def names_a_secret(cfg: Config) -> bool:
+def names_a_secret(cfg: CoreConfig) -> bool:
     return any(callable(getattr(item, m, None)) and getattr(item, m)() is not None
                for _, _, item in sections_of(cfg) for m in ("password", "token"))
 
@@ -677,7 +678,7 @@ def alerts_of(store_path: Path) -> Path:
     return store_path.with_name(store_path.name + ".alerts")
 
 
-def load(path: Path, root: type[Config]) -> Config:
+def load(path: Path, root: type[CoreConfig]) -> CoreConfig:
     """Read and validate one config file into `root`; raises ConfigError, never anything else."""
     file = str(path)
     err = _Loader(file)
@@ -699,7 +700,7 @@ def load(path: Path, root: type[Config]) -> Config:
     return replace(cfg, source=path)
 
 
-def _check_trust(path: Path, cfg: Config) -> None:
+def _check_trust(path: Path, cfg: CoreConfig) -> None:
     """A config whoever else can edit or replace decides, for them, where the secrets it names are sent
     (a url of theirs, verify_tls = false): refused then, as OpenSSH refuses such a ~/.ssh/config
     (agent/core/trust.py); without a secret, a warning."""
@@ -717,7 +718,7 @@ _KEY_AT = re.compile(r"\s*([A-Za-z0-9_-]+)\s*=")
 _HEADER = re.compile(r"^\s*(\[\[?)\s*([A-Za-z0-9_.-]+)\s*\]", re.M)
 
 
-def _parse(file: str, text: str, root: type[Config]) -> dict[str, Any]:
+def _parse(file: str, text: str, root: type[CoreConfig]) -> dict[str, Any]:
     """tomllib's table, or a one-line ConfigError for what it raises beyond TOMLDecodeError."""
     try:
         return tomllib.loads(text)
@@ -729,7 +730,7 @@ def _parse(file: str, text: str, root: type[Config]) -> dict[str, Any]:
         raise _long_number(file, text, root) from None
 
 
-def _long_number(file: str, text: str, root: type[Config]) -> ConfigError:
+def _long_number(file: str, text: str, root: type[CoreConfig]) -> ConfigError:
     """Name the key of the over-long integer tomllib refused (its line, its table)."""
     m = _LONG_NUMBER.search(text)
     if m is None:
@@ -750,7 +751,7 @@ def _long_number(file: str, text: str, root: type[Config]) -> ConfigError:
                                     f"{expected or 'a number of at most 4300 digits'}")
 
 
-def _expected_at(root: type[Config], dotted: str) -> str:
+def _expected_at(root: type[CoreConfig], dotted: str) -> str:
     """What the key at `dotted` (e.g. "vcenter.interval") expects, from the section dataclasses."""
     tp: Any = root
     for part in dotted.split("."):

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from db2vtop.agent.core.clock import CLOCK
-from db2vtop.agent.core.config import AlertConfig, Config, StackConfig, alerts_of
+from db2vtop.agent.core.config import AlertConfig, CoreConfig, StackConfig, alerts_of
 from db2vtop.agent.core.files import make_private_dir, write_private
 from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample, severity_rank
 from db2vtop.agent.core.source import CachedSource
@@ -45,8 +45,9 @@ from db2vtop.agent.sinks.receivers import DeliveryError, Receiver
 from db2vtop.agent.sinks.spool import Spool
 from db2vtop.checks.alerts import Alert, episode_alerts, finding_alerts, iso_ms
 from db2vtop.checks.figures import ROLES
+from db2vtop.checks.thresholds import verdict_levels
 from db2vtop.checks.topology import infer_stacks, lun_name, resolve
-from db2vtop.checks.verdict import TRIGGERS, limits, stack_verdict
+from db2vtop.checks.verdict import TRIGGERS, stack_verdict
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,7 @@ class _Stacks:
     made_at: float
 
     @classmethod
-    def of(cls, cfg: Config, view: CachedSource) -> _Stacks:
+    def of(cls, cfg: CoreConfig, view: CachedSource) -> _Stacks:
         found = [i.stack for i in infer_stacks(cfg, view)]
         by: dict[tuple[str, ...], set[str]] = {}
         vm_stack: dict[tuple[str | None, str], str] = {}
@@ -358,7 +359,7 @@ class Alerter:
 
     name = "alerts"
 
-    def __init__(self, cfg: Config, store_path: Path, supervisor: Supervisor | None = None, judge: bool = True):
+    def __init__(self, cfg: CoreConfig, store_path: Path, supervisor: Supervisor | None = None, judge: bool = True):
         """`judge`: run the judging thread (off: only what `apply` is handed is told, for a test's own moments)."""
         self.cfg = cfg
         self.store_path = store_path
@@ -385,8 +386,8 @@ class Alerter:
         for box in self.outboxes:  # what each was last told firing: Alertmanager's resends
             box.firing = {c["alert"]["fingerprint"]: c for _, c in self.state.told.get(box.cfg.name, {}).values()
                           if c["status"] == "firing"}
-        levels = {k: min(limits(s, cfg.checks)[k] for s in [StackConfig(name="-"), *cfg.stack])
-                  for k in limits(StackConfig(name="-"), cfg.checks)}
+        levels = {k: min(verdict_levels(s, cfg.checks)[k] for s in [StackConfig(name="-"), *cfg.stack])
+                  for k in verdict_levels(StackConfig(name="-"), cfg.checks)}
         self.watch = _watch(levels)
         self.hot: dict[tuple[str, ...], int] = {}  # entity -> when it last showed a symptom
         self.findings: dict[str, Finding] | None = None  # open ones, by key (read from the store at the start)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from db2vtop.agent.core.source import Row
-from db2vtop.checks.rule import FactIndex, LiveRule, Screen, Thresholds, Verdict, as_float, is_number
+from db2vtop.checks.rule import FactIndex, Judgement, LiveRule, Screen, Thresholds, as_float, is_number
 
 
 class ThresholdRule(LiveRule):
@@ -26,7 +26,7 @@ class ThresholdRule(LiveRule):
     def screen(self, t: Thresholds) -> Screen:
         return ((self.field, as_float(t[self.warn_key]), not self.higher_is_worse),)
 
-    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
+    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Judgement | None:
         value = row.fields.get(self.field)
         if not is_number(value):
             return None
@@ -42,5 +42,5 @@ class ThresholdRule(LiveRule):
         else:
             severity = "critical" if v <= crit else "warning" if v <= warn else None
         what = " ".join(f"{k}={row.tags[k]}" for k in self.subject_tags if k in row.tags)
-        return Verdict(self.subject(row), severity, f"{what}: {self.label} {v:.4g}{self.unit}",
+        return Judgement(self.subject(row), severity, f"{what}: {self.label} {v:.4g}{self.unit}",
                        {self.field: v, **({self.gate[0]: row.fields.get(self.gate[0])} if self.gate else {})})

@@ -1,4 +1,5 @@
-"""DB2 rules (the white papers' practices §1.6) on db2_* samples and facts, and the appendix drift check (§1.11)."""
+"""DB2 rules (the white papers' DB2 practices) on db2_* samples and facts, and the drift check against WP-7109's
+appendix baselines."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from db2vtop.agent.core.model import Fact
 from db2vtop.agent.core.source import Row
 from db2vtop.agent.core.text import plural
 from db2vtop.checks.catalog import Practice, baselines, cite
-from db2vtop.checks.rule import FactIndex, LiveRule, PerFactRule, StaticRule, Thresholds, Verdict, as_float, is_number
+from db2vtop.checks.rule import FactIndex, Judgement, LiveRule, PerFactRule, StaticRule, Thresholds, as_float, is_number
 from db2vtop.checks.rules.common import ThresholdRule
 
 
@@ -16,12 +17,12 @@ class MonitoringOn(StaticRule):
     fix = ("UPDATE DB CFG FOR <db> USING MON_REQ_METRICS BASE MON_ACT_METRICS BASE MON_OBJ_METRICS BASE "
            "(WP-7109's OLTP runs set NONE to save overhead; with NONE db2vtop's DB2 figures read zero).")
 
-    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
+    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Judgement]:
         out = []
         for f in facts.of("db2_database"):
             levels = f.data.get("monitoring") or {}
             off = sorted(k for k, v in levels.items() if str(v).upper() == "NONE")
-            out.append(Verdict({"layer": "db2", **f.tags}, "warning" if off else None,
+            out.append(Judgement({"layer": "db2", **f.tags}, "warning" if off else None,
                                f"monitoring off: {', '.join(f'{k}=NONE' for k in off)}; MON_GET_* counters of that "
                                "class read 0", {"monitoring": levels}))
         return out
@@ -43,7 +44,7 @@ class LogsSeparate(StaticRule):
     fix = ("Move the active log path (UPDATE DB CFG USING NEWLOGPATH) to its own file system on its own "
            "LUN / VMDK / datastore / FlexVol, apart from the table space containers.")
 
-    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
+    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Judgement]:
         out = []
         for db in facts.of("db2_database"):
             log_path = db.data.get("new_log_path") or db.data.get("log_path")
@@ -56,7 +57,7 @@ class LogsSeparate(StaticRule):
             shared = sorted({c.data.get("path", c.tags.get("container", "")) for c in facts.of("db2_container")
                              if c.tags.get("db2") == db.tags.get("db2")
                              and _mount_of(str(c.data.get("path", "")), list(mounts)) == log_mount})
-            out.append(Verdict({"layer": "db2", **db.tags}, "warning" if shared else None,
+            out.append(Judgement({"layer": "db2", **db.tags}, "warning" if shared else None,
                                f"log path {log_path} shares {log_mount} ({mounts.get(log_mount)}) with "
                                f"{plural(len(shared), 'container')}, e.g. {shared[0] if shared else ''}",
                                {"log_path": log_path, "file_system": log_mount, "containers": shared[:5]}))
@@ -101,32 +102,22 @@ class LogSpace(ThresholdRule):
            "raise LOGPRIMARY/LOGFILSIZ, or allow LOGSECOND; with LOGSECOND 0 a full log stops all work.")
 
 
-class LogBufferFull(ThresholdRule):
-    id, layer, measurement, subject_tags = "db2-log-space", "db2", "db2_log", ("db2", "database", "member")
-    needs = {"db2_log": "db2"}
-    field, label, unit = "log_buffer_full_per_s", "log buffer full events", "/s"
+class LogBufferFull(LogSpace):
+    field, label, unit, aspect = "log_buffer_full_per_s", "log buffer full events", "/s", "log buffer"
     warn_key, crit_key = "warn_buffer_full_per_s", "crit_buffer_full_per_s"
     defaults = {"warn_buffer_full_per_s": 0.01, "crit_buffer_full_per_s": 5.0}
     fix = "Raise LOGBUFSZ (WP-7109: 2048 pages for DSS, 8192 for OLTP) so commits do not wait for a full buffer."
 
-    def subject(self, row: Row) -> dict[str, str]:
-        return {**super().subject(row), "aspect": "log buffer"}
 
-
-class LogWriteLatency(ThresholdRule):
+class LogWriteLatency(LogSpace):
     """The practice watches LOG_WRITE_TIME: every commit waits for its log write. The levels are a tool
     default (db2top's and the TUI's), not a white paper's figure."""
 
-    id, layer, measurement, subject_tags = "db2-log-space", "db2", "db2_log", ("db2", "database", "member")
-    needs = {"db2_log": "db2"}
-    field, label, unit = "log_write_ms", "log write time", " ms"
+    field, label, unit, aspect = "log_write_ms", "log write time", " ms", "log writes"
     warn_key, crit_key = "warn_write_ms", "crit_write_ms"
     defaults = {"warn_write_ms": 10.0, "crit_write_ms": 20.0}
     fix = ("Follow the I/O chain below the log with the verdict (guest await, VMDK, KAVG/DAVG, array); keep the log "
            "on its own LUN (rule db2-logs-separate).")
-
-    def subject(self, row: Row) -> dict[str, str]:
-        return {**super().subject(row), "aspect": "log writes"}
 
 
 class BufferPoolWarm(ThresholdRule):
@@ -171,7 +162,7 @@ class ContainerBalance(LiveRule):
     def __init__(self) -> None:
         self._latest: dict[tuple, dict[str, tuple[float, float]]] = {}
 
-    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
+    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Judgement | None:
         ms, pages = row.fields.get("read_ms_per_page"), as_float(row.fields.get("pages_read_per_s"))
         if not is_number(ms):
             return None
@@ -184,7 +175,7 @@ class ContainerBalance(LiveRule):
         slow = max(busy, key=lambda c: busy[c][0])
         fast = min(busy, key=lambda c: busy[c][0])
         ratio = busy[slow][0] / busy[fast][0] if busy[fast][0] > 0 else 1.0
-        return Verdict(subject, "warning" if ratio >= as_float(t["max_ratio"]) else None,
+        return Judgement(subject, "warning" if ratio >= as_float(t["max_ratio"]) else None,
                        f"{slow} reads at {busy[slow][0]:.1f} ms/page, {ratio:.1f}x {fast} ({busy[fast][0]:.1f})",
                        {"slowest": slow, "slowest_ms_per_page": busy[slow][0], "fastest": fast,
                         "fastest_ms_per_page": busy[fast][0], "ratio": round(ratio, 2), "containers": len(busy)})
@@ -214,12 +205,12 @@ class ConfigDrift(StaticRule):
 
     @property
     def practice(self) -> Practice:
-        return Practice(self.id, "1.11", "DB2 configuration baseline from WP-7109's appendixes", "db2",
+        return Practice(self.id, "DB2 configuration baseline from WP-7109's appendixes", "db2",
                         "Keep the benchmark-validated value for the workload profile; show drift",
                         "the appendix value of the chosen profile", "SYSIBMADM.DBCFG, DBMCFG, registry", "S",
                         tuple(cite(f"WP-7109 {table}") for table in PROFILE_TABLE.values()), False)
 
-    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
+    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Judgement]:
         profile = str(t.get("profile", "oltp"))
         if profile not in PROFILE_TABLE:
             return []
@@ -233,7 +224,7 @@ class ConfigDrift(StaticRule):
                 actual = next((v for k, v in values.items() if str(k).upper() == b.parameter.upper()), None)
                 drift = (actual is None and b.scope == "registry") or (
                     actual is not None and _normalise(actual) != _normalise(expected))
-                out.append(Verdict({"layer": "db2", **f.tags, "parameter": b.parameter}, "info" if drift else None,
+                out.append(Judgement({"layer": "db2", **f.tags, "parameter": b.parameter}, "info" if drift else None,
                                    f"{b.parameter} = {actual if actual is not None else 'unset'}, {profile} profile "
                                    f"({PROFILE_TABLE[profile]}) has {expected}",
                                    {"actual": str(actual), "expected": expected, "profile": profile,

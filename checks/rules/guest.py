@@ -5,7 +5,7 @@ from __future__ import annotations
 from db2vtop.agent.core.model import Fact
 from db2vtop.agent.core.source import Row
 from db2vtop.agent.core.units import format_bytes
-from db2vtop.checks.rule import FactIndex, LiveRule, PerFactRule, StaticRule, Thresholds, Verdict, as_float, pct
+from db2vtop.checks.rule import FactIndex, Judgement, LiveRule, PerFactRule, StaticRule, Thresholds, as_float, pct
 
 
 class GuestSwapZero(LiveRule):
@@ -15,7 +15,7 @@ class GuestSwapZero(LiveRule):
     fix = ("Find what pushes DB2 memory out: ballooning (check the VM's balloon and reservation), an "
            "oversized DB2 memory configuration or another process; size DB2 and the VM so the guest never swaps.")
 
-    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
+    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Judgement | None:
         f = row.fields
         if "swap_in_bytes_per_s" not in f:
             return None
@@ -23,7 +23,7 @@ class GuestSwapZero(LiveRule):
         severity = None
         if sin > 0 or sout > 0:
             severity = "critical" if max(sin, sout) >= as_float(t["crit_bytes_per_s"]) else "warning"
-        return Verdict(self.subject(row), severity,
+        return Judgement(self.subject(row), severity,
                        f"guest swapping: in {format_bytes(sin)}/s, out {format_bytes(sout)}/s",
                        {"swap_in_bytes_per_s": sin, "swap_out_bytes_per_s": sout,
                         "swap_used_bytes": f.get("swap_used_bytes", 0)})
@@ -38,7 +38,7 @@ class HugePagesSized(LiveRule):
     fix = ("Size vm.nr_hugepages to DB2's database shared memory and set DB2_LARGE_PAGE_MEM=DB; "
            "release huge pages nothing uses, they are memory the guest cannot use otherwise.")
 
-    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
+    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Judgement | None:
         f = row.fields
         total, free = as_float(f.get("hugepages_total")), as_float(f.get("hugepages_free"))
         size, mem = as_float(f.get("hugepage_size_bytes")), as_float(f.get("total_bytes"))
@@ -47,12 +47,12 @@ class HugePagesSized(LiveRule):
         reserved = total * size
         values = {"hugepages_total": total, "hugepages_free": free, "hugepages_bytes": reserved, "total_bytes": mem}
         if reserved and pct(reserved, mem) > as_float(t["max_share_pct"]):
-            return Verdict(self.subject(row), "critical", f"huge pages take {pct(reserved, mem):.0f}% of memory "
+            return Judgement(self.subject(row), "critical", f"huge pages take {pct(reserved, mem):.0f}% of memory "
                            f"({format_bytes(reserved)} of {format_bytes(mem)}): mis-sized", values)
         if total and free == total:
-            return Verdict(self.subject(row), "warning", f"{int(total)} huge pages ({format_bytes(reserved)}) "
+            return Judgement(self.subject(row), "warning", f"{int(total)} huge pages ({format_bytes(reserved)}) "
                            "reserved and none in use", values)
-        return Verdict(self.subject(row), None, "", values)
+        return Judgement(self.subject(row), None, "", values)
 
 
 class GuestIOLatency(LiveRule):
@@ -64,7 +64,7 @@ class GuestIOLatency(LiveRule):
     fix = ("Follow the I/O down the stack: compare with the VM's virtual disk latency, the host's KAVG/DAVG "
            "and the array's LUN latency to find the layer that adds it.")
 
-    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
+    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Judgement | None:
         f = row.fields
         if row.tags.get("type") != "disk" or "read_await_ms" not in f:
             return None
@@ -75,7 +75,7 @@ class GuestIOLatency(LiveRule):
                     as_float(f.get("write_await_ms")) if w_iops else 0.0)
         severity = ("critical" if worst >= as_float(t["crit_ms"]) else
                     "warning" if worst >= as_float(t["warn_ms"]) else None)
-        return Verdict(self.subject(row), severity,
+        return Judgement(self.subject(row), severity,
                        f"{row.tags.get('device')}: await {worst:.1f} ms at {r_iops + w_iops:.0f} IOPS",
                        {"read_await_ms": f.get("read_await_ms"), "write_await_ms": f.get("write_await_ms"),
                         "read_iops": r_iops, "write_iops": w_iops, "queue_size": f.get("queue_size")})
@@ -89,14 +89,14 @@ class GuestSystemShare(LiveRule):
     defaults = {"min_busy_pct": 20.0, "info_share_pct": 40.0}
     fix = "Check which protocol carries the database I/O (TR-3581 §9: FCP costs the least CPU per transaction)."
 
-    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
+    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Judgement | None:
         if row.tags.get("cpu") != "total" or "system_pct" not in row.fields:
             return None
         busy = as_float(row.fields.get("busy_pct"))
         system = as_float(row.fields.get("system_pct")) + as_float(row.fields.get("softirq_pct"))
         share = pct(system, busy)
         high = busy >= as_float(t["min_busy_pct"]) and share >= as_float(t["info_share_pct"])
-        return Verdict(self.subject(row), "info" if high else None,
+        return Judgement(self.subject(row), "info" if high else None,
                        f"kernel time is {share:.0f}% of busy CPU ({busy:.0f}% busy)",
                        {"busy_pct": busy, "system_pct": system, "system_share_pct": round(share, 1)})
 
@@ -108,7 +108,7 @@ class PartitionAlignment(StaticRule):
     limits = {"align_sectors": (1, 2**20)}  # a divisor
     fix = "Recreate the partition starting on a 1 MiB boundary (parted ... mkpart primary 1MiB 100%)."
 
-    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
+    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Judgement]:
         out = []
         align = int(t["align_sectors"])
         for dev in facts.of("guest_block_device"):
@@ -116,7 +116,7 @@ class PartitionAlignment(StaticRule):
                 if not isinstance(start, int):
                     continue
                 bad = start % align != 0
-                out.append(Verdict({"layer": "guest", **dev.tags, "partition": part}, "warning" if bad else None,
+                out.append(Judgement({"layer": "guest", **dev.tags, "partition": part}, "warning" if bad else None,
                                    f"{part} starts at sector {start}, not a multiple of {align} (4 KiB)",
                                    {"start_sector": start}))
         return out
@@ -157,7 +157,7 @@ class NfsMountOptions(StaticRule):
     needs = {"guest_mount": "guest"}
     fix = "Mount database NFS file systems hard, over TCP, NFSv3 or later, rsize/wsize >= 32768, timeo=600."
 
-    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
+    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Judgement]:
         out = []
         for m in facts.of("guest_mount"):
             if not str(m.data.get("fstype", "")).startswith("nfs"):
@@ -172,7 +172,7 @@ class NfsMountOptions(StaticRule):
                 if opts.get(size, "").isdigit() and int(opts[size]) < 32768:
                     problems.append(f"{size}={opts[size]}")
             severity = "critical" if "soft" in opts else ("warning" if problems else None)
-            out.append(Verdict({"layer": "guest", **m.tags}, severity,
+            out.append(Judgement({"layer": "guest", **m.tags}, severity,
                                f"NFS mount {m.tags.get('mountpoint')}: " + ", ".join(problems), {"options": str(
                                    m.data.get("options"))}))
         return out

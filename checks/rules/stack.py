@@ -1,12 +1,12 @@
 """The cross-layer verdict's own parameters, as a rule's thresholds: `[checks.stack-verdict]` overrides
 them like any rule's, and `db2vtop rules` lists them. The verdict itself (checks/verdict.py) reads
 these, and the thresholds of the rules it shares a question with (cpu-ready, vcpu-no-excess,
-disk-queue-saturation), through checks/scales.py."""
+disk-queue-saturation), through checks/thresholds.py."""
 
 from __future__ import annotations
 
 from db2vtop.checks.catalog import Practice
-from db2vtop.checks.rule import FactIndex, StaticRule, Thresholds, Verdict
+from db2vtop.checks.rule import FactIndex, Judgement, StaticRule, Thresholds
 
 
 class VerdictRule(StaticRule):
@@ -32,14 +32,14 @@ class VerdictRule(StaticRule):
 
     @property
     def practice(self) -> Practice:
-        return Practice(self.id, "verdict", "The cross-layer verdict", "stack",
+        return Practice(self.id, "The cross-layer verdict", "stack",
                         "Name the layer to blame by walking DB2's waits down the I/O, memory and CPU chains",
                         "the thresholds below; the shared ones come from cpu-ready, vcpu-no-excess and "
                         "disk-queue-saturation", "every layer's samples on 20 s buckets", "D",
                         ("db2vtop documentation, docs/checks.md, The verdict",
                          "VMware KB 1008205, Using esxtop to identify storage performance issues for ESX/ESXi"), True)
 
-    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
+    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Judgement]:
         return []  # the verdict is judged per stack over a window by checks/verdict.py, not per fact
 
 

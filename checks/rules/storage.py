@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from db2vtop.agent.core.model import Fact
-from db2vtop.agent.core.source import Row
-from db2vtop.checks.rule import FactIndex, PerFactRule, StaticRule, Thresholds, Verdict, as_float, is_number
+from db2vtop.checks.rule import FactIndex, Judgement, PerFactRule, StaticRule, Thresholds, as_float, is_number
 from db2vtop.checks.rules.common import ThresholdRule
 
 QUEUE_FIX = ("Find where I/O queues: KAVG/QAVG > 0 means the VMkernel holds I/O back (raise the HBA LUN queue depth "
@@ -29,9 +28,7 @@ class EsxtopQueued(ThresholdRule):
     warn_key, crit_key = "warn_queued", "crit_queued"
     defaults = {"warn_queued": 1.0, "crit_queued": 32.0}
     fix = QUEUE_FIX
-
-    def subject(self, row: Row) -> dict[str, str]:
-        return {**super().subject(row), "aspect": "queued"}
+    aspect = "queued"
 
 
 class StorageDiskQueueFull(ThresholdRule):
@@ -78,14 +75,14 @@ class NumaColumnsFound(StaticRule):
            "shown here; meanwhile check NUMA locality on the host with `sched-stats -t numa-clients` and sizing "
            "with rule vm-fits-numa-node.")
 
-    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
+    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Judgement]:
         out = []
         for f in facts.of("esxtop_host"):
             if "numa_columns" not in f.data:
                 continue  # recorded before hosts' headers were
             seen = ", ".join((f.data.get("columns") or {}).get("Group Memory") or ()) or "no Group Memory columns"
             missing = not f.data["numa_columns"]
-            out.append(Verdict({"layer": self.layer, **f.tags}, "warning" if missing else None,
+            out.append(Judgement({"layer": self.layer, **f.tags}, "warning" if missing else None,
                                f"NUMA columns not found in esxtop output of {f.tags.get('host')} (columns seen: "
                                f"{seen})" if missing else "",
                                {"esxtop_hostname": f.data.get("esxtop_hostname"), "group_memory_columns": seen}))

@@ -1,4 +1,5 @@
-"""vSphere rules (the white papers' practices §1.1-1.4) on vsphere_* samples and facts, and esxtop's memory figures.
+"""vSphere rules (the white papers' host, memory, VM and ESXi storage practices) on vsphere_* samples and facts,
+and esxtop's memory figures.
 
 VM configuration rules judge the VMs of the configured stacks (all VMs when no stack is
 configured): the practices are for database VMs, and a 2,000-VM vCenter's other VMs are
@@ -14,12 +15,12 @@ from db2vtop.agent.core.units import format_bytes, format_duration
 from db2vtop.checks.rule import (
     ABOVE_ZERO,
     FactIndex,
+    Judgement,
     LiveRule,
     PerFactRule,
     Screen,
     StaticRule,
     Thresholds,
-    Verdict,
     as_float,
     is_number,
     pct,
@@ -52,7 +53,7 @@ class BalloonZero(LiveRule):
     def screen(self, t: Thresholds) -> Screen:
         return ((self.field, ABOVE_ZERO, False),)
 
-    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
+    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Judgement | None:
         value = row.fields.get(self.field)
         if not is_number(value):
             return None
@@ -61,7 +62,7 @@ class BalloonZero(LiveRule):
         balloon = float(value)
         if balloon <= 0:
             self._low.pop(key, None)
-            return Verdict(subject, None, "", {"balloon_bytes": 0})
+            return Judgement(subject, None, "", {"balloon_bytes": 0})
         low = self._low[key] = min(self._low.get(key, balloon), balloon)
         memory = _vm_memory(facts, row.tags.get("vm"))
         share = pct(balloon, memory) if memory else None
@@ -69,7 +70,7 @@ class BalloonZero(LiveRule):
         critical = growing or (share is not None and share >= as_float(t["crit_pct_of_vm_memory"]))
         how = " and growing" if growing else ""
         of = f" ({share:.1f}% of the VM's memory)" if share is not None else ""
-        return Verdict(subject, "critical" if critical else "warning",
+        return Judgement(subject, "critical" if critical else "warning",
                        f"{row.tags.get('vm')}: balloon {format_bytes(balloon)}{of}{how}",
                        {"balloon_bytes": balloon, "balloon_low_bytes": low, "vm_memory_bytes": memory or None,
                         "pct_of_vm_memory": round(share, 2) if share is not None else None})
@@ -96,15 +97,15 @@ class HostSwapVM(LiveRule):
     def screen(self, t: Thresholds) -> Screen:
         return tuple((f, ABOVE_ZERO, False) for f in (*self.fields, *self.reads_also))
 
-    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
+    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Judgement | None:
         values = {k: as_float(row.fields.get(k)) for k in self.fields if k in row.fields}
         if not values:
             return None
         if not any(v > 0 for v in values.values()):  # the engine reads no summary of a clean verdict
-            return Verdict(self.subject(row), None, "", values)
+            return Judgement(self.subject(row), None, "", values)
         what = ", ".join(f"{k} {format_bytes(v)}{'/s' if k.endswith('_per_s') else ''}" for k, v in values.items())
         name = row.tags.get("vm") or row.tags.get("host")
-        return Verdict(self.subject(row), "critical", f"{name}: host swapping: {what}", values)
+        return Judgement(self.subject(row), "critical", f"{name}: host swapping: {what}", values)
 
 
 class HostSwapQuickStats(HostSwapVM):
@@ -129,14 +130,14 @@ class HostSwapHost(HostSwapVM):
     def __init__(self) -> None:
         self._used: dict[tuple, float] = {}
 
-    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
+    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Judgement | None:
         v = super().judge(row, t, facts)
         used = row.fields.get("mem_swap_used_bytes")
         if is_number(used):
             key = tuple(sorted(self.subject(row).items()))
             before, self._used[key] = self._used.get(key), float(used)
             if before is not None and used > before:
-                v = v or Verdict(self.subject(row), None, "", {})
+                v = v or Judgement(self.subject(row), None, "", {})
                 v.severity = "critical"
                 v.summary = f"{row.tags.get('host')}: host swap in use growing to {format_bytes(used)}"
                 v.values["mem_swap_used_bytes"] = used
@@ -155,7 +156,7 @@ class CpuReady(LiveRule):
     def screen(self, t: Thresholds) -> Screen:
         return ((self.field, as_float(t["warn_pct"]), False),)
 
-    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
+    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Judgement | None:
         """The collector already gives these summation counters as % of the interval per vCPU."""
         per_vcpu = row.fields.get(self.field)
         if not is_number(per_vcpu):
@@ -163,9 +164,9 @@ class CpuReady(LiveRule):
         severity = ("critical" if per_vcpu >= as_float(t["crit_pct"]) else
                     "warning" if per_vcpu >= as_float(t["warn_pct"]) else None)
         if severity is None:  # most samples of a fleet: the engine reads no summary or values of a clean verdict
-            return Verdict(self.subject(row), None)
+            return Judgement(self.subject(row), None)
         vcpus = as_float(row.fields.get("vcpus"))
-        return Verdict(self.subject(row), severity,
+        return Judgement(self.subject(row), severity,
                        f"{row.tags.get('vm')}: {self.label} {per_vcpu:.1f}% per vCPU ({int(vcpus)} vCPUs)",
                        {self.field: round(float(per_vcpu), 2), "vcpus": vcpus})
 
@@ -196,14 +197,14 @@ class VCenterClock(LiveRule):
            "NTP` and `ntp.set --servers` in its shell), from the same time source as its hosts, the DB2 guests and "
            "the machine db2vtop runs on.")
 
-    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
+    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Judgement | None:
         offset = row.fields.get(self.field)
         if not is_number(offset):
             return None
         if abs(offset) < as_float(t["warn_vcenter_offset_ms"]):
-            return Verdict(self.subject(row), None)
+            return Judgement(self.subject(row), None)
         way = "ahead of" if offset > 0 else "behind"
-        return Verdict(self.subject(row), "warning",
+        return Judgement(self.subject(row), "warning",
                        f"vCenter {row.tags.get('vcenter')}'s clock is {format_duration(abs(offset) / 1000)} {way} "
                        "the agent's", {"vcenter_offset_ms": float(offset)})
 
@@ -241,9 +242,7 @@ class HostLunQueueLatency(HostLunKernelLatency):
     field, label = "queue_latency_ms", "QAVG"
     warn_key, crit_key = "warn_qavg_ms", "crit_qavg_ms"
     defaults = {"warn_qavg_ms": 2.0, "crit_qavg_ms": 10.0}
-
-    def subject(self, row: Row) -> dict[str, str]:
-        return {**super().subject(row), "aspect": "queue"}
+    aspect = "queue"
 
 
 class _LatencyAtLoad(LiveRule):
@@ -254,10 +253,7 @@ class _LatencyAtLoad(LiveRule):
     id, layer = "disk-queue-saturation", "host"
     latency: tuple[str, ...] = ()  # the latency fields, each judged where its own I/O is not none
     iops: tuple[tuple[str, ...], ...] = ()  # for each latency field, the fields whose sum is its I/O rate
-    label, warn_key, crit_key, aspect = "", "", "", ""
-
-    def subject(self, row: Row) -> dict[str, str]:
-        return {**super().subject(row), "aspect": self.aspect}
+    label, warn_key, crit_key = "", "", ""
 
     def reads(self) -> frozenset[str]:
         return frozenset((*self.latency, *(n for names in self.iops for n in names)))
@@ -265,7 +261,7 @@ class _LatencyAtLoad(LiveRule):
     def screen(self, t: Thresholds) -> Screen:
         return tuple((f, as_float(t[self.warn_key]), False) for f in self.latency)
 
-    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
+    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Judgement | None:
         f = row.fields
         worst, io, known = None, 0.0, False
         for lat, names in zip(self.latency, self.iops, strict=True):
@@ -280,10 +276,10 @@ class _LatencyAtLoad(LiveRule):
         severity = ("critical" if worst >= as_float(t[self.crit_key]) else
                     "warning" if worst >= as_float(t[self.warn_key]) else None)
         if severity is None or (known and io < as_float(t["min_iops"])):
-            return Verdict(self.subject(row), None)  # the engine reads no summary or values of a clean verdict
+            return Judgement(self.subject(row), None)  # the engine reads no summary or values of a clean verdict
         what = " ".join(row.tags[k] for k in self.subject_tags if k in row.tags and k != "vcenter")
         at = f" at {io:.0f} IOPS" if known else ""
-        return Verdict(self.subject(row), severity, f"{what}: {self.label} {worst:.1f} ms{at}",
+        return Judgement(self.subject(row), severity, f"{what}: {self.label} {worst:.1f} ms{at}",
                        {"latency_ms": worst, "iops": io if known else None})
 
 
@@ -331,11 +327,11 @@ class VmFitsNumaNode(StaticRule):
     fix = ("Size the VM to one NUMA node (vCPUs <= cores per node, memory <= a node's memory), or expose vNUMA so "
            "DB2 can place memory; a VM spanning two sockets gets about half its memory accesses remote.")
 
-    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
+    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Judgement]:
         """Every VM against its host's nodes. The engine asks again each time VM facts come (a first facts pass
         hands on 10,000 VMs in parts, before their hosts): without a host fact there is nothing to judge, and a
         clean VM's verdict carries no text (the engine reads neither summary nor values of a clean verdict)."""
-        out: list[Verdict] = []
+        out: list[Judgement] = []
         if not facts.by_kind.get("vsphere_host"):
             return out
         for vm in _vm_facts(facts):
@@ -349,11 +345,11 @@ class VmFitsNumaNode(StaticRule):
             vcpus, memory = int(vm.data.get("num_cpu") or 0), as_float(vm.data.get("memory_mb")) * MIB
             too_many, too_big = bool(cores and vcpus > cores), bool(node_mem and memory > node_mem)
             if not (too_many or too_big):
-                out.append(Verdict({"layer": "vm", **vm.tags}, None, ""))
+                out.append(Judgement({"layer": "vm", **vm.tags}, None, ""))
                 continue
             wide = [w for w, bad in ((f"{vcpus} vCPUs > {cores} cores per node", too_many),
                                      (f"{format_bytes(memory)} > {format_bytes(node_mem)} per node", too_big)) if bad]
-            out.append(Verdict({"layer": "vm", **vm.tags}, "warning",
+            out.append(Judgement({"layer": "vm", **vm.tags}, "warning",
                                f"{vm.tags.get('vm')} is wider than a NUMA node of {host.tags.get('host')}: "
                                + "; ".join(wide),
                                {"vcpus": vcpus, "memory_bytes": memory, "numa_nodes": nodes,
@@ -368,7 +364,7 @@ class VcpuLeThreads(StaticRule):
     fix = ("Keep the powered-on vCPUs of the host at or below its hardware threads; if you must go above, give "
            "the DB VMs higher CPU shares (WP-7109 §5.3).")
 
-    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
+    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Judgement]:
         out = []
         for h in facts.of("vsphere_host"):
             threads, vcpus = int(h.data.get("cpu_threads") or 0), int(h.data.get("vcpus_powered_on") or 0)
@@ -380,7 +376,7 @@ class VcpuLeThreads(StaticRule):
             loss = max(0.0, (ratio - 1.0) * 13.0) if ratio <= 1.5 else None
             expect = (f"WP-7109 §4.3 measured ~{loss:.1f}% lower peak at that ratio" if loss is not None else
                       "beyond the 1.5:1 (6.5% lower peak) WP-7109 §4.3 measured")
-            out.append(Verdict({"layer": "host", **h.tags}, "warning" if over else None,
+            out.append(Judgement({"layer": "host", **h.tags}, "warning" if over else None,
                                f"{h.tags.get('host')}: {vcpus} powered-on vCPUs on {threads} threads "
                                f"({ratio:.2f}:1; {expect})",
                                {"vcpus_powered_on": vcpus, "threads": threads, "ratio": round(ratio, 3),
@@ -420,7 +416,7 @@ class MemReservation(LiveRule):
     def __init__(self) -> None:
         self._committed: dict[tuple[str, str], dict[str, float]] = {}
 
-    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Verdict | None:
+    def judge(self, row: Row, t: Thresholds, facts: FactIndex) -> Judgement | None:
         db2 = row.tags.get("db2")
         stack = next((s for s in facts.stacks if s.db2 == db2 and s.vm), None)
         committed = row.fields.get("committed_bytes")
@@ -434,7 +430,7 @@ class MemReservation(LiveRule):
             return None
         reserved = as_float(vm.data.get("mem_reservation_mb")) * MIB
         need = sum(sets.values())
-        return Verdict({"layer": "vm", **vm.tags}, "warning" if reserved < need else None,
+        return Judgement({"layer": "vm", **vm.tags}, "warning" if reserved < need else None,
                        f"{stack.vm}: memory reservation {format_bytes(reserved)} below DB2's committed "
                        f"{format_bytes(need)}", {"reservation_bytes": reserved, "db2_committed_bytes": need})
 
@@ -517,7 +513,7 @@ class _HostLunRule(StaticRule):
     def problem(self, lun: dict, t: Thresholds) -> str | bool | None:
         raise NotImplementedError
 
-    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
+    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Judgement]:
         out = []
         for h in facts.of("vsphere_host"):
             for lun in h.data.get("luns") or []:
@@ -526,7 +522,7 @@ class _HostLunRule(StaticRule):
                 problem = self.problem(lun, t)
                 if problem is False:
                     continue
-                out.append(Verdict({"layer": "host", **h.tags, "lun": str(lun.get("lun"))},
+                out.append(Judgement({"layer": "host", **h.tags, "lun": str(lun.get("lun"))},
                                    "warning" if problem else None, f"{h.tags.get('host')} {lun.get('lun')}: {problem}",
                                    {k: lun.get(k) for k in ("plugin", "policy", "satp", "queue_depth", "paths_active",
                                                             "paths_total")}))
@@ -647,7 +643,7 @@ class VmkJumboFrames(StaticRule):
     defaults = {"mtu": 9000}
     fix = "Use MTU 9000 on the storage vmknics, their vSwitch, the physical switch and the array ports."
 
-    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Verdict]:
+    def judge_facts(self, facts: FactIndex, t: Thresholds) -> list[Judgement]:
         out = []
         want = as_float(t["mtu"])
         for h in facts.of("vsphere_host"):
@@ -657,7 +653,7 @@ class VmkJumboFrames(StaticRule):
                 continue
             small = [f"{v.get('device')} ({v.get('portgroup')}) MTU {v.get('mtu')}" for v in storage
                      if isinstance(v.get("mtu"), int) and v["mtu"] < want]
-            out.append(Verdict({"layer": "host", **h.tags}, "warning" if small else None,
+            out.append(Judgement({"layer": "host", **h.tags}, "warning" if small else None,
                                f"{h.tags.get('host')}: storage vmknics without jumbo frames: {', '.join(small)}",
                                {"vmknics": small}))
         return out

@@ -8,18 +8,10 @@ import socket
 
 from db2vtop.agent.core.clock import CLOCK
 from db2vtop.agent.core.model import Fact, Record
-from db2vtop.collectors.base import BaseCollector, CollectorError
+from db2vtop.collectors.base import BaseCollector
 from db2vtop.collectors.guest.config import GuestConfig
-from db2vtop.collectors.guest.metrics import guest_facts, guest_samples
-from db2vtop.collectors.guest.procfs import (
-    FACT_GLOBS,
-    FACT_LINK_GLOBS,
-    SNAPSHOT_FILES,
-    SNAPSHOT_GLOBS,
-    ProcFormatError,
-    Snapshot,
-    snapshot,
-)
+from db2vtop.collectors.guest.metrics import LinuxGuest
+from db2vtop.collectors.guest.procfs import FACT_GLOBS, FACT_LINK_GLOBS, SNAPSHOT_FILES, SNAPSHOT_GLOBS, Snapshot
 
 
 def read_files(patterns: tuple[str, ...], link_patterns: tuple[str, ...] = ()) -> dict[str, str]:
@@ -50,25 +42,18 @@ class LocalGuestCollector(BaseCollector):
         self.cfg = cfg
         self.guest = socket.gethostname()
         self.page_size = os.sysconf("SC_PAGE_SIZE")
-        self._prev: Snapshot | None = None
+        self.linux = LinuxGuest(self.guest, cfg, self.page_size)
 
     def _snapshot(self) -> Snapshot:
-        try:
-            return snapshot(read_files(SNAPSHOT_FILES + SNAPSHOT_GLOBS))
-        except ProcFormatError as e:
-            raise CollectorError(str(e)) from None
+        return self.linux.snapshot(read_files(SNAPSHOT_FILES + SNAPSHOT_GLOBS))
 
     async def start(self) -> None:
-        self._prev = await self.run_blocking(self._snapshot)
+        self.linux.prev = await self.run_blocking(self._snapshot)
 
     async def collect(self) -> list[Record]:
         cur = await self.run_blocking(self._snapshot)
-        prev, self._prev = self._prev, cur
-        if prev is None:
-            return []
-        return guest_samples(prev, cur, self.guest, CLOCK.now_ns(), self.page_size,
-                             self.cfg.devices_exclude, self.cfg.interfaces_exclude)
+        return self.linux.step(cur, CLOCK.now_ns())
 
     async def describe(self) -> list[Fact]:
         files = await self.run_blocking(read_files, FACT_GLOBS, FACT_LINK_GLOBS)
-        return guest_facts(files, self.guest, CLOCK.now_ns(), self.cfg.devices_exclude, self.cfg.interfaces_exclude)
+        return self.linux.facts_of(files, CLOCK.now_ns())

@@ -11,13 +11,16 @@ from fnmatch import fnmatch
 from typing import Any
 
 from db2vtop.agent.core.model import Fact, Sample
+from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.guest.procfs import (
     CPU_FIELDS,
     DiskCounters,
+    ProcFormatError,
     Snapshot,
     bracketed,
     parse_meminfo,
     parse_stat,
+    snapshot,
 )
 
 _USER, _NICE, _SYSTEM, _IDLE, _IOWAIT, _IRQ, _SOFTIRQ, _STEAL, _GUEST, _GUEST_NICE = range(len(CPU_FIELDS))
@@ -211,3 +214,30 @@ def guest_facts(files: dict[str, str], guest: str, ts: int, devices_exclude: lis
             facts.append(Fact("guest_mount", {**tags, "mountpoint": mountpoint},
                               {"source": parts[0], "fstype": parts[2], "options": parts[3]}, ts))
     return facts
+
+
+class LinuxGuest:
+    """A Linux guest's samples and facts from its /proc and /sys files, read here (collectors/guest/local.py) or
+    fetched over SSH (remote.py): each cycle's samples are against the snapshot before it (the first is only a
+    baseline). `where` begins the error of a file that does not have its documented layout."""
+
+    def __init__(self, guest: str, cfg: Any, page_size: int, where: str = ""):
+        self.guest, self.cfg, self.page_size, self.where = guest, cfg, page_size, where
+        self.prev: Snapshot | None = None
+
+    def snapshot(self, files: dict[str, str]) -> Snapshot:
+        try:
+            return snapshot(files)
+        except ProcFormatError as e:
+            raise CollectorError(f"{self.where}{e}") from None
+
+    def step(self, cur: Snapshot, ts: int) -> list[Sample]:
+        """The samples since the snapshot before (none for the first), `cur` the one the next is against."""
+        prev, self.prev = self.prev, cur
+        if prev is None:
+            return []
+        return guest_samples(prev, cur, self.guest, ts, self.page_size, self.cfg.devices_exclude,
+                             self.cfg.interfaces_exclude)
+
+    def facts_of(self, files: dict[str, str], ts: int) -> list[Fact]:
+        return guest_facts(files, self.guest, ts, self.cfg.devices_exclude, self.cfg.interfaces_exclude)

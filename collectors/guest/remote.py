@@ -16,16 +16,8 @@ from db2vtop.agent.core.model import Fact, Record
 from db2vtop.collectors.base import CollectorError
 from db2vtop.collectors.guest import aix
 from db2vtop.collectors.guest.config import RemoteGuestConfig
-from db2vtop.collectors.guest.metrics import guest_facts, guest_samples
-from db2vtop.collectors.guest.procfs import (
-    FACT_GLOBS,
-    FACT_LINK_GLOBS,
-    SNAPSHOT_FILES,
-    SNAPSHOT_GLOBS,
-    ProcFormatError,
-    Snapshot,
-    snapshot,
-)
+from db2vtop.collectors.guest.metrics import LinuxGuest
+from db2vtop.collectors.guest.procfs import FACT_GLOBS, FACT_LINK_GLOBS, SNAPSHOT_FILES, SNAPSHOT_GLOBS
 from db2vtop.collectors.ssh import SSHTarget
 from db2vtop.collectors.ssh.bundle import Bundle, BundleCollector, Fetched
 
@@ -42,15 +34,14 @@ def _detect_bundle() -> Bundle:
             .files(*SNAPSHOT_FILES, *SNAPSHOT_GLOBS))
 
 
-class LinuxPlatform:
+class LinuxPlatform(LinuxGuest):
     """The local collector's procfs arithmetic on files fetched over SSH."""
 
     def __init__(self, guest: str, cfg: RemoteGuestConfig, page_size: int):
-        self.guest, self.cfg, self.page_size = guest, cfg, page_size
-        self.prev: Snapshot | None = None  # the first samples() call only takes the baseline
+        super().__init__(guest, cfg, page_size, "remote ")  # the first samples() call only takes the baseline
 
     def baseline(self, got: Fetched) -> None:
-        self.prev = self._snapshot(got)
+        self.prev = self.snapshot(got.files)
 
     def bundle(self, facts: bool) -> Bundle:
         b = Bundle().files(*SNAPSHOT_FILES, *SNAPSHOT_GLOBS)
@@ -58,23 +49,11 @@ class LinuxPlatform:
             b.files(*FACT_GLOBS).links(*FACT_LINK_GLOBS)
         return b
 
-    @staticmethod
-    def _snapshot(got: Fetched) -> Snapshot:
-        try:
-            return snapshot(got.files)
-        except ProcFormatError as e:
-            raise CollectorError(f"remote {e}") from None
-
     def samples(self, got: Fetched, ts: int) -> list[Record]:
-        cur = self._snapshot(got)
-        prev, self.prev = self.prev, cur
-        if prev is None:
-            return []
-        return guest_samples(prev, cur, self.guest, ts, self.page_size, self.cfg.devices_exclude,
-                             self.cfg.interfaces_exclude)
+        return self.step(self.snapshot(got.files), ts)
 
     def facts(self, got: Fetched, ts: int) -> list[Fact]:
-        return guest_facts(got.files, self.guest, ts, self.cfg.devices_exclude, self.cfg.interfaces_exclude)
+        return self.facts_of(got.files, ts)
 
 
 class RemoteGuestCollector(BundleCollector):

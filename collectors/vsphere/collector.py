@@ -24,10 +24,11 @@ from db2vtop.agent.core.clock import CLOCK
 from db2vtop.agent.core.events import EVENT
 from db2vtop.agent.core.model import Annotation, Fact, Record, Sample
 from db2vtop.collectors.base import BaseCollector, CollectorError
+from db2vtop.collectors.capabilities import DescribesVMs, KeepsHistory, Resumes, ResumesLog, Streams
 from db2vtop.collectors.vsphere import inventory as inv_mod
 from db2vtop.collectors.vsphere.config import VCenterConfig
 from db2vtop.collectors.vsphere.connection import Connector, Session, SoapFaultError, is_session_lost, is_unreachable
-from db2vtop.collectors.vsphere.counters import MEASUREMENTS
+from db2vtop.collectors.vsphere.counters import MEASUREMENT_OF
 from db2vtop.collectors.vsphere.events import (
     CYCLE_PAGES,
     LOOKBACK_PAGES,
@@ -66,7 +67,7 @@ PAGES_AHEAD = 2
 #: takes ~15 s, more than a 20 s cycle leaves on a busy machine, and a pass cut short is begun again next
 #: cycle, so it would never end (each call still has its own timeout); the same for a first cycle's history
 FULL_PASS_TIMEOUT_S = 600.0
-#: records a cycle holds before it hands them on (BaseCollector.handoff): a 4,000-VM part of a cycle; a
+#: records a cycle holds before it hands them on (Streams.handoff): a 4,000-VM part of a cycle; a
 #: 2,000-VM vCenter's cycle stays one batch (each batch is a store transaction and a sealing step)
 HANDOFF = 20_000
 #: the same for a first cycle (the facts pass, or a reach-back over every entity's history): handed on in smaller
@@ -123,10 +124,10 @@ class _Conn:
             log.warning("vcenter counters not available here: %s", ", ".join(self.ids.missing))
 
 
-class VSphereCollector(BaseCollector):
+class VSphereCollector(BaseCollector, Streams, KeepsHistory, Resumes, ResumesLog, DescribesVMs):
     resumes = ("vsphere_vm", "vsphere_host", "vsphere_datastore")
     resumes_after = (EVENT,)
-    reaches_back = frozenset(MEASUREMENTS.values())  # the realtime counters' (not the quickStats')
+    reaches_back = frozenset(MEASUREMENT_OF.values())  # the realtime counters' (not the quickStats')
 
     def __init__(self, cfg: VCenterConfig):
         super().__init__(f"vsphere:{cfg.name}", cfg.interval, cfg.timeout)
@@ -528,7 +529,7 @@ class VSphereCollector(BaseCollector):
                 self.handoff(held)
 
     def _emit(self, records: list[Record | Fact]) -> None:
-        """Records of the cycle under way, in order: handed on (BaseCollector.handoff) whenever a part of them
+        """Records of the cycle under way, in order: handed on (Streams.handoff) whenever a part of them
         (HANDOFF, HANDOFF_FIRST in a first cycle) waits, else kept for collect()'s answer."""
         self._held.extend(records)
         if self.handoff is not None and len(self._held) >= self._part:

@@ -96,8 +96,9 @@ HOST_COUNTERS: tuple[Counter, ...] = (
     *_io("datastore", throughput=False),
 )
 
-#: measurement for a (entity kind, counter group, per-instance row) combination
-MEASUREMENTS = {
+#: (entity kind, counter group, per-instance row) -> the measurement its counters go to (schema.py MEASUREMENTS
+#: declares the measurements themselves)
+MEASUREMENT_OF = {
     ("vm", "cpu", False): "vsphere_vm", ("vm", "mem", False): "vsphere_vm",
     ("vm", "virtualDisk", True): "vsphere_vm_disk",
     ("vm", "net", True): "vsphere_vm_net",

@@ -21,7 +21,7 @@ from xml.sax.saxutils import escape
 
 from db2vtop.agent.core.model import Sample
 from db2vtop.collectors.base import CollectorError
-from db2vtop.collectors.vsphere.counters import HOST_COUNTERS, MEASUREMENTS, MS_PCT, RAW, VM_COUNTERS, convert
+from db2vtop.collectors.vsphere.counters import HOST_COUNTERS, MEASUREMENT_OF, MS_PCT, RAW, VM_COUNTERS, convert
 from db2vtop.collectors.vsphere.facts import TagMaps
 from db2vtop.collectors.vsphere.inventory import Inventory, retrieve_objects
 from db2vtop.collectors.vsphere.soapxml import NS as _NS
@@ -74,7 +74,7 @@ class CounterIds:
                 else:
                     steady.append(ids[-1])
                 for per_row in (False, True):
-                    measurement = MEASUREMENTS.get((kind, c.name.split(".", 1)[0], per_row))
+                    measurement = MEASUREMENT_OF.get((kind, c.name.split(".", 1)[0], per_row))
                     if measurement is not None:
                         rows[per_row][key] = (measurement, c.field, c.convert)
             self.metric_ids[kind] = tuple(ids)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from db2vtop.agent.core.schema import FactKind, Field, Measurement, Schema, fields, keys
 from db2vtop.collectors.vsphere.counters import HOST_COUNTERS, VM_COUNTERS, Counter
-from db2vtop.collectors.vsphere.counters import MEASUREMENTS as BY_GROUP
+from db2vtop.collectors.vsphere.counters import MEASUREMENT_OF as BY_GROUP
 
 _VM = {"vcenter": "the [[vcenter]] name", "vm": "the VM's display name",
        "host": "the ESXi host running the VM at the sample's time", "cluster": "the host's cluster"}

@@ -7,12 +7,11 @@ import logging
 import pytest
 
 from db2vtop.agent.assemble import build_collectors
-from db2vtop.agent.config import load_config
-from db2vtop.agent.core.config import ConfigError
 from db2vtop.collectors.esxtop.collector import EsxtopCollector
 from db2vtop.collectors.guest.remote import RemoteGuestCollector
 from db2vtop.collectors.storage.linux.collector import LinuxStorageCollector
 from db2vtop.collectors.storage.ontap.collector import OntapCollector
+from tests.infra import configs
 
 SSH = """
 [[ssh]]
@@ -31,9 +30,7 @@ user = "root"
 
 
 def load(tmp_path, text: str):
-    p = tmp_path / "c.toml"
-    p.write_text(SSH + text)
-    return load_config(p)
+    return configs.load(tmp_path, SSH + text)
 
 
 def test_remote_sections_become_collectors_sharing_targets(tmp_path, caplog):
@@ -88,6 +85,5 @@ guest = "db2aix01"
     ('[[esxtop]]\nname = "e"\nssh = "esx01-root"\ndelay = "10s"', "esxtop[0].delay", "less than the interval"),
 ])
 def test_remote_config_errors_name_the_key(tmp_path, text, key, expected):
-    with pytest.raises(ConfigError) as e:
-        load(tmp_path, text)
-    assert e.value.key == key and expected in str(e.value)
+    e = configs.error_of(tmp_path, SSH + text)
+    assert e.key == key and expected in str(e)

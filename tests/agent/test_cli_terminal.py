@@ -187,9 +187,7 @@ def test_ctrl_c_ends_a_command_waiting_on_a_silent_vcenter(tmp_path, silent_serv
         term.wait_for("db2vtop: interrupted", 10)
         with contextlib.suppress(OSError):  # it may have ended already
             term.send("\x03")
-        status = term.exited(10)
-        term.reader.join(5)
-        screen = term.text()
+        status, screen = term.ended(10)
     finally:
         term.close()
     assert status == 130, screen
@@ -210,9 +208,7 @@ def test_ctrl_c_ends_config_check_blocked_on_its_file(tmp_path):
             assert time.monotonic() < deadline, f"config check never waited on the pipe: {term.text()}"
             time.sleep(0.05)
         term.send("\x03")
-        status = term.exited(10)
-        term.reader.join(5)
-        screen = term.text()
+        status, screen = term.ended(10)
     finally:
         term.close()
     assert status == 130 and "db2vtop: interrupted" in screen, screen

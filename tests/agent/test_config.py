@@ -16,20 +16,9 @@ from db2vtop.agent.config import Config, load_config, resolve_config, template
 from db2vtop.agent.core.config import ConfigError
 from db2vtop.collectors.registry import INPUTS
 from tests.conftest import run_cli
+from tests.infra.configs import error_of, write
 
 TEMPLATE = template()  # `config init`'s text: the core's sections and each source package's template.toml
-
-
-def write(tmp_path: Path, text: str) -> Path:
-    p = tmp_path / "db2vtop.toml"
-    p.write_text(text)
-    return p
-
-
-def error_of(tmp_path: Path, text: str) -> ConfigError:
-    with pytest.raises(ConfigError) as e:
-        load_config(write(tmp_path, text))
-    return e.value
 
 
 def test_no_config_means_local_guest_monitoring():

@@ -10,6 +10,7 @@ from db2vtop.agent.assemble import fact_check
 from db2vtop.agent.core.model import REMOVED, SELF_MEASUREMENT, Annotation, Fact, Sample
 from db2vtop.agent.runtime import Runtime
 from db2vtop.collectors.base import BaseCollector, CollectorError
+from db2vtop.collectors.capabilities import Streams
 
 
 class Capture:
@@ -128,25 +129,33 @@ async def test_errors_are_recorded_as_data_and_isolated():
     assert rt.stats["tick"].errors == 0 and rt.stats["tick"].cycles >= 3
 
 
-class FaultOnce(BaseCollector):
-    """A source whose first answer is a fault with a message of 8 MiB, escapes in it, then answers well."""
+class AmissFirst(BaseCollector):
+    """A source whose first cycle goes wrong by `amiss(self)` (it raises, or tells a problem), then answers well:
+    `answer()` every cycle it ends."""
 
-    def __init__(self):
-        super().__init__("faulty", 0.1)
+    def __init__(self, name: str, interval: float, amiss, answer):
+        super().__init__(name, interval)
+        self.amiss, self.answer = amiss, answer
         self.cycles = 0
 
     async def collect(self):
         self.cycles += 1
         if self.cycles == 1:
-            raise CollectorError("vcenter vc1: QueryPerf: SystemError: \x1b]0;t\x07\u202e" + "A" * 8 * 2**20)
-        return [Sample("tick", {"c": self.name}, {"v": 1.0})]
+            self.amiss(self)
+        return self.answer()
+
+
+def huge_fault(source) -> None:
+    """A fault with a message of 8 MiB, escapes in it."""
+    raise CollectorError("vcenter vc1: QueryPerf: SystemError: \x1b]0;t\x07\u202e" + "A" * 8 * 2**20)
 
 
 async def test_an_error_text_from_outside_is_cut_and_not_carried_on_by_the_cycles_that_succeed():
     """One fault of 8 MiB was stored again with every later ok cycle (its self-metric's last_error): 34 GiB a day
     of store and InfluxDB. Now the text is cut to a few KB, escaped, and an ok cycle's last_error is empty."""
     out = Capture()
-    rt = Runtime([FaultOnce()], [out])
+    rt = Runtime([AmissFirst("faulty", 0.1, huge_fault, lambda: [Sample("tick", {"c": "faulty"}, {"v": 1.0})])],
+                 [out])
     await rt.run(duration=0.55)
     first, *later = out.selfmetrics("faulty")
     assert first["status"] == "error" and first["last_error"].startswith("vcenter vc1: QueryPerf: SystemError: "
@@ -156,23 +165,12 @@ async def test_an_error_text_from_outside_is_cut_and_not_carried_on_by_the_cycle
     assert len(rt.stats["faulty"].last_error) <= 4 * 1024  # what `agent --once` prints
 
 
-class Partial(BaseCollector):
-    """A source that left out part of its data on its first cycles: the samples it did read, and a problem."""
-
-    def __init__(self):
-        super().__init__("partial", 10.0)
-        self.cycles = 0
-
-    async def collect(self):
-        self.cycles += 1
-        if self.cycles == 1:
-            self.problem("counter cpu_elapsed_time is missing, so cpu_busy_pct cannot be computed")
-        return [Sample("node", {"n": "1"}, {"iops": 5.0})]
-
-
 async def test_a_problem_in_part_of_a_cycle_is_its_error_and_keeps_its_samples():
     out = Capture()
-    c = Partial()
+    # a source that left out part of its data on its first cycle: the samples it did read, and a problem
+    c = AmissFirst("partial", 10.0,
+                   lambda c: c.problem("counter cpu_elapsed_time is missing, so cpu_busy_pct cannot be computed"),
+                   lambda: [Sample("node", {"n": "1"}, {"iops": 5.0})])
     rt = Runtime([c], [out])
     await rt.run_once()
     await rt.run_once()
@@ -341,7 +339,7 @@ def test_repeated_warnings_are_summarised_so_the_log_stays_small():
     assert lines[2].endswith("something else")
 
 
-class LongFirst(BaseCollector):
+class LongFirst(BaseCollector, Streams):
     """Its first cycle (a whole inventory read) takes longer than its timeout, and it says so."""
 
     def __init__(self):
@@ -369,7 +367,7 @@ async def test_a_cycle_the_collector_says_is_longer_gets_its_own_timeout():
     assert out.selfmetrics("hung")[-1]["last_error"] == "collect timed out after 0.1s"
 
 
-class Parts(BaseCollector):
+class Parts(BaseCollector, Streams):
     """A large source's cycle: `parts` parts of `size` samples, each handed on once the outputs allow."""
 
     def __init__(self, parts: int, size: int, timeout: float = 30.0):

@@ -1,7 +1,8 @@
-"""Levels live in the rules' thresholds only: the TUI and the verdict read them (checks/scales.py); that no
-level is written as a number elsewhere is tests/agent/core/test_read_model.py's."""
+"""Levels live in the rules' thresholds only: the TUI and the verdict read them (checks/scales.py,
+checks/thresholds.py); that no level is written as a number elsewhere is tests/agent/core/test_read_model.py's."""
 
-from db2vtop.checks.scales import SCALES, Level, levels, rule_thresholds
+from db2vtop.checks.scales import SCALES, Level
+from db2vtop.checks.thresholds import levels, rule_thresholds
 
 
 def test_every_scale_names_thresholds_its_rule_has():

@@ -161,6 +161,17 @@ def test_infer_stacks_matches_a_vms_guest_db2_and_arrays_from_the_facts(tmp_path
     assert found["web03"].stack.guest is None and "no guest host name" in found["web03"].unmatched["guest"]
 
 
+def test_infer_stacks_says_no_array_is_configured_rather_than_that_none_reports_the_luns(tmp_path):
+    """F20: with no [[storage]] section `db2vtop stacks` said "no array reports the LUNs behind the VM's disks", as
+    if an array had been asked; an array configured (or its LUNs in the store) keeps that wording."""
+    facts = [_vm_fact("db01", disks=DISKS)]
+    found = infer_stacks(Config(), MemorySource((), facts))[0]
+    assert found.unmatched["storage"] == "no [[storage]] array configured to match the LUNs behind the VM's disks"
+    other = Fact("storage_lun", {"storage": "netapp1", "naa": "600A0B80FFFF"}, {}, T0)
+    found = infer_stacks(Config(), MemorySource((), [*facts, other]))[0]
+    assert found.unmatched["storage"] == "no array reports the LUNs behind the VM's disks"
+
+
 def test_infer_stacks_names_a_vm_of_two_vcenters_by_its_vcenter_and_keeps_configured_stacks_first():
     facts = [Fact("vsphere_vm", {"vcenter": vc, "vm": "db01"}, {}, T0) for vc in ("vc1", "vc-dr")]
     cfg = Config(stack=[StackConfig(name="mine", vm="other")])

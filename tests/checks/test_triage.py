@@ -77,9 +77,9 @@ def test_rules_lists_the_whole_catalog_with_observability(tmp_path):
     r = run_cli("rules", "--format", "json")
     assert r.returncode == 0
     rows = json.loads(r.stdout)
-    assert len(rows) == 131 and len({x["id"] for x in rows}) == 131  # the catalog, the §1.11 drift check, the verdict
+    assert len(rows) == 131 and len({x["id"] for x in rows}) == 131  # the catalog, the drift check, the verdict
     drift = next(x for x in rows if x["id"] == "db2-cfg-drift")
-    assert drift["section"] == "1.11" and drift["thresholds"]["enabled"] is False
+    assert "section" not in drift and drift["thresholds"]["enabled"] is False  # no internal numbering shown
     swap = next(x for x in rows if x["id"] == "guest-swap-zero")
     assert swap["observable"] and swap["status"] == "observable" and swap["thresholds"]["crit_bytes_per_s"] == 1048576
     kinds = {x["id"]: x["kind"] for x in rows}  # what the rule does, never the fact kind it reads
@@ -265,3 +265,14 @@ def test_triage_lists_the_recording_agents_threads_in_trouble(store_path, tmp_pa
         ("collector:markers", "ok", 3), ("influx-spool", "retrying", 0)], r.stderr
     text = run_cli("triage", "-c", str(no_guest(tmp_path)), "--store", str(store_path)).stdout
     assert "Agent threads in trouble" in text and "influx-spool: retrying" in text and "No space left" in text
+
+
+def test_the_first_line_names_a_failing_collector_before_the_missing_store():
+    """`triage -c vc.toml` before any agent ran, with a wrong password: the first line said the store could not be
+    read and left the vCenter's refusal, the fix-it, to "(and 1 more)"."""
+    from db2vtop.checks.triage import TriageResult, headline
+    r = TriageResult(0, 3600.0, [], sources={"store": "error: no store at /tmp/none.db",
+                                             "vsphere:vc1": "error: vcenter vc1: login refused for user 'monitor'"})
+    line = headline(r)
+    assert line.startswith("UNKNOWN: source vsphere:vc1 could not be read (vcenter vc1: login refused for user "
+                           "'monitor') (and 1 more)"), line

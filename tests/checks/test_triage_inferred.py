@@ -105,7 +105,7 @@ def test_stacks_says_what_matched_each_layer(vcenter_only, tmp_path):
     assert ready["guest"] == "seven" and "guest host name" in ready["matched"]["guest"]
     assert ready["db2"] is None and "no [[db2]] runs on [[ssh]] seven" in ready["unmatched"]["db2"]
     assert slow["guest"] is None and "no [[ssh]] target" in slow["unmatched"]["guest"]
-    assert "no array reports the LUNs" in slow["unmatched"]["storage"]
+    assert "no [[storage]] array configured to match the LUNs" in slow["unmatched"]["storage"]
     text = run_cli("stacks", "-c", str(full), "--store", str(store)).stdout
     assert "vmcalm (inferred): vm vmcalm, guest calm, db2 calmdb" in text
 

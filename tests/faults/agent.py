@@ -63,6 +63,12 @@ class Agent:
     def text(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def log_of_exit(self, status: int, expected: int = 0) -> str:
+        """Its log, once its exit status is the one expected (the log's end is the message where it is not)."""
+        log = self.text()
+        assert status == expected, log[-3000:]
+        return log
+
     def wait(self, timeout: float = 60) -> int:
         try:
             return self.proc.wait(timeout)

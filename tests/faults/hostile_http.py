@@ -42,21 +42,7 @@ class HostileHTTP(LocalHTTPServer):
         self.requests: list[tuple[str, str]] = []
         self.sent = 0
         self._lock = threading.Lock()
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                proxy._serve(self, b"")
-
-            def do_POST(self) -> None:
-                proxy._serve(self, self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-
-        self._listen(Handler)
+        self._listen()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def count(self, method: str, prefix: str) -> int:

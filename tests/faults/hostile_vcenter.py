@@ -75,21 +75,7 @@ class HostileVCenter(LocalHTTPServer):
         self.hits: dict[str, int] = {}
         self.cookie = ""  # the client's session cookie, as it last sent it
         self.made: dict[str, str] = {}  # "CreateContainerView" / "CreatePropertyCollector" -> the moid it answered
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                proxy._serve(self, "GET", b"")
-
-            def do_POST(self) -> None:
-                proxy._serve(self, "POST", self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-
-        self._listen(Handler)
+        self._listen()
         scheme = "http"
         self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         if cert:
@@ -98,7 +84,8 @@ class HostileVCenter(LocalHTTPServer):
             scheme = "https"
         self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}/sdk"
 
-    def _serve(self, h: BaseHTTPRequestHandler, method: str, body: bytes) -> None:
+    def _serve(self, h: BaseHTTPRequestHandler, body: bytes) -> None:
+        method = h.command
         self.cookie = h.headers.get("Cookie") or self.cookie
         fault = next(((name, how) for name, how in self.faults.items()
                       if f"<{name}".encode() in body or (method == "GET" and h.path.endswith(name))), None)

@@ -9,20 +9,16 @@ from __future__ import annotations
 
 import random
 import sqlite3
-import struct
 import subprocess
 import time
-import zlib
 from pathlib import Path
 
 from db2vtop.agent.core.markers import inbox_of
 from db2vtop.agent.core.store import Store
 from tests.conftest import run_cli
 from tests.faults.agent import AGENT, ROOT, nothing_lost, start, wait_seconds, write_config
-from tests.faults.test_spool_corrupt import line_key
-from tests.infra.influxd import influx_keys, server, store_keys
-
-_HEADER = struct.Struct("<III")
+from tests.faults.test_spool_corrupt import framed, line_key
+from tests.infra.influxd import influx_keys, running, store_keys
 
 
 def whole_records(spool: Path) -> set[tuple]:
@@ -34,21 +30,15 @@ def whole_records(spool: Path) -> set[tuple]:
             data = seg.read_bytes()
         except FileNotFoundError:  # delivered and deleted meanwhile
             continue
-        pos = 8
-        while pos + _HEADER.size <= len(data):
-            n, _, crc = _HEADER.unpack_from(data, pos)
-            payload = data[pos + _HEADER.size:pos + _HEADER.size + n]
-            if len(payload) != n or zlib.crc32(payload) != crc:
+        for _, payload in framed(data):
+            if payload is None:
                 break
             keys |= {line_key(x) for x in payload.decode().splitlines()}
-            pos += _HEADER.size + n
     return keys
 
 
 def test_kill_9_during_store_and_spool_writes_keeps_what_was_committed(tmp_path, influx_version):
-    srv = server(influx_version, tmp_path / "influxd")
-    srv.start()
-    try:
+    with running(influx_version, tmp_path / "influxd") as srv:
         bucket = srv.create_db("k")
         store, spool = tmp_path / "m.db", tmp_path / "spool"
         cfg = write_config(tmp_path / "config.toml", store, "500ms", extra=(
@@ -73,8 +63,6 @@ def test_kill_9_during_store_and_spool_writes_keeps_what_was_committed(tmp_path,
         r = run_cli("agent", "-c", str(cfg), "--duration", "3", timeout=120)
         assert r.returncode == 0, r.stderr
         delivered = influx_keys(srv, "k") | influx_keys(srv, "k", findings=True) | influx_keys(srv, "k", facts=True)
-    finally:
-        srv.stop()
     assert len(spooled) > 20
     missing = spooled - delivered
     assert not missing, sorted(missing)[:5]

@@ -12,11 +12,12 @@ from __future__ import annotations
 import re
 import struct
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from db2vtop.agent.core.store import Store
 from tests.conftest import run_cli
-from tests.infra.influxd import influx_keys, refused_url, server
+from tests.infra.influxd import influx_keys, refused_url, running
 
 _HEADER = struct.Struct("<III")
 _MAGIC = 8
@@ -36,18 +37,24 @@ def line_key(line: str) -> tuple[str, tuple[tuple[str, str], ...], int]:
             int(line.rsplit(" ", 1)[1]))
 
 
+def framed(data: bytes) -> Iterator[tuple[int, bytes | None]]:
+    """Each record of a segment's bytes, in order: (offset of its payload, the payload, or None where it is cut
+    short or its CRC does not match)."""
+    pos = _MAGIC
+    while pos + _HEADER.size <= len(data):
+        n, _points, crc = _HEADER.unpack_from(data, pos)
+        payload = data[pos + _HEADER.size:pos + _HEADER.size + n]
+        yield pos + _HEADER.size, payload if len(payload) == n and zlib.crc32(payload) == crc else None
+        pos += _HEADER.size + n
+
+
 def records(spool: Path) -> list[tuple[Path, int, list[str]]]:
     """Every record of every segment: (segment, offset of its payload, its lines)."""
     out = []
     for seg in sorted(spool.glob("seg-*.spool")):
-        data = seg.read_bytes()
-        pos = _MAGIC
-        while pos + _HEADER.size <= len(data):
-            n, _points, crc = _HEADER.unpack_from(data, pos)
-            payload = data[pos + _HEADER.size:pos + _HEADER.size + n]
-            assert zlib.crc32(payload) == crc
-            out.append((seg, pos + _HEADER.size, payload.decode().splitlines()))
-            pos += _HEADER.size + n
+        for offset, payload in framed(seg.read_bytes()):
+            assert payload is not None, (seg, offset)
+            out.append((seg, offset, payload.decode().splitlines()))
     return out
 
 
@@ -61,9 +68,7 @@ def config(path: Path, influx: str, store: Path, spool: Path) -> Path:
 
 
 def test_a_corrupt_spool_delivers_every_record_but_the_bad_one(tmp_path, influx_version):
-    srv = server(influx_version, tmp_path / "influxd")
-    srv.start()
-    try:
+    with running(influx_version, tmp_path / "influxd") as srv:
         bucket = srv.create_db("c")
         store, spool = tmp_path / "m.db", tmp_path / "spool"
         with refused_url() as url:
@@ -85,8 +90,6 @@ def test_a_corrupt_spool_delivers_every_record_but_the_bad_one(tmp_path, influx_
         r = run_cli("agent", "-c", str(there), "--duration", "3", timeout=120)
         assert r.returncode == 0, r.stderr
         delivered = influx_keys(srv, "c") | influx_keys(srv, "c", findings=True) | influx_keys(srv, "c", facts=True)
-    finally:
-        srv.stop()
     expected = {line_key(x) for rec in spooled if rec is not bad for x in rec[2]}
     missing = expected - delivered
     assert not missing, sorted(missing)[:5]

@@ -1,5 +1,5 @@
-"""The plumbing every HTTP test peer shares: a server on 127.0.0.1, served from a daemon thread while the peer is
-used in `with`, shut down and closed after."""
+"""The plumbing every HTTP test peer shares: a server on 127.0.0.1 that hands each GET and POST, its body read, to
+the peer's `_serve`, served from a daemon thread while the peer is used in `with`, shut down and closed after."""
 
 from __future__ import annotations
 
@@ -12,9 +12,26 @@ class LocalHTTPServer:
     server: ThreadingHTTPServer
     _thread: threading.Thread
 
-    def _listen(self, handler: type[BaseHTTPRequestHandler]) -> None:
+    def _serve(self, h: BaseHTTPRequestHandler, body: bytes) -> None:
+        """Answer the request `h` (its method `h.command`), whose body is `body`."""
+        raise NotImplementedError
+
+    def _listen(self) -> None:
         """Bound at once (its port known, its socket free to wrap in TLS); served from `with` on."""
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        peer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _request(self) -> None:
+                peer._serve(self, self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+
+            do_GET = do_POST = _request  # noqa: N815 - http.server's naming
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
 

@@ -305,6 +305,17 @@ def server(version: str, base: Path, auth: bool = False) -> InfluxServer:
     return InfluxServer(base, auth) if version == "1.8" else InfluxServer2(base, auth)
 
 
+@contextlib.contextmanager
+def running(version: str, base: Path, auth: bool = False) -> Iterator[InfluxServer]:
+    """A server of `version`, started, and stopped when the block ends."""
+    srv = server(version, base, auth)
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
 Key = tuple[str, tuple[tuple[str, str], ...], int]
 
 

@@ -155,6 +155,12 @@ class Terminal:
         """Wait for the program to end by itself (a quit key)."""
         return self.proc.wait(timeout)
 
+    def ended(self, timeout: float = 10.0) -> tuple[int, str]:
+        """Wait for the program to end by itself and for the last of its output: its exit status and the screen."""
+        status = self.exited(timeout)
+        self.reader.join(5)
+        return status, self.text()
+
 
 # --- what a reader of the screen can check ------------------------------------------------------
 

@@ -13,7 +13,7 @@ import pytest
 from db2vtop.agent.config import load_config
 from db2vtop.agent.core.model import Sample
 from db2vtop.agent.core.store import Store
-from db2vtop.checks.scales import levels
+from db2vtop.checks.thresholds import levels
 from db2vtop.tui import fleet_view
 from db2vtop.tui.app import Db2vtopApp
 from db2vtop.tui.data import RECHECK_S, Reader, TableState

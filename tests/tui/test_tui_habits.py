@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -33,34 +34,29 @@ def key_bar(app) -> str:
     return str(app.screen.query_one(KeyBar).content)
 
 
-async def fleet_ready(app, pilot) -> FleetScreen:
-    fleet = app.screen
-    assert isinstance(fleet, FleetScreen)
-    await wait_for(pilot, lambda: fleet.view is not None)
-    return fleet
+@contextlib.asynccontextmanager
+async def on_the_fleet(app, size: tuple[int, int] = (120, 40)):
+    """`app` run headless at `size` (columns, rows), its Fleet loaded: (the app, the pilot, the Fleet screen)."""
+    async with app.run_test(size=size) as pilot:
+        fleet = app.screen
+        assert isinstance(fleet, FleetScreen)
+        await wait_for(pilot, lambda: fleet.view is not None)
+        yield app, pilot, fleet
 
 
 async def test_ctrl_c_quits_like_q(fleet_store):
-    path, stacks = fleet_store
-    app = replay(path, stacks)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await fleet_ready(app, pilot)
+    async with on_the_fleet(replay(*fleet_store)) as (app, pilot, _):
         await pilot.press("ctrl+c")
         await pilot.pause()
     assert app.return_code == 0
-    app = replay(path, stacks)
-    async with app.run_test(size=(120, 40)) as pilot:  # also from the `:` bar, where ctrl+c would copy
-        await fleet_ready(app, pilot)
+    async with on_the_fleet(replay(*fleet_store)) as (app, pilot, _):  # also from the `:` bar, where ctrl+c would copy
         await pilot.press("colon", "ctrl+c")
         await pilot.pause()
     assert app.return_code == 0
 
 
 async def test_tab_completes_in_the_command_bar(fleet_store):
-    path, stacks = fleet_store
-    app = replay(path, stacks)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await fleet_ready(app, pilot)
+    async with on_the_fleet(replay(*fleet_store)) as (app, pilot, _):
         await pilot.press("colon")
         assert isinstance(app.screen, CommandBar)
         line = app.screen.query_one(Input)
@@ -77,10 +73,7 @@ async def test_tab_completes_in_the_command_bar(fleet_store):
 
 
 async def test_unknown_vm_host_and_guest_names_are_an_error_with_the_closest_names(fleet_store):
-    path, stacks = fleet_store
-    app = replay(path, stacks)
-    async with app.run_test(size=(120, 40)) as pilot:
-        fleet = await fleet_ready(app, pilot)
+    async with on_the_fleet(replay(*fleet_store)) as (app, pilot, fleet):
         with pytest.raises(ValueError, match=r"no VM 'db2prod1'; did you mean db2prod01, db2prod02\?"):
             app.run_command("vm db2prod1")
         with pytest.raises(ValueError, match=r"no host 'esx0'; did you mean esx01.lab, esx02.lab\?"):
@@ -107,9 +100,8 @@ async def test_home_in_watch_goes_to_the_stores_first_sample(fleet_store):
     path, stacks = fleet_store
     with Store(path) as s:
         first, last = s.time_range()
-    app = Db2vtopApp(path, None, clock=lambda: last + 3600 * S, stacks=stacks)  # watch: live, no bounds given
-    async with app.run_test(size=(120, 40)) as pilot:
-        await fleet_ready(app, pilot)
+    # watch: live, no bounds given
+    async with on_the_fleet(Db2vtopApp(path, None, clock=lambda: last + 3600 * S, stacks=stacks)) as (app, pilot, _):
         assert app.cursor.live
         await pilot.press("-", "home")  # window 15m, then its start
         assert not app.cursor.live and app.cursor.end_ns == first + 900 * S
@@ -121,10 +113,7 @@ async def test_home_in_watch_goes_to_the_stores_first_sample(fleet_store):
 
 
 async def test_esc_clears_a_kept_filter_on_every_table(fleet_store):
-    path, stacks = fleet_store
-    app = replay(path, stacks)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await fleet_ready(app, pilot)
+    async with on_the_fleet(replay(*fleet_store)) as (app, pilot, _):
         await pilot.press("3")
         findings = app.screen
         await pilot.press("slash", *"cpu", "enter")
@@ -138,10 +127,7 @@ async def test_esc_clears_a_kept_filter_on_every_table(fleet_store):
 
 
 async def test_esxtop_sort_letters_on_the_fleet(fleet_store):
-    path, stacks = fleet_store
-    app = replay(path, stacks)
-    async with app.run_test(size=(160, 45)) as pilot:
-        fleet = await fleet_ready(app, pilot)
+    async with on_the_fleet(replay(*fleet_store), (160, 45)) as (_, pilot, fleet):
         names = [c.name.split(" ≤")[0] for c in fleet.table.model.columns]
         for letter, column in (("R", "rdy%"), ("U", "cpu%"), ("B", "balloon"), ("L", "I/O ms"), ("N", "name")):
             await pilot.press(letter)
@@ -153,10 +139,7 @@ async def test_esxtop_sort_letters_on_the_fleet(fleet_store):
 
 
 async def test_the_field_chooser_hides_columns_and_remembers_them(fleet_store):
-    path, stacks = fleet_store
-    app = replay(path, stacks)
-    async with app.run_test(size=(120, 40)) as pilot:
-        fleet = await fleet_ready(app, pilot)
+    async with on_the_fleet(replay(*fleet_store)) as (app, pilot, fleet):
         await pilot.press("f")
         assert isinstance(app.screen, FieldChooser)
         chooser = app.screen.query_one(SelectionList)
@@ -167,17 +150,12 @@ async def test_the_field_chooser_hides_columns_and_remembers_them(fleet_store):
         header = "".join(s.text for s in fleet.table.render_line(0))
         assert "TPS" not in header and "log ms" not in header and "cpu%" in header
     assert set(json.loads((state_dir() / "tui.json").read_text())["fleet"]["hidden"]) == {"TPS", "log ms"}
-    app = replay(path, stacks)  # another day, another run: the same columns
-    async with app.run_test(size=(120, 40)) as pilot:
-        fleet = await fleet_ready(app, pilot)
+    async with on_the_fleet(replay(*fleet_store)) as (app, pilot, fleet):  # another day, another run: the same columns
         assert fleet.table.hidden == {"TPS", "log ms"}
 
 
 async def test_one_message_at_a_time_on_the_key_bar_never_over_the_table(fleet_store):
-    path, stacks = fleet_store
-    app = replay(path, stacks, read_only=True)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await fleet_ready(app, pilot)
+    async with on_the_fleet(replay(*fleet_store, read_only=True)) as (app, pilot, _):
         app.notify("first message", timeout=60)
         app.notify("second message", severity="error", timeout=60)
         await pilot.pause()
@@ -193,10 +171,8 @@ async def test_replay_speeds_and_play_stops_at_the_end(fleet_store):
     path, stacks = fleet_store
     with Store(path) as s:
         first, last = s.time_range()
-    app = Db2vtopApp(path, None, cursor=TimeCursor.replay(first, last), stacks=stacks, read_only=True,
-                     refresh_s=0.05)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await fleet_ready(app, pilot)
+    async with on_the_fleet(Db2vtopApp(path, None, cursor=TimeCursor.replay(first, last), stacks=stacks,
+                                       read_only=True, refresh_s=0.05)) as (app, pilot, _):
         await pilot.press("greater_than_sign", "greater_than_sign")
         assert app.cursor.speed == 60 and "replay at 60×" in key_bar(app)
         await pilot.press("end", "space")  # at the end: plays again from the start
@@ -216,10 +192,7 @@ async def test_replay_speeds_and_play_stops_at_the_end(fleet_store):
 
 
 async def test_stack_charts_take_the_terminals_height_and_layers_without_data_fold(fleet_store):
-    path, stacks = fleet_store
-    app = replay(path, stacks)
-    async with app.run_test(size=(160, 45)) as pilot:
-        await fleet_ready(app, pilot)
+    async with on_the_fleet(replay(*fleet_store), (160, 45)) as (app, pilot, _):
         app.run_command("stack prod01")
         await wait_for(pilot, lambda: isinstance(app.screen, StackScreen) and app.screen.view is not None)
         stack = app.screen

@@ -268,3 +268,75 @@ def test_the_fleets_finding_column_takes_the_room_of_a_wide_terminal(tmp_path, f
         assert "cpu-re…" not in screen
     finally:
         term.close()
+
+
+def test_the_findings_detail_fills_its_pane_at_80x24(tmp_path, fleet):
+    """The Findings screen's detail stopped after its first lines (a rule meant for the Stack screen's panel table,
+    which shares its id, held it to 45 % of its pane): its evidence, why and fix were cut off above empty rows."""
+    term = replay(tmp_path, fleet)
+    try:
+        term.send("3")
+        screen = term.wait(lambda s: "─ Detail ─" in s and "CPU ready 12.9% per vCPU" in s, 20, "the Findings screen")
+        lines = screen.splitlines()
+        top = next(i for i, line in enumerate(lines) if "─ Detail ─" in line)
+        pane = "\n".join(lines[top:])
+        for word in ("evidence", "why", "fix"):
+            assert f"│ {word} " in pane, pane
+        # the rest scrolls: its bar against the pane's border, its track drawn (a thumb alone was a stray ▅▅ in
+        # the text)
+        cells = {(c.x, c.y): c for c in term.cells()}
+        inside = range(top + 1, next(i for i in range(top + 1, 24) if lines[i].startswith("╰")))
+        bar = [cells[(78, y)] for y in inside]
+        assert all(c.bg != cells[(1, c.y)].bg or c.char.strip() for c in bar), [(c.y, c.char, c.fg, c.bg) for c in bar]
+        assert not [cells[(x, y)] for x in (76, 77) for y in inside if cells[(x, y)].char in "▁▂▃▄▅▆▇█"], pane
+    finally:
+        term.close()
+
+
+def test_the_findings_table_names_each_subject_first_at_80x24(tmp_path, fleet):
+    """F13: the subject column listed the subject's tags in their stored order (`vcenter=vc1…`, `aspect=devi…`),
+    cut at 80 columns before the VM or host it is about, and the summary beside it is shown without that name:
+    nothing on the row said which VM. It names the subject as the summary does (`app0004`, `esx01.lab naa.…`)."""
+    term = replay(tmp_path, fleet)
+    try:
+        term.send("3")
+        screen = term.wait(lambda s: "─ Detail ─" in s and "CPU ready 12.9% per vCPU" in s, 20, "the Findings screen")
+        rows = [line for line in screen.splitlines() if line.startswith(("CRIT ", "WARN "))]
+        ready = next(line for line in rows if "cpu-ready" in line)
+        assert " app0004 " in ready, screen
+        assert not any("vcenter=" in line for line in rows), screen
+    finally:
+        term.close()
+
+
+def test_goto_outside_the_recording_says_where_it_landed_at_80x24(tmp_path, fleet):
+    """F22: `:goto 23:59` at 20:06 landed on the newest moment, paused, without a word (and a time before the
+    recording on its start): the key bar says the time asked for is outside and where the cursor is."""
+    term = replay(tmp_path, fleet)
+    try:
+        command(term, "goto 12:10\r")  # inside: no word
+        screen = term.wait_for("12:10:00 · paused", 10)
+        assert "sample: at" not in screen, screen
+        command(term, "goto 23:59\r")
+        screen = term.wait_for("23:59 is after the newest sample: at 12:14:40", 10)
+        assert "12:14:40 · paused" in screen, screen
+        command(term, "goto 11:00\r")
+        term.wait_for("11:00 is before the first sample: at 12:", 10)
+    finally:
+        term.close()
+
+
+def test_a_replay_says_when_it_reaches_the_end_at_80x24(tmp_path, fleet):
+    """A replay played to its end stopped there, paused, without a word: the key bar says it, and how to play it
+    again."""
+    term = replay(tmp_path, fleet)
+    try:
+        command(term, "goto 12:14:00\r")
+        term.wait_for("12:14:00 · paused", 10)
+        term.send(">")
+        term.wait_for("replay at 10×", 10)
+        term.send(" ")
+        screen = term.wait_for("end of the recording at 12:14:40: space plays it again from the start", 20)
+        assert "12:14:40 · paused" in screen, screen
+    finally:
+        term.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from db2vtop.agent.core.model import Sample
 from db2vtop.agent.core.store import Store
-from db2vtop.checks.scales import levels
+from db2vtop.checks.thresholds import levels
 from db2vtop.tui.data import Reader, TableState
 from db2vtop.tui.fleet_view import load_fleet
 

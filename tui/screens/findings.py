@@ -39,6 +39,13 @@ def subject_text(f: Finding) -> str:
     return " ".join(f"{k}={v}" for k, v in f.subject.items() if k != "layer")
 
 
+def subject_cell(f: Finding) -> str:
+    """The Findings table's subject: the names its summary starts with (`db2prod02`, `esx02 naa.…`), which the
+    summary column leaves out; else its tags."""
+    head, sep, rest = f.summary.partition(": ")
+    return head if sep and without_subject(f) == rest else subject_text(f)
+
+
 def finding_key(f: Finding) -> str:
     return f"{f.key} {f.first_seen}"
 
@@ -55,15 +62,15 @@ def _model(view: FindingsView) -> TableModel:
         age = (view.now_ns - f.first_seen) / 1e9
         stale = stale_at(f, view.now_ns)  # listed after the current ones, dimmed: it sets nothing
         rows.append(TableRow(finding_key(f), [(f"{word} stale" if stale else word, "dim" if stale else st), f.rule,
-                                              f.subject.get("layer", ""), subject_text(f), without_subject(f),
+                                              f.subject.get("layer", ""), subject_cell(f), without_subject(f),
                                               ago(age)],
                              (severity_rank(f.severity) + (5 if stale else 0), f.rule, f.subject.get("layer", ""),
-                              subject_text(f), f.summary, age), style="dim" if stale else None))
+                              subject_cell(f), f.summary, age), style="dim" if stale else None))
     for f in view.resolved:
         age = (view.now_ns - (f.resolved_at or 0)) / 1e9
-        rows.append(TableRow(finding_key(f), ["resolved", f.rule, f.subject.get("layer", ""), subject_text(f),
+        rows.append(TableRow(finding_key(f), ["resolved", f.rule, f.subject.get("layer", ""), subject_cell(f),
                                               without_subject(f), ago(age)],
-                             (9, f.rule, f.subject.get("layer", ""), subject_text(f), f.summary, age), style="dim"))
+                             (9, f.rule, f.subject.get("layer", ""), subject_cell(f), f.summary, age), style="dim"))
     return TableModel(COLUMNS, rows)
 
 

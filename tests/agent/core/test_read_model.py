@@ -23,7 +23,8 @@ from db2vtop.agent.core.runs import BEGIN, END, edge_marker, find_run
 from db2vtop.agent.core.source import CachedSource, MemorySource, Source
 from db2vtop.agent.core.store import Store
 from db2vtop.checks import figures, topology
-from db2vtop.checks.scales import SCALES, Level, levels, rule_thresholds
+from db2vtop.checks.scales import SCALES, Level
+from db2vtop.checks.thresholds import levels, rule_thresholds
 from db2vtop.tui.data import Reader
 from tests.checks.test_verdict import HEALTHY, LUN, STACK, WHERE
 from tests.conftest import ROOT

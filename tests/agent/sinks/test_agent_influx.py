@@ -23,6 +23,7 @@ from tests.infra.influxd import (
     InfluxServer,
     fact_entities,
     influx_keys,
+    running,
     server,
     store_fact_entities,
     store_keys,
@@ -151,9 +152,7 @@ def test_a_kill_9_during_an_outage_keeps_the_spool_for_the_next_start(tmp_path, 
 
 @pytest.mark.slow
 def test_a_wrong_token_then_sighup_with_the_right_one_delivers_everything(tmp_path, influx_version):
-    srv = server(influx_version, tmp_path / "influxd", auth=True)
-    srv.start()
-    try:
+    with running(influx_version, tmp_path / "influxd", auth=True) as srv:
         bucket = srv.create_db("auth")
         wrong, right = tmp_path / "wrong-token", tmp_path / "right-token"
         for f, text in ((wrong, "admin:nope"), (right, srv.token)):
@@ -175,8 +174,6 @@ def test_a_wrong_token_then_sighup_with_the_right_one_delivers_everything(tmp_pa
         in_influx, in_store = influx_keys(srv, "auth"), store_keys(store)
         assert in_influx == in_store, (f"only in InfluxDB: {sorted(in_influx - in_store)[:5]}; only in the store: "
                                        f"{sorted(in_store - in_influx)[:5]}\n{log.read_text()[-3000:]}")
-    finally:
-        srv.stop()
     lines = []
     for x in log.read_text().splitlines():
         try:

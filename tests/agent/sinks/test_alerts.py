@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from db2vtop.agent.core.config import AlertConfig, AlertingConfig, Config, StackConfig
+from db2vtop.agent.core.config import AlertConfig, AlertingConfig, CoreConfig, StackConfig
 from db2vtop.agent.sinks import alerts
 from db2vtop.agent.sinks.alerts import Alerter
 from db2vtop.checks.alerts import EPISODE, FINDING, Alert, episode_alerts, triage_command
@@ -36,8 +36,8 @@ def alert(key: str, severity: str = "critical", layer: str = "storage", stacks: 
                        "datastore": "ds01"}, {"summary": f"{key} is slow", "since": ""}, T0, list(vms), list(stacks))
 
 
-def config(tmp_path: Path, *receivers: AlertConfig) -> Config:
-    return Config(alert=list(receivers), alerting=AlertingConfig(state_dir=tmp_path / "alerts"))
+def config(tmp_path: Path, *receivers: AlertConfig) -> CoreConfig:
+    return CoreConfig(alert=list(receivers), alerting=AlertingConfig(state_dir=tmp_path / "alerts"))
 
 
 def webhook(name: str, url: str, **kw) -> AlertConfig:
@@ -246,7 +246,7 @@ def test_a_failing_receiver_is_a_line_of_the_tui_status(tmp_path):
     ('url = "https://am:9093"\ntoken = "s3cret"\n', "alert[0].token", "never written in the config"),
 ])
 def test_config_refuses_a_receiver_that_would_leak_or_cannot_work(tmp_path, text, key, said):
-    from tests.agent.test_config import error_of
+    from tests.infra.configs import error_of
 
     e = error_of(tmp_path, '[[alert]]\nname = "am"\n' + text)
     assert e.key == key and said in e.problem, e

@@ -23,7 +23,7 @@ from db2vtop.agent.core.model import Annotation, Fact, Finding, Sample
 from db2vtop.agent.sinks.influx import InfluxSink
 from db2vtop.agent.sinks.monitor import MEASUREMENT, SinkMonitor
 from db2vtop.agent.sinks.spool import Spool
-from tests.infra.influxd import VERSIONS, refused_url, server, wait_for
+from tests.infra.influxd import VERSIONS, refused_url, running, server, wait_for
 
 T0 = 1_700_000_000_123_456_789
 
@@ -222,9 +222,7 @@ def test_an_outage_under_steady_load_loses_nothing_and_duplicates_nothing(tmp_pa
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_a_wrong_token_is_a_visible_error_spooling_goes_on_and_nothing_is_lost(tmp_path, make_sink, version):
-    srv = server(version, tmp_path / "influxd", auth=True)
-    srv.start()
-    try:
+    with running(version, tmp_path / "influxd", auth=True) as srv:
         srv.create_db("sec")
         token = tmp_path / "token"
         token.write_text("admin:wrong\n")
@@ -244,8 +242,6 @@ def test_a_wrong_token_is_a_visible_error_spooling_goes_on_and_nothing_is_lost(t
         assert sink.flush(30)
         assert [p[2]["v"] for p in srv.points("sec", "m")] == list(range(400))
         assert sink.snapshot()["state"] == "ok"
-    finally:
-        srv.stop()
 
 
 def test_what_comes_after_close_is_counted_and_fails_the_thread(tmp_path):

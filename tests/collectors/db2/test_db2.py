@@ -582,14 +582,10 @@ SSH_SECTION = '[[ssh]]\nname = "h"\nhost = "db2prod01"\nuser = "db2inst1"\n'
     ('database = "PROD"\nssh = "h"\nmember = -3', "db2[0].member", "-2 (all members)"),
 ])
 def test_db2_config_errors_name_the_key(tmp_path, section, key, problem):
-    from db2vtop.agent.config import load_config
-    from db2vtop.agent.core.config import ConfigError
+    from tests.infra.configs import error_of
 
-    path = tmp_path / "c.toml"
-    path.write_text(f'{SSH_SECTION}[[db2]]\nname = "prod"\n{section}\n')
-    with pytest.raises(ConfigError) as e:
-        load_config(path)
-    assert e.value.key == key and problem in e.value.problem
+    e = error_of(tmp_path, f'{SSH_SECTION}[[db2]]\nname = "prod"\n{section}\n')
+    assert e.key == key and problem in e.problem
 
 
 def test_db2_sections_become_collectors_sharing_one_ssh_connection(tmp_path):

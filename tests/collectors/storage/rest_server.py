@@ -49,40 +49,7 @@ class FakeREST(LocalHTTPServer):
         self.requests: list[tuple[str, str, Any]] = []
         self.auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
         self.ca_file: Path | None = None
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _serve(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                body = json.loads(raw) if raw else None
-                fake.requests.append((self.command, self.path, body))
-                parts = urlsplit(self.path)
-                if self.headers.get("Authorization") != fake.auth:
-                    status, answer = 401, {"message": "Unauthorized"}
-                else:
-                    route = fake.routes.get(parts.path)
-                    if route is None:
-                        status, answer = 404, {"message": f"no such resource {parts.path}"}
-                    elif callable(route):
-                        status, answer = route(self.command, parts.path, parse_qs(parts.query), body)
-                    else:
-                        status, answer = route
-                data = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_POST = _serve  # noqa: N815 - http.server's naming
-
-        self._listen(Handler)
+        self._listen()
         self.scheme = "http"
         if tls_dir is not None:
             cert, key = self_signed(tls_dir)
@@ -94,6 +61,27 @@ class FakeREST(LocalHTTPServer):
     @property
     def url(self) -> str:
         return f"{self.scheme}://127.0.0.1:{self.server.server_address[1]}"
+
+    def _serve(self, h: BaseHTTPRequestHandler, raw: bytes) -> None:
+        body = json.loads(raw) if raw else None
+        self.requests.append((h.command, h.path, body))
+        parts = urlsplit(h.path)
+        if h.headers.get("Authorization") != self.auth:
+            status, answer = 401, {"message": "Unauthorized"}
+        else:
+            route = self.routes.get(parts.path)
+            if route is None:
+                status, answer = 404, {"message": f"no such resource {parts.path}"}
+            elif callable(route):
+                status, answer = route(h.command, parts.path, parse_qs(parts.query), body)
+            else:
+                status, answer = route
+        data = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
+        h.send_response(status)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        h.wfile.write(data)
 
 
 

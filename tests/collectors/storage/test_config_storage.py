@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from db2vtop.agent.assemble import build_collectors
-from db2vtop.agent.config import load_config
-from db2vtop.agent.core.config import ConfigError
 from tests.conftest import run_cli
+from tests.infra.configs import error_of, load
 
 SSH = '[[ssh]]\nname = "h"\nhost = "127.0.0.1"\nuser = "u"\n'
-
-
-def load(tmp_path: Path, text: str):
-    p = tmp_path / "c.toml"
-    p.write_text(text)
-    return load_config(p)
 
 
 @pytest.mark.parametrize(("storage", "key", "problem"), [
@@ -34,9 +25,8 @@ def load(tmp_path: Path, text: str):
      "password_env and password_file are both set"),
 ])
 def test_array_keys_are_checked(tmp_path, storage, key, problem):
-    with pytest.raises(ConfigError) as e:
-        load(tmp_path, f'{SSH}[[storage]]\nname = "a"\n{storage}\n')
-    assert e.value.key == key and problem in e.value.problem
+    e = error_of(tmp_path, f'{SSH}[[storage]]\nname = "a"\n{storage}\n')
+    assert e.key == key and problem in e.problem
 
 
 def test_arrays_become_collectors_sharing_one_ssh_target(tmp_path):

@@ -36,7 +36,7 @@ from db2vtop.collectors.vsphere.connection import (
     _parse_stream,
     spoken_version,
 )
-from db2vtop.collectors.vsphere.counters import MEASUREMENTS as BY_GROUP
+from db2vtop.collectors.vsphere.counters import MEASUREMENT_OF as BY_GROUP
 from db2vtop.collectors.vsphere.counters import VM_COUNTERS
 from db2vtop.collectors.vsphere.facts import TagMaps
 from db2vtop.collectors.vsphere.inventory import parse_objects

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from db2vtop.collectors.vsphere.counters import HOST_COUNTERS, MEASUREMENTS, VM_COUNTERS
+from db2vtop.collectors.vsphere.counters import HOST_COUNTERS, MEASUREMENT_OF, VM_COUNTERS
 
 ROOT = Path(__file__).resolve().parents[3]
 READERS = ("checks", "tui")
@@ -30,7 +30,7 @@ def _asked() -> list[tuple[str, str, str]]:
     for kind, counters in (("vm", VM_COUNTERS), ("host", HOST_COUNTERS)):
         for c in counters:
             group = c.name.split(".", 1)[0]
-            measurement = MEASUREMENTS.get((kind, group, c.per_instance))
+            measurement = MEASUREMENT_OF.get((kind, group, c.per_instance))
             assert measurement is not None, f"{kind} counter {c.name} gives no row"
             out.append((measurement, c.field, c.name))
     return out

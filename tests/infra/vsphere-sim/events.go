@@ -265,26 +265,28 @@ func (r refs) entity(kind, name string) (types.ManagedObjectReference, error) {
 	return types.ManagedObjectReference{}, fmt.Errorf("no %s named %q", kind, name)
 }
 
-func (r refs) host(name string) (*types.HostEventArgument, error) {
+// argument is the event argument `wrap` makes of the entity of `kind` named `name`; nil for no name.
+func argument[T any](r refs, kind, name string, wrap func(types.EntityEventArgument, types.ManagedObjectReference) *T) (*T, error) {
 	if name == "" {
 		return nil, nil
 	}
-	ref, err := r.entity("HostSystem", name)
+	ref, err := r.entity(kind, name)
 	if err != nil {
 		return nil, err
 	}
-	return &types.HostEventArgument{EntityEventArgument: types.EntityEventArgument{Name: name}, Host: ref}, nil
+	return wrap(types.EntityEventArgument{Name: name}, ref), nil
+}
+
+func (r refs) host(name string) (*types.HostEventArgument, error) {
+	return argument(r, "HostSystem", name, func(e types.EntityEventArgument, ref types.ManagedObjectReference) *types.HostEventArgument {
+		return &types.HostEventArgument{EntityEventArgument: e, Host: ref}
+	})
 }
 
 func (r refs) datastore(name string) (*types.DatastoreEventArgument, error) {
-	if name == "" {
-		return nil, nil
-	}
-	ref, err := r.entity("Datastore", name)
-	if err != nil {
-		return nil, err
-	}
-	return &types.DatastoreEventArgument{EntityEventArgument: types.EntityEventArgument{Name: name}, Datastore: ref}, nil
+	return argument(r, "Datastore", name, func(e types.EntityEventArgument, ref types.ManagedObjectReference) *types.DatastoreEventArgument {
+		return &types.DatastoreEventArgument{EntityEventArgument: e, Datastore: ref}
+	})
 }
 
 // event makes the vim event a scenario event describes, with the entity arguments vCenter gives its type.
