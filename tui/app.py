@@ -389,7 +389,7 @@ class Db2vtopApp(App):
                 return
 
     def _read(self, screen: ViewScreen, worker: Any, since: int, until: int,
-              load: Callable[[], Any] | None = None) -> Any:
+              load: Callable[..., Any] | None = None) -> Any:
         """`screen.load_view` (or `load`: the rest of a view shown first) in the loader thread: None if it was
         cancelled or the source failed (said on screen)."""
         try:
