@@ -48,7 +48,7 @@ from db2vtop.agent.config import load_config
 from db2vtop.agent.core.store import Store, StoreError
 from db2vtop.tui.app import Db2vtopApp
 from db2vtop.tui.chart import Marks, braille, buckets, spark
-from db2vtop.tui.fleet_view import COLUMNS
+from db2vtop.tui.loaders.fleet import COLUMNS
 from db2vtop.tui.screens.fleet import FleetScreen
 from db2vtop.tui.screens.stack import StackScreen
 from db2vtop.tui.widgets import FilterBar

@@ -14,10 +14,10 @@ from db2vtop.agent.config import load_config
 from db2vtop.agent.core.model import Sample
 from db2vtop.agent.core.store import Store
 from db2vtop.checks.thresholds import levels
-from db2vtop.tui import fleet_view
 from db2vtop.tui.app import Db2vtopApp
 from db2vtop.tui.data import RECHECK_S, Reader, TableState
-from db2vtop.tui.fleet_view import FINDING_COL, NAME_COL, FleetView, load_fleet
+from db2vtop.tui.loaders import fleet as fleet_view
+from db2vtop.tui.loaders.fleet import FINDING_COL, NAME_COL, FleetView, load_fleet
 from db2vtop.tui.screens.fleet import FleetScreen
 from db2vtop.tui.screens.stack import StackScreen
 from db2vtop.tui.table import arrange, cell_text

@@ -19,12 +19,13 @@ from db2vtop.agent.core.model import Finding, Severity, severity_rank
 from db2vtop.agent.core.text import plural
 from db2vtop.checks.catalog import references_of
 from db2vtop.checks.evidence import describe
-from db2vtop.tui.data import FindingsView, Reader, load_findings
-from db2vtop.tui.fleet_view import SEVERITY_CELL, without_subject
+from db2vtop.tui.data import Reader
 from db2vtop.tui.format import ago
+from db2vtop.tui.loaders.findings import FindingsView, load_findings
+from db2vtop.tui.loaders.fleet import SEVERITY_CELL, without_subject
 from db2vtop.tui.screens.base import ViewScreen
 from db2vtop.tui.table import Column, GridTable, TableModel, TableRow
-from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, TitleBar
+from db2vtop.tui.widgets import StatusLine
 
 COLUMNS = [Column("severity"), Column("rule", max_width=28), Column("layer"),
            Column("subject", max_width=40, min_width=12), Column("summary", max_width=60, min_width=20),
@@ -86,21 +87,13 @@ class FindingsScreen(ViewScreen):
         self.table.set_filter(filter_text)
         self._by_key: dict[str, Finding] = {}
 
-    def compose(self) -> ComposeResult:
-        yield TitleBar()
-        yield Breadcrumbs(id="crumbs")
+    def body(self) -> ComposeResult:
         yield StatusLine(id="status")
         yield Static(id="score")
         yield self.table
         with VerticalScroll(id="finding-detail", classes="pane") as detail:
             detail.border_title = "Detail"
             yield Static("no finding selected", id="detail")
-        yield FilterBar(id="filter")
-        yield KeyBar()
-
-    def on_mount(self) -> None:
-        self.table.focus()
-        self.show_crumbs()
 
     def crumbs(self) -> list[str]:
         return ["Findings"]

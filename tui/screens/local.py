@@ -14,11 +14,12 @@ from textual.widgets import Static
 from db2vtop.agent.core.units import format_duration
 from db2vtop.checks.scales import Level
 from db2vtop.tui.chart import Marks, braille, buckets, level_style, nice_top, spark, time_axis
-from db2vtop.tui.data import LocalView, Reader, load_local, pick_guest
+from db2vtop.tui.data import Reader
 from db2vtop.tui.format import NONE, ago, bar, num, rate, size, value
+from db2vtop.tui.loaders.local import LocalView, load_local, pick_guest
 from db2vtop.tui.screens.base import ViewScreen
 from db2vtop.tui.table import Column, GridTable, TableModel, TableRow
-from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, StripView, TitleBar, packed
+from db2vtop.tui.widgets import StatusLine, StripView, packed
 
 SPARK = 20
 GUTTER = 5
@@ -97,6 +98,7 @@ def _pane(name: str, title: str) -> Vertical:
 
 class LocalScreen(ViewScreen):
     HELP: ClassVar = [("/", "filter the disks and interfaces"), ("esc", "back (when opened from the Fleet)")]
+    FOCUS_TABLE: ClassVar = False  # its tables only show: no cursor
 
     def __init__(self, guest: str | None = None) -> None:
         super().__init__()
@@ -105,9 +107,7 @@ class LocalScreen(ViewScreen):
         self.cpu_chart = StripView(id="cpu-chart", classes="chart")
         self.mem_chart = StripView(id="mem-chart", classes="chart")
 
-    def compose(self) -> ComposeResult:
-        yield TitleBar()
-        yield Breadcrumbs(id="crumbs")
+    def body(self) -> ComposeResult:
         yield StatusLine(id="status")
         with Horizontal(id="top"):
             with _pane("cpu", "CPU busy %"):
@@ -123,11 +123,6 @@ class LocalScreen(ViewScreen):
             yield GridTable(DISK_COLUMNS, id="disk-table", cursor=False)
         with _pane("net", "Network"):
             yield GridTable(NET_COLUMNS, id="net-table", cursor=False)
-        yield FilterBar(id="filter")
-        yield KeyBar()
-
-    def on_mount(self) -> None:
-        self.show_crumbs()
 
     def crumbs(self) -> list[str]:
         return ["Local", f"guest {self.guest}" if self.guest else "this machine"]

@@ -17,7 +17,7 @@ from db2vtop.agent.core.config import StackConfig
 from db2vtop.agent.core.model import AGENT_MEASUREMENT, SINK_MEASUREMENT, Annotation, Finding, severity_rank
 from db2vtop.agent.core.source import Columns, Row
 from db2vtop.agent.core.text import plural
-from db2vtop.checks.figures import LATENCY_FLOOR_MS
+from db2vtop.checks.figures import TABLE, Figure
 from db2vtop.checks.scales import Level, Levels
 from db2vtop.checks.topology import resolve, short_name
 from db2vtop.tui.chart import level_style
@@ -32,10 +32,32 @@ from db2vtop.tui.data import (
     open_at,
     worst,
 )
-from db2vtop.tui.format import NUMBERS, ago, num, size, value
+from db2vtop.tui.format import NUMBERS, ago, num, value
+from db2vtop.tui.layers import header_of, number_of
 from db2vtop.tui.stacks import Target
 from db2vtop.tui.table import Cell, Column, TableModel, TableRow, arrange, cell_text, fitted_widths
 
+#: the Fleet's figure columns in order, and their widths: each shows the figure table's figures (checks/figures.py)
+#: of that `fleet` name, the first of which gives its header, unit, level, decimals and its trend's floor
+FIGURE_COLUMNS = (("cpu", 5), ("rdy", 5), ("balloon", 8), ("I/O", 6), ("log", 6), ("TPS", 7))
+FLEET_FIGURES: dict[str, tuple[Figure, ...]] = {n: tuple(f for f in TABLE if f.fleet == n) for n, _ in FIGURE_COLUMNS}
+CPU, READY, BALLOON, IO, LOG, TPS = (FLEET_FIGURES[n][0] for n, _ in FIGURE_COLUMNS)
+#: what fills a column on the rows the figure table (a stack's layers) has no figure of: a host's ready and balloon,
+#: esxtop's %USED of a VM vCenter does not report, an agent's own CPU
+NOT_FIGURES = {"cpu": (("esxtop_vm", "used_pct"), (AGENT_MEASUREMENT, "cpu_pct")),
+               "rdy": (("vsphere_host", "cpu_ready_pct"),), "balloon": (("vsphere_host", "mem_balloon_bytes"),)}
+
+
+def _by_measurement(fields: list[tuple[str, str]]) -> dict[str, tuple[str, ...]]:
+    out: dict[str, tuple[str, ...]] = {}
+    for measurement, name in fields:
+        out[measurement] = (*out.get(measurement, ()), name)
+    return out
+
+
+#: each figure column's fields, by measurement
+COLUMN_FIELDS = {n: _by_measurement([(f.measurement, f.field) for f in FLEET_FIGURES[n]] + list(NOT_FIGURES.get(n, ())))
+                 for n, _ in FIGURE_COLUMNS}
 SEVERITY_CELL = {"critical": ("CRIT", "bold red"), "warning": ("WARN", "bold yellow"), "info": ("info", "cyan")}
 # Numbers first, as esxtop and htop keep them: at 80 columns the figures show and the finding's
 # text shrinks (a trend that does not fit whole is left out, what is past the edge is cut: `where`); on a wide
@@ -43,9 +65,8 @@ SEVERITY_CELL = {"critical": ("CRIT", "bold red"), "warning": ("WARN", "bold yel
 # measured as the rows are made: measuring 2,000 rows' cells every second is not free.
 COLUMNS = [
     Column("kind", width=5), Column("name", max_width=30),
-    Column("cpu%", width=5, right=True, descending=True), Column("rdy%", width=5, right=True, descending=True),
-    Column("balloon", width=8, right=True, descending=True), Column("I/O ms", width=6, right=True, descending=True),
-    Column("log ms", width=6, right=True, descending=True), Column("TPS", width=7, right=True, descending=True),
+    *(Column(header_of(FLEET_FIGURES[n][0], n), width=width, right=True, descending=True)
+      for n, width in FIGURE_COLUMNS),
     Column("worst open finding", max_width=100, min_width=16),
     Column("rdy% trend", width=16, sortable=False, whole=True),
     Column("I/O ms trend", width=16, sortable=False, whole=True), Column("where", max_width=24),
@@ -59,15 +80,15 @@ PENDING = type("Pending", (), {"__repr__": lambda self: "PENDING", "__slots__": 
 FIGURE_FREE = {None, 0, NAME_COL, FINDING_COL}
 # series of vsphere_vm from which the first load shows the rows on screen before reading the others' figures
 STAGED_FROM = 2000
-# the fields each measurement's rows are read for: a 10,000-VM Fleet at a moment it has not shown before decodes
-# these of each series, not every field, and the source keeps them decoded for the next moment
-FIELDS = {"vsphere_vm": ("cpu_usage_pct", "cpu_ready_pct", "mem_balloon_bytes"),
-          "esxtop_vm": ("used_pct", "balloon_bytes"),
-          "vsphere_vm_disk": ("read_latency_ms", "write_latency_ms"),
-          "vsphere_host": ("cpu_usage_pct", "cpu_ready_pct", "mem_balloon_bytes"),
-          "vsphere_host_lun": ("total_latency_ms",), "esxtop_device": ("guest_latency_ms",),
-          "db2_database": ("commits_per_s",), "db2_log": ("log_write_ms",), "guest_cpu": ("busy_pct",),
-          "guest_disk": ("read_await_ms", "write_await_ms"), AGENT_MEASUREMENT: ("cpu_pct",)}
+# the fields each measurement's rows are read for (its columns' fields, in the columns' order): a 10,000-VM Fleet at a
+# moment it has not shown before decodes these of each series, not every field, and the source keeps them decoded
+# for the next moment
+FIELDS = _by_measurement([(m, name) for by in COLUMN_FIELDS.values() for m, names in by.items() for name in names])
+# a row's figures by kind, in the columns' order (cpu, rdy, balloon): a VM's, a host's, esxtop's, a guest's, an agent's
+VM_CPU, VM_READY, VM_BALLOON = FIELDS["vsphere_vm"]
+HOST_CPU, HOST_READY, HOST_BALLOON = FIELDS["vsphere_host"]
+ESX_CPU, ESX_BALLOON = FIELDS["esxtop_vm"]
+(GUEST_CPU,), (AGENT_CPU,) = FIELDS["guest_cpu"], FIELDS[AGENT_MEASUREMENT]
 
 
 class Targets(dict):
@@ -221,16 +242,16 @@ def _cells(kind: str, name: str, where: str, finding: Finding | None, tps_v: flo
     """A Fleet row's cells (made when first drawn): `stale` styles the whole row, not a cell."""
     busy, ready_level, log_level, io_level = levels
     cell = status if status is not None else _finding_cell(finding)  # an agent's delivery error, or a finding
-    return [kind, name, _cell(cpu, busy), _cell(ready, ready_level),
-            _cell(balloon) if balloon is PENDING else (size(balloon), "bold red" if balloon else "")
-            if balloon is not None else "—",
-            _cell(io, io_level), _cell(log, log_level, 2), _cell(tps_v), cell, "", "", where]
+    return [kind, name, _cell(CPU, cpu, busy), _cell(READY, ready, ready_level),
+            _cell(BALLOON, balloon) if balloon is PENDING else
+            (number_of(BALLOON, balloon), "bold red" if balloon else "") if balloon is not None else "—",
+            _cell(IO, io, io_level), _cell(LOG, log, log_level), _cell(TPS, tps_v), cell, "", "", where]
 
 
-def _cell(v: float | None, level: Level | None = None, digits: int = 1) -> Cell:
+def _cell(f: Figure, v: float | None, level: Level | None = None) -> Cell:
     if v is PENDING:
         return ("…", "dim")
-    return (num(v, digits), level_style(level, v, "") if level else "")
+    return (number_of(f, v), level_style(level, v, "") if level else "")
 
 
 Source = tuple[str, str, str | None]  # whose trends a row draws: ("vm" | "host" | "guest", name, vCenter)
@@ -245,8 +266,20 @@ def _ready_trend(rd: Reader, source: Source | None, levels: Levels) -> Trend | N
         return None
     kind, name, vcenter = source
     measurement = "vsphere_vm" if kind == "vm" else "vsphere_host"
-    return Trend.of(_of_vcenter(rd.by_tag(measurement, kind).get(name, []), vcenter), "cpu_ready_pct", floor=5.0,
-                    level=levels["ready"])
+    return Trend.of(_of_vcenter(rd.by_tag(measurement, kind).get(name, []), vcenter),
+                    *COLUMN_FIELDS["rdy"][measurement], floor=_floor(READY), level=levels.of(READY.level))
+
+
+def _floor(f: Figure) -> float:
+    """A trend's floor: its figure's chart's."""
+    assert f.chart is not None, f.id
+    return f.chart.floor
+
+
+def _io(measurement: str) -> tuple[tuple[str, ...], float]:
+    """The I/O column's fields of `measurement`, and their trend's floor."""
+    figure = next(f for f in FLEET_FIGURES["I/O"] if f.measurement == measurement)
+    return COLUMN_FIELDS["I/O"][measurement], _floor(figure)
 
 
 def _io_trend(rd: Reader, source: Source | None, levels: Levels) -> Trend | None:
@@ -254,14 +287,17 @@ def _io_trend(rd: Reader, source: Source | None, levels: Levels) -> Trend | None
     if source is None:
         return None
     kind, name, vcenter = source
+    level = levels.of(IO.level)
     if kind == "vm":
-        return Trend.of(_of_vcenter(rd.by_tag("vsphere_vm_disk", "vm").get(name, []), vcenter), "read_latency_ms",
-                        "write_latency_ms", floor=LATENCY_FLOOR_MS, level=levels["io_latency"])
+        fields, floor = _io("vsphere_vm_disk")
+        return Trend.of(_of_vcenter(rd.by_tag("vsphere_vm_disk", "vm").get(name, []), vcenter), *fields, floor=floor,
+                        level=level)
     if kind == "host":
-        return Trend.of(rd.by_tag("vsphere_host_lun", "host").get(name, ()), "total_latency_ms",
-                        floor=LATENCY_FLOOR_MS, level=levels["io_latency"])
+        fields, floor = _io("vsphere_host_lun")
+        return Trend.of(rd.by_tag("vsphere_host_lun", "host").get(name, ()), *fields, floor=floor, level=level)
     disks = [s for s in rd.by_tag("guest_disk", "guest").get(name, ()) if s.tags.get("type", "disk") == "disk"]
-    return Trend.of(disks, "read_await_ms", "write_await_ms", floor=LATENCY_FLOOR_MS, level=levels["io_latency"])
+    fields, floor = _io("guest_disk")
+    return Trend.of(disks, *fields, floor=floor, level=level)
 
 
 class _Unread:
@@ -329,15 +365,15 @@ def load_fleet(rd: Reader, stacks: list[StackConfig], since: int, until: int, st
         disks = rd.columns_at("vsphere_vm_disk", until, FIELDS["vsphere_vm_disk"])
         luns = rd.columns_at("vsphere_host_lun", until, FIELDS["vsphere_host_lun"])
         vmdk = _worst_at(disks, _keys(rd, disks, "vm"), *FIELDS["vsphere_vm_disk"])
-        luns_gavg = _worst_at(luns, _keys(rd, luns, "host"), "total_latency_ms")
+        luns_gavg = _worst_at(luns, _keys(rd, luns, "host"), *FIELDS["vsphere_host_lun"])
     vm_at = _newest_at(vm, _keys(rd, vm, "vm"))
     esx_vms = _newest_by(latest("esxtop_vm"), "vm")
     hosts = _newest_by(latest("vsphere_host"), "host")
-    esx_gavg = _worst_by(latest("esxtop_device"), "host", "guest_latency_ms")
+    esx_gavg = _worst_by(latest("esxtop_device"), "host", *FIELDS["esxtop_device"])
     gavg = {**esx_gavg, **luns_gavg}
     db = latest("db2_database")
-    tps = _worst_by(db, "db2", "commits_per_s", how="sum")
-    log_ms = _worst_by(latest("db2_log"), "db2", "log_write_ms")
+    tps = _worst_by(db, "db2", *FIELDS["db2_database"], how="sum")
+    log_ms = _worst_by(latest("db2_log"), "db2", *FIELDS["db2_log"])
     guest_cpu = _newest_by(latest("guest_cpu", lambda t: t.get("cpu") == "total"), "guest")
     guest_await = _worst_by(latest("guest_disk", lambda t: t.get("type", "disk") == "disk"), "guest",
                             *FIELDS["guest_disk"])
@@ -431,7 +467,7 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
         return "", False
 
     made = rd.made_rows
-    levels_now = (levels["cpu_busy"], levels["ready"], levels["log_write"], levels["io_latency"])  # what cells use
+    levels_now = tuple(levels.of(f.level) for f in (CPU, READY, LOG, IO))  # what cells use
     made_targets = rd.made_targets
 
     def target(make: Callable[..., Target], *args: str | None) -> Target | tuple:
@@ -481,7 +517,7 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
         guest, host = ent.guest, ent.host
         guests_in_use.add(guest or "")
         f = vm_row.fields if vm_row else {}
-        cpu = value(guest_cpu[guest].fields, "busy_pct") if guest in guest_cpu else None
+        cpu = value(guest_cpu[guest].fields, GUEST_CPU) if guest in guest_cpu else None
         io = vmdk.get((ent.vcenter, st.vm)) if st.vm else guest_await.get(guest or "")
         db_row = next((r for r in db if r.tags.get("db2") == st.db2), None) if st.db2 else None
         note, stale = age_note(vm_row.ts, "vsphere_vm") if vm_row else \
@@ -490,8 +526,8 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
         finding = fx.worst_of(("db2", st.db2), ("vm", st.vm), ("guest", guest), ("host", host),
                         *(("storage", s) for s in ent.arrays), vcenter=ent.vcenter)
         key = f"stack:{st.name}"
-        add("stack", st.name, where, finding, (tps.get(st.db2 or ""), cpu, value(f, "cpu_ready_pct"),
-                                               value(f, "mem_balloon_bytes"), log_ms.get(st.db2 or ""), io),
+        add("stack", st.name, where, finding, (tps.get(st.db2 or ""), cpu, value(f, VM_READY),
+                                               value(f, VM_BALLOON), log_ms.get(st.db2 or ""), io),
             Target.of_stack(st), stale)
         if st.vm or guest:
             sources[key] = ("vm", st.vm, ent.vcenter) if st.vm else ("guest", guest or "", None)
@@ -527,7 +563,7 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
             ts, tags = vm.ts[at], vm.tags[at]
         else:
             row = esx_vms[name]
-            figures = (None, value(row.fields, "used_pct"), None, value(row.fields, "balloon_bytes"), None,
+            figures = (None, value(row.fields, ESX_CPU), None, value(row.fields, ESX_BALLOON), None,
                        vmdk.get(vm_key))
             ts, tags = row.ts, row.tags
         if vm_most is None or ts is None:
@@ -555,7 +591,7 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
         note, stale = age_note(row.ts if row else None, "vsphere_host")
         where = (row.tags.get("cluster", "") if row else "") + f" {plural(vms_on.get(name, 0), 'VM')}" + note
         add("host", name, where.strip(), fx.worst_of(("host", name), exclude="vm"),
-            (None, value(f, "cpu_usage_pct"), value(f, "cpu_ready_pct"), value(f, "mem_balloon_bytes"), None,
+            (None, value(f, HOST_CPU), value(f, HOST_READY), value(f, HOST_BALLOON), None,
              gavg.get(name) if unread is None else unread.io_of_host(name, gavg)), target(Target.of_host, name), stale)
         sources[f"host:{name}"] = ("host", name, None)
 
@@ -565,7 +601,7 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
             continue
         note, stale = age_note(row.ts, "guest_cpu")
         add("guest", name, ("guest OS" + note).strip(), fx.worst_of(("guest", name)),
-            (None, value(row.fields, "busy_pct"), None, None, None, guest_await.get(name)), Target.of_guest(name),
+            (None, value(row.fields, GUEST_CPU), None, None, None, guest_await.get(name)), Target.of_guest(name),
             stale)
         sources[f"guest:{name}"] = ("guest", name, None)
 
@@ -578,6 +614,6 @@ def _fleet_rows(rd: Reader, stacks: list[StackConfig], until: int, levels: Level
         note, stale = age_note(row.ts, SINK_MEASUREMENT)
         error = str(f.get("last_error") or "")
         add("agent", name, f"sink {f.get('state', '?')} · {wrote} · backlog {num(value(f, 'pending'), 0)}{note}",
-            None, (None, value(agent_cpu[name].fields, "cpu_pct") if name in agent_cpu else None, None, None, None,
+            None, (None, value(agent_cpu[name].fields, AGENT_CPU) if name in agent_cpu else None, None, None, None,
                    None), Target.of_guest(name), stale, [("ERR ", "bold red"), (error, None)] if error else None)
     return rows, targets, sources, stale_rows, longest, valid_until
