@@ -172,8 +172,8 @@ def _adapter_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: 
             vals = [value(f, k) for k in ("read_iops", "write_iops", "read_latency_ms", "write_latency_ms")]
             mine = ds in set(r.luns.values())
             io = lv["io_latency"]
-            rows.append(_r(ds, [("▶ " if mine else "  ") + ds, num(vals[0]), num(vals[1]), _styled(vals[2], io),
-                                _styled(vals[3], io), ""], (ds, *vals, None), "bold" if mine else None))
+            rows.append(_r(ds, [("▶ " if mine else "  ") + ds, num(vals[0]), num(vals[1]), _styled(vals[2], io, 2),
+                                _styled(vals[3], io, 2), ""], (ds, *vals, None), "bold" if mine else None))
             trends[ds] = Trend.of(rd.find("vsphere_datastore", lambda t, d=ds: t.get("host") == r.host
                                           and t.get("datastore") == d), "read_latency_ms", "write_latency_ms",
                                   level=lv["io_latency"], floor=LATENCY_FLOOR_MS)
@@ -221,7 +221,7 @@ def _lun_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str 
                 value(ef, "used_pct"), iops, array_ms, fabric)
         ds = r.luns.get(lun_name(lun)) or vf.get("datastore") or (v.tags.get("datastore", "") if v else "")
         io = lv["io_latency"]
-        rows.append(_r(lun, [lun, str(ds), _styled(gavg, io), _styled(kavg, lv["kavg"], 2), _styled(davg, io),
+        rows.append(_r(lun, [lun, str(ds), _styled(gavg, io, 2), _styled(kavg, lv["kavg"], 2), _styled(davg, io, 2),
                              num(qavg, 2), _styled(vals[4], lv["queued"], 0), num(vals[5], 0),
                              num(vals[6], 0), _styled(vals[7], lv["queue_used"], 0), num(iops, 0),
                              _styled(array_ms, lv["array_latency"], 2), num(fabric, 2), where, ""],
@@ -252,7 +252,7 @@ def _disk_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str
                                           "read_latency_ms", "write_latency_ms")]
             key = f"vmdk {inst} {x.tags.get('host', '')}"
             rows.append(_r(key, ["VMDK", inst, num(vals[0]), num(vals[1]), rate(vals[2]), rate(vals[3]),
-                                 _styled(vals[4], lv["io_latency"]), _styled(vals[5], lv["io_latency"]), num(oio),
+                                 _styled(vals[4], lv["io_latency"], 2), _styled(vals[5], lv["io_latency"], 2), num(oio),
                                  f"{x.tags.get('datastore', '')} {x.tags.get('lun', '')}".strip(), ""],
                            ("VMDK", inst, *vals, oio, x.tags.get("datastore"), None)))
             trends[key] = Trend.of(rd.find("vsphere_vm_disk", lambda t, tags=x.tags: t == tags),
@@ -265,7 +265,7 @@ def _disk_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str
                                           "read_await_ms", "write_await_ms", "queue_size")]
             key = f"guest {dev}"
             rows.append(_r(key, ["guest", dev, num(vals[0]), num(vals[1]), rate(vals[2]), rate(vals[3]),
-                                 _styled(vals[4], lv["io_latency"]), _styled(vals[5], lv["io_latency"]),
+                                 _styled(vals[4], lv["io_latency"], 2), _styled(vals[5], lv["io_latency"], 2),
                                  num(vals[6], 2),
                                  f"util {num(value(f, 'util_pct'))}%", ""], ("guest", dev, *vals, None, None)))
             trends[key] = Trend.of(rd.find("guest_disk", lambda t, tags=x.tags: t == tags),

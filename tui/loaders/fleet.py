@@ -67,7 +67,7 @@ COLUMNS = [
     Column("kind", width=5), Column("name", max_width=30),
     *(Column(header_of(FLEET_FIGURES[n][0], n), width=width, right=True, descending=True)
       for n, width in FIGURE_COLUMNS),
-    Column("worst open finding", max_width=100, min_width=16),
+    Column("worst open finding", max_width=100, min_width=16, keep=5),
     Column("rdy% trend", width=16, sortable=False, whole=True),
     Column("I/O ms trend", width=16, sortable=False, whole=True), Column("where", max_width=24),
 ]

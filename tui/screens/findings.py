@@ -6,6 +6,7 @@ subject (its stack, VM, host or guest).
 
 from __future__ import annotations
 
+import textwrap
 from collections import Counter
 from datetime import datetime
 from typing import ClassVar
@@ -75,6 +76,16 @@ def _model(view: FindingsView) -> TableModel:
     return TableModel(COLUMNS, rows)
 
 
+LABEL = 10  # the detail's labels (`evidence  `, `reference `)
+
+
+def hanging(body: str, room: int) -> str:
+    """`body`'s lines wrapped `room` cells wide (no wrap when the pane is not laid out yet), each line after the
+    first indented by a label's width: the text stays under its own start."""
+    lines = [w for para in body.split("\n") for w in (textwrap.wrap(para, room) if room > 10 else [para]) or [""]]
+    return ("\n" + " " * LABEL).join(lines)
+
+
 class FindingsScreen(ViewScreen):
     HELP: ClassVar = [("↑ ↓", "select a finding: its evidence, why, fix and reference show below"),
                       ("enter", "open the finding's subject (stack, VM, host or guest)"),
@@ -138,6 +149,10 @@ class FindingsScreen(ViewScreen):
         if f is not None:
             self.app.open_subject(f.subject)
 
+    def on_resize(self) -> None:  # the detail is wrapped to its pane's width
+        if self.view is not None:
+            self._detail(self._by_key.get(self.table.cursor_key or ""))
+
     def _detail(self, f: Finding | None) -> None:
         if f is None:
             self.query_one("#detail", Static).update("no finding selected")
@@ -149,15 +164,17 @@ class FindingsScreen(ViewScreen):
         t.append(f"{f.summary}\n\n")
         ev = f.evidence
         window = ev.get("window") or {}
-        t.append("evidence  ", style="bold")
-        t.append(f"{describe(ev)}\n          {plural(int(ev.get('samples', 1)), 'sample')}, "
-                 f"{_when(window.get('from_ns', f.first_seen))} .. {_when(window.get('to_ns', f.last_seen))}\n")
-        t.append("why       ", style="bold")
-        t.append(f"{f.why}\n")
-        t.append("fix       ", style="bold")
-        t.append(f"{f.fix}\n")
-        t.append("reference ", style="bold")
-        t.append("; ".join(references_of(f.rule, f.references)) + "\n")  # an older recording's too
+        # label and text side by side, the text wrapped under its own start (as the help's), not back to column 0:
+        # to the pane's width less its scroll bar
+        pane = self.query_one("#finding-detail", VerticalScroll)
+        room = pane.content_size.width - 1 - LABEL
+        seen = f"{_when(window.get('from_ns', f.first_seen))} .. {_when(window.get('to_ns', f.last_seen))}"
+        for label, body in (
+                ("evidence", f"{describe(ev)}\n{plural(int(ev.get('samples', 1)), 'sample')}, {seen}"),
+                ("why", f.why), ("fix", f.fix),
+                ("reference", "; ".join(references_of(f.rule, f.references)))):  # an older recording's too
+            t.append(label.ljust(LABEL), style="bold")
+            t.append(hanging(body, room) + "\n")
         t.append(f"first seen {_when(f.first_seen)}, last seen {_when(f.last_seen)}\n", style="dim")
         if f.resolved_at:
             t.append(f"resolved  {_when(f.resolved_at)}\n", style="dim")

@@ -23,12 +23,13 @@ from db2vtop.tui.widgets import StatusLine, StripView, packed
 
 SPARK = 20
 GUTTER = 5
-# iostat -x's names (its awaits are in ms): at 80 columns every figure fits, %util too; a trend that does not fit
-# whole is left out
+# iostat -x's names (its awaits are in ms): at 80 columns every figure fits, %util too; a figure or a trend that
+# does not fit whole is left out (at 60 columns a header cut to `w_awai` named nothing)
 DISK_COLUMNS = [Column("device", max_width=24, min_width=8), Column("type"), Column("r/s", right=True),
                 Column("w/s", right=True), Column("read", right=True), Column("write", right=True),
-                Column("r_await", right=True), Column("w_await", right=True), Column("aqu-sz", right=True),
-                Column("%util", right=True), Column("%util trend", width=SPARK, sortable=False, whole=True)]
+                Column("r_await", right=True, whole=True), Column("w_await", right=True, whole=True),
+                Column("aqu-sz", right=True, whole=True), Column("%util", right=True, whole=True),
+                Column("%util trend", width=SPARK, sortable=False, whole=True)]
 NET_COLUMNS = [Column("interface", max_width=24, min_width=8), Column("rx", right=True), Column("tx", right=True),
                Column("rx pkt/s", right=True), Column("tx pkt/s", right=True), Column("drops/s", right=True),
                Column("errors/s", right=True), Column("rx+tx trend", width=SPARK, sortable=False, whole=True)]
@@ -196,9 +197,13 @@ class LocalScreen(ViewScreen):
         swapping = (value(m, "swap_in_bytes_per_s") or 0) > 0 or (value(m, "swap_out_bytes_per_s") or 0) > 0
         swap = "bold red" if swapping else None
         box = self.query_one("#mem-summary", Static)
+        used, total, pct = size(value(m, 'used_bytes')), size(value(m, 'total_bytes')), num(value(m, 'used_pct'))
+        whole = f"used {used} of {total} ({pct}%)"
+        # a pane too narrow for the figure whole (60 columns) has it as two phrases, each kept whole
+        figure = [[(whole, "bold")]] if not box.size.width or len(whole) <= box.size.width else \
+            [[(f"used {used} ({pct}%)", "bold")], [(f"total {total}", None)]]
         box.update(packed([
-            [[(f"used {size(value(m, 'used_bytes'))} of {size(value(m, 'total_bytes'))}"
-               f" ({num(value(m, 'used_pct'))}%)", "bold")], [(f"available {size(value(m, 'available_bytes'))}", None)],
+            [*figure, [(f"available {size(value(m, 'available_bytes'))}", None)],
              [(f"cache {size(value(m, 'page_cache_bytes'))}", None)]],
             [[(f"swap used {size(value(m, 'swap_used_bytes'))}", swap)],
              [(f"in {rate(value(m, 'swap_in_bytes_per_s'))}", swap)],
