@@ -353,6 +353,19 @@ class Db2vtopApp(App):
                 return
             self.timings.load_ms.append((time.perf_counter() - t0) * 1000)
         self._on_main(self._show, screen, view)
+        # the rows on screen were shown first (a 10,000-VM Fleet's first load): the rest of the view now, even if a
+        # newer load was asked for meanwhile (a live cursor's next tick would be shown first again, and the rest
+        # never); it stops if the screen is left (`_read`: the reader's `cancelled`)
+        while getattr(view, "rest", None) is not None:
+            with self._load_lock:
+                if self.closing:
+                    return
+                t0 = time.perf_counter()
+                view = self._read(screen, worker, since, until, view.rest)
+                if view is None:
+                    return
+                self.timings.load_ms.append((time.perf_counter() - t0) * 1000)
+            self._on_main(self._show, screen, view)
 
     def _on_main(self, callback: Callable[..., None], *args: Any) -> None:
         """From the loader thread: run `callback` on the main thread and wait for it, unless the app closes first
@@ -375,8 +388,10 @@ class Db2vtopApp(App):
             if self.closing:
                 return
 
-    def _read(self, screen: ViewScreen, worker: Any, since: int, until: int) -> Any:
-        """`screen.load_view` in the loader thread: None if it was cancelled or the source failed (said on screen)."""
+    def _read(self, screen: ViewScreen, worker: Any, since: int, until: int,
+              load: Callable[..., Any] | None = None) -> Any:
+        """`screen.load_view` (or `load`: the rest of a view shown first) in the loader thread: None if it was
+        cancelled or the source failed (said on screen)."""
         try:
             if self._reader is None:
                 self._reader = Reader(self._open())
@@ -393,7 +408,7 @@ class Db2vtopApp(App):
             # for a quiet moment (`_full_gc`), unless loads have left none for long
             gc.disable()
             try:
-                view = screen.load_view(self._reader, since, until)
+                view = load() if load is not None else screen.load_view(self._reader, since, until)
             finally:
                 gc.enable()
                 gc.collect(2 if gc.get_count()[2] >= 3 * FULL_GC_EVERY else 1)

@@ -148,6 +148,31 @@ class Reader(CachedSource):
         self._columns[(measurement, fields)] = (until_ns, read_at, cols, now)
         return cols
 
+    def columns_known(self, measurement: str, until_ns: int,
+                      fields: tuple[str, ...]) -> tuple[Columns, set[int]] | None:
+        """Before a whole measurement's first read (`columns_at`, which decodes a chunk of each of 10,000 series at
+        a past moment): its series with a sample at or before `until`, from the source's index alone, their
+        figures not read (the set of their ids: `read_into` reads a few). None once that read was made, or if the
+        source cannot tell."""
+        present = getattr(self.source, "present_at", None)
+        if present is None or (measurement, fields) in self._columns:
+            return None
+        if self.cancelled():
+            raise LoadCancelledError
+        times = present(measurement, until_ns)
+        series = [s for s in self.series(measurement) if s.id in times]
+        ids = [s.id for s in series]
+        return Columns(measurement, ids, [s.tags for s in series], [times[sid] for sid in ids],
+                       {name: [None] * len(ids) for name in fields}), set(ids)
+
+    def read_into(self, cols: Columns, unread: set[int], ids: Iterable[int], until_ns: int,
+                  fields: tuple[str, ...]) -> None:
+        """The newest rows of these of `cols`' unread series, read now (an index probe and a chunk each)."""
+        wanted = unread.intersection(ids)
+        for sid, row in self._rows_of(cols.measurement, wanted, until_ns, fields):
+            cols.put(sid, row)
+        unread -= wanted
+
     def _columns_read(self, measurement: str, until_ns: int, fields: tuple[str, ...]) -> Columns:
         """The source's own column-shaped read if it has one that answers (the store, from a span's plan), else its
         rows (the store's whole read that makes the plan for the next moments)."""

@@ -77,6 +77,8 @@ class FleetScreen(ViewScreen):
             t.append(f"   {plural(len(bad), 'source')} failing", style="bold red")
         if view.stale:
             t.append(f"   {plural(view.stale, 'stale row')} (dimmed)", style="yellow")
+        if view.rest is not None:  # the rows on screen are shown first (a large fleet's first load)
+            t.append("   reading the other rows' figures…", style="dim")
         self.query_one("#fleet-summary", Static).update(t, layout=False)
         self.show_crumbs()
 
