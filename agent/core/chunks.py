@@ -195,10 +195,25 @@ def timestamps(blob: bytes) -> Sequence[int]:
         raise ChunkError(f"damaged chunk: {e}") from None
 
 
+_REGULAR: dict[bytes, range | None] = {}  # `_regular`'s answers by the column's bytes (see there)
+
+
 def _regular(column: memoryview, n: int) -> range | None:
-    """The timestamps of a second-difference column whose differences past the second are all zero."""
+    """The timestamps of a second-difference column whose differences past the second are all zero. Series
+    sampled together (a vCenter's 10,000 VMs) have byte-identical timestamp columns in a span: the answer is kept
+    by the column's bytes, and a reader of each one's chunk checks the zero bytes once, not 10,000 times."""
     if n < 3 or column[0] != 2:
         return None
+    key = column.tobytes()
+    found = _REGULAR.get(key, _REGULAR)  # (itself: not known yet; a None is an answer)
+    if found is _REGULAR:
+        if len(_REGULAR) >= 1024:
+            _REGULAR.clear()
+        found = _REGULAR[key] = _regular_of(column, n)
+    return found
+
+
+def _regular_of(column: memoryview, n: int) -> range | None:
     width = column[1]
     if len(column) != 2 + width * n or width > 8:
         return None

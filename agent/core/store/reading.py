@@ -397,6 +397,33 @@ class Reading:
             self._no_head[measurement] = (version, until)
         return head
 
+    def present_at(self, measurement: str, until_ns: int) -> dict[int, int]:
+        """The series of a measurement with a sample at or before `until`, from the index alone (no chunk is
+        inflated): by series id, that sample's time where the index tells it (a head row, a chunk ending by
+        `until`), else `until` (its chunk runs past it). A reader that shows a few of 10,000 series first knows
+        which the others are without decoding them."""
+        span = until_ns // CHUNK_SPAN_NS
+        out: dict[int, int] = {}
+        with self._snapshot():
+            chunked = self.file.chunked
+            # nearly every series has a chunk in `until`'s own span: one index probe each (`_candidates`)
+            for sid, first, last in self.db.execute(
+                    "SELECT s.id, c.first_ts, c.last_ts FROM series s JOIN chunks c ON c.series_id = s.id "
+                    "AND c.span = ? WHERE s.measurement=?", (span, measurement)) if chunked else ():
+                if first <= until_ns:
+                    out[sid] = min(last, until_ns)
+            missing = [s.id for s in self._kept_series(measurement) if s.id not in out] if chunked else []
+            for sid in missing:  # ended, or not begun in that span yet: its newest chunk before it
+                row = self.db.execute("SELECT last_ts FROM chunks WHERE series_id=? AND span < ? ORDER BY span DESC"
+                                      " LIMIT 1", (sid, span)).fetchone()
+                if row is not None:
+                    out[sid] = row[0]
+            for sid, ts in self.db.execute(
+                    "SELECT x.series_id, max(x.ts) FROM series s JOIN samples x ON x.series_id = s.id "
+                    "WHERE s.measurement=? AND x.ts <= ? GROUP BY x.series_id", (measurement, until_ns)):
+                out[sid] = max(out.get(sid, ts), ts)
+        return out
+
     def latest_columns(self, measurement: str, until_ns: int, fields: Collection[str]) -> Columns | None:
         """`latest(measurement, 0, until, fields)` column-shaped, from the plan a whole read made in this span
         (`_plan`) when one holds and the head has no row at or before `until` (a cursor in the past); else None,

@@ -92,6 +92,9 @@ class Store:
                fields: Collection[str] | None = None) -> list[Row]:
         return self.reading.latest(measurement, since_ns, until_ns, fields)
 
+    def present_at(self, measurement: str, until_ns: int) -> dict[int, int]:
+        return self.reading.present_at(measurement, until_ns)
+
     def latest_columns(self, measurement: str, until_ns: int, fields: Collection[str]) -> Columns | None:
         return self.reading.latest_columns(measurement, until_ns, fields)
 
