@@ -210,7 +210,15 @@ async def in_process(store: Path, config: Path, seconds: float) -> dict:
                 event = events.Key(k, k if len(k) == 1 else {"space": " ", "slash": "/"}.get(k))
                 event.set_sender(app)
                 app._driver.send_message(event)
-            await _until(pilot, lambda: reflected_at and (data is None or data_at))
+            try:
+                await _until(pilot, lambda: reflected_at and (data is None or data_at))
+            except TimeoutError:  # which key, and whether its data was there but never drawn in a frame of its own
+                shows = len(app.timings.show_ms) - before
+                print(f"bench/tui.py: no frame after {name!r} showed it: key reflected {bool(reflected_at)}, "
+                      f"{shows} views shown, {len(app.timings.load_ms) - loads} loads, data there now "
+                      f"{bool(data is not None and shows and data())}, workers {[w.state for w in app.workers]}",
+                      file=sys.stderr)
+                raise
             watched.clear()
             r = (reflected_at[0] - t) * 1000
             d = (data_at[0] - t) * 1000 if data_at else r
