@@ -48,7 +48,8 @@ def build_collectors(cfg: CoreConfig, store_path: Path | None = None, sinks: Seq
     for i in INPUTS:
         made = i.collectors(cfg, wiring)
         if made:
-            declared = frozenset(m.name for schema in i.declarations().values() for m in schema.measurements)
+            declared = frozenset(d.name for schema in i.declarations().values()
+                                 for d in (*schema.measurements, *schema.facts))
             for c in made:
                 c.declared = declared
         collectors += made

@@ -96,8 +96,8 @@ def bare_vm(cfg: CoreConfig, name: str) -> str:
 
 class Look(NamedTuple):
     """What one look at every configured source found: its samples (none when kept elsewhere), facts, each
-    source's status ("ok: ..." or "error: ...") and the measurements only sources that failed write (`unread`:
-    nothing renewed them now)."""
+    source's status ("ok: ..." or "error: ...") and the measurements and fact kinds only sources that failed
+    write (`unread`: nothing renewed them now)."""
 
     samples: list[Sample]
     facts: list[Fact]

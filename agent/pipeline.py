@@ -84,6 +84,7 @@ class Pipeline:
         (after queued batches)."""
         self.checks = CheckRunner(engine, [self.writer, *self.outputs], self.supervisor)
         collectors = build_collectors(self.cfg, self.writer.path, self.sinks, self.alerter)
+        self.checks.declared = {c.name: c.declared for c in collectors if c.declared}
         needed, fields = engine.history_samples(), engine.history_fields()
         for c in collectors:
             if isinstance(c, KeepsHistory):  # its first cycle reaches back as far as the live rules need

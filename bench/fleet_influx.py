@@ -4,7 +4,7 @@ A real influxd 1.8.10 (tests/infra/build-influxd.sh) is loaded with the TUI benc
 (tests/infra/tui_fixture.py: 2,000 VMs on 50 hosts, `--vms N` N VMs 40 a host, 100 DB2 stacks, one hour
 at 20 s) encoded as the
 agents encode it (agent/sinks/lineproto.py), facts and findings included. Then the Fleet screen's
-load (tui/fleet_view.py through the TUI's Reader over an InfluxSource) is timed at the end of the
+load (tui/loaders/fleet.py through the TUI's Reader over an InfluxSource) is timed at the end of the
 hour:
 
 - first_data: a fresh connection's first load, wall seconds (target <= 2 s);
@@ -36,7 +36,7 @@ from db2vtop.agent.core.influx_source import InfluxSource
 from db2vtop.agent.sinks.lineproto import LineEncoder
 from db2vtop.checks.thresholds import levels
 from db2vtop.tui.data import Reader, TableState
-from db2vtop.tui.fleet_view import load_fleet
+from db2vtop.tui.loaders.fleet import load_fleet
 from db2vtop.tui.screens.fleet import SPARK_COLS
 from tests.infra.influxd import InfluxServer
 from tests.infra.tui_fixture import Fleet, records, steps, write_config

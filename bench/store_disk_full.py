@@ -28,7 +28,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import db2vtop.agent.core.store as store_mod
+import db2vtop.agent.core.store.writer as store_mod
 from db2vtop.agent.core.store import MAX_PENDING, StoreWriter
 from db2vtop.agent.core.supervise import Supervisor
 from tests.faults.disk import small_fs

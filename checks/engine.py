@@ -377,8 +377,9 @@ class Engine:
         Time is the source's own: a measurement's samples arrive some time after their stamp (vCenter's
         20-60 s, a clock apart from ours), measured when its newest sample is judged (the caller says when:
         right after each feed), and a subject's silence is counted from there. A source that stops reporting
-        altogether keeps that delay, so its subjects go stale on our clock. `unread`: measurements no source
-        could be asked for now (triage, its sources down): their newest sample's age is silence, not delay."""
+        altogether keeps that delay, so its subjects go stale on our clock. `unread`: measurements and fact
+        kinds no source could be asked for now (its sources down): a measurement's newest sample's age is
+        silence, not delay, and a finding judged from facts of an unread kind is stale (`_mark_static_stale`)."""
         if self._judged and now_ns - self._judged_until > HISTORY_NS:  # no source hands on samples that old
             self._judged.clear()
         for m, ts in self._newest.items():
@@ -395,6 +396,20 @@ class Engine:
             if is_stale((now_ns - lag - track.last_ts) / 1e9, period):
                 f.evidence = {**f.evidence, "stale_since_ns": track.last_ts}
                 self._changed[f.key] = f
+        self._mark_static_stale(frozenset(unread))
+
+    def _mark_static_stale(self, unread: frozenset[str]) -> None:
+        """A finding judged from facts (a static rule) is stale while a fact kind its rule needs is `unread`:
+        the facts it stands on are the last ones stored, and only that source could renew them. It is stale
+        since it was last judged, and current again once its sources are read."""
+        needs = {r.id: set(r.needs) for r in self.rules if isinstance(r, StaticRule)}
+        for f in self._static.values():
+            down = bool(needs.get(f.rule, set()) & unread)
+            if down == (f.stale_since is not None):
+                continue
+            f.evidence = ({**f.evidence, "stale_since_ns": f.last_seen} if down else
+                          {k: x for k, x in f.evidence.items() if k != "stale_since_ns"})
+            self._changed[f.key] = f
 
     def open_findings(self) -> list[Finding]:
         live = [t.finding for tracks in self._tracks.values() for t in tracks.values() if t.finding is not None]

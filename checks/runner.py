@@ -7,9 +7,10 @@ import queue
 from collections.abc import Callable, Iterable, Sequence
 
 from db2vtop.agent.core.backlog import Backlog
+from db2vtop.agent.core.cadence import STALE_INTERVALS
 from db2vtop.agent.core.clock import CLOCK
 from db2vtop.agent.core.config import CoreConfig
-from db2vtop.agent.core.model import Annotation, Fact, Finding, Output, Sample
+from db2vtop.agent.core.model import SELF_MEASUREMENT, Annotation, Fact, Finding, Output, Sample
 from db2vtop.agent.core.source import Row
 from db2vtop.agent.core.store import Store
 from db2vtop.agent.core.supervise import Supervisor
@@ -43,7 +44,28 @@ class CheckRunner:
         self._q: queue.SimpleQueue = queue.SimpleQueue()
         #: samples and facts queued and not judged yet: what the runtime's back-pressure reads
         self.backlog = Backlog(self.THREAD)
+        #: what each collector declares (its measurements and fact kinds; the pipeline sets it), and how many
+        #: cycles in a row each has failed, from the runtime's sample of each cycle
+        self.declared: dict[str, frozenset[str]] = {}
+        self._failing: dict[str, int] = {}
         self._thread = self.backlog.thread = self.supervisor.start(self.THREAD, self._run)
+
+    def unread(self, samples: Iterable[Sample]) -> frozenset[str]:
+        """What only collectors that failed their last cycles write (as triage's `unread`, from the runtime's
+        cycle samples): a collector is down once it failed STALE_INTERVALS cycles in a row."""
+        for s in samples:
+            if s.measurement == SELF_MEASUREMENT and s.tags.get("collector") in self.declared:
+                name = s.tags["collector"]
+                status = s.fields.get("status")
+                if status == "ok":
+                    self._failing[name] = 0
+                elif status in ("error", "timeout"):
+                    self._failing[name] = self._failing.get(name, 0) + 1
+        down = {n for n, k in self._failing.items() if k >= STALE_INTERVALS}
+        if not down:
+            return frozenset()
+        read = frozenset().union(*(d for n, d in self.declared.items() if n not in down))
+        return frozenset().union(*(self.declared[n] for n in down)) - read
 
     def resume(self, store: Store, facts: list[Fact] | None = None,
                history: Callable[[], Iterable[Iterable[Sample | Row]]] | None = None) -> None:
@@ -94,7 +116,7 @@ class CheckRunner:
                 if history is not None:  # in batches, each later than the one before
                     for batch in history():
                         self.engine.start_from(batch)
-                self.engine.mark_stale(CLOCK.now_ns())
+                self.engine.mark_stale(CLOCK.now_ns(), self.unread(samples))
                 changes = self.engine.changes()
             except Exception as e:  # a rule bug must not stop collection; it is logged with its traceback
                 log.exception("check engine failed on a batch")

@@ -44,8 +44,8 @@ class BaseCollector:
     facts_interval: float = 900.0
     #: threads for blocking calls; more only where a collector fans out (vSphere chunks)
     workers: int = 1
-    #: the measurements its source's package declares (the wiring sets them): what stays unrenewed, when no other
-    #: source writes them, while it cannot be read
+    #: the measurements and fact kinds its source's package declares (the wiring sets them): what stays unrenewed,
+    #: when no other source writes them, while it cannot be read
     declared: frozenset[str] = frozenset()
     #: set by the runtime while a cycle runs: when it times out (time.monotonic()); the deadline of every call
     #: to the source run_blocking makes meanwhile ends by then

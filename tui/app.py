@@ -49,6 +49,7 @@ from db2vtop.checks.scales import Levels
 from db2vtop.checks.thresholds import levels
 from db2vtop.tui import commands
 from db2vtop.tui.data import LoadCancelledError, Reader, Status
+from db2vtop.tui.loaders.stack import EventMarks
 from db2vtop.tui.safe import NO_CONTROLS
 from db2vtop.tui.screens.base import ViewScreen
 from db2vtop.tui.screens.dialogs import CommandBar, HelpScreen, MarkerPrompt
@@ -56,7 +57,6 @@ from db2vtop.tui.screens.findings import FindingsScreen
 from db2vtop.tui.screens.fleet import FleetScreen
 from db2vtop.tui.screens.local import LocalScreen
 from db2vtop.tui.screens.stack import StackScreen
-from db2vtop.tui.stack_view import EventMarks
 from db2vtop.tui.stacks import HOST_MEASUREMENTS, Stacks, Target, view_stacks
 from db2vtop.tui.timecursor import SPEEDS, WINDOWS, TimeCursor
 from db2vtop.tui.widgets import Flash, KeyBar, StatusLine, TitleBar
@@ -73,7 +73,7 @@ class Collecting(Protocol):
     def stop(self) -> None: ...
 
 
-SCREENS = {"1": "fleet", "2": "stack", "3": "findings", "4": "local"}
+SCREENS = {s.key: s.name for s in commands.SCREENS}  # a number key -> the screen it shows
 NAMED_BY = {"vm": ("vsphere_vm", "esxtop_vm"), "host": (*HOST_MEASUREMENTS, "esxtop_vm"),
             "guest": ("guest_cpu",)}  # the measurements whose tag names the VMs, hosts and guests
 MAX_DEPTH = 8
@@ -99,7 +99,7 @@ class Timings:
 class Db2vtopApp(App):
     CSS_PATH = "app.tcss"
     TITLE = "db2vtop"
-    MODES: ClassVar = {"fleet": FleetScreen, "findings": FindingsScreen, "local": LocalScreen}
+    MODES: ClassVar = {s.name: s.screen for s in commands.SCREENS if s.screen is not None}
     BINDINGS: ClassVar = commands.bindings()
     HELP: ClassVar = commands.key_help()
 
@@ -353,6 +353,19 @@ class Db2vtopApp(App):
                 return
             self.timings.load_ms.append((time.perf_counter() - t0) * 1000)
         self._on_main(self._show, screen, view)
+        # the rows on screen were shown first (a 10,000-VM Fleet's first load): the rest of the view now, even if a
+        # newer load was asked for meanwhile (a live cursor's next tick would be shown first again, and the rest
+        # never); it stops if the screen is left (`_read`: the reader's `cancelled`)
+        while getattr(view, "rest", None) is not None:
+            with self._load_lock:
+                if self.closing:
+                    return
+                t0 = time.perf_counter()
+                view = self._read(screen, worker, since, until, view.rest)
+                if view is None:
+                    return
+                self.timings.load_ms.append((time.perf_counter() - t0) * 1000)
+            self._on_main(self._show, screen, view)
 
     def _on_main(self, callback: Callable[..., None], *args: Any) -> None:
         """From the loader thread: run `callback` on the main thread and wait for it, unless the app closes first
@@ -375,8 +388,10 @@ class Db2vtopApp(App):
             if self.closing:
                 return
 
-    def _read(self, screen: ViewScreen, worker: Any, since: int, until: int) -> Any:
-        """`screen.load_view` in the loader thread: None if it was cancelled or the source failed (said on screen)."""
+    def _read(self, screen: ViewScreen, worker: Any, since: int, until: int,
+              load: Callable[..., Any] | None = None) -> Any:
+        """`screen.load_view` (or `load`: the rest of a view shown first) in the loader thread: None if it was
+        cancelled or the source failed (said on screen)."""
         try:
             if self._reader is None:
                 self._reader = Reader(self._open())
@@ -393,7 +408,7 @@ class Db2vtopApp(App):
             # for a quiet moment (`_full_gc`), unless loads have left none for long
             gc.disable()
             try:
-                view = screen.load_view(self._reader, since, until)
+                view = load() if load is not None else screen.load_view(self._reader, since, until)
             finally:
                 gc.enable()
                 gc.collect(2 if gc.get_count()[2] >= 3 * FULL_GC_EVERY else 1)
@@ -714,15 +729,17 @@ class Db2vtopApp(App):
 
     def run_command(self, text: str) -> None:
         """k9s-style `:` commands (also what the command palette runs): tui/commands.py parses,
-        one `_cmd_<verb>` method acts."""
+        one `_cmd_<verb>` method acts (a registered screen's verb without one shows that screen)."""
         command, arg = commands.parse(text)
-        getattr(self, f"_cmd_{command.verb}")(arg)
+        act = getattr(self, f"_cmd_{command.verb}", None)
+        if act is None and command.verb in self.MODES:  # a screen's verb: that screen
+            self.action_screen(command.verb)
+            return
+        assert act is not None, command.verb
+        act(arg)
 
     def _cmd_quit(self, _arg: str) -> None:
         self.call_later(self.action_quit)
-
-    def _cmd_fleet(self, _arg: str) -> None:
-        self.action_screen("fleet")
 
     def _cmd_findings(self, arg: str) -> None:
         if not arg:

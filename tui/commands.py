@@ -13,7 +13,31 @@ from dataclasses import dataclass
 from textual.binding import Binding
 
 from db2vtop.agent.core.units import format_duration
+from db2vtop.tui.screens.base import ViewScreen
+from db2vtop.tui.screens.findings import FindingsScreen
+from db2vtop.tui.screens.fleet import FleetScreen
+from db2vtop.tui.screens.local import LocalScreen
 from db2vtop.tui.timecursor import WINDOWS
+
+
+@dataclass(frozen=True)
+class Registered:
+    """A screen its number key switches to (back to its root, k9s's `:pod`): adding a screen is one line of
+    SCREENS, its class and its loader (tui/loaders/); a `:` verb of its name, in COMMANDS, opens it too."""
+
+    key: str
+    name: str  # the app's mode, and the `:` verb that opens it
+    title: str  # the key's binding and the help line name it so
+    screen: type[ViewScreen] | None  # None: the Stack screen, opened on a target rather than a mode of its own
+    about: str = ""  # after its title in the help line
+
+
+SCREENS: tuple[Registered, ...] = (
+    Registered("1", "fleet", "Fleet", FleetScreen),
+    Registered("2", "stack", "Stack", None, " (the last one opened)"),
+    Registered("3", "findings", "Findings", FindingsScreen),
+    Registered("4", "local", "Local", LocalScreen),
+)
 
 
 @dataclass(frozen=True)
@@ -46,11 +70,8 @@ KEYS: tuple[KeyGroup, ...] = (
              (Binding("M", "mark", "Marker"),)),
     KeyGroup("E", "show / hide vCenter's events (◆) on the time axis and charts",
              (Binding("E", "toggle_events", "Events", show=False),)),
-    KeyGroup("1 2 3 4", "Fleet, Stack (the last one opened), Findings, Local",
-             (Binding("1", "screen('fleet')", "Fleet", show=False),
-              Binding("2", "screen('stack')", "Stack", show=False),
-              Binding("3", "screen('findings')", "Findings", show=False),
-              Binding("4", "screen('local')", "Local", show=False))),
+    KeyGroup(" ".join(s.key for s in SCREENS), ", ".join(s.title + s.about for s in SCREENS),
+             tuple(Binding(s.key, f"screen('{s.name}')", s.title, show=False) for s in SCREENS)),
     KeyGroup(":", "command (tab completes): {commands}",
              (Binding("colon", "command", "Command", key_display=":"),)),
     KeyGroup("ctrl+p", "command palette (the same commands, searchable)"),

@@ -8,10 +8,9 @@ shown as such, never as current.
 from __future__ import annotations
 
 import dataclasses
-import socket
 import time
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
@@ -20,7 +19,6 @@ from db2vtop.agent.core.model import (
     ALERT_MEASUREMENT,
     SELF_MEASUREMENT,
     THREAD_MEASUREMENT,
-    Annotation,
     Fact,
     FieldValue,
     Finding,
@@ -149,6 +147,31 @@ class Reader(CachedSource):
             self.changes += 1
         self._columns[(measurement, fields)] = (until_ns, read_at, cols, now)
         return cols
+
+    def columns_known(self, measurement: str, until_ns: int,
+                      fields: tuple[str, ...]) -> tuple[Columns, set[int]] | None:
+        """Before a whole measurement's first read (`columns_at`, which decodes a chunk of each of 10,000 series at
+        a past moment): its series with a sample at or before `until`, from the source's index alone, their
+        figures not read (the set of their ids: `read_into` reads a few). None once that read was made, or if the
+        source cannot tell."""
+        present = getattr(self.source, "present_at", None)
+        if present is None or (measurement, fields) in self._columns:
+            return None
+        if self.cancelled():
+            raise LoadCancelledError
+        times = present(measurement, until_ns)
+        series = [s for s in self.series(measurement) if s.id in times]
+        ids = [s.id for s in series]
+        return Columns(measurement, ids, [s.tags for s in series], [times[sid] for sid in ids],
+                       {name: [None] * len(ids) for name in fields}), set(ids)
+
+    def read_into(self, cols: Columns, unread: set[int], ids: Iterable[int], until_ns: int,
+                  fields: tuple[str, ...]) -> None:
+        """The newest rows of these of `cols`' unread series, read now (an index probe and a chunk each)."""
+        wanted = unread.intersection(ids)
+        for sid, row in self._rows_of(cols.measurement, wanted, until_ns, fields):
+            cols.put(sid, row)
+        unread -= wanted
 
     def _columns_read(self, measurement: str, until_ns: int, fields: tuple[str, ...]) -> Columns:
         """The source's own column-shaped read if it has one that answers (the store, from a span's plan), else its
@@ -458,115 +481,3 @@ def open_at(findings: Iterable[Finding], until_ns: int) -> list[Finding]:
 
 def worst(findings: Iterable[Finding]) -> Finding | None:
     return min(findings, key=lambda f: (severity_rank(f.severity), -f.last_seen), default=None)
-
-
-def finding_order(f: Finding) -> tuple:
-    return severity_rank(f.severity), f.rule, sorted(f.subject.items())
-
-
-@dataclass
-class FindingsView:
-    now_ns: int
-    window_s: float
-    open: list[Finding]
-    resolved: list[Finding]
-    collectors: list[Status]
-    markers: list[Annotation]
-
-
-def load_findings(reader: Reader, since: int, now_ns: int) -> FindingsView:
-    """Findings open at the cursor's time, and those resolved within the window."""
-    every = reader.every_finding(ttl_s=0.0)
-    open_ = open_at(every, now_ns)
-    resolved = [f for f in every if f.resolved_at is not None and since <= f.resolved_at <= now_ns]
-    return FindingsView(now_ns, (now_ns - since) / 1e9, sorted(open_, key=finding_order),
-                        sorted(resolved, key=finding_order), load_status(reader, now_ns),
-                        reader.annotations(since, now_ns))
-
-
-# --- the local guest -------------------------------------------------------------------
-
-
-@dataclass
-class Item:
-    """One row of a table pane (a disk, an interface) with its history for a sparkline."""
-
-    tags: dict[str, str]
-    fields: dict[str, FieldValue]
-    history: list[float | None] = field(default_factory=list)
-
-
-@dataclass
-class LocalView:
-    guest: str | None
-    now_ns: int
-    since_ns: int
-    markers: list[Annotation] = field(default_factory=list)
-    runs: list[tuple[int, int]] = field(default_factory=list)
-    age_s: float | None = None
-    interval_s: float | None = None
-    cpu: dict[str, FieldValue] = field(default_factory=dict)
-    cpu_history: list[tuple[int, float]] = field(default_factory=list)
-    cpus: list[tuple[str, float]] = field(default_factory=list)
-    mem: dict[str, FieldValue] = field(default_factory=dict)
-    mem_history: list[tuple[int, float]] = field(default_factory=list)
-    disks: list[Item] = field(default_factory=list)
-    nets: list[Item] = field(default_factory=list)
-    collectors: list[Status] = field(default_factory=list)
-
-    @property
-    def window_s(self) -> float:
-        return (self.now_ns - self.since_ns) / 1e9
-
-    @property
-    def stale(self) -> bool:
-        return is_stale(self.age_s, self.interval_s)
-
-
-def pick_guest(source: Source) -> str | None:
-    """This machine's guest if the store has it (watch), else the first one (replay, attach)."""
-    guests = sorted({s.tags.get("guest", "") for s in source.series("guest_cpu")} - {""})
-    if not guests:
-        return None
-    me = socket.gethostname()
-    return me if me in guests else guests[0]
-
-
-def load_local(reader: Reader, guest: str | None, since: int, now_ns: int, spark_width: int = 20) -> LocalView:
-    view = LocalView(guest=guest, now_ns=now_ns, since_ns=since, markers=reader.annotations(since, now_ns),
-                     collectors=load_status(reader, now_ns), runs=reader.run_spans(since, now_ns))
-    if guest is None:
-        return view
-
-    def mine(tags: dict[str, str]) -> bool:
-        return tags.get("guest") == guest
-
-    def history(row: Row, name: str) -> list[tuple[int, float]]:
-        series = next((s for s in reader.find(row.measurement, mine) if s.tags == row.tags), None)
-        return reader.points(series, name, since, now_ns) if series else []
-
-    def spark_of(row: Row, *names: str) -> list[float | None]:
-        lists = [buckets(history(row, n), since, now_ns, spark_width) for n in names]
-        return [sum(v for v in vs if v is not None) if any(v is not None for v in vs) else None
-                for vs in zip(*lists, strict=True)] if lists else []
-
-    for row in reader.latest_at("guest_cpu", now_ns, mine):
-        cpu = row.tags.get("cpu")
-        if cpu == "total":
-            view.cpu = row.fields
-            view.cpu_history = history(row, "busy_pct")
-            view.interval_s = interval_of(view.cpu_history)
-            view.age_s = (now_ns - row.ts) / 1e9
-        elif cpu is not None:
-            view.cpus.append((cpu, float(row.fields.get("busy_pct", 0.0))))
-    view.cpus.sort(key=lambda c: int(c[0]) if c[0].isdigit() else 0)
-    for row in reader.latest_at("guest_mem", now_ns, mine):
-        view.mem = row.fields
-        view.mem_history = history(row, "used_pct")
-    for row in reader.latest_at("guest_disk", now_ns, mine):
-        view.disks.append(Item(row.tags, row.fields, spark_of(row, "util_pct")))
-    for row in reader.latest_at("guest_net", now_ns, mine):
-        view.nets.append(Item(row.tags, row.fields, spark_of(row, "rx_bytes_per_s", "tx_bytes_per_s")))
-    view.disks.sort(key=lambda i: (i.tags.get("type") != "disk", i.tags.get("device", "")))
-    view.nets.sort(key=lambda i: i.tags.get("interface", ""))
-    return view

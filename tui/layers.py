@@ -21,7 +21,7 @@ from db2vtop.checks.topology import StackEntities
 from db2vtop.tui.chart import level_style
 from db2vtop.tui.data import Reader, Trend
 from db2vtop.tui.format import NONE, num, rate, size, value
-from db2vtop.tui.table import Run
+from db2vtop.tui.table import Cell, Run
 
 MEM_STATE = {0: "high", 1: "soft", 2: "hard", 3: "low"}
 __all__ = ["LATENCY_FLOOR_MS", "LAYERS", "MEM_STATE", "Layer", "fig", "load_layers", "max_of", "sum_of"]
@@ -66,12 +66,33 @@ def text_of(f: Figure, v: float | None) -> str:
     """A figure's value as its layer row shows it: by its unit, with its decimals."""
     if f.field == "mem_state":
         return MEM_STATE.get(int(v), NONE) if v is not None else NONE
+    if f.unit in ("bytes", "bytes/s"):
+        return number_of(f, v)
+    return f"{num(v, f.digits)}{sign_of(f)}"
+
+
+def sign_of(f: Figure) -> str:
+    """What follows a figure's number, or its name atop a column: its unit's sign (%, ms) unless it has its own."""
+    return f.suffix if f.suffix is not None else {"%": "%", "ms": " ms"}.get(f.unit, "")
+
+
+def number_of(f: Figure, v: float | None) -> str:
+    """A figure's value in a table's cell, under a header that has its sign: by its unit, with its decimals."""
     if f.unit == "bytes":
         return size(v)
     if f.unit == "bytes/s":
         return rate(v)
-    suffix = f.suffix if f.suffix is not None else {"%": "%", "ms": " ms"}.get(f.unit, "")
-    return f"{num(v, f.digits)}{suffix}"
+    return num(v, f.digits)
+
+
+def header_of(f: Figure, name: str | None = None) -> str:
+    """A figure's column header: `name` (else its panel or layer-row name) and its sign: rdy%, I/O ms, %RDY."""
+    return f"{name or f.column or f.screen or f.field}{sign_of(f)}"
+
+
+def cell_of(f: Figure, v: float | None, levels: Levels) -> Cell:
+    """A figure's cell: its number, coloured by its scale's level."""
+    return (number_of(f, v), level_style(levels.of(f.level), v, ""))
 
 
 class _Rows:

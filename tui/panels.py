@@ -12,13 +12,13 @@ from datetime import datetime
 
 from db2vtop.agent.core.events import VCenterEvent
 from db2vtop.agent.core.source import Row
-from db2vtop.checks.figures import LATENCY_FLOOR_MS, of_layer
+from db2vtop.checks.figures import BY_ID, LATENCY_FLOOR_MS, of_layer
 from db2vtop.checks.scales import Level, Levels
 from db2vtop.checks.topology import StackEntities, lun_name
 from db2vtop.tui.chart import level_style
 from db2vtop.tui.data import Reader, Trend
 from db2vtop.tui.format import NONE, num, rate, size, value
-from db2vtop.tui.layers import MEM_STATE, fig, max_of, sum_of
+from db2vtop.tui.layers import MEM_STATE, cell_of, fig, header_of, max_of, sum_of
 from db2vtop.tui.table import Cell, Column, Run, TableModel, TableRow
 
 PANELS = {
@@ -32,6 +32,10 @@ EVENTS_PANEL = "e"
 ARRAY_LATENCY = {m: tuple(f.field for f in of_layer("storage") if f.measurement == m and f.screen == "latency")
                  for m in {f.measurement for f in of_layer("storage") if f.screen == "latency"}}
 PanelResult = tuple[list[Run], TableModel, dict[str, Trend], int]
+#: the CPU panel's figures (checks/figures.py: their headers, decimals, levels and the ready trend's floor): vCenter's
+#: usage, ready and co-stop of each VM on the host, and esxtop's %RDY and N%L
+VM_USAGE, VM_READY, VM_COSTOP = (BY_ID[f"vsphere_vm.{n}"] for n in ("cpu_usage_pct", "cpu_ready_pct", "cpu_costop_pct"))
+ESX_READY, ESX_NUMA = BY_ID["esxtop_vm.ready_pct"], BY_ID["esxtop_vm.numa_local_pct"]
 
 
 def trend(what: str) -> Column:
@@ -65,26 +69,29 @@ def cpu_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str =
     vms, esx = _vms_on_host(rd, r, until), _esxtop_vms(rd, r, until)
     if not vms and not esx:
         return _guest_cpu_panel(rd, r, until, lv)
-    cols = [Column("vm", max_width=32), Column("vCPU", right=True), Column("usage%", right=True),
-            Column("rdy%", right=True), Column("cstp%", right=True), Column("mlmtd%", right=True),
-            Column("swpwt%", right=True), Column("%RDY", right=True), Column("N%L", right=True), trend("rdy%")]
+    cols = [Column("vm", max_width=32), Column("vCPU", right=True),
+            *(Column(header_of(f), right=True) for f in (VM_USAGE, VM_READY, VM_COSTOP)), Column("mlmtd%", right=True),
+            Column("swpwt%", right=True), *(Column(header_of(f), right=True) for f in (ESX_READY, ESX_NUMA)),
+            trend(header_of(VM_READY))]
     rows, trends = [], {}
     names = sorted({x.tags["vm"] for x in vms} | set(esx))
     by_vm = {x.tags["vm"]: x for x in sorted(vms, key=lambda x: x.ts)}
     for name in names:
         f = by_vm[name].fields if name in by_vm else {}
         e = esx[name].fields if name in esx else {}
-        ready = value(f, "cpu_ready_pct")
-        vals = (value(f, "vcpus"), value(f, "cpu_usage_pct"), ready, value(f, "cpu_costop_pct"),
-                value(f, "cpu_maxlimited_pct"), value(f, "cpu_swapwait_pct"), value(e, "ready_pct"),
-                value(e, "numa_local_pct"))
+        ready = value(f, VM_READY.field)
+        vals = (value(f, "vcpus"), value(f, VM_USAGE.field), ready, value(f, VM_COSTOP.field),
+                value(f, "cpu_maxlimited_pct"), value(f, "cpu_swapwait_pct"), value(e, ESX_READY.field),
+                value(e, ESX_NUMA.field))
         me = name == r.vm
-        rows.append(_r(name, [("▶ " if me else "  ") + name, num(vals[0], 0), _styled(vals[1], lv["cpu_busy"]),
-                              _styled(ready, lv["ready"]), _styled(vals[3], lv["costop"]),
-                              _styled(vals[4], lv["limited"]), num(vals[5]), num(vals[6]), num(vals[7], 0), ""],
+        rows.append(_r(name, [("▶ " if me else "  ") + name, num(vals[0], 0), cell_of(VM_USAGE, vals[1], lv),
+                              cell_of(VM_READY, ready, lv), cell_of(VM_COSTOP, vals[3], lv),
+                              _styled(vals[4], lv["limited"]), num(vals[5]), cell_of(ESX_READY, vals[6], lv),
+                              cell_of(ESX_NUMA, vals[7], lv), ""],
                        (name, *vals, None), "bold" if me else None))
+        assert VM_READY.chart is not None
         trends[name] = Trend.of([s for s in r.select("host", "vsphere_vm") if s.tags.get("vm") == name],
-                                "cpu_ready_pct", floor=5.0, level=lv["ready"])
+                                VM_READY.field, floor=VM_READY.chart.floor, level=lv.of(VM_READY.level))
     rows.sort(key=lambda x: -(x.sort[3] or 0.0))
     host = _now(rd, r, "host", "vsphere_host", until)
     hf = host[0].fields if host else {}
@@ -165,8 +172,8 @@ def _adapter_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: 
             vals = [value(f, k) for k in ("read_iops", "write_iops", "read_latency_ms", "write_latency_ms")]
             mine = ds in set(r.luns.values())
             io = lv["io_latency"]
-            rows.append(_r(ds, [("▶ " if mine else "  ") + ds, num(vals[0]), num(vals[1]), _styled(vals[2], io),
-                                _styled(vals[3], io), ""], (ds, *vals, None), "bold" if mine else None))
+            rows.append(_r(ds, [("▶ " if mine else "  ") + ds, num(vals[0]), num(vals[1]), _styled(vals[2], io, 2),
+                                _styled(vals[3], io, 2), ""], (ds, *vals, None), "bold" if mine else None))
             trends[ds] = Trend.of(rd.find("vsphere_datastore", lambda t, d=ds: t.get("host") == r.host
                                           and t.get("datastore") == d), "read_latency_ms", "write_latency_ms",
                                   level=lv["io_latency"], floor=LATENCY_FLOOR_MS)
@@ -214,7 +221,7 @@ def _lun_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str 
                 value(ef, "used_pct"), iops, array_ms, fabric)
         ds = r.luns.get(lun_name(lun)) or vf.get("datastore") or (v.tags.get("datastore", "") if v else "")
         io = lv["io_latency"]
-        rows.append(_r(lun, [lun, str(ds), _styled(gavg, io), _styled(kavg, lv["kavg"], 2), _styled(davg, io),
+        rows.append(_r(lun, [lun, str(ds), _styled(gavg, io, 2), _styled(kavg, lv["kavg"], 2), _styled(davg, io, 2),
                              num(qavg, 2), _styled(vals[4], lv["queued"], 0), num(vals[5], 0),
                              num(vals[6], 0), _styled(vals[7], lv["queue_used"], 0), num(iops, 0),
                              _styled(array_ms, lv["array_latency"], 2), num(fabric, 2), where, ""],
@@ -245,7 +252,7 @@ def _disk_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str
                                           "read_latency_ms", "write_latency_ms")]
             key = f"vmdk {inst} {x.tags.get('host', '')}"
             rows.append(_r(key, ["VMDK", inst, num(vals[0]), num(vals[1]), rate(vals[2]), rate(vals[3]),
-                                 _styled(vals[4], lv["io_latency"]), _styled(vals[5], lv["io_latency"]), num(oio),
+                                 _styled(vals[4], lv["io_latency"], 2), _styled(vals[5], lv["io_latency"], 2), num(oio),
                                  f"{x.tags.get('datastore', '')} {x.tags.get('lun', '')}".strip(), ""],
                            ("VMDK", inst, *vals, oio, x.tags.get("datastore"), None)))
             trends[key] = Trend.of(rd.find("vsphere_vm_disk", lambda t, tags=x.tags: t == tags),
@@ -258,7 +265,7 @@ def _disk_panel(rd: Reader, r: StackEntities, until: int, lv: Levels, label: str
                                           "read_await_ms", "write_await_ms", "queue_size")]
             key = f"guest {dev}"
             rows.append(_r(key, ["guest", dev, num(vals[0]), num(vals[1]), rate(vals[2]), rate(vals[3]),
-                                 _styled(vals[4], lv["io_latency"]), _styled(vals[5], lv["io_latency"]),
+                                 _styled(vals[4], lv["io_latency"], 2), _styled(vals[5], lv["io_latency"], 2),
                                  num(vals[6], 2),
                                  f"util {num(value(f, 'util_pct'))}%", ""], ("guest", dev, *vals, None, None)))
             trends[key] = Trend.of(rd.find("guest_disk", lambda t, tags=x.tags: t == tags),

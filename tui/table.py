@@ -37,6 +37,7 @@ class Column:
     sortable: bool = True
     min_width: int = 0  # a text column that gives way (down to this) before columns are cut at the edge
     whole: bool = False  # drawn whole or not at all (a trend cut at the edge would show its oldest part only)
+    keep: int = 0  # a key column (the Fleet's finding): at least this much of it stays in sight, before numbers
 
 
 class TableRow:
@@ -150,7 +151,9 @@ def fit(widths: Sequence[int], columns: Sequence[Column], hidden: frozenset[str]
     """The widths a table of `room` cells draws: hidden columns 0 (not drawn), and when the rest
     is wider than the room, the columns with a `min_width` give way first, down to it (a cell
     then ends in …); a `whole` column that still does not fit is left out (the others fitted again without
-    it); whatever else does not fit is cut at the right edge, as in esxtop."""
+    it); a key column (`keep`) pushed past the edge leaves the number columns just before it out, nearest
+    first, until `keep` cells of it show (k9s and htop keep theirs); whatever else does not fit is cut at the
+    right edge, as in esxtop."""
     out = [0 if c.name.split(" ≤")[0] in hidden else w for c, w in zip(columns, widths, strict=False)]
     while True:
         fitted = list(out)
@@ -169,8 +172,21 @@ def fit(widths: Sequence[int], columns: Sequence[Column], hidden: frozenset[str]
                 break
             x += w + 1 if w else 0
         if cut is None:
-            return fitted
+            cut = _make_room_for_key(fitted, columns, room)
+            if cut is None:
+                return fitted
         out[cut] = 0
+
+
+def _make_room_for_key(widths: Sequence[int], columns: Sequence[Column], room: int) -> int | None:
+    """The number column to leave out so that a key column shows `keep` cells, or None (none needed or left)."""
+    x = 0
+    for i, w in enumerate(widths):
+        if w and i < len(columns) and columns[i].keep and x + min(w, columns[i].keep) > room:
+            return next((j for j in range(i - 1, -1, -1) if widths[j] and columns[j].right and not columns[j].keep),
+                        None)
+        x += w + 1 if w else 0
+    return None
 
 
 def row_strip(row: TableRow, widths: Sequence[int], columns: Sequence[Column]) -> Strip:

@@ -1,6 +1,6 @@
 """The read side's one interface: what every view (verdict, check engine, triage, report, TUI) reads.
 
-Three things implement `Source`: the embedded store (agent/core/store.py), InfluxDB
+Three things implement `Source`: the embedded store (agent/core/store/), InfluxDB
 (agent/core/influx_source.py) and samples held in memory (`MemorySource`: what triage gathered).
 Readers never re-implement it: they wrap one in `CachedSource`, which keeps the series listing, a
 measurement's series by tag value, the rows read for a window and the facts, and answers the same

@@ -102,6 +102,33 @@ def test_a_vcenter_down_after_its_findings_makes_them_stale_and_triage_unknown(t
     assert len(ready) == 1 and ready[0]["stale_since"] is not None and ready[0]["resolved_at"] is None
 
 
+def test_a_finding_judged_from_the_stored_inventory_of_a_source_down_is_stale_too(tmp_path):
+    """N16's remainder: esx01's vCPU-to-thread ratio is judged from the host fact vCenter described before it
+    went down. That inventory is the last one stored and only vCenter could renew it, so the warning is stale
+    like the CPU-ready one judged from vCenter's samples: nothing is open, the status is UNKNOWN (exit 3), and
+    JSON says when it went stale. Not a case of this rule: any finding judged from facts of a kind only the
+    sources that failed describe."""
+    store = recorded_store(tmp_path / "m.db", ended_s_ago=360)
+    with Store(store, writer=True) as w:
+        w.write(facts=[Fact("vsphere_host", {"vcenter": "vc1", "host": "esx01"},
+                            {"cpu_threads": 16, "vcpus_powered_on": 28}, time.time_ns() - 900 * S)])
+    config = vcenter_config(tmp_path / "vc.toml", refused_port())
+    status, screen = run_in_terminal([*db2vtop(), "triage", "-c", str(config), "--store", str(store)],
+                                     tmp_path / "home")
+    first = next(line for line in screen.splitlines() if line.startswith("db2vtop triage:"))
+    assert status == 3, screen
+    assert first.startswith("db2vtop triage: UNKNOWN: source vsphere:vc1 could not be read"), first
+    assert "1 critical, 1 warning findings stale since" in first and "0 critical, 0 warning open" in first, first
+    stale = screen.split("Stale: open when their entity stopped reporting", 1)[1]
+    assert "[WARNING] vcpu-le-threads" in stale and "\nFindings" not in screen, screen
+
+    doc = json.loads(run_cli("triage", "-c", str(config), "--store", str(store), "--format", "json",
+                             env={"VC1_PASSWORD": "secret"}).stdout)
+    ratio = [f for f in doc["findings"] if f["rule"] == "vcpu-le-threads"]
+    assert doc["status"] == "UNKNOWN" and len(ratio) == 1, doc
+    assert ratio[0]["stale_since"] is not None and ratio[0]["resolved_at"] is None, ratio
+
+
 def test_the_findings_screen_shows_a_stale_finding_as_stale(tmp_path):
     """The agent recorded the finding stale (its vCenter went quiet): the Findings screen lists it dimmed as
     `CRIT stale`, not as a current critical one, and counts it apart."""

@@ -356,3 +356,45 @@ def test_the_series_triage_leaves_out_change_no_finding():
     quiet = engine.quiet([s for m in engine.live_measurements() for s in kept.series(m)], kept.column,
                          kept.newest_ts)
     assert {kept.series()[i].tags["vm"] for i in quiet} == {"calm"}  # its vsphere_vm series; its disk breaches
+
+
+def test_the_runner_makes_a_finding_judged_from_facts_stale_while_their_only_source_fails():
+    """The agent's side of N16 (what the TUI's Findings read): the vCPU ratio judged from vCenter's host fact
+    is stale once vCenter failed three cycles in a row (the runtime's cycle samples say so), since it was last
+    judged, and current again at vCenter's next good cycle; the guest failing alone does not touch it."""
+    import time
+
+    from db2vtop.agent.core.model import SELF_MEASUREMENT
+    from db2vtop.checks.rules.vsphere import VcpuLeThreads
+    from db2vtop.checks.runner import CheckRunner
+
+    class Seen:
+        def __init__(self):
+            self.changes = []
+
+        def submit(self, findings=(), **_):
+            self.changes += [(f.rule, f.stale_since) for f in findings]
+
+    def cycle(name, status, i):
+        return Sample(SELF_MEASUREMENT, {"collector": name}, {"status": status}, T0 + i * S)
+
+    def after(step, want):  # the changes a step brings: `want` of them, or none within half a second
+        n = len(seen.changes)
+        step()
+        deadline = time.monotonic() + (5 if want else 0.5)
+        while len(seen.changes) < n + max(want, 1) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return seen.changes[n:]
+
+    seen = Seen()
+    runner = CheckRunner(Engine([VcpuLeThreads()]), [seen])
+    runner.declared = {"vsphere:vc1": frozenset({"vsphere_host", "vsphere_vm"}), "guest": frozenset({"guest_mem"})}
+    host = Fact("vsphere_host", {"vcenter": "vc1", "host": "esx01"}, {"cpu_threads": 16, "vcpus_powered_on": 28}, T0)
+    try:
+        assert after(lambda: runner.submit(facts=[host]), 1) == [("vcpu-le-threads", None)]
+        assert after(lambda: [runner.submit([cycle("guest", "error", i)]) for i in range(4)], 0) == []
+        assert after(lambda: [runner.submit([cycle("vsphere:vc1", "error", i)]) for i in range(2)], 0) == []
+        assert after(lambda: runner.submit([cycle("vsphere:vc1", "timeout", 3)]), 1) == [("vcpu-le-threads", T0)]
+        assert after(lambda: runner.submit([cycle("vsphere:vc1", "ok", 4)]), 1) == [("vcpu-le-threads", None)]
+    finally:
+        runner.close()

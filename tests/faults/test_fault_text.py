@@ -31,9 +31,9 @@ class FaultOnce(HostileVCenter):
 
     faulted = False
 
-    def _serve(self, h: BaseHTTPRequestHandler, method: str, body: bytes) -> None:
+    def _serve(self, h: BaseHTTPRequestHandler, body: bytes) -> None:
         if self.faulted or b"<QueryPerf" not in body:
-            return super()._serve(h, method, body)
+            return super()._serve(h, body)
         self.faulted = True
         data = ('<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/'
                 'soap/envelope/"><soapenv:Body><soapenv:Fault><faultcode>ServerFaultCode</faultcode><faultstring>'

@@ -26,9 +26,9 @@ from db2vtop.collectors.guest.config import GuestConfig
 from db2vtop.collectors.guest.local import LocalGuestCollector
 from db2vtop.collectors.markers import MarkerInbox
 from db2vtop.collectors.selfmon import SelfCollector
-from db2vtop.tui import stack_view
 from db2vtop.tui.app import SCREENS, Db2vtopApp
 from db2vtop.tui.data import Reader
+from db2vtop.tui.loaders import stack as stack_view
 from db2vtop.tui.screens.dialogs import CommandBar, HelpScreen, MarkerPrompt
 from db2vtop.tui.screens.findings import FindingsScreen
 from db2vtop.tui.screens.fleet import FleetScreen
@@ -642,7 +642,7 @@ async def test_a_long_load_of_a_screen_left_stops_for_the_next_screens(fleet_sto
     it stops at its next read, and the new screen's load does not wait for it."""
     import threading
 
-    from db2vtop.tui import fleet_view
+    from db2vtop.tui.loaders import fleet as fleet_view
     path, stacks = fleet_store
     app = replay(path, stacks)
     slow, stopped = threading.Event(), []

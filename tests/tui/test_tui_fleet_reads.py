@@ -16,7 +16,8 @@ from db2vtop.agent.core.store import Store
 from db2vtop.checks.thresholds import levels
 from db2vtop.tui.app import Db2vtopApp
 from db2vtop.tui.data import RECHECK_S, Reader, TableState
-from db2vtop.tui.fleet_view import FleetView, load_fleet
+from db2vtop.tui.loaders import fleet as fleet_view
+from db2vtop.tui.loaders.fleet import FINDING_COL, NAME_COL, FleetView, load_fleet
 from db2vtop.tui.screens.fleet import FleetScreen
 from db2vtop.tui.screens.stack import StackScreen
 from db2vtop.tui.table import arrange, cell_text
@@ -89,6 +90,68 @@ def test_a_row_written_late_at_a_paused_moment_is_shown_once_asked_again(recorde
     row = next(r for r in after if r[:2] == ["vm", "app0005"])
     assert row != app5 and row[2:4] == ["99.5", "42.5"]
     rd.source.close()
+
+
+@pytest.mark.parametrize(("sort", "at"), [(FINDING_COL, -700), (NAME_COL, -700), (FINDING_COL, 30),
+                                         (NAME_COL, 95)])
+def test_a_large_fleets_first_load_reads_the_rows_on_screen_first(recorded, monkeypatch, utc, sort, at):
+    """Before the VMs' first whole read (a chunk of each of 10,000 series at a past moment), the rows on screen and
+    the stacks' VMs alone are read: every row is there, the others' figures show `…`; the view's rest is the
+    whole view, and the rows on screen were the same in both. In the chunks, in the head (after the recording's
+    last sample), and once its rows are stale."""
+    path, stacks = recorded
+    large = fleet_view.STAGED_FROM
+    monkeypatch.setattr(fleet_view, "STAGED_FROM", 1)  # the fixture's 12 VMs as a large fleet
+    until, state = FLEET.end_ns + at * S, TableState(sort_col=sort, visible=(0, 6))
+    rd = Reader(Store(path))
+    asked: list[int] = []
+    real = rd.source.latest_of
+
+    def latest_of(series, *args, **kwargs):
+        chosen = list(series)
+        asked.extend(s.id for s in chosen if s.measurement == "vsphere_vm")
+        return real(chosen, *args, **kwargs)
+
+    rd.source.latest_of = latest_of
+    rd.begin()
+    first = load_fleet(rd, stacks, until - 300 * S, until, state, 16, levels(None))
+    shown = table(first, state)
+    assert first.rest is not None and first.counts == {"stack": 2, "vm": 12, "host": 3}
+    on_screen = {row[1] for row in shown[1:7] if row[0] == "vm"} | {s.vm for s in stacks}
+    assert {s.tags["vm"] for s in rd.series("vsphere_vm") if s.id in asked} == on_screen, \
+        "the first load read other VMs than those on screen and the stacks'"
+    assert not any("…" in cell for row in shown[1:7] for cell in row)
+    assert all(row[2] == "…" for row in shown[7:] if row[0] == "vm" and row[1] not in on_screen)
+    assert sum(row[2] == "…" for row in shown) == 12 - len(on_screen)
+    rest = first.rest()
+    monkeypatch.setattr(fleet_view, "STAGED_FROM", large)
+    whole = fresh(path, stacks, until - 300 * S, until, state)
+    assert rest.rest is None and table(rest, state) == whole
+    assert shown[1:7] == whole[1:7]
+    rd.source.close()
+
+
+async def test_a_live_fleet_shown_first_on_screen_gets_its_whole_view(recorded, monkeypatch, utc):
+    """The rows on screen first, then the whole view, though the live cursor's ticks ask for loads meanwhile (each
+    would otherwise show the rows on screen first again, and the rest never)."""
+    path, stacks = recorded
+    monkeypatch.setattr(fleet_view, "STAGED_FROM", 1)
+    shown: list[bool] = []  # whether each view shown had a rest to come
+    real = FleetScreen.show_view
+    monkeypatch.setattr(FleetScreen, "show_view", lambda screen, view: (shown.append(view.rest is not None),
+                                                                          real(screen, view))[1])
+    read_into = Reader.read_into  # a first load as slow as a large fleet's: the next tick comes during it
+    monkeypatch.setattr(Reader, "read_into", lambda *args: (time.sleep(0.1), read_into(*args))[1])
+    start = time.monotonic()
+    app = Db2vtopApp(path, None, clock=lambda: FLEET.end_ns - 600 * S + int((time.monotonic() - start) * 1e9),
+                     stacks=stacks, refresh_s=0.05)
+    async with app.run_test(size=(170, 50)) as pilot:
+        deadline = time.monotonic() + 20
+        while False not in shown:
+            assert time.monotonic() < deadline, f"no whole view of the Fleet: {shown}"
+            await pilot.pause(0.02)
+        assert shown[0]
+        await pilot.press("q")
 
 
 async def test_back_to_the_fleet_after_a_paused_stack_was_moved_shows_that_moment(recorded, utc):

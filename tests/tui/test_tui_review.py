@@ -340,3 +340,70 @@ def test_a_replay_says_when_it_reaches_the_end_at_80x24(tmp_path, fleet):
         assert "12:14:40 · paused" in screen, screen
     finally:
         term.close()
+
+
+def test_the_fleet_at_60x15_still_says_what_is_wrong(tmp_path, fleet):
+    """New-4: at 60 columns the finding column was past the edge, whole: a critical VM showed only as a red rdy%.
+    The finding is the Fleet's key column (k9s and htop keep theirs): the number columns nearest it give way
+    until its severity shows."""
+    term = replay(tmp_path, fleet, 60, 15)
+    try:
+        screen = term.wait(lambda s: "app0003" in s or "prod01" in s, 20, "the Fleet's rows")
+        header = next(line for line in screen.splitlines() if line.startswith("kind"))
+        assert "worst" in header and "rdy%" in header, screen
+        assert re.search(r"^\S+\s+\S+ .*\b(CRIT|WARN) ", screen, re.M), screen  # a finding's severity on a row
+    finally:
+        term.close()
+
+
+def test_local_at_60x15_splits_no_figure_and_cuts_no_disk_header(tmp_path, fleet):
+    """New-5: at 60 columns the Memory pane wrapped its `used … of … (81.3%)` figure (the percentage alone on the
+    next line) and the Disks header was cut to `w_awai`. The figure becomes two whole phrases; a disk column that
+    does not fit whole is left out."""
+    term = replay(tmp_path, fleet, 60, 15)
+    try:
+        term.send("4")
+        screen = term.wait(lambda s: "Local › guest db2prod01" in s and "device" in s and "used" in s, 20, "Local")
+        lines = screen.splitlines()
+        assert any(re.search(r"used \S+ \(\d+\.\d%\)", line) for line in lines), screen
+        assert not any(re.search(r"│ \(\d+\.\d%\)", line) for line in lines), screen
+        header = next(line for line in lines if "device" in line and "type" in line)
+        names = {"device", "type", "r/s", "w/s", "read", "write", "r_await", "w_await", "aqu-sz", "%util"}
+        assert set(header.strip(" │").split()) <= names, header
+    finally:
+        term.close()
+
+
+def test_the_findings_detail_wraps_its_text_under_its_own_start(tmp_path, fleet):
+    """New-6: a `why`/`fix`/`reference` text longer than the pane wrapped back to column 0, under its label. Each
+    goes on under its own start (a hanging indent, as the help's)."""
+    term = replay(tmp_path, fleet, 80, 40)
+    try:
+        term.send("3")
+        screen = term.wait(lambda s: "│ reference " in s and "first seen" in s, 20, "the Findings detail")
+        lines = screen.splitlines()
+        at = next(i for i, line in enumerate(lines) if line.startswith("│ reference "))
+        end = next(i for i, line in enumerate(lines) if "│ first seen" in line)
+        assert end - at >= 2, screen  # the reference is longer than one line here
+        assert all(line.startswith("│" + " " * 11) and line[12] != " " for line in lines[at + 1:end]), screen
+    finally:
+        term.close()
+
+
+def test_the_stack_gives_every_latency_in_ms_with_two_decimals(tmp_path, fleet):
+    """F18: the LUN panel mixed decimals (`GAVG 1.0 KAVG 0.00 DAVG 38.0 QAVG 0.00`), and so did the layers'
+    summaries (`GAVG 1.0 ms`, `KAVG 0.00 ms`). One format per unit, as esxtop's disk panels: ms with 2 decimals."""
+    term = replay(tmp_path, fleet, 120, 40)
+    try:
+        term.send("2")
+        term.wait(lambda s: "Fleet › stack prod01" in s and "KAVG" in s, 20, "the Stack screen")
+        term.send("u")
+        screen = term.wait(lambda s: re.search(r"^naa\.\S+ ", s, re.M) is not None, 20, "the LUN panel")
+        figures = re.findall(r"(\d+\.\d+) ms\b", screen)
+        assert len(figures) >= 6 and all(re.fullmatch(r"\d+\.\d\d", f) for f in figures), figures
+        header = next(line for line in screen.splitlines() if line.startswith("LUN "))
+        row = next(line for line in screen.splitlines() if line.startswith("naa."))
+        cells = dict(zip(header.split()[2:8], row.split()[2:8], strict=True))  # GAVG … ACTV, past LUN, datastore
+        assert all(re.fullmatch(r"\d+\.\d\d", cells[k]) for k in ("GAVG", "KAVG", "DAVG", "QAVG")), cells
+    finally:
+        term.close()

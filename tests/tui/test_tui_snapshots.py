@@ -16,8 +16,8 @@ import pytest
 from db2vtop.agent.config import load_config
 from db2vtop.agent.core.store import Store
 from db2vtop.checks.verdict import StackVerdict
-from db2vtop.tui import stack_view
 from db2vtop.tui.app import Db2vtopApp
+from db2vtop.tui.loaders import stack as stack_view
 from db2vtop.tui.timecursor import TimeCursor
 from tests.infra.tui_fixture import T0, build_store, write_config
 

@@ -6,7 +6,7 @@ from db2vtop.agent.core.model import Sample
 from db2vtop.agent.core.store import Store
 from db2vtop.checks.thresholds import levels
 from db2vtop.tui.data import Reader, TableState
-from db2vtop.tui.fleet_view import load_fleet
+from db2vtop.tui.loaders.fleet import load_fleet
 
 S = 10**9
 T0 = 1_700_000_000 * S

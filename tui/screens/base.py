@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Input
@@ -11,7 +12,7 @@ from textual.widgets import Input
 from db2vtop.checks.scales import Levels
 from db2vtop.tui.data import Reader
 from db2vtop.tui.table import GridTable
-from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine
+from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, TitleBar
 
 
 class ViewScreen(Screen):
@@ -20,6 +21,7 @@ class ViewScreen(Screen):
 
     HELP: ClassVar[list[tuple[str, str]]] = []
     WHOLE_STATUS: ClassVar[bool] = True  # its status line names every source (the Stack screen's, its stack's own)
+    FOCUS_TABLE: ClassVar[bool] = True  # its first table has the keys when it is mounted
     BINDINGS: ClassVar = [Binding("slash", "filter", "Filter", key_display="/"),
                           Binding("escape", "back", "Back", show=False)]
 
@@ -37,11 +39,30 @@ class ViewScreen(Screen):
         self.levels: Levels = self.app.levels  # the app's, handed down: the loader thread reads them here
         self.loaded_at: tuple[int, int] | None = None  # (since, until) of its last load
 
+    def compose(self) -> ComposeResult:
+        """The frame every screen has: the title and breadcrumbs, its own widgets (`body`), the `/` bar, the keys."""
+        yield TitleBar()
+        yield Breadcrumbs(id="crumbs")
+        yield from self.body()
+        yield FilterBar(id="filter")
+        yield KeyBar()
+
+    def body(self) -> ComposeResult:
+        """The screen's own widgets, between its breadcrumbs and its `/` bar."""
+        return iter(())
+
     def load_view(self, reader: Reader, since_ns: int, until_ns: int) -> Any:
         raise NotImplementedError
 
     def show_view(self, view: Any) -> None:
         raise NotImplementedError
+
+    def on_mount(self) -> None:
+        """Mounted: its table focused (the keys move its cursor), its breadcrumbs shown."""
+        table = self.filter_table() if self.FOCUS_TABLE else None
+        if table is not None:
+            table.focus()
+        self.show_crumbs()
 
     def crumbs(self) -> list[str]:
         return []

@@ -6,6 +6,7 @@ subject (its stack, VM, host or guest).
 
 from __future__ import annotations
 
+import textwrap
 from collections import Counter
 from datetime import datetime
 from typing import ClassVar
@@ -19,12 +20,13 @@ from db2vtop.agent.core.model import Finding, Severity, severity_rank
 from db2vtop.agent.core.text import plural
 from db2vtop.checks.catalog import references_of
 from db2vtop.checks.evidence import describe
-from db2vtop.tui.data import FindingsView, Reader, load_findings
-from db2vtop.tui.fleet_view import SEVERITY_CELL, without_subject
+from db2vtop.tui.data import Reader
 from db2vtop.tui.format import ago
+from db2vtop.tui.loaders.findings import FindingsView, load_findings
+from db2vtop.tui.loaders.fleet import SEVERITY_CELL, without_subject
 from db2vtop.tui.screens.base import ViewScreen
 from db2vtop.tui.table import Column, GridTable, TableModel, TableRow
-from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, TitleBar
+from db2vtop.tui.widgets import StatusLine
 
 COLUMNS = [Column("severity"), Column("rule", max_width=28), Column("layer"),
            Column("subject", max_width=40, min_width=12), Column("summary", max_width=60, min_width=20),
@@ -74,6 +76,16 @@ def _model(view: FindingsView) -> TableModel:
     return TableModel(COLUMNS, rows)
 
 
+LABEL = 10  # the detail's labels (`evidence  `, `reference `)
+
+
+def hanging(body: str, room: int) -> str:
+    """`body`'s lines wrapped `room` cells wide (no wrap when the pane is not laid out yet), each line after the
+    first indented by a label's width: the text stays under its own start."""
+    lines = [w for para in body.split("\n") for w in (textwrap.wrap(para, room) if room > 10 else [para]) or [""]]
+    return ("\n" + " " * LABEL).join(lines)
+
+
 class FindingsScreen(ViewScreen):
     HELP: ClassVar = [("↑ ↓", "select a finding: its evidence, why, fix and reference show below"),
                       ("enter", "open the finding's subject (stack, VM, host or guest)"),
@@ -86,21 +98,13 @@ class FindingsScreen(ViewScreen):
         self.table.set_filter(filter_text)
         self._by_key: dict[str, Finding] = {}
 
-    def compose(self) -> ComposeResult:
-        yield TitleBar()
-        yield Breadcrumbs(id="crumbs")
+    def body(self) -> ComposeResult:
         yield StatusLine(id="status")
         yield Static(id="score")
         yield self.table
         with VerticalScroll(id="finding-detail", classes="pane") as detail:
             detail.border_title = "Detail"
             yield Static("no finding selected", id="detail")
-        yield FilterBar(id="filter")
-        yield KeyBar()
-
-    def on_mount(self) -> None:
-        self.table.focus()
-        self.show_crumbs()
 
     def crumbs(self) -> list[str]:
         return ["Findings"]
@@ -145,6 +149,10 @@ class FindingsScreen(ViewScreen):
         if f is not None:
             self.app.open_subject(f.subject)
 
+    def on_resize(self) -> None:  # the detail is wrapped to its pane's width
+        if self.view is not None:
+            self._detail(self._by_key.get(self.table.cursor_key or ""))
+
     def _detail(self, f: Finding | None) -> None:
         if f is None:
             self.query_one("#detail", Static).update("no finding selected")
@@ -156,15 +164,17 @@ class FindingsScreen(ViewScreen):
         t.append(f"{f.summary}\n\n")
         ev = f.evidence
         window = ev.get("window") or {}
-        t.append("evidence  ", style="bold")
-        t.append(f"{describe(ev)}\n          {plural(int(ev.get('samples', 1)), 'sample')}, "
-                 f"{_when(window.get('from_ns', f.first_seen))} .. {_when(window.get('to_ns', f.last_seen))}\n")
-        t.append("why       ", style="bold")
-        t.append(f"{f.why}\n")
-        t.append("fix       ", style="bold")
-        t.append(f"{f.fix}\n")
-        t.append("reference ", style="bold")
-        t.append("; ".join(references_of(f.rule, f.references)) + "\n")  # an older recording's too
+        # label and text side by side, the text wrapped under its own start (as the help's), not back to column 0:
+        # to the pane's width less its scroll bar
+        pane = self.query_one("#finding-detail", VerticalScroll)
+        room = pane.content_size.width - 1 - LABEL
+        seen = f"{_when(window.get('from_ns', f.first_seen))} .. {_when(window.get('to_ns', f.last_seen))}"
+        for label, body in (
+                ("evidence", f"{describe(ev)}\n{plural(int(ev.get('samples', 1)), 'sample')}, {seen}"),
+                ("why", f.why), ("fix", f.fix),
+                ("reference", "; ".join(references_of(f.rule, f.references)))):  # an older recording's too
+            t.append(label.ljust(LABEL), style="bold")
+            t.append(hanging(body, room) + "\n")
         t.append(f"first seen {_when(f.first_seen)}, last seen {_when(f.last_seen)}\n", style="dim")
         if f.resolved_at:
             t.append(f"resolved  {_when(f.resolved_at)}\n", style="dim")

@@ -12,11 +12,11 @@ from textual.widgets import Static
 from db2vtop.agent.core.text import plural
 from db2vtop.tui import prefs
 from db2vtop.tui.data import Reader, TableState
-from db2vtop.tui.fleet_view import COLUMNS, FINDING_COL, READY_TREND, FleetView, load_fleet
+from db2vtop.tui.loaders.fleet import COLUMNS, FINDING_COL, READY_TREND, FleetView, load_fleet
 from db2vtop.tui.screens.base import ViewScreen
 from db2vtop.tui.screens.dialogs import FieldChooser
 from db2vtop.tui.table import GridTable
-from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, TitleBar, failing
+from db2vtop.tui.widgets import StatusLine, failing
 
 SPARK_COLS = COLUMNS[READY_TREND].width
 # esxtop's sort letters: R %RDY, U %USED, B the memory panel's MCTL (balloon); L latency, N name
@@ -49,18 +49,10 @@ class FleetScreen(ViewScreen):
         # taking down (a quit during a load) has none
         self.stacks_for = self.app.stacks_for
 
-    def compose(self) -> ComposeResult:
-        yield TitleBar()
-        yield Breadcrumbs(id="crumbs")
+    def body(self) -> ComposeResult:
         yield StatusLine(id="status")
         yield Static(id="fleet-summary")
         yield self.table
-        yield FilterBar(id="filter")
-        yield KeyBar()
-
-    def on_mount(self) -> None:
-        self.table.focus()
-        self.show_crumbs()
 
     def crumbs(self) -> list[str]:
         return ["Fleet"]
@@ -85,6 +77,8 @@ class FleetScreen(ViewScreen):
             t.append(f"   {plural(len(bad), 'source')} failing", style="bold red")
         if view.stale:
             t.append(f"   {plural(view.stale, 'stale row')} (dimmed)", style="yellow")
+        if view.rest is not None:  # the rows on screen are shown first (a large fleet's first load)
+            t.append("   reading the other rows' figures…", style="dim")
         self.query_one("#fleet-summary", Static).update(t, layout=False)
         self.show_crumbs()
 

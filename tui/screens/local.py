@@ -14,20 +14,22 @@ from textual.widgets import Static
 from db2vtop.agent.core.units import format_duration
 from db2vtop.checks.scales import Level
 from db2vtop.tui.chart import Marks, braille, buckets, level_style, nice_top, spark, time_axis
-from db2vtop.tui.data import LocalView, Reader, load_local, pick_guest
+from db2vtop.tui.data import Reader
 from db2vtop.tui.format import NONE, ago, bar, num, rate, size, value
+from db2vtop.tui.loaders.local import LocalView, load_local, pick_guest
 from db2vtop.tui.screens.base import ViewScreen
 from db2vtop.tui.table import Column, GridTable, TableModel, TableRow
-from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, StripView, TitleBar, packed
+from db2vtop.tui.widgets import StatusLine, StripView, packed
 
 SPARK = 20
 GUTTER = 5
-# iostat -x's names (its awaits are in ms): at 80 columns every figure fits, %util too; a trend that does not fit
-# whole is left out
+# iostat -x's names (its awaits are in ms): at 80 columns every figure fits, %util too; a figure or a trend that
+# does not fit whole is left out (at 60 columns a header cut to `w_awai` named nothing)
 DISK_COLUMNS = [Column("device", max_width=24, min_width=8), Column("type"), Column("r/s", right=True),
                 Column("w/s", right=True), Column("read", right=True), Column("write", right=True),
-                Column("r_await", right=True), Column("w_await", right=True), Column("aqu-sz", right=True),
-                Column("%util", right=True), Column("%util trend", width=SPARK, sortable=False, whole=True)]
+                Column("r_await", right=True, whole=True), Column("w_await", right=True, whole=True),
+                Column("aqu-sz", right=True, whole=True), Column("%util", right=True, whole=True),
+                Column("%util trend", width=SPARK, sortable=False, whole=True)]
 NET_COLUMNS = [Column("interface", max_width=24, min_width=8), Column("rx", right=True), Column("tx", right=True),
                Column("rx pkt/s", right=True), Column("tx pkt/s", right=True), Column("drops/s", right=True),
                Column("errors/s", right=True), Column("rx+tx trend", width=SPARK, sortable=False, whole=True)]
@@ -97,6 +99,7 @@ def _pane(name: str, title: str) -> Vertical:
 
 class LocalScreen(ViewScreen):
     HELP: ClassVar = [("/", "filter the disks and interfaces"), ("esc", "back (when opened from the Fleet)")]
+    FOCUS_TABLE: ClassVar = False  # its tables only show: no cursor
 
     def __init__(self, guest: str | None = None) -> None:
         super().__init__()
@@ -105,9 +108,7 @@ class LocalScreen(ViewScreen):
         self.cpu_chart = StripView(id="cpu-chart", classes="chart")
         self.mem_chart = StripView(id="mem-chart", classes="chart")
 
-    def compose(self) -> ComposeResult:
-        yield TitleBar()
-        yield Breadcrumbs(id="crumbs")
+    def body(self) -> ComposeResult:
         yield StatusLine(id="status")
         with Horizontal(id="top"):
             with _pane("cpu", "CPU busy %"):
@@ -123,11 +124,6 @@ class LocalScreen(ViewScreen):
             yield GridTable(DISK_COLUMNS, id="disk-table", cursor=False)
         with _pane("net", "Network"):
             yield GridTable(NET_COLUMNS, id="net-table", cursor=False)
-        yield FilterBar(id="filter")
-        yield KeyBar()
-
-    def on_mount(self) -> None:
-        self.show_crumbs()
 
     def crumbs(self) -> list[str]:
         return ["Local", f"guest {self.guest}" if self.guest else "this machine"]
@@ -201,9 +197,13 @@ class LocalScreen(ViewScreen):
         swapping = (value(m, "swap_in_bytes_per_s") or 0) > 0 or (value(m, "swap_out_bytes_per_s") or 0) > 0
         swap = "bold red" if swapping else None
         box = self.query_one("#mem-summary", Static)
+        used, total, pct = size(value(m, 'used_bytes')), size(value(m, 'total_bytes')), num(value(m, 'used_pct'))
+        whole = f"used {used} of {total} ({pct}%)"
+        # a pane too narrow for the figure whole (60 columns) has it as two phrases, each kept whole
+        figure = [[(whole, "bold")]] if not box.size.width or len(whole) <= box.size.width else \
+            [[(f"used {used} ({pct}%)", "bold")], [(f"total {total}", None)]]
         box.update(packed([
-            [[(f"used {size(value(m, 'used_bytes'))} of {size(value(m, 'total_bytes'))}"
-               f" ({num(value(m, 'used_pct'))}%)", "bold")], [(f"available {size(value(m, 'available_bytes'))}", None)],
+            [*figure, [(f"available {size(value(m, 'available_bytes'))}", None)],
              [(f"cache {size(value(m, 'page_cache_bytes'))}", None)]],
             [[(f"swap used {size(value(m, 'swap_used_bytes'))}", swap)],
              [(f"in {rate(value(m, 'swap_in_bytes_per_s'))}", swap)],

@@ -13,13 +13,13 @@ from textual.widgets import Static
 from db2vtop.agent.core.model import severity_rank
 from db2vtop.agent.core.text import plural
 from db2vtop.tui.data import Reader, TableState
-from db2vtop.tui.fleet_view import SEVERITY_CELL
+from db2vtop.tui.loaders.fleet import SEVERITY_CELL
+from db2vtop.tui.loaders.stack import Geometry, StackView, load_stack
 from db2vtop.tui.panels import PANELS
 from db2vtop.tui.screens.base import ViewScreen
-from db2vtop.tui.stack_view import Geometry, StackView, load_stack
 from db2vtop.tui.stacks import Target
 from db2vtop.tui.table import GridTable, TableModel
-from db2vtop.tui.widgets import Breadcrumbs, FilterBar, KeyBar, StatusLine, StripView, TitleBar, runs_text
+from db2vtop.tui.widgets import StatusLine, StripView, runs_text
 
 VMWARE_LETTERS = "cmduvn"
 DB2_LETTERS = "blwt"
@@ -56,22 +56,16 @@ class StackScreen(ViewScreen):
         self._verdict_lines = 0
         self.event_marks = self.app.event_marks  # the app's, handed down: the loader thread reads it here
 
-    def compose(self) -> ComposeResult:
-        yield TitleBar()
-        yield Breadcrumbs(id="crumbs")
+    def body(self) -> ComposeResult:
         yield Static(id="verdict")
         yield StatusLine(id="status")
         yield self.block
         yield Static(id="panel-tabs")
         yield Static(id="panel-summary")
         yield self.detail
-        yield FilterBar(id="filter")
-        yield KeyBar()
 
-    def on_mount(self) -> None:
-        self.detail.focus()
+    def on_mount(self) -> None:  # then ViewScreen's: the detail table focused, the breadcrumbs shown
         self._tabs()
-        self.show_crumbs()
 
     def crumbs(self) -> list[str]:
         return ["Fleet", self.target.label, f"{self.panel} {PANELS[self.panel]}"]

@@ -267,7 +267,7 @@ def test_the_fleet_over_influxdb_shows_what_it_shows_over_the_store_while_points
     from db2vtop.agent.sinks.lineproto import LineEncoder
     from db2vtop.checks.thresholds import levels
     from db2vtop.tui.data import Reader, TableState
-    from db2vtop.tui.fleet_view import load_fleet
+    from db2vtop.tui.loaders.fleet import load_fleet
     from tests.infra.tui_fixture import STEP_S, T0, Fleet, records, steps, write_config
 
     s = 10**9

@@ -144,7 +144,7 @@ def _engine(path, now):
 
 
 def _stack_screen(path, now):
-    from db2vtop.tui.stack_view import Geometry, load_stack
+    from db2vtop.tui.loaders.stack import Geometry, load_stack
     from db2vtop.tui.stacks import Target
     with Store(path) as s:
         rd = Reader(s)
@@ -155,7 +155,7 @@ def _stack_screen(path, now):
 
 def _fleet(path, now):
     from db2vtop.tui.data import TableState
-    from db2vtop.tui.fleet_view import load_fleet
+    from db2vtop.tui.loaders.fleet import load_fleet
     with Store(path) as s:
         rd = Reader(s)
         rd.begin()
@@ -164,7 +164,7 @@ def _fleet(path, now):
 
 CONSUMERS = {"db2vtop.checks.verdict": _verdict, "db2vtop.checks.report": _report, "db2vtop.checks.triage": _triage,
              "db2vtop.checks.engine": _engine, "db2vtop.tui.stacks": _stack_screen,
-             "db2vtop.tui.fleet_view": _fleet}
+             "db2vtop.tui.loaders.fleet": _fleet}
 
 
 @pytest.mark.parametrize("path", sorted(CONSUMERS))

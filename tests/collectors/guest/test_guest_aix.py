@@ -97,7 +97,8 @@ async def test_aix_guest_facts_and_samples_in_one_round_trip_per_cycle(sshd, aix
 ])
 async def test_broken_aix_commands_are_recorded_not_raised(sshd, aix_host, shim, body, message):
     sshd.shim(shim, "#!/bin/sh\n" + body)
-    c = RemoteGuestCollector(RemoteGuestConfig(ssh="db2aix01", os="aix", interval=2.0), target(sshd))
+    # a 1 s sampling window (60 % of the interval) with 2 s to spare: a loaded machine's ssh login took more than 0.9 s
+    c = RemoteGuestCollector(RemoteGuestConfig(ssh="db2aix01", os="aix", interval=3.0), target(sshd))
     out = Capture()
     await Runtime([c, SelfCollector()], [out]).run_once()
     me = {s.tags["collector"]: s.fields for s in out.samples if s.measurement == "db2vtop_collector"}
