@@ -412,21 +412,23 @@ def check_rule_howto(problems: list[str], count: str, bullets: list[str], prose:
 
 
 def check_screen_howto(problems: list[str], count: str, bullets: list[str], prose: str) -> None:
-    """A screen is its module in tui/screens/, its loader, its entries in tui/app.py and in tui/commands.py."""
+    """A screen is its module in tui/screens/, its loader in tui/loaders/ and one line of tui/commands.py's
+    SCREENS (plus its `:` verb in COMMANDS)."""
     from db2vtop.tui import app, commands
 
     _check_count(problems, "screen", count, bullets)
-    _check_paths(problems, "screen", bullets, {"tui/screens/<screen>.py", "tui/data.py", _rel(app), _rel(commands)})
-    loaders = [ROOT / p for b in bullets if "load_<screen>" in b for p in re.findall(r"tui/\w+\.py", b)]
-    actions = {b.action for b in commands.bindings()}
+    _check_paths(problems, "screen", bullets, {"tui/screens/<screen>.py", "tui/loaders/<screen>.py",
+                                               _rel(commands)})
+    lines = Path(commands.__file__).read_text(encoding="utf-8").partition("\nSCREENS")[2].partition("\n)")[0]
     verbs = {c.verb for c in commands.COMMANDS}
-    for name in app.SCREENS.values():
-        if not (ROOT / "tui" / "screens" / f"{name}.py").exists():
-            problems.append(f"tui/screens/{name}.py: no such screen module")
-        if not any(p.exists() and f"\ndef load_{name}(" in p.read_text(encoding="utf-8") for p in loaders):
-            problems.append(f"docs/architecture.md: load_{name} is in none of {[p.name for p in loaders]}")
-        if f"screen('{name}')" not in actions or name not in verbs or not hasattr(app.Db2vtopApp, f"_cmd_{name}"):
-            problems.append(f"tui: screen {name} lacks its key, its `:` command or its _cmd_{name}")
+    for s in commands.SCREENS:
+        if not (ROOT / "tui" / "screens" / f"{s.name}.py").exists():
+            problems.append(f"tui/screens/{s.name}.py: no such screen module")
+        loader = ROOT / "tui" / "loaders" / f"{s.name}.py"
+        if not loader.exists() or f"\ndef load_{s.name}(" not in loader.read_text(encoding="utf-8"):
+            problems.append(f"tui/loaders/{s.name}.py: no load_{s.name}")
+        if sum(f'"{s.name}"' in line for line in lines.splitlines()) != 1 or s.name not in verbs:
+            problems.append(f"tui/commands.py: screen {s.name} is not one line of SCREENS with its `:` verb")
     for name, cls in app.Db2vtopApp.MODES.items():
         if cls.__module__ != f"db2vtop.tui.screens.{name}":
             problems.append(f"tui/app.py: MODES[{name!r}] is not tui/screens/{name}.py's")
