@@ -19,9 +19,11 @@ from db2vtop.checks.engine import Engine, validate_overrides
 from db2vtop.checks.rules import all_rules
 from db2vtop.checks.rules.guest import GuestIOLatency, GuestSwapZero, PartitionAlignment
 from db2vtop.checks.rules.vsphere import CpuLimitConfigured, EagerZeroed, NicVmxnet3
+from tests.conftest import ROOT
 
-#: practices.md, which catalog.json is made from; it lives beside the repository, not in it (skipped if absent)
-REFERENCE = Path(os.environ.get("DB2VTOP_PRACTICES", "/work/shared/reference/practices.md"))
+#: practices.md, which catalog.json is made from; it lives beside the repository, in ../shared, not in it (skipped
+#: if absent)
+REFERENCE = Path(os.environ.get("DB2VTOP_PRACTICES", ROOT.parent / "shared" / "reference" / "practices.md"))
 
 
 def reference_ids(start: str, end: str) -> set[str]:
